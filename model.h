@@ -1,0 +1,259 @@
+// model.h — the model description shared by every backend (CPU reference and CUDA):
+//   * ModelConfig: sizes, LayerNorm placement and residual step Δt (SPEC §1);
+//   * the parameter layout: which tensors exist, their shapes, their order in one flat
+//     buffer and in checkpoint files (SPEC §3), and which ones get weight decay (SPEC §2);
+//   * fresh initialisation (SPEC §1) and checkpoint read/write (SPEC §3).
+// Shapes use B (batch), T (time), C (channels), NH (heads), L (layers), V (vocabulary),
+// Vp (vocabulary padded for the embedding table), maxT (longest sequence).
+#pragma once
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "rng.h"
+
+// ---------------------------------------------------------------------------------------------
+// Configuration
+
+// Where the LayerNorms sit in each residual step (SPEC §1). The integer values are the ones
+// stored in checkpoint header[8].
+enum class Placement : int { Pre = 0, Post = 1, Peri = 2 };
+
+inline const char* placement_name(Placement p) {
+    switch (p) {
+        case Placement::Pre: return "pre";
+        case Placement::Post: return "post";
+        case Placement::Peri: return "peri";
+    }
+    return "?";
+}
+
+// Parses "pre" | "post" | "peri"; returns false for anything else.
+inline bool parse_placement(const std::string& s, Placement* out) {
+    if (s == "pre") { *out = Placement::Pre; return true; }
+    if (s == "post") { *out = Placement::Post; return true; }
+    if (s == "peri") { *out = Placement::Peri; return true; }
+    return false;
+}
+
+struct ModelConfig {
+    int maxT = 1024;  // longest sequence (rows of wpe)
+    int V = 50257;    // real vocabulary: the softmax runs over these
+    int Vp = 50304;   // padded vocabulary: rows of wte (V..Vp-1 never enter the loss)
+    int L = 12;       // blocks
+    int NH = 12;      // attention heads
+    int C = 768;      // channels
+    Placement placement = Placement::Pre;
+    float dt = 1.0f;  // residual step Δt: every residual branch is scaled by it
+};
+
+// The model sizes of SPEC §1 by name, plus "d6", the small default for CPU-only machines.
+// Returns false for an unknown name.
+inline bool model_preset(const std::string& name, ModelConfig* cfg) {
+    struct Size { const char* name; int L, NH, C; };
+    static const Size sizes[] = {
+        {"d6", 6, 6, 384}, {"d12", 12, 12, 768}, {"d24", 24, 16, 1024},
+        {"d36", 36, 20, 1280}, {"d48", 48, 25, 1600},
+    };
+    for (const Size& s : sizes) {
+        if (name == s.name) {
+            *cfg = ModelConfig{};
+            cfg->L = s.L; cfg->NH = s.NH; cfg->C = s.C;
+            return true;
+        }
+    }
+    return false;
+}
+
+// Throws InputError unless the sizes can describe a model (positive, heads divide channels).
+inline void validate_config(const ModelConfig& c, const std::string& where) {
+    if (c.maxT <= 0 || c.V <= 0 || c.Vp < c.V || c.L <= 0 || c.NH <= 0 || c.C <= 0)
+        throw InputError(where + ": invalid model sizes (maxT, V, Vp, L, NH, C must be positive, Vp >= V)");
+    if (c.C % c.NH != 0)
+        throw InputError(where + ": channels C=" + std::to_string(c.C) + " not divisible by heads NH=" +
+                         std::to_string(c.NH));
+    if (!(c.dt > 0.0f) || !std::isfinite(c.dt)) throw InputError(where + ": residual step dt must be > 0");
+}
+
+// AdamW hyperparameters of one update (SPEC §2); weight_decay is the value for decaying tensors.
+struct AdamWHyper {
+    double lr, beta1, beta2, eps, weight_decay;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Parameter layout (SPEC §3): the tensors in file order. The four Peri-LN output norms have
+// size 0 for the other placements, so every backend indexes tensors the same way.
+
+enum ParamIndex {
+    P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB, P_LN2W, P_LN2B,
+    P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB, P_LN1OW, P_LN1OB, P_LN2OW, P_LN2OB,
+    NUM_PARAM_TENSORS
+};
+
+inline const char* param_name(int i) {
+    static const char* names[NUM_PARAM_TENSORS] = {
+        "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b",
+        "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "ln1ow", "ln1ob", "ln2ow", "ln2ob"};
+    return names[i];
+}
+
+// Weight decay applies to the 2-D tensors only (SPEC §2).
+inline bool param_decays(int i) {
+    return i == P_WTE || i == P_WPE || i == P_QKVW || i == P_ATTPROJW || i == P_FCW || i == P_FCPROJW;
+}
+
+// Number of floats in each tensor.
+inline std::array<size_t, NUM_PARAM_TENSORS> param_sizes(const ModelConfig& m) {
+    size_t C = m.C, L = m.L;
+    size_t peri = m.placement == Placement::Peri ? 1 : 0;
+    return {(size_t)m.Vp * C, (size_t)m.maxT * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C,
+            L * C, L * C, L * C, L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C, C, C,
+            peri * L * C, peri * L * C, peri * L * C, peri * L * C};
+}
+
+// Offset of each tensor in the flat parameter buffer (file order).
+inline std::array<size_t, NUM_PARAM_TENSORS> param_offsets(const ModelConfig& m) {
+    std::array<size_t, NUM_PARAM_TENSORS> sizes = param_sizes(m), offsets{};
+    size_t at = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) { offsets[i] = at; at += sizes[i]; }
+    return offsets;
+}
+
+inline size_t num_parameters(const ModelConfig& m) {
+    size_t n = 0;
+    for (size_t s : param_sizes(m)) n += s;
+    return n;
+}
+
+// Named pointers into one flat parameter (or gradient) buffer of element type T.
+// Per-layer tensors are stacked along a leading L dimension.
+template <typename T>
+struct ParamTensors {
+    T *wte, *wpe, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b;
+    T *fcw, *fcb, *fcprojw, *fcprojb, *lnfw, *lnfb, *ln1ow, *ln1ob, *ln2ow, *ln2ob;
+};
+
+template <typename T>
+ParamTensors<T> param_tensors(T* base, const ModelConfig& m) {
+    std::array<size_t, NUM_PARAM_TENSORS> off = param_offsets(m);
+    T* p[NUM_PARAM_TENSORS];
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) p[i] = base + off[i];
+    return {p[P_WTE], p[P_WPE], p[P_LN1W], p[P_LN1B], p[P_QKVW], p[P_QKVB], p[P_ATTPROJW],
+            p[P_ATTPROJB], p[P_LN2W], p[P_LN2B], p[P_FCW], p[P_FCB], p[P_FCPROJW], p[P_FCPROJB],
+            p[P_LNFW], p[P_LNFB], p[P_LN1OW], p[P_LN1OB], p[P_LN2OW], p[P_LN2OB]};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fresh initialisation (SPEC §1): weights N(0, 0.02); the residual output projections
+// (attprojw, fcprojw) N(0, 0.02/sqrt(2L)); biases 0; LayerNorm gains 1 and biases 0.
+// Tensors are filled in file order from one seeded stream, so a seed names one model.
+inline void init_parameters(const ModelConfig& m, float* params, uint64_t seed) {
+    std::array<size_t, NUM_PARAM_TENSORS> sizes = param_sizes(m), off = param_offsets(m);
+    Rng rng(seed);
+    const double residual_std = 0.02 / std::sqrt(2.0 * m.L);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        float* p = params + off[i];
+        bool is_gain = i == P_LN1W || i == P_LN2W || i == P_LNFW || i == P_LN1OW || i == P_LN2OW;
+        if (param_decays(i)) {
+            double std = (i == P_ATTPROJW || i == P_FCPROJW) ? residual_std : 0.02;
+            for (size_t k = 0; k < sizes[i]; k++) p[k] = (float)(std * rng.normal());
+        } else {
+            for (size_t k = 0; k < sizes[i]; k++) p[k] = is_gain ? 1.0f : 0.0f;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoints (SPEC §3): int32 header[256] then float32 parameters in file order.
+// Version 3 is llm.c's GPT-2 file (Pre-LN, Δt = 1); version 100 records placement and Δt.
+
+constexpr int CHECKPOINT_MAGIC = 20240326;
+constexpr int CHECKPOINT_VERSION_LLMC = 3;
+constexpr int CHECKPOINT_VERSION_LN = 100;
+constexpr size_t HEADER_INTS = 256;
+
+// Builds the header for a model.
+inline std::array<int32_t, HEADER_INTS> checkpoint_header(const ModelConfig& m) {
+    std::array<int32_t, HEADER_INTS> h{};
+    bool llmc = m.placement == Placement::Pre && m.dt == 1.0f;
+    h[0] = CHECKPOINT_MAGIC;
+    h[1] = llmc ? CHECKPOINT_VERSION_LLMC : CHECKPOINT_VERSION_LN;
+    h[2] = m.maxT; h[3] = m.V; h[4] = m.L; h[5] = m.NH; h[6] = m.C; h[7] = m.Vp;
+    if (!llmc) {
+        h[8] = (int32_t)m.placement;
+        std::memcpy(&h[9], &m.dt, sizeof(float));
+    }
+    return h;
+}
+
+// Reads and validates a checkpoint header; the file size must match it exactly.
+inline ModelConfig read_checkpoint_config(const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) throw InputError(path + ": cannot open checkpoint");
+    std::array<int32_t, HEADER_INTS> h{};
+    size_t got = std::fread(h.data(), sizeof(int32_t), HEADER_INTS, f);
+    std::fseek(f, 0, SEEK_END);
+    long long file_bytes = std::ftell(f);
+    std::fclose(f);
+    if (got != HEADER_INTS) throw InputError(path + ": truncated checkpoint header");
+    if (h[0] != CHECKPOINT_MAGIC)
+        throw InputError(path + ": not a model checkpoint (bad magic " + std::to_string(h[0]) + ")");
+    ModelConfig m;
+    m.maxT = h[2]; m.V = h[3]; m.L = h[4]; m.NH = h[5]; m.C = h[6]; m.Vp = h[7];
+    if (h[1] == CHECKPOINT_VERSION_LLMC) {
+        m.placement = Placement::Pre; m.dt = 1.0f;
+    } else if (h[1] == CHECKPOINT_VERSION_LN) {
+        if (h[8] < 0 || h[8] > 2) throw InputError(path + ": unknown placement " + std::to_string(h[8]));
+        m.placement = (Placement)h[8];
+        std::memcpy(&m.dt, &h[9], sizeof(float));
+    } else {
+        throw InputError(path + ": unsupported checkpoint version " + std::to_string(h[1]));
+    }
+    validate_config(m, path);
+    long long expected = (long long)(HEADER_INTS * sizeof(int32_t) + num_parameters(m) * sizeof(float));
+    if (file_bytes != expected)
+        throw InputError(path + ": file is " + std::to_string(file_bytes) + " bytes but its header needs " +
+                         std::to_string(expected));
+    return m;
+}
+
+// Reads a whole checkpoint: its configuration and parameters (file order).
+inline ModelConfig read_checkpoint(const std::string& path, std::vector<float>* params) {
+    ModelConfig m = read_checkpoint_config(path);
+    params->resize(num_parameters(m));
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) throw InputError(path + ": cannot open checkpoint");
+    std::fseek(f, (long)(HEADER_INTS * sizeof(int32_t)), SEEK_SET);
+    size_t got = std::fread(params->data(), sizeof(float), params->size(), f);
+    std::fclose(f);
+    if (got != params->size()) throw InputError(path + ": truncated checkpoint");
+    return m;
+}
+
+// Writes `bytes` pieces to `path` so the file appears whole or not at all: everything goes to
+// path.tmp, which is flushed and renamed over path only when complete.
+struct FilePiece { const void* data; size_t bytes; };
+inline void write_file_atomically(const std::string& path, const std::vector<FilePiece>& pieces) {
+    std::string tmp = path + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) throw InputError(tmp + ": cannot open for writing");
+    bool ok = true;
+    for (const FilePiece& p : pieces) ok = ok && std::fwrite(p.data, 1, p.bytes, f) == p.bytes;
+    ok = (std::fflush(f) == 0) && ok;
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        throw InputError(path + ": write failed (disk full or not writable?)");
+    }
+}
+
+// Writes a checkpoint of the model with the given parameters (file order).
+inline void write_checkpoint(const std::string& path, const ModelConfig& m, const float* params) {
+    std::array<int32_t, HEADER_INTS> h = checkpoint_header(m);
+    write_file_atomically(path, {{h.data(), sizeof(h)}, {params, num_parameters(m) * sizeof(float)}});
+}
