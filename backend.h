@@ -44,7 +44,19 @@ public:
     virtual void get_moments(float* m, float* v) = 0;
     virtual void set_moments(const float* m, const float* v) = 0;
 
-    // The residual stream after the embedding (i = 0) and after each block (i = 1..L) of the
-    // last forward, summarised (SPEC §5). Returns L + 1 entries.
+    // Hidden-state statistics of the residual stream in the last forward at 2L + 1 points:
+    // j = 0 after the embedding, j = 2l + 1 after block l's attention step and j = 2l + 2 after
+    // its MLP step (the block output X_{l+1}); the paper's per-layer X_i are the even j.
     virtual std::vector<StreamStats> stream_stats() = 0;
+    // When on, backward also records ‖∂loss/∂X‖ (Frobenius, over the micro-batch) at the same
+    // 2L + 1 points; off by default so training pays nothing for it.
+    virtual void record_stream_grads(bool on) = 0;
+    virtual std::vector<double> stream_grad_norms() = 0;
 };
+
+// The CUDA backend (gpt2.cu), linked in when the Makefile finds nvcc (USE_CUDA defined).
+// cuda_device_available: true when a usable device exists (any runtime error, e.g. no
+// driver, counts as none); fills `description` with its name. make_cuda_backend: the model on
+// the device; bf16 = bf16 weights/activations with fp32 master weights, else full fp32.
+bool cuda_device_available(std::string* description);
+std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool bf16);

@@ -1,0 +1,62 @@
+// setup.h — start-up shared by ./train and ./eval: choosing the backend (-device), the default
+// data files, and printing what a run uses.
+#pragma once
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "backend.h"
+#include "errors.h"
+#include "gpt2_cpu.h"
+
+// The bundled corpus (prepare_data.py default): used when no -train_data / -val_data is given.
+constexpr const char* DEFAULT_TRAIN_DATA = "data/mobydick_train_*.bin";
+constexpr const char* DEFAULT_VAL_DATA = "data/mobydick_val_*.bin";
+
+// True when this binary has the CUDA backend and a device is present; fills `description`.
+inline bool cuda_present(std::string* description) {
+#ifdef USE_CUDA
+    return cuda_device_available(description);
+#else
+    *description = "this build has no CUDA backend (nvcc was not found when it was built)";
+    return false;
+#endif
+}
+
+// Resolves -device auto|cpu|cuda to "cpu" or "cuda". auto picks CUDA when a device is present
+// and otherwise says on one line that it falls back to the CPU; cuda without a device is bad input.
+inline std::string resolve_device(const std::string& device) {
+    if (device == "cpu") return "cpu";
+    std::string description;
+    const bool present = cuda_present(&description);
+    if (device == "cuda" && !present) throw InputError("flag -device: cuda requested but no CUDA device: " + description);
+    if (present) return "cuda";
+    std::printf("device: no CUDA device (%s); using the CPU reference\n", description.c_str());
+    return "cpu";
+}
+
+// Builds the backend for a resolved device ("cpu" or "cuda"); precision is "bf16" or "fp32"
+// (the CPU reference always computes in fp32).
+inline std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision,
+                                             const ModelConfig& cfg, int B, int T) {
+#ifdef USE_CUDA
+    if (device == "cuda") return make_cuda_backend(cfg, B, T, precision == "bf16");
+#endif
+    return std::make_unique<CpuBackend>(cfg, B, T);
+}
+
+// A human-readable parameter count, e.g. "124.4M".
+inline std::string format_count(size_t n) {
+    char buf[32];
+    if (n >= 1000000) std::snprintf(buf, sizeof buf, "%.1fM", n / 1e6);
+    else if (n >= 1000) std::snprintf(buf, sizeof buf, "%.1fK", n / 1e3);
+    else std::snprintf(buf, sizeof buf, "%zu", n);
+    return buf;
+}
+
+// One line describing the model: sizes, placement and Δt.
+inline void print_model(const ModelConfig& m, const std::string& origin) {
+    std::printf("model: %s, %s parameters (L=%d NH=%d C=%d maxT=%d V=%d Vp=%d), placement %s-LN, dt %g\n",
+                origin.c_str(), format_count(num_parameters(m)).c_str(), m.L, m.NH, m.C, m.maxT, m.V, m.Vp,
+                placement_name(m.placement), m.dt);
+}

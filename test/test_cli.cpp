@@ -1,0 +1,224 @@
+// ./train and ./eval as a user runs them: bad input is refused with one line and exit
+// status 2 before any output appears; a divergence exits with status 3 and keeps the last good
+// checkpoint; -resume 1 continues bit for bit. Runs the real binaries on a tiny model and tiny
+// token shards made here (run from the repository root after `make`).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model.h"
+#include "rng.h"
+
+namespace {
+
+struct Result {
+    int status;
+    std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+bool exists(const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0;
+}
+
+// A scratch directory holding a tiny checkpoint and tiny train/val shards.
+class Cli : public ::testing::Test {
+protected:
+    std::string dir;
+    ModelConfig cfg;
+
+    void SetUp() override {
+        char tmpl[] = "/tmp/gpt2cli.XXXXXX";
+        dir = mkdtemp(tmpl);
+        cfg.maxT = 16; cfg.V = 96; cfg.Vp = 128; cfg.L = 2; cfg.NH = 2; cfg.C = 16;
+        cfg.placement = Placement::Peri;
+        cfg.dt = 0.5f;
+        std::vector<float> params(num_parameters(cfg));
+        init_parameters(cfg, params.data(), 7);
+        write_checkpoint(dir + "/tiny.bin", cfg, params.data());
+        write_shard(dir + "/train_000.bin", random_tokens(3000, 1), 20240520, 1);
+        write_shard(dir + "/val_000.bin", random_tokens(500, 2), 20240520, 1);
+    }
+    void TearDown() override { std::system(("rm -rf " + dir).c_str()); }
+
+    std::vector<uint16_t> random_tokens(size_t n, uint64_t seed) const {
+        Rng rng(seed);
+        std::vector<uint16_t> t(n);
+        for (auto& x : t) x = (uint16_t)rng.below(cfg.V);
+        return t;
+    }
+
+    static void write_shard(const std::string& path, const std::vector<uint16_t>& tokens, int magic, int version) {
+        int32_t h[256] = {magic, version, (int32_t)tokens.size()};
+        FILE* f = std::fopen(path.c_str(), "wb");
+        std::fwrite(h, sizeof h, 1, f);
+        std::fwrite(tokens.data(), 2, tokens.size(), f);
+        std::fclose(f);
+    }
+
+    // Runs a program with arguments; captures status, stdout and stderr.
+    Result run(const std::string& program, const std::string& args) const {
+        const std::string out = dir + "/stdout", err = dir + "/stderr";
+        const int raw = std::system((program + " " + args + " > " + out + " 2> " + err).c_str());
+        return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+    }
+
+    // ./train on the tiny model and data, writing to DIR/out, plus extra flags.
+    Result train(const std::string& extra) const {
+        return run("./train", "-device cpu -threads 2 -init " + dir + "/tiny.bin -train_data " + dir +
+                                  "/train_*.bin -val_data " + dir + "/val_*.bin -B 2 -T 8 -eval_every 0 -out " + dir +
+                                  "/out " + extra);
+    }
+
+    // Asserts the run was refused as bad input: status 2, one stderr line mentioning `what`,
+    // and no output directory created.
+    void expect_refused(const Result& r, const std::string& what) const {
+        EXPECT_EQ(r.status, 2) << r.err << r.out;
+        EXPECT_NE(r.err.find(what), std::string::npos) << "stderr: " << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_FALSE(exists(dir + "/out")) << "output directory left behind";
+    }
+
+    // The "loss" values of the step records of a log.jsonl, in order.
+    static std::vector<std::string> losses(const std::string& log) {
+        std::vector<std::string> out;
+        std::stringstream in(log);
+        std::string line;
+        while (std::getline(in, line)) {
+            size_t at = line.find("\"loss\": ");
+            if (at != std::string::npos && line.find("\"event\"") == std::string::npos)
+                out.push_back(line.substr(at + 8, line.find(',', at) - at - 8));
+        }
+        return out;
+    }
+};
+
+TEST_F(Cli, TrainsAndWritesLogAndFinalCheckpoint) {
+    Result r = train("-steps 4 -save_every 0");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("placement peri-LN, dt 0.5"), std::string::npos) << r.out;
+    EXPECT_EQ(losses(slurp(dir + "/out/log.jsonl")).size(), 4u);
+    EXPECT_TRUE(exists(dir + "/out/model_00000004.bin"));
+    EXPECT_TRUE(exists(dir + "/out/state_00000004.bin"));
+    ModelConfig saved = read_checkpoint_config(dir + "/out/model_00000004.bin");
+    EXPECT_EQ(saved.placement, Placement::Peri);
+    EXPECT_EQ(saved.dt, 0.5f);
+}
+
+TEST_F(Cli, ResumeContinuesBitForBit) {
+    ASSERT_EQ(train("-steps 8 -save_every 4 -warmup 2 -shuffle 1").status, 0);
+    const std::vector<std::string> uninterrupted = losses(slurp(dir + "/out/log.jsonl"));
+    ASSERT_EQ(uninterrupted.size(), 8u);
+    // Pretend the run died after step 6: the last checkpoint is the one after 4 steps.
+    std::remove((dir + "/out/model_00000008.bin").c_str());
+    std::remove((dir + "/out/state_00000008.bin").c_str());
+    Result r = train("-steps 8 -save_every 4 -warmup 2 -shuffle 1 -resume 1");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("resuming"), std::string::npos);
+    EXPECT_EQ(losses(slurp(dir + "/out/log.jsonl")), uninterrupted);
+}
+
+TEST_F(Cli, DivergenceExitsWithStatus3AndKeepsLastCheckpoint) {
+    Result r = train("-steps 50 -save_every 1 -lr 3 -warmup 0 -clip 0 -wd 0");
+    ASSERT_EQ(r.status, 3) << r.out << r.err;
+    EXPECT_NE(r.out.find("diverged at step"), std::string::npos) << r.out;
+    const std::string log = slurp(dir + "/out/log.jsonl");
+    EXPECT_NE(log.find("\"event\": \"diverged\""), std::string::npos) << log;
+    const int diverged_step = std::stoi(r.out.substr(r.out.find("diverged at step") + 17));
+    if (diverged_step > 0) {
+        char name[64];
+        std::snprintf(name, sizeof name, "/out/model_%08d.bin", diverged_step);
+        EXPECT_NO_THROW(read_checkpoint_config(dir + name));
+    }
+}
+
+TEST_F(Cli, RefusesUnknownFlag) { expect_refused(train("-steps 2 -bogus 1"), "unknown flag -bogus"); }
+TEST_F(Cli, RefusesMissingValue) { expect_refused(train("-steps"), "-steps needs a value"); }
+TEST_F(Cli, RefusesOutOfRangeValue) { expect_refused(train("-lr -1"), "-lr"); }
+TEST_F(Cli, RefusesUnknownPlacement) { expect_refused(train("-ln middle"), "-ln"); }
+TEST_F(Cli, RefusesSequenceLongerThanMaxT) { expect_refused(train("-T 32"), "maxT"); }
+TEST_F(Cli, RefusesCheckpointContradictingLn) { expect_refused(train("-ln pre"), "tiny.bin"); }
+TEST_F(Cli, RefusesCheckpointContradictingDt) { expect_refused(train("-dt 0.1"), "tiny.bin"); }
+
+TEST_F(Cli, RefusesMissingCheckpoint) {
+    expect_refused(run("./train", "-init " + dir + "/nope.bin -out " + dir + "/out"), "nope.bin");
+}
+
+TEST_F(Cli, RefusesCheckpointWithWrongMagic) {
+    std::string bytes = slurp(dir + "/tiny.bin");
+    bytes[0] ^= 1;
+    std::ofstream(dir + "/tiny.bin", std::ios::binary) << bytes;
+    expect_refused(train(""), "bad magic");
+}
+
+TEST_F(Cli, RefusesTruncatedCheckpoint) {
+    std::string bytes = slurp(dir + "/tiny.bin");
+    std::ofstream(dir + "/tiny.bin", std::ios::binary) << bytes.substr(0, 500);
+    expect_refused(train(""), "tiny.bin");
+}
+
+TEST_F(Cli, RefusesCheckpointLongerThanHeader) {
+    std::ofstream(dir + "/tiny.bin", std::ios::binary | std::ios::app) << "xxxx";
+    expect_refused(train(""), "bytes but its header needs");
+}
+
+TEST_F(Cli, RefusesMissingShard) {
+    std::remove((dir + "/train_000.bin").c_str());
+    expect_refused(train(""), "train_");
+}
+
+TEST_F(Cli, RefusesShardWithWrongMagic) {
+    write_shard(dir + "/train_000.bin", random_tokens(3000, 1), 12345, 1);
+    expect_refused(train(""), "train_000.bin");
+}
+
+TEST_F(Cli, RefusesTruncatedShard) {
+    std::string bytes = slurp(dir + "/train_000.bin");
+    std::ofstream(dir + "/train_000.bin", std::ios::binary) << bytes.substr(0, bytes.size() - 10);
+    expect_refused(train(""), "train_000.bin");
+}
+
+TEST_F(Cli, RefusesTokenIdOutsideVocabulary) {
+    std::vector<uint16_t> tokens = random_tokens(3000, 1);
+    tokens[1234] = (uint16_t)cfg.V;
+    write_shard(dir + "/train_000.bin", tokens, 20240520, 1);
+    expect_refused(train(""), "train_000.bin");
+}
+
+TEST_F(Cli, RefusesCudaWithoutDevice) {
+    Result r = train("-steps 1 -device cuda");
+    if (r.status == 0) GTEST_SKIP() << "a CUDA device is present";
+    expect_refused(r, "-device");
+}
+
+TEST_F(Cli, EvalReportsLossOfCheckpoint) {
+    Result r = run("./eval", "-device cpu -model " + dir + "/tiny.bin -val_data " + dir + "/val_*.bin -B 2 -T 8 -eval_batches 3");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("val loss"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, EvalRefusesUnknownFlagAndMissingModel) {
+    Result r = run("./eval", "-model " + dir + "/tiny.bin -what 3");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("unknown flag -what"), std::string::npos) << r.err;
+    r = run("./eval", "-model " + dir + "/missing.bin");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("missing.bin"), std::string::npos) << r.err;
+}
+
+}  // namespace

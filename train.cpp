@@ -1,0 +1,468 @@
+// train.cpp — ./train: trains GPT-2 with Pre-, Post- or Peri-LN and residual step Δt
+// (SPEC §2, §4) on the CPU reference or the CUDA backend.
+//
+//   ./train -ln peri -dt 0.1                      the bundled corpus, default sizes
+//   ./train -init d12 -train_data "owt/train_*.bin" -val_data "owt/val_*.bin" -out runs/x
+//
+// Exit status: 0 done, 2 bad input (one line naming the flag or file, before any work),
+// 3 diverged (non-finite loss or gradient norm, or loss above the divergence threshold).
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "dataloader.h"
+#include "errors.h"
+#include "flags.h"
+#include "model.h"
+#include "setup.h"
+#include "training.h"
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+struct TrainOptions {
+    Placement placement;
+    float dt;
+    bool placement_given, dt_given;
+    std::string init, train_data, val_data, out_dir, device, precision;
+    int B, T, steps, warmup, eval_every, eval_batches, save_every, stats_every, threads;
+    long long total_batch;
+    double lr, lr_min, wd, beta1, beta2, eps, clip, diverge_margin;
+    uint64_t seed;
+    bool shuffle, resume;
+};
+
+static const char* USAGE =
+    "usage: ./train [-name value ...]\n"
+    "  -ln pre|post|peri   LayerNorm placement (pre)        -dt X          residual step (1.0)\n"
+    "  -init d6|d12|d24|d36|d48|FILE  fresh size or checkpoint (d6 on CPU, d12 on CUDA)\n"
+    "  -train_data GLOB  -val_data GLOB  token shards (the bundled corpus)\n"
+    "  -B N  -T N  -total_batch TOKENS  micro-batch, sequence length, tokens per step (B*T)\n"
+    "  -steps N (1000)  -lr X (6e-4)  -lr_min X (lr/10)  -warmup N (20)  -wd X (0.1)\n"
+    "  -beta1 X (0.9)  -beta2 X (0.95)  -eps X (1e-8)  -clip X (1.0; 0 = off)\n"
+    "  -diverge_margin X (1.0; 0 = off): diverged when loss > first loss + X after warmup\n"
+    "  -seed N (42)  -shuffle 0|1 (1)  -eval_every N (100)  -eval_batches N (10)\n"
+    "  -save_every N (250)  -out DIR (out)  -resume 0|1 (0)\n"
+    "  -stats_every N (0 = off): hidden-state and gradient statistics per layer into log.jsonl\n"
+    "  -device auto|cpu|cuda (auto)  -precision bf16|fp32 (bf16, CUDA only)  -threads N (CPU)\n";
+
+// Parses and range-checks every flag; throws InputError naming the first bad one.
+static TrainOptions parse_options(int argc, char** argv) {
+    Flags f(argc, argv);
+    TrainOptions o;
+    parse_placement(f.str("ln", "pre", {"pre", "post", "peri"}), &o.placement);
+    o.placement_given = f.given("ln");
+    o.dt = (float)f.real("dt", 1.0, 0.0, 1e3, true);
+    o.dt_given = f.given("dt");
+    o.device = f.str("device", "auto", {"auto", "cpu", "cuda"});
+    o.precision = f.str("precision", "bf16", {"bf16", "fp32"});
+    o.threads = (int)f.integer("threads", 0, 1, 1024);
+    o.init = f.str("init", "");
+    o.train_data = f.str("train_data", DEFAULT_TRAIN_DATA);
+    o.val_data = f.str("val_data", DEFAULT_VAL_DATA);
+    o.B = (int)f.integer("B", 0, 1, 1 << 20);
+    o.T = (int)f.integer("T", 0, 1, 1 << 20);
+    o.total_batch = f.integer("total_batch", 0, 1, 1LL << 40);
+    o.steps = (int)f.integer("steps", 1000, 1, 1 << 30);
+    o.lr = f.real("lr", 6e-4, 0.0, 10.0);
+    o.lr_min = f.real("lr_min", o.lr / 10, 0.0, 10.0);
+    o.warmup = (int)f.integer("warmup", 20, 0, 1 << 30);
+    o.wd = f.real("wd", 0.1, 0.0, 10.0);
+    o.beta1 = f.real("beta1", 0.9, 0.0, 1.0);
+    o.beta2 = f.real("beta2", 0.95, 0.0, 1.0);
+    o.eps = f.real("eps", 1e-8, 0.0, 1.0, true);
+    o.clip = f.real("clip", 1.0, 0.0, 1e9);
+    o.diverge_margin = f.real("diverge_margin", 1.0, 0.0, 1e9);
+    o.seed = (uint64_t)f.integer("seed", 42, 0, (1LL << 62));
+    o.shuffle = f.integer("shuffle", 1, 0, 1) == 1;
+    o.eval_every = (int)f.integer("eval_every", 100, 0, 1 << 30);
+    o.eval_batches = (int)f.integer("eval_batches", 10, 1, 1 << 30);
+    o.save_every = (int)f.integer("save_every", 250, 0, 1 << 30);
+    o.stats_every = (int)f.integer("stats_every", 0, 0, 1 << 30);
+    o.out_dir = f.str("out", "out");
+    o.resume = f.integer("resume", 0, 0, 1) == 1;
+    f.finish();
+    if (o.beta1 >= 1.0) throw InputError("flag -beta1: must be < 1");
+    if (o.beta2 >= 1.0) throw InputError("flag -beta2: must be < 1");
+    if (o.warmup > o.steps)
+        throw InputError("flag -warmup: " + std::to_string(o.warmup) + " exceeds -steps " + std::to_string(o.steps));
+    return o;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Optimiser state files: state_%08d.bin beside model_%08d.bin, the number being the steps done.
+// int32 header[256]: [0] magic, [1] version, [2] steps done, [3] placement; [4..5] num params,
+// [6..7] seed, [8..9] loader epoch, [10..11] loader cursor (uint64 as two int32), [12..13]
+// first loss (double bits); then float32 m[num params], v[num params] in file order.
+
+constexpr int32_t STATE_MAGIC = 20251129;
+constexpr int32_t STATE_VERSION = 1;
+
+struct TrainState {
+    int steps_done = 0;
+    uint64_t seed = 0;
+    LoaderState loader{};
+    double first_loss = 0;
+    std::vector<float> m, v;
+};
+
+static void put_u64(int32_t* h, uint64_t x) { std::memcpy(h, &x, sizeof x); }
+static uint64_t get_u64(const int32_t* h) {
+    uint64_t x;
+    std::memcpy(&x, h, sizeof x);
+    return x;
+}
+
+static void write_state(const std::string& path, const TrainState& s, Placement placement) {
+    int32_t h[HEADER_INTS] = {};
+    h[0] = STATE_MAGIC; h[1] = STATE_VERSION; h[2] = s.steps_done; h[3] = (int32_t)placement;
+    put_u64(&h[4], s.m.size()); put_u64(&h[6], s.seed);
+    put_u64(&h[8], s.loader.epoch); put_u64(&h[10], s.loader.cursor);
+    std::memcpy(&h[12], &s.first_loss, sizeof(double));
+    write_file_atomically(path, {{h, sizeof h}, {s.m.data(), s.m.size() * sizeof(float)},
+                                 {s.v.data(), s.v.size() * sizeof(float)}});
+}
+
+// Reads a state file written for a model of num_params parameters; throws InputError if it
+// does not match.
+static TrainState read_state(const std::string& path, size_t num_params) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(path + ": cannot open optimiser state");
+    int32_t h[HEADER_INTS];
+    if (!in.read((char*)h, sizeof h)) throw InputError(path + ": truncated optimiser state");
+    if (h[0] != STATE_MAGIC || h[1] != STATE_VERSION) throw InputError(path + ": not an optimiser state file");
+    if (get_u64(&h[4]) != num_params) throw InputError(path + ": parameter count does not match its model file");
+    TrainState s;
+    s.steps_done = h[2];
+    s.seed = get_u64(&h[6]);
+    s.loader = {get_u64(&h[8]), get_u64(&h[10])};
+    std::memcpy(&s.first_loss, &h[12], sizeof(double));
+    s.m.resize(num_params);
+    s.v.resize(num_params);
+    if (!in.read((char*)s.m.data(), num_params * sizeof(float)) || !in.read((char*)s.v.data(), num_params * sizeof(float)))
+        throw InputError(path + ": truncated optimiser state");
+    if (in.peek() != EOF) throw InputError(path + ": file is longer than its header says");
+    return s;
+}
+
+static std::string numbered(const std::string& dir, const char* stem, int step) {
+    char name[64];
+    std::snprintf(name, sizeof name, "/%s_%08d.bin", stem, step);
+    return dir + name;
+}
+
+static bool file_exists(const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0;
+}
+
+// The largest N ≤ max_steps with both model_N.bin and state_N.bin in dir, or -1.
+static int newest_checkpoint(const std::string& dir, int max_steps) {
+    for (int n = max_steps; n >= 1; n--)
+        if (file_exists(numbered(dir, "state", n)) && file_exists(numbered(dir, "model", n))) return n;
+    return -1;
+}
+
+// Creates dir and its parents; throws InputError when that fails.
+static void make_dirs(const std::string& dir) {
+    std::string path;
+    std::stringstream parts(dir);
+    std::string part;
+    if (!dir.empty() && dir[0] == '/') path = "/";
+    while (std::getline(parts, part, '/')) {
+        if (part.empty()) continue;
+        path += part + "/";
+        if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) throw InputError(dir + ": cannot create output directory");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// log.jsonl
+
+class RunLog {
+public:
+    // Opens DIR/log.jsonl. When resuming after `keep_before` steps, records of later steps (from
+    // a run that went on past its last checkpoint) are dropped so the log reads as one run.
+    RunLog(const std::string& dir, bool resuming, int keep_before) : path(dir + "/log.jsonl") {
+        std::vector<std::string> kept;
+        if (resuming) {
+            std::ifstream in(path);
+            std::string line;
+            while (std::getline(in, line)) {
+                long step = -1;
+                if (std::sscanf(line.c_str(), "{\"step\": %ld", &step) == 1 && step < keep_before) kept.push_back(line);
+            }
+        }
+        FilePiece none{nullptr, 0};
+        std::string text;
+        for (const std::string& l : kept) text += l + "\n";
+        write_file_atomically(path, {text.empty() ? none : FilePiece{text.data(), text.size()}});
+        file = std::fopen(path.c_str(), "a");
+        if (!file) throw InputError(path + ": cannot open for appending");
+    }
+    ~RunLog() { std::fclose(file); }
+    void write(const std::string& json) {
+        std::fprintf(file, "%s\n", json.c_str());
+        std::fflush(file);
+    }
+
+private:
+    std::string path;
+    FILE* file;
+};
+
+// Formats a double for JSON: %.9g round-trips a float; non-finite values become null.
+static std::string num(double x) {
+    if (!std::isfinite(x)) return "null";
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.9g", x);
+    return buf;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+
+// Everything a run needs, resolved and validated before any output is written.
+struct Run {
+    TrainOptions opt;
+    std::string device;
+    ModelConfig cfg;
+    std::string model_origin;
+    std::vector<float> initial_params;  // from a checkpoint; empty for a fresh model
+    TrainState state;                   // resumed optimiser state; steps_done = 0 when fresh
+    bool resuming = false;
+    int grad_accum = 1;
+};
+
+// Checks that a checkpoint agrees with -ln / -dt when they were given.
+static void check_against_flags(const ModelConfig& m, const TrainOptions& o, const std::string& path) {
+    if (o.placement_given && m.placement != o.placement)
+        throw InputError(path + ": checkpoint is " + placement_name(m.placement) + "-LN but -ln " +
+                         placement_name(o.placement) + " was given");
+    if (o.dt_given && m.dt != o.dt)
+        throw InputError(path + ": checkpoint has dt " + num(m.dt) + " but -dt " + num(o.dt) + " was given");
+}
+
+// Resolves the device, the model (resumed, loaded or fresh), and the batch shape.
+static Run prepare(const TrainOptions& o) {
+    Run r;
+    r.opt = o;
+    r.device = resolve_device(o.device);
+    const bool gpu = r.device == "cuda";
+    if (o.resume) {
+        const int n = newest_checkpoint(o.out_dir, o.steps);
+        if (n > 0) {
+            const std::string model_path = numbered(o.out_dir, "model", n);
+            r.cfg = read_checkpoint(model_path, &r.initial_params);
+            check_against_flags(r.cfg, o, model_path);
+            r.state = read_state(numbered(o.out_dir, "state", n), r.initial_params.size());
+            r.resuming = true;
+            r.model_origin = "resumed from " + model_path;
+        } else {
+            std::printf("resume: no complete checkpoint in %s; starting fresh\n", o.out_dir.c_str());
+        }
+    }
+    if (!r.resuming) {
+        const std::string init = o.init.empty() ? (gpu ? "d12" : "d6") : o.init;
+        if (model_preset(init, &r.cfg)) {
+            r.cfg.placement = o.placement;
+            r.cfg.dt = o.dt;
+            r.model_origin = "fresh " + init;
+        } else {
+            r.cfg = read_checkpoint(init, &r.initial_params);
+            check_against_flags(r.cfg, o, init);
+            r.model_origin = init;
+        }
+        r.state.seed = o.seed;
+    }
+    validate_config(r.cfg, "model");
+    if (r.opt.B == 0) r.opt.B = gpu ? 32 : 8;
+    if (r.opt.T == 0) r.opt.T = std::min(gpu ? 1024 : 256, r.cfg.maxT);
+    if (r.opt.T > r.cfg.maxT)
+        throw InputError("flag -T: " + std::to_string(r.opt.T) + " exceeds the model's maxT " + std::to_string(r.cfg.maxT));
+    const long long tokens = (long long)r.opt.B * r.opt.T;
+    if (r.opt.total_batch == 0) r.opt.total_batch = gpu ? std::max(tokens, 524288LL) / tokens * tokens : tokens;
+    if (r.opt.total_batch % tokens != 0)
+        throw InputError("flag -total_batch: " + std::to_string(r.opt.total_batch) + " is not a multiple of B*T = " +
+                         std::to_string(tokens));
+    r.grad_accum = (int)(r.opt.total_batch / tokens);
+    return r;
+}
+
+// Mean loss over the first `batches` batches of the validation data.
+static double evaluate(Backend& model, DataLoader& val, int batches) {
+    val.reset();
+    double sum = 0;
+    for (int i = 0; i < batches; i++) {
+        val.next_batch();
+        sum += model.forward(val.inputs(), val.targets());
+    }
+    return sum / batches;
+}
+
+// Writes model_N.bin then state_N.bin (N = steps done), each whole or not at all.
+static void save_checkpoint(Backend& model, const Run& r, TrainState& state, const DataLoader& train) {
+    const size_t P = num_parameters(r.cfg);
+    std::vector<float> params(P);
+    state.m.resize(P);
+    state.v.resize(P);
+    model.get_params(params.data());
+    model.get_moments(state.m.data(), state.v.data());
+    state.loader = train.state();
+    write_checkpoint(numbered(r.opt.out_dir, "model", state.steps_done), r.cfg, params.data());
+    write_state(numbered(r.opt.out_dir, "state", state.steps_done), state, r.cfg.placement);
+}
+
+// JSON array of the entries of `v` with index ≡ offset (mod stride).
+static std::string json_array(const std::vector<double>& v, size_t offset = 0, size_t stride = 1) {
+    std::string s = "[";
+    for (size_t i = offset; i < v.size(); i += stride) s += (i == offset ? "" : ", ") + num(v[i]);
+    return s + "]";
+}
+
+// The `stats` record of SPEC §5 for the current micro-batch: per layer (the residual stream
+// X_0 .. X_L) and, with suffix _half, at all 2L + 1 half-block points.
+static std::string stats_record(int step, const std::vector<StreamStats>& stats, const std::vector<double>& grad_norms) {
+    std::vector<double> mean_abs, entry_var, data_var;
+    for (const StreamStats& s : stats) {
+        mean_abs.push_back(s.mean_abs);
+        entry_var.push_back(s.entry_var);
+        data_var.push_back(s.data_var);
+    }
+    std::string r = "{\"step\": " + std::to_string(step) + ", \"event\": \"stats\"";
+    const std::pair<const char*, const std::vector<double>*> series[] = {
+        {"mean_abs", &mean_abs}, {"entry_var", &entry_var}, {"data_var", &data_var}, {"grad_norm", &grad_norms}};
+    for (const auto& [name, values] : series) r += std::string(", \"") + name + "\": " + json_array(*values, 0, 2);
+    for (const auto& [name, values] : series) r += std::string(", \"") + name + "_half\": " + json_array(*values);
+    return r + "}";
+}
+
+// Why a step counts as diverged (SPEC §4, README "Divergence"), or "" when it does not.
+static std::string divergence_reason(double loss, double norm, double first_loss, int step, const TrainOptions& o) {
+    if (!std::isfinite(loss)) return "loss is " + std::string(std::isnan(loss) ? "nan" : "inf");
+    if (!std::isfinite(norm)) return "gradient norm is " + std::string(std::isnan(norm) ? "nan" : "inf");
+    if (o.diverge_margin > 0 && step >= o.warmup && loss > first_loss + o.diverge_margin)
+        return "loss " + num(loss) + " exceeds the first loss " + num(first_loss) + " + " + num(o.diverge_margin);
+    return "";
+}
+
+static int train(Run& r) {
+    const TrainOptions& o = r.opt;
+    DataLoader train_data(o.train_data, o.B, o.T, r.cfg.V, o.shuffle, r.state.seed);
+    std::unique_ptr<DataLoader> val_data;
+    if (o.eval_every > 0) val_data = std::make_unique<DataLoader>(o.val_data, o.B, o.T, r.cfg.V, false, 0);
+    if (r.resuming) train_data.restore(r.state.loader);
+
+    std::unique_ptr<Backend> model = make_backend(r.device, o.precision, r.cfg, o.B, o.T);
+    if (r.initial_params.empty()) {
+        std::vector<float> params(num_parameters(r.cfg));
+        init_parameters(r.cfg, params.data(), r.state.seed);
+        model->set_params(params.data());
+    } else {
+        model->set_params(r.initial_params.data());
+    }
+    if (r.resuming) model->set_moments(r.state.m.data(), r.state.v.data());
+
+    std::printf("backend: %s\n", model->name().c_str());
+    print_model(r.cfg, r.model_origin);
+    std::printf("train data: %s (%zu files, %llu tokens)\n", o.train_data.c_str(), train_data.files().size(),
+                (unsigned long long)train_data.total_tokens());
+    if (val_data)
+        std::printf("val data: %s (%zu files, %llu tokens)\n", o.val_data.c_str(), val_data->files().size(),
+                    (unsigned long long)val_data->total_tokens());
+    std::printf("batch: B=%d T=%d, %lld tokens per step (%d micro-steps), shuffle %d, seed %llu\n", o.B, o.T,
+                o.total_batch, r.grad_accum, (int)o.shuffle, (unsigned long long)r.state.seed);
+    std::printf("optimiser: AdamW lr %g -> %g, warmup %d, %d steps, wd %g, betas (%g, %g), eps %g, clip %g\n", o.lr,
+                o.lr_min, o.warmup, o.steps, o.wd, o.beta1, o.beta2, o.eps, o.clip);
+
+    make_dirs(o.out_dir);
+    RunLog log(o.out_dir, r.resuming, r.state.steps_done);
+    std::printf("output: %s%s\n", o.out_dir.c_str(), r.resuming ? " (resuming)" : "");
+
+    TrainState& state = r.state;
+    const int first_step = state.steps_done;
+    for (int step = first_step; step < o.steps; step++) {
+        if (val_data && step % o.eval_every == 0) {
+            const double val_loss = evaluate(*model, *val_data, o.eval_batches);
+            std::printf("step %5d | val loss %.4f | val ppl %.2f\n", step, val_loss, std::exp(val_loss));
+            log.write("{\"step\": " + std::to_string(step) + ", \"val_loss\": " + num(val_loss) +
+                      ", \"val_ppl\": " + num(std::exp(val_loss)) + "}");
+        }
+        const auto start = std::chrono::steady_clock::now();
+        model->zero_grad();
+        double loss = 0;
+        const bool stats_step = o.stats_every > 0 && step % o.stats_every == 0;
+        std::vector<StreamStats> stats;
+        for (int micro = 0; micro < r.grad_accum; micro++) {
+            train_data.next_batch();
+            loss += model->forward(train_data.inputs(), train_data.targets());
+            if (stats_step && micro == 0) stats = model->stream_stats();
+            model->record_stream_grads(stats_step && micro == 0);
+            model->backward(1.0f / r.grad_accum);
+        }
+        if (stats_step) {
+            std::vector<double> grad_norms = model->stream_grad_norms();  // of loss / grad_accum
+            for (double& g : grad_norms) g *= r.grad_accum;
+            log.write(stats_record(step, stats, grad_norms));
+        }
+        loss /= r.grad_accum;
+        const double norm = model->grad_norm();
+        if (step == 0) state.first_loss = loss;
+        const std::string reason = divergence_reason(loss, norm, state.first_loss, step, o);
+        if (!reason.empty()) {
+            log.write("{\"step\": " + std::to_string(step) + ", \"event\": \"diverged\", \"reason\": \"" + reason +
+                      "\", \"loss\": " + num(loss) + ", \"grad_norm\": " + num(norm) + "}");
+            std::printf("diverged at step %d: %s\n", step, reason.c_str());
+            return 3;
+        }
+        const double lr = learning_rate(step, o.steps, o.lr, o.lr_min, o.warmup);
+        model->update({lr, o.beta1, o.beta2, o.eps, o.wd}, step + 1, clip_factor(norm, o.clip));
+        state.steps_done = step + 1;
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        const double tok_s = o.total_batch / (ms / 1000.0);
+        std::printf("step %5d/%d | loss %.4f | lr %.2e | grad norm %.4f | %.1f ms | %.0f tok/s\n", step, o.steps, loss,
+                    lr, norm, ms, tok_s);
+        std::fflush(stdout);
+        log.write("{\"step\": " + std::to_string(step) + ", \"loss\": " + num(loss) + ", \"lr\": " + num(lr) +
+                  ", \"grad_norm\": " + num(norm) + ", \"ms\": " + num(ms) + ", \"tok_s\": " + num(tok_s) + "}");
+        const bool last = state.steps_done == o.steps;
+        if (last || (o.save_every > 0 && state.steps_done % o.save_every == 0)) {
+            save_checkpoint(*model, r, state, train_data);
+            std::printf("saved %s\n", numbered(o.out_dir, "model", state.steps_done).c_str());
+        }
+    }
+    if (val_data && first_step < o.steps) {
+        const double val_loss = evaluate(*model, *val_data, o.eval_batches);
+        std::printf("step %5d | val loss %.4f | val ppl %.2f\n", o.steps, val_loss, std::exp(val_loss));
+        log.write("{\"step\": " + std::to_string(o.steps) + ", \"val_loss\": " + num(val_loss) +
+                  ", \"val_ppl\": " + num(std::exp(val_loss)) + "}");
+    }
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    for (int i = 1; i < argc; i++)
+        if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
+            std::fputs(USAGE, stdout);
+            return 0;
+        }
+    try {
+        TrainOptions opt = parse_options(argc, argv);
+        if (opt.threads > 0) omp_set_num_threads(opt.threads);
+        Run run = prepare(opt);
+        return train(run);
+    } catch (const InputError& e) {
+        std::fprintf(stderr, "train: %s\n", e.what());
+        return 2;
+    }
+}
