@@ -8,6 +8,7 @@
 // 3 diverged (non-finite loss or gradient norm, or loss above the divergence threshold).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -47,7 +48,7 @@ static const char* USAGE =
     "  -init d6|d12|d24|d36|d48|FILE  fresh size or checkpoint (d6 on CPU, d12 on CUDA)\n"
     "  -train_data GLOB  -val_data GLOB  token shards (the bundled corpus)\n"
     "  -B N  -T N  -total_batch TOKENS  micro-batch, sequence length, tokens per step (B*T)\n"
-    "  -steps N (1000)  -lr X (6e-4)  -lr_min X (lr/10)  -warmup N (20)  -wd X (0.1)\n"
+    "  -steps N (1000)  -lr X (6e-4)  -lr_min X (lr/10)  -warmup N (20, at most steps/10)  -wd X (0.1)\n"
     "  -beta1 X (0.9)  -beta2 X (0.95)  -eps X (1e-8)  -clip X (1.0; 0 = off)\n"
     "  -diverge_margin X (1.0; 0 = off): diverged when loss > first loss + X after warmup\n"
     "  -seed N (42)  -shuffle 0|1 (1)  -eval_every N (100)  -eval_batches N (10)\n"
@@ -75,7 +76,7 @@ static TrainOptions parse_options(int argc, char** argv) {
     o.steps = (int)f.integer("steps", 1000, 1, 1 << 30);
     o.lr = f.real("lr", 6e-4, 0.0, 10.0);
     o.lr_min = f.real("lr_min", o.lr / 10, 0.0, 10.0);
-    o.warmup = (int)f.integer("warmup", 20, 0, 1 << 30);
+    o.warmup = (int)f.integer("warmup", std::min(20, o.steps / 10), 0, 1 << 30);
     o.wd = f.real("wd", 0.1, 0.0, 10.0);
     o.beta1 = f.real("beta1", 0.9, 0.0, 1.0);
     o.beta2 = f.real("beta2", 0.95, 0.0, 1.0);

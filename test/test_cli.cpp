@@ -151,7 +151,9 @@ TEST_F(Cli, RefusesUnknownFlag) { expect_refused(train("-steps 2 -bogus 1"), "un
 TEST_F(Cli, RefusesMissingValue) { expect_refused(train("-steps"), "-steps needs a value"); }
 TEST_F(Cli, RefusesOutOfRangeValue) { expect_refused(train("-lr -1"), "-lr"); }
 TEST_F(Cli, RefusesUnknownPlacement) { expect_refused(train("-ln middle"), "-ln"); }
-TEST_F(Cli, RefusesSequenceLongerThanMaxT) { expect_refused(train("-T 32"), "maxT"); }
+TEST_F(Cli, RefusesSequenceLongerThanMaxT) {
+    expect_refused(run("./train", "-device cpu -init " + dir + "/tiny.bin -T 32 -out " + dir + "/out"), "maxT");
+}
 TEST_F(Cli, RefusesCheckpointContradictingLn) { expect_refused(train("-ln pre"), "tiny.bin"); }
 TEST_F(Cli, RefusesCheckpointContradictingDt) { expect_refused(train("-dt 0.1"), "tiny.bin"); }
 
