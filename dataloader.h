@@ -1,0 +1,239 @@
+// dataloader.h — serves training batches from token shards (SPEC §3: llm.c's format).
+//
+// A shard is int32 header[256] = {20240520, 1, token count, ...} followed by that many uint16
+// tokens. A batch is a window of B*T+1 consecutive tokens of one shard: inputs are its first
+// B*T tokens, targets the same shifted by one. A shard of n tokens holds floor((n-1)/(B*T))
+// windows, starting at tokens 0, B*T, 2*B*T, ... (consecutive windows share one token: the last
+// target of one is the first input of the next). A shard shorter than B*T+1 tokens holds none.
+//
+// One epoch visits every window of every shard once:
+//   shuffle off: the shards in sorted file-name order, each one's windows from its start
+//                (SPEC §3), and after the last shard back to the first;
+//   shuffle on:  the shards in a random order, each one's windows in a random order, both drawn
+//                afresh for every epoch from (seed, epoch), so a run is reproducible.
+// With data parallelism the epochs form one stream of windows dealt out in turn: rank r of
+// world_size W reads stream positions r, r+W, r+2W, ... so the ranks together read every window
+// of an epoch exactly once. The position in the stream, {epoch, cursor}, is all there is to save
+// for resuming: the order is recomputed from the seed.
+//
+// The shards are read with stdio; tokens are assumed little-endian like the machine (x86, ARM).
+#pragma once
+#include <glob.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "rng.h"
+
+// Everything needed to resume reading where a DataLoader was.
+struct LoaderState {
+    uint64_t epoch;   // how many full passes over the windows came before
+    uint64_t cursor;  // position of the next window in this epoch's order (0 .. num_windows()-1)
+};
+
+class DataLoader {
+ public:
+    // Opens every shard matching `pattern` (a glob; sorted by name) and validates it: magic
+    // 20240520, version 1, token count > 0, file size 1024 + 2*count, every token < vocab_size.
+    // Throws InputError naming the file and the problem, and when no shard holds one window.
+    DataLoader(const std::string& pattern, int B, int T, int vocab_size, bool shuffle, uint64_t seed,
+               int rank = 0, int world_size = 1)
+        : pattern_(pattern), batch_tokens_(uint64_t(B) * uint64_t(T)), shuffle_(shuffle), seed_(seed),
+          rank_(rank), world_size_(world_size) {
+        if (B < 1 || T < 1) throw InputError(pattern + ": batch size B and sequence length T must be positive");
+        if (vocab_size < 1) throw InputError(pattern + ": vocabulary size must be positive");
+        if (world_size < 1 || rank < 0 || rank >= world_size)
+            throw InputError("rank " + std::to_string(rank) + " is not within world size " + std::to_string(world_size));
+        files_ = matching_files(pattern);
+        for (const std::string& path : files_) shards_.push_back(open_shard(path, vocab_size));
+        for (const Shard& shard : shards_) num_windows_ += shard.windows;
+        if (num_windows_ == 0) throw InputError(pattern + ": no shard holds one batch of B*T+1 = " +
+                                                std::to_string(batch_tokens_ + 1) + " tokens");
+        window_.resize(batch_tokens_ + 1);
+        inputs_.resize(batch_tokens_);
+        targets_.resize(batch_tokens_);
+        order_.resize(num_windows_);
+        reset();
+    }
+
+    // Reads the next window of this rank into inputs() and targets().
+    void next_batch() {
+        const uint64_t epoch = stream_position_ / num_windows_;
+        if (epoch != order_epoch_) compute_order(epoch);
+        read_window(order_[stream_position_ % num_windows_]);
+        stream_position_ += world_size_;
+    }
+
+    // The B*T input token ids of the current batch.
+    const int32_t* inputs() const { return inputs_.data(); }
+
+    // The B*T target token ids of the current batch (each input's next token).
+    const int32_t* targets() const { return targets_.data(); }
+
+    // Where the next batch comes from, to save for resuming.
+    LoaderState state() const { return {stream_position_ / num_windows_, stream_position_ % num_windows_}; }
+
+    // Continues from a saved state() of the same rank, world size and data.
+    void restore(const LoaderState& state) {
+        if (state.cursor >= num_windows_ || (state.epoch * num_windows_ + state.cursor) % world_size_ != uint64_t(rank_))
+            throw InputError(pattern_ + ": saved data position (epoch " + std::to_string(state.epoch) + ", cursor " +
+                             std::to_string(state.cursor) + ") does not fit " + std::to_string(num_windows_) +
+                             " windows for rank " + std::to_string(rank_) + " of " + std::to_string(world_size_));
+        stream_position_ = state.epoch * num_windows_ + state.cursor;
+    }
+
+    // Back to this rank's first window of epoch 0 (every evaluation then reads the same batches).
+    void reset() { stream_position_ = rank_; }
+
+    // The shard files, in sorted order.
+    const std::vector<std::string>& files() const { return files_; }
+
+    // Number of tokens in all shards together.
+    uint64_t total_tokens() const {
+        uint64_t total = 0;
+        for (const Shard& shard : shards_) total += shard.tokens;
+        return total;
+    }
+
+    // Number of windows in one epoch, over all ranks.
+    uint64_t num_windows() const { return num_windows_; }
+
+ private:
+    static constexpr int32_t kMagic = 20240520;
+    static constexpr int32_t kVersion = 1;
+    static constexpr uint64_t kHeaderBytes = 256 * sizeof(int32_t);
+
+    // One validated shard file.
+    struct Shard {
+        std::string path;
+        uint64_t tokens;   // from the header
+        uint64_t windows;  // how many B*T+1 windows it holds
+    };
+
+    // One window: which shard, and which of its windows (starting at token index * B*T).
+    struct Window {
+        uint32_t shard;
+        uint32_t index;
+    };
+
+    using File = std::unique_ptr<FILE, int (*)(FILE*)>;
+
+    // The files matching the glob `pattern`, in byte-wise sorted order; throws when none does.
+    static std::vector<std::string> matching_files(const std::string& pattern) {
+        glob_t matches{};
+        const int status = glob(pattern.c_str(), 0, nullptr, &matches);
+        std::vector<std::string> files(matches.gl_pathv, matches.gl_pathv + (status == 0 ? matches.gl_pathc : 0));
+        globfree(&matches);
+        if (files.empty()) throw InputError(pattern + ": no file matches");
+        std::sort(files.begin(), files.end());
+        return files;
+    }
+
+    // Opens `path` for reading, or throws InputError.
+    static File open_file(const std::string& path) {
+        File file(std::fopen(path.c_str(), "rb"), &std::fclose);
+        if (!file) throw InputError(path + ": cannot open the token shard");
+        return file;
+    }
+
+    // Reads and validates the header, size and tokens of one shard file.
+    Shard open_shard(const std::string& path, int vocab_size) const {
+        std::error_code error;
+        const uint64_t file_bytes = std::filesystem::file_size(path, error);
+        if (error) throw InputError(path + ": cannot read the token shard (" + error.message() + ")");
+        if (file_bytes < kHeaderBytes)
+            throw InputError(path + ": " + std::to_string(file_bytes) + " bytes, too short for the 1024-byte shard header");
+        const File file = open_file(path);
+        int32_t header[256];
+        if (std::fread(header, sizeof(header), 1, file.get()) != 1) throw InputError(path + ": cannot read the header");
+        if (header[0] != kMagic)
+            throw InputError(path + ": bad magic " + std::to_string(header[0]) + " (expected " + std::to_string(kMagic) +
+                             "): not a token shard");
+        if (header[1] != kVersion)
+            throw InputError(path + ": unsupported shard version " + std::to_string(header[1]) + " (expected 1)");
+        if (header[2] <= 0) throw InputError(path + ": header says " + std::to_string(header[2]) + " tokens (must be > 0)");
+        const uint64_t tokens = header[2];
+        if (file_bytes != kHeaderBytes + 2 * tokens)
+            throw InputError(path + ": file is " + std::to_string(file_bytes) + " bytes but its header's " +
+                             std::to_string(tokens) + " tokens need " + std::to_string(kHeaderBytes + 2 * tokens) +
+                             " (truncated or not a shard)");
+        check_token_ids(file.get(), path, tokens, vocab_size);
+        return {path, tokens, tokens > batch_tokens_ ? (tokens - 1) / batch_tokens_ : 0};
+    }
+
+    // Reads all `tokens` tokens that follow the header and throws InputError at the first that
+    // is not below vocab_size.
+    static void check_token_ids(FILE* file, const std::string& path, uint64_t tokens, int vocab_size) {
+        std::vector<uint16_t> block(std::min<uint64_t>(tokens, 1 << 20));
+        for (uint64_t done = 0; done < tokens;) {
+            const size_t count = std::min<uint64_t>(block.size(), tokens - done);
+            if (std::fread(block.data(), sizeof(uint16_t), count, file) != count)
+                throw InputError(path + ": read error in the tokens");
+            for (size_t i = 0; i < count; i++)
+                if (block[i] >= vocab_size)
+                    throw InputError(path + ": token " + std::to_string(done + i) + " is " + std::to_string(block[i]) +
+                                     ", outside the vocabulary of " + std::to_string(vocab_size));
+            done += count;
+        }
+    }
+
+    // A random number generator for the shuffle of one epoch, determined by (seed, epoch).
+    Rng epoch_rng(uint64_t epoch) const { return Rng(seed_ ^ (0x9E3779B97F4A7C15ull * (epoch + 1))); }
+
+    // Fills order_ with the windows of `epoch`: shard by shard, in order or shuffled.
+    void compute_order(uint64_t epoch) {
+        Rng rng = epoch_rng(epoch);
+        std::vector<uint32_t> shard_order(shards_.size());
+        for (uint32_t s = 0; s < shard_order.size(); s++) shard_order[s] = s;
+        if (shuffle_) shuffle_in_place(shard_order.begin(), shard_order.end(), rng);
+        auto next = order_.begin();
+        for (uint32_t s : shard_order) {
+            const auto first = next;
+            for (uint32_t w = 0; w < shards_[s].windows; w++) *next++ = {s, w};
+            if (shuffle_) shuffle_in_place(first, next, rng);
+        }
+        order_epoch_ = epoch;
+    }
+
+    // Fisher–Yates shuffle of [first, last) with `rng`.
+    template <typename Iterator>
+    static void shuffle_in_place(Iterator first, Iterator last, Rng& rng) {
+        for (auto n = last - first; n > 1; n--) std::iter_swap(first + (n - 1), first + rng.below(n));
+    }
+
+    // Reads one window from its shard into inputs_ and targets_.
+    void read_window(const Window& window) {
+        if (!open_file_ || open_shard_ != window.shard) {
+            open_file_ = open_file(shards_[window.shard].path);
+            open_shard_ = window.shard;
+        }
+        const long offset = long(kHeaderBytes + 2 * uint64_t(window.index) * batch_tokens_);
+        if (std::fseek(open_file_.get(), offset, SEEK_SET) != 0 ||
+            std::fread(window_.data(), sizeof(uint16_t), window_.size(), open_file_.get()) != window_.size())
+            throw InputError(shards_[window.shard].path + ": read error at byte " + std::to_string(offset));
+        std::copy(window_.begin(), window_.end() - 1, inputs_.begin());
+        std::copy(window_.begin() + 1, window_.end(), targets_.begin());
+    }
+
+    std::string pattern_;
+    uint64_t batch_tokens_;  // B*T
+    bool shuffle_;
+    uint64_t seed_;
+    int rank_, world_size_;
+    std::vector<std::string> files_;
+    std::vector<Shard> shards_;
+    uint64_t num_windows_ = 0;
+    std::vector<Window> order_;          // this epoch's windows, in reading order
+    uint64_t order_epoch_ = UINT64_MAX;  // the epoch order_ was computed for
+    uint64_t stream_position_ = 0;       // epoch * num_windows_ + cursor of the next window to read
+    File open_file_{nullptr, &std::fclose};
+    uint32_t open_shard_ = 0;
+    std::vector<uint16_t> window_;  // the B*T+1 tokens just read
+    std::vector<int32_t> inputs_, targets_;
+};

