@@ -106,6 +106,49 @@ public:
     // Residual stream X_i (N,C) of the last forward: i = 0 after the embedding, i = l after block l.
     const T* stream(int i) const { return i == 0 ? embedded.data() : block_output(blocks[i - 1]); }
 
+    // The residual stream at half-block resolution, j = 0 .. 2L: j = 2l + 1 after block l's
+    // attention step, j = 2l + 2 after its MLP step.
+    const T* half_stream(int j) const {
+        if (j == 0) return embedded.data();
+        const BlockActs& a = blocks[(j - 1) / 2];
+        return step_output(j % 2 ? a.attn_step : a.mlp_step, norm_plan(cfg.placement).after_add);
+    }
+
+    // When true, backward stores ‖∂loss/∂X‖ at the 2L + 1 half_stream points in stream_grad_norm.
+    bool record_stream_grads = false;
+    std::vector<double> stream_grad_norm;
+
+    // ---- diagnostics (stability.h, ./eval): run parts of the model on given inputs ----------
+    // These reuse block_forward and the residual steps unchanged; each call replaces the saved
+    // activations of the block(s) it runs, so a later backward would see them.
+
+    // Logits (N,Vp) and per-position losses (N) of the last forward (backward overwrites logits).
+    const T* logits_data() const { return logits.data(); }
+    const T* losses_data() const { return losses.data(); }
+    // Saved values of block l from the last forward (read by the tangent pass in stability.h).
+    const BlockActs& block_activations(int l) const { return blocks[l]; }
+    // Runs block l alone on x (N,C); returns its output (N,C), valid until block l runs again.
+    const T* run_block(int l, const T* x) {
+        block_forward(l, x);
+        return block_output(blocks[l]);
+    }
+    // Runs one residual step of block l (which = 0: attention step, 1: MLP step) on x (N,C);
+    // returns x' (N,C), valid until that step runs again.
+    const T* run_step(int l, int which, const T* x) {
+        BlockActs& a = blocks[l];
+        if (which == 0)
+            return residual_step_forward(a.attn_step, x, module_norm(l, 0), output_norm(l, 0),
+                                         [&](const T* u, T* f) { attention_module_forward(l, u, f); });
+        return residual_step_forward(a.mlp_step, x, module_norm(l, 1), output_norm(l, 1),
+                                     [&](const T* u, T* f) { mlp_module_forward(l, u, f); });
+    }
+    // Runs every block from X_0 = x0 (N,C) in place of the embedding; stream(i) then holds X_i.
+    // The final LayerNorm, logits and losses are left as they were.
+    void run_blocks_from(const T* x0) {
+        std::copy(x0, x0 + (size_t)N * cfg.C, embedded.begin());
+        for (int l = 0; l < cfg.L; l++) block_forward(l, stream(l));
+    }
+
     // Forward pass: tokens, targets (B·T). Returns the mean cross-entropy; per-position losses
     // stay in `losses` and the logits (N,Vp) in `logits`.
     T forward(const int32_t* tokens, const int32_t* targets) {
@@ -135,11 +178,15 @@ public:
         std::fill(d_stream.begin(), d_stream.end(), T(0));
         layernorm_backward(d_stream.data(), g.lnfw, g.lnfb, d_u.data(), stream(cfg.L), p.lnfw,
                            final_norm.mean.data(), final_norm.rstd.data(), N, C);
+        if (record_stream_grads) stream_grad_norm.assign(2 * cfg.L + 1, 0.0);
         for (int l = cfg.L - 1; l >= 0; l--) {
+            if (record_stream_grads) stream_grad_norm[2 * l + 2] = std::sqrt(sum_of_squares(d_stream.data(), d_stream.size()));
             std::fill(d_stream_next.begin(), d_stream_next.end(), T(0));
             block_backward(l, stream(l), d_stream.data(), d_stream_next.data());
+            if (record_stream_grads) stream_grad_norm[2 * l + 1] = std::sqrt(sum_of_squares(d_h.data(), d_h.size()));
             std::swap(d_stream, d_stream_next);
         }
+        if (record_stream_grads) stream_grad_norm[0] = std::sqrt(sum_of_squares(d_stream.data(), d_stream.size()));
         encoder_backward(g.wte, g.wpe, d_stream.data(), tokens_copy.data(), B, Tn, C);
     }
 
@@ -362,9 +409,12 @@ public:
 
     std::vector<StreamStats> stream_stats() override {
         std::vector<StreamStats> out;
-        for (int i = 0; i <= model.cfg.L; i++) out.push_back(stream_statistics(model.stream(i), model.N, model.cfg.C));
+        for (int j = 0; j <= 2 * model.cfg.L; j++)
+            out.push_back(stream_statistics(model.half_stream(j), model.N, model.cfg.C));
         return out;
     }
+    void record_stream_grads(bool on) override { model.record_stream_grads = on; }
+    std::vector<double> stream_grad_norms() override { return model.stream_grad_norm; }
 
     CpuModel<float> model;
 

@@ -1,0 +1,504 @@
+// eval.cpp — ./eval: loads a checkpoint and reports, on validation shards, its loss and
+// perplexity, teacher-forced next-token accuracy, ROUGE of the argmax predictions against the
+// targets, and the stability diagnostics of stability.h (hidden-state statistics, gradient norms,
+// local sensitivity and output uncertainty, per layer); optionally text pairs for external
+// scorers and sampled continuations.
+//
+//   ./eval -model out/model_00001000.bin [-val_data GLOB] [-eval_batches N] [-json FILE]
+//
+// The loss and perplexity come from the chosen backend (-device). Everything else runs on the
+// CPU reference model (CpuModel<float>): on the CPU backend that is the same model, on CUDA a
+// second copy of the weights on the host.
+//
+// Exit status: 0 done, 2 bad input (one line naming the flag or file).
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataloader.h"
+#include "flags.h"
+#include "gpt2_cpu.h"
+#include "model.h"
+#include "rouge.h"
+#include "setup.h"
+#include "stability.h"
+#include "tokenizer.h"
+
+constexpr const char* DEFAULT_TOKENIZER = "data/gpt2_tokenizer.bin";
+
+struct EvalOptions {
+    std::string model_path, val_data, device, precision, json_path, pairs_path, tokenizer_path;
+    bool tokenizer_given;
+    int B, T, eval_batches, threads, diag_batches, directions, noise_samples;
+    int samples, sample_len, prompt_len, top_k;
+    double sigma, temperature;
+    uint64_t seed;
+};
+
+static const char* USAGE =
+    "usage: ./eval -model FILE [-name value ...]\n"
+    "  -model FILE        checkpoint to evaluate (model_%08d.bin or an llm.c GPT-2 file)\n"
+    "  -val_data GLOB     validation shards (the bundled corpus)\n"
+    "  -B N (8)  -T N (256 on CPU, 1024 on CUDA)  -eval_batches N (10): loss, accuracy, ROUGE\n"
+    "  -device auto|cpu|cuda (auto)  -precision bf16|fp32 (bf16)  -threads N\n"
+    "  -json FILE         write every result as one JSON object\n"
+    "  -diag_batches N (1; 0 = off)  batches for statistics, gradient norms, sensitivity, uncertainty\n"
+    "  -directions N (4)  random directions per block for the sensitivity ||J v||\n"
+    "  -sigma X (0.1)  -noise_samples N (4)  Gaussian noise on the embedding output\n"
+    "  -pairs FILE        prediction/reference text pairs as JSONL (for BERTScore etc.)\n"
+    "  -samples N (0)  -sample_len N (64)  -prompt_len N (32)  -temperature X (1.0; 0 = greedy)\n"
+    "  -top_k N (40; 0 = all)  sampled continuations of validation prompts\n"
+    "  -tokenizer FILE (data/gpt2_tokenizer.bin)  -seed N (1234)\n";
+
+static EvalOptions parse_options(int argc, char** argv) {
+    Flags f(argc, argv);
+    EvalOptions o;
+    o.model_path = f.str("model", "");
+    o.val_data = f.str("val_data", DEFAULT_VAL_DATA);
+    o.device = f.str("device", "auto", {"auto", "cpu", "cuda"});
+    o.precision = f.str("precision", "bf16", {"bf16", "fp32"});
+    o.B = (int)f.integer("B", 8, 1, 1 << 20);
+    o.T = (int)f.integer("T", 0, 1, 1 << 20);
+    o.eval_batches = (int)f.integer("eval_batches", 10, 1, 1 << 30);
+    o.threads = (int)f.integer("threads", 0, 1, 1024);
+    o.json_path = f.str("json", "");
+    o.diag_batches = (int)f.integer("diag_batches", 1, 0, 1 << 20);
+    o.directions = (int)f.integer("directions", 4, 1, 100000);
+    o.sigma = f.real("sigma", 0.1, 0.0, 1e6);
+    o.noise_samples = (int)f.integer("noise_samples", 4, 1, 100000);
+    o.pairs_path = f.str("pairs", "");
+    o.samples = (int)f.integer("samples", 0, 0, 100000);
+    o.sample_len = (int)f.integer("sample_len", 64, 1, 1 << 20);
+    o.prompt_len = (int)f.integer("prompt_len", 32, 1, 1 << 20);
+    o.temperature = f.real("temperature", 1.0, 0.0, 1e3);
+    o.top_k = (int)f.integer("top_k", 40, 0, 1 << 30);
+    o.tokenizer_path = f.str("tokenizer", DEFAULT_TOKENIZER);
+    o.tokenizer_given = f.given("tokenizer");
+    o.seed = (uint64_t)f.integer("seed", 1234, 0, 1LL << 62);
+    f.finish();
+    if (o.model_path.empty()) throw InputError("flag -model: a checkpoint file is required");
+    return o;
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON output
+
+static std::string num(double x) {
+    if (!std::isfinite(x)) return "null";
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.9g", x);
+    return buf;
+}
+
+static std::string array(const std::vector<double>& v, size_t offset = 0, size_t stride = 1) {
+    std::string s = "[";
+    for (size_t i = offset; i < v.size(); i += stride) s += (i == offset ? "" : ", ") + num(v[i]);
+    return s + "]";
+}
+
+// A JSON string literal of UTF-8 bytes; bytes that are not valid UTF-8 (a token can end in the
+// middle of a character) become U+FFFD, so the output is always valid JSON and UTF-8.
+static std::string quote(const std::string& bytes) {
+    std::string s = "\"";
+    for (size_t i = 0; i < bytes.size();) {
+        const gpt2_bpe::Utf8Char ch = gpt2_bpe::decode_utf8(bytes, i);
+        if (ch.code_point == gpt2_bpe::kInvalidByte) {
+            s += "\xEF\xBF\xBD";
+        } else if (ch.code_point == '"' || ch.code_point == '\\') {
+            s += '\\';
+            s += (char)ch.code_point;
+        } else if (ch.code_point == '\n') {
+            s += "\\n";
+        } else if (ch.code_point == '\t') {
+            s += "\\t";
+        } else if (ch.code_point == '\r') {
+            s += "\\r";
+        } else if (ch.code_point < 0x20 || ch.code_point == 0x7F) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", ch.code_point);
+            s += buf;
+        } else {
+            s.append(bytes, i, ch.length);
+        }
+        i += ch.length;
+    }
+    return s + "\"";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+struct Results {
+    double val_loss = 0, accuracy = 0;
+    long long tokens = 0;
+    // ROUGE F1, mean over sequences: [0] plain, [1] Porter-stemmed; each rouge1, rouge2, rougeL.
+    bool have_rouge = false;
+    double rouge[2][3] = {{0, 0, 0}, {0, 0, 0}};
+    long long sequences = 0;
+    std::vector<std::pair<std::string, std::string>> pairs;  // prediction, reference
+    // Diagnostics, averaged over the diagnostic batches.
+    int diag_batches = 0;
+    std::vector<double> mean_abs, entry_var, data_var, grad_norm, param_grad_norm;  // half-block series
+    stability::Sensitivity sensitivity;
+    stability::Uncertainty uncertainty;
+    std::vector<std::pair<std::string, std::string>> samples;  // prompt, continuation
+};
+
+// Adds b into a elementwise (a empty: copies).
+static void accumulate(std::vector<double>& a, const std::vector<double>& b) {
+    if (a.empty()) a.assign(b.size(), 0.0);
+    for (size_t i = 0; i < b.size(); i++) a[i] += b[i];
+}
+static void scale(std::vector<double>& a, double s) {
+    for (double& x : a) x *= s;
+}
+
+// Index of the largest of the first V logits (the first one on ties).
+static int argmax(const float* z, int V) {
+    return (int)(std::max_element(z, z + V) - z);
+}
+
+// A token drawn from softmax(logits / temperature) restricted to the top_k largest (0 = all);
+// temperature 0 is greedy.
+static int sample_token(const float* logits, int V, double temperature, int top_k, Rng& rng) {
+    if (temperature == 0) return argmax(logits, V);
+    std::vector<std::pair<float, int>> cand(V);
+    for (int v = 0; v < V; v++) cand[v] = {logits[v], v};
+    size_t keep = (top_k > 0 && top_k < V) ? (size_t)top_k : (size_t)V;
+    std::partial_sort(cand.begin(), cand.begin() + keep, cand.end(),
+                      [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+    std::vector<double> w(keep);
+    double total = 0;
+    for (size_t i = 0; i < keep; i++) total += w[i] = std::exp((cand[i].first - cand[0].first) / temperature);
+    double u = rng.uniform() * total;
+    for (size_t i = 0; i < keep; i++) {
+        if (u < w[i]) return cand[i].second;
+        u -= w[i];
+    }
+    return cand[keep - 1].second;
+}
+
+// Loss (on the backend), accuracy and ROUGE (on the CPU reference) over the first eval_batches.
+static void evaluate_metrics(const EvalOptions& o, Backend& backend, CpuModel<float>& ref, bool same_model,
+                             DataLoader& val, const Tokenizer* tok, Results& r) {
+    const int B = ref.B, T = ref.Tn, V = ref.cfg.V;
+    double loss_sum = 0;
+    long long correct = 0;
+    val.reset();
+    for (int i = 0; i < o.eval_batches; i++) {
+        val.next_batch();
+        loss_sum += backend.forward(val.inputs(), val.targets());
+        if (!same_model) ref.forward(val.inputs(), val.targets());
+        const float* logits = ref.logits_data();
+        const int32_t* targets = val.targets();
+        std::vector<int> pred(B * T);
+        for (int n = 0; n < B * T; n++) {
+            pred[n] = argmax(logits + (size_t)n * ref.cfg.Vp, V);
+            correct += pred[n] == targets[n];
+        }
+        if (!tok) continue;
+        for (int b = 0; b < B; b++) {
+            std::string p, t;
+            for (int k = 0; k < T; k++) {
+                p += tok->decode_token(pred[b * T + k]);
+                t += tok->decode_token(targets[b * T + k]);
+            }
+            for (int stem = 0; stem < 2; stem++) {
+                const rouge::Scores s = rouge::score(t, p, stem == 1);
+                r.rouge[stem][0] += s.rouge1.f1;
+                r.rouge[stem][1] += s.rouge2.f1;
+                r.rouge[stem][2] += s.rougeL.f1;
+            }
+            r.sequences++;
+            if (!o.pairs_path.empty()) r.pairs.emplace_back(p, t);
+        }
+    }
+    r.val_loss = loss_sum / o.eval_batches;
+    r.tokens = (long long)o.eval_batches * B * T;
+    r.accuracy = (double)correct / r.tokens;
+    r.have_rouge = tok != nullptr;
+    if (r.sequences)
+        for (auto& row : r.rouge)
+            for (double& x : row) x /= r.sequences;
+}
+
+// Statistics, gradient norms, sensitivity and uncertainty on the first diag_batches batches.
+static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataLoader& val, Results& r) {
+    r.diag_batches = o.diag_batches;
+    if (o.diag_batches == 0) return;
+    Rng directions(o.seed), noise(o.seed + 1);
+    stability::Sensitivity sens;
+    stability::Uncertainty unc;
+    val.reset();
+    for (int i = 0; i < o.diag_batches; i++) {
+        val.next_batch();
+        m.forward(val.inputs(), val.targets());
+        std::vector<double> mean_abs, entry_var, data_var;
+        for (const StreamStats& s : stability::half_stream_stats(m)) {
+            mean_abs.push_back(s.mean_abs);
+            entry_var.push_back(s.entry_var);
+            data_var.push_back(s.data_var);
+        }
+        accumulate(r.mean_abs, mean_abs);
+        accumulate(r.entry_var, entry_var);
+        accumulate(r.data_var, data_var);
+        // Sensitivity and uncertainty before backward: backward leaves the activations alone, but
+        // keep the order obvious (the tangent pass reads the clean forward's activations).
+        const stability::Sensitivity s = stability::local_sensitivity(m, o.directions, directions);
+        accumulate(sens.block_mean, s.block_mean);
+        accumulate(sens.step_mean, s.step_mean);
+        if (sens.block_max.empty()) { sens.block_max = s.block_max; sens.step_max = s.step_max; }
+        for (size_t k = 0; k < s.block_max.size(); k++) sens.block_max[k] = std::max(sens.block_max[k], s.block_max[k]);
+        for (size_t k = 0; k < s.step_max.size(); k++) sens.step_max[k] = std::max(sens.step_max[k], s.step_max[k]);
+        const stability::Uncertainty u = stability::output_uncertainty(m, o.sigma, o.noise_samples, noise);
+        accumulate(unc.mean_dx, u.mean_dx);
+        std::vector<double> sq = u.w2_bound;
+        for (double& x : sq) x *= x;
+        accumulate(unc.w2_bound, sq);  // mean of squares, rooted below
+        std::fill(m.grads.begin(), m.grads.end(), 0.0f);
+        m.record_stream_grads = true;
+        m.backward(1.0f);
+        m.record_stream_grads = false;
+        accumulate(r.grad_norm, m.stream_grad_norm);
+        accumulate(r.param_grad_norm, stability::block_param_grad_norms(m));
+    }
+    const double inv = 1.0 / o.diag_batches;
+    for (auto* v : {&r.mean_abs, &r.entry_var, &r.data_var, &r.grad_norm, &r.param_grad_norm, &sens.block_mean,
+                    &sens.step_mean, &unc.mean_dx, &unc.w2_bound})
+        scale(*v, inv);
+    for (double& x : unc.w2_bound) x = std::sqrt(x);
+    sens.directions = o.directions;
+    unc.sigma = o.sigma;
+    unc.samples = o.noise_samples;
+    r.sensitivity = sens;
+    r.uncertainty = unc;
+}
+
+// Sampled continuations: prompt i is the first prompt_len tokens of validation sequence i (row
+// i % B of batch i / B); each new token is drawn from the logits at the last filled position of
+// a (1, prompt_len + sample_len) window (causal attention: the unfilled tail does not matter).
+static void generate_samples(const EvalOptions& o, int T, const ModelConfig& cfg, const std::vector<float>& params,
+                             DataLoader& val, const Tokenizer& tok, Results& r) {
+    if (o.samples == 0) return;
+    const int P = o.prompt_len, W = o.prompt_len + o.sample_len;
+    CpuModel<float> gen(cfg, 1, W);
+    std::copy(params.begin(), params.end(), gen.params.begin());
+    Rng rng(o.seed + 2);
+    std::vector<int32_t> context(W, 0), unused_targets(W, 0);
+    val.reset();
+    for (int i = 0; i < o.samples; i++) {
+        if (i % o.B == 0) val.next_batch();
+        const int32_t* row = val.inputs() + (size_t)(i % o.B) * T;
+        std::fill(context.begin(), context.end(), 0);
+        std::copy(row, row + P, context.begin());
+        std::string prompt, continuation;
+        for (int k = 0; k < P; k++) prompt += tok.decode_token(row[k]);
+        for (int pos = P; pos < W; pos++) {
+            gen.forward(context.data(), unused_targets.data());
+            context[pos] = sample_token(gen.logits_data() + (size_t)(pos - 1) * cfg.Vp, cfg.V, o.temperature, o.top_k, rng);
+            continuation += tok.decode_token(context[pos]);
+        }
+        r.samples.emplace_back(prompt, continuation);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting
+
+static void print_table(const Results& r, int L) {
+    std::printf("val loss %.4f | val ppl %.2f | accuracy %.4f (%lld tokens)\n", r.val_loss, std::exp(r.val_loss),
+                r.accuracy, r.tokens);
+    if (r.have_rouge) {
+        std::printf("ROUGE F1 (argmax predictions vs targets, %lld sequences):  rouge1   rouge2   rougeL\n", r.sequences);
+        for (int stem = 0; stem < 2; stem++)
+            std::printf("  %-52s %.4f   %.4f   %.4f\n", stem ? "Porter-stemmed" : "plain", r.rouge[stem][0],
+                        r.rouge[stem][1], r.rouge[stem][2]);
+    }
+    if (r.diag_batches > 0) {
+        std::printf("per layer (%d batch%s; i = 0 embedding, i = l after block l; block columns are block l = i):\n",
+                    r.diag_batches, r.diag_batches == 1 ? "" : "es");
+        std::printf("  %5s %10s %10s %10s %10s | %10s %9s %9s | %10s %10s\n", "i", "mean_abs", "entry_var",
+                    "data_var", "grad_norm", "param_grad", "sens_mean", "sens_max", "noise_dx", "w2_bound");
+        for (int i = 0; i <= L; i++) {
+            std::printf("  %5d %10.4g %10.4g %10.4g %10.4g | ", i, r.mean_abs[2 * i], r.entry_var[2 * i],
+                        r.data_var[2 * i], r.grad_norm[2 * i]);
+            if (i == 0) std::printf("%10s %9s %9s | ", "-", "-", "-");
+            else
+                std::printf("%10.4g %9.4g %9.4g | ", r.param_grad_norm[i - 1], r.sensitivity.block_mean[i - 1],
+                            r.sensitivity.block_max[i - 1]);
+            std::printf("%10.4g %10.4g\n", r.uncertainty.mean_dx[i], r.uncertainty.w2_bound[i]);
+        }
+        std::printf("  sensitivity: mean/max of ||J v|| over %d random directions (unit per token) and all tokens;\n"
+                    "  noise: sigma %g on X_0, %d samples; w2_bound = sqrt(mean ||dx||^2)\n",
+                    r.sensitivity.directions, r.uncertainty.sigma, r.uncertainty.samples);
+    }
+    for (size_t i = 0; i < r.samples.size(); i++)
+        std::printf("sample %zu: %s[[%s]]\n", i, r.samples[i].first.c_str(), r.samples[i].second.c_str());
+}
+
+static std::string to_json(const EvalOptions& o, const ModelConfig& cfg, const std::string& backend, int T,
+                           const Results& r, double seconds) {
+    std::string j = "{";
+    auto field = [&](const std::string& name, const std::string& value) {
+        j += (j.size() > 1 ? ",\n  " : "\n  ") + quote(name) + ": " + value;
+    };
+    field("model", quote(o.model_path));
+    field("placement", quote(placement_name(cfg.placement)));
+    field("dt", num(cfg.dt));
+    field("L", std::to_string(cfg.L));
+    field("NH", std::to_string(cfg.NH));
+    field("C", std::to_string(cfg.C));
+    field("V", std::to_string(cfg.V));
+    field("maxT", std::to_string(cfg.maxT));
+    field("parameters", std::to_string(num_parameters(cfg)));
+    field("backend", quote(backend));
+    field("val_data", quote(o.val_data));
+    field("B", std::to_string(o.B));
+    field("T", std::to_string(T));
+    field("eval_batches", std::to_string(o.eval_batches));
+    field("tokens", std::to_string(r.tokens));
+    field("val_loss", num(r.val_loss));
+    field("val_ppl", num(std::exp(r.val_loss)));
+    field("accuracy", num(r.accuracy));
+    if (r.have_rouge) {
+        const char* names[3] = {"rouge1", "rouge2", "rougeL"};
+        std::string s = "{";
+        for (int stem = 0; stem < 2; stem++)
+            for (int k = 0; k < 3; k++)
+                s += std::string(s.size() > 1 ? ", " : "") + "\"" + names[k] + (stem ? "_stem" : "") + "\": " +
+                     num(r.rouge[stem][k]);
+        field("rouge", s + ", \"sequences\": " + std::to_string(r.sequences) + "}");
+    } else {
+        field("rouge", "null");
+    }
+    field("diag_batches", std::to_string(r.diag_batches));
+    if (r.diag_batches > 0) {
+        std::string s = "{";
+        const std::pair<const char*, const std::vector<double>*> series[] = {
+            {"mean_abs", &r.mean_abs}, {"entry_var", &r.entry_var}, {"data_var", &r.data_var}, {"grad_norm", &r.grad_norm}};
+        for (const auto& [name, v] : series) s += std::string(s.size() > 1 ? ",\n    " : "\n    ") + "\"" + name + "\": " + array(*v, 0, 2);
+        for (const auto& [name, v] : series) s += std::string(",\n    \"") + name + "_half\": " + array(*v);
+        s += ",\n    \"param_grad_norm\": " + array(r.param_grad_norm) + "}";
+        field("layers", s);
+        const stability::Sensitivity& se = r.sensitivity;
+        field("sensitivity", "{\"directions\": " + std::to_string(se.directions) + ",\n    \"block_mean\": " +
+                                 array(se.block_mean) + ",\n    \"block_max\": " + array(se.block_max) +
+                                 ",\n    \"step_mean\": " + array(se.step_mean) + ",\n    \"step_max\": " +
+                                 array(se.step_max) + "}");
+        const stability::Uncertainty& u = r.uncertainty;
+        field("uncertainty", "{\"sigma\": " + num(u.sigma) + ", \"samples\": " + std::to_string(u.samples) +
+                                 ",\n    \"mean_dx\": " + array(u.mean_dx) + ",\n    \"w2_bound\": " + array(u.w2_bound) + "}");
+    } else {
+        field("layers", "null");
+        field("sensitivity", "null");
+        field("uncertainty", "null");
+    }
+    std::string samples = "[";
+    for (size_t i = 0; i < r.samples.size(); i++)
+        samples += std::string(i ? ",\n    " : "\n    ") + "{\"prompt\": " + quote(r.samples[i].first) +
+                   ", \"continuation\": " + quote(r.samples[i].second) + "}";
+    field("samples", samples + "]");
+    field("seconds", num(seconds));
+    return j + "\n}\n";
+}
+
+static void write_text_atomically(const std::string& path, const std::string& text) {
+    write_file_atomically(path, {{text.data(), text.size()}});
+}
+
+// ---------------------------------------------------------------------------------------------
+
+static int evaluate(const EvalOptions& o) {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<float> params;
+    const ModelConfig cfg = read_checkpoint(o.model_path, &params);
+    const std::string device = resolve_device(o.device);
+    const int T = o.T ? o.T : std::min(device == "cuda" ? 1024 : 256, cfg.maxT);
+    if (T > cfg.maxT)
+        throw InputError("flag -T: " + std::to_string(T) + " exceeds the model's maxT " + std::to_string(cfg.maxT));
+    if (o.samples > 0 && o.prompt_len > T)
+        throw InputError("flag -prompt_len: " + std::to_string(o.prompt_len) + " exceeds -T " + std::to_string(T));
+    if (o.samples > 0 && o.prompt_len + o.sample_len > cfg.maxT)
+        throw InputError("flag -sample_len: prompt_len + sample_len = " + std::to_string(o.prompt_len + o.sample_len) +
+                         " exceeds the model's maxT " + std::to_string(cfg.maxT));
+
+    // The tokenizer decodes predictions for ROUGE, -pairs and -samples. Without -tokenizer a
+    // missing default file only turns ROUGE off; a given file must load and cover the vocabulary.
+    std::unique_ptr<Tokenizer> tok;
+    std::string tok_problem;
+    try {
+        tok = std::make_unique<Tokenizer>(o.tokenizer_path);
+        if (tok->vocab_size() < cfg.V)
+            throw InputError(o.tokenizer_path + ": has " + std::to_string(tok->vocab_size()) +
+                             " tokens but the model's vocabulary is " + std::to_string(cfg.V));
+    } catch (const InputError& e) {
+        if (o.tokenizer_given || !o.pairs_path.empty() || o.samples > 0)
+            throw InputError(std::string("flag -tokenizer: ") + e.what());
+        tok.reset();
+        tok_problem = e.what();
+    }
+
+    DataLoader val(o.val_data, o.B, T, cfg.V, false, 0);
+    std::unique_ptr<Backend> backend = make_backend(device, o.precision, cfg, o.B, T);
+    backend->set_params(params.data());
+    CpuBackend* cpu = dynamic_cast<CpuBackend*>(backend.get());
+    std::unique_ptr<CpuModel<float>> host_copy;
+    if (!cpu) {
+        host_copy = std::make_unique<CpuModel<float>>(cfg, o.B, T);
+        std::copy(params.begin(), params.end(), host_copy->params.begin());
+    }
+    CpuModel<float>& ref = cpu ? cpu->model : *host_copy;
+
+    std::printf("backend: %s%s\n", backend->name().c_str(),
+                cpu ? "" : " (accuracy, ROUGE and diagnostics on the CPU reference)");
+    print_model(cfg, o.model_path);
+    std::printf("val data: %s (%zu files, %llu tokens), B=%d T=%d, %d batches\n", o.val_data.c_str(),
+                val.files().size(), (unsigned long long)val.total_tokens(), o.B, T, o.eval_batches);
+    if (!tok) std::printf("rouge: off (%s)\n", tok_problem.c_str());
+    std::fflush(stdout);
+
+    Results r;
+    evaluate_metrics(o, *backend, ref, cpu != nullptr, val, tok.get(), r);
+    evaluate_diagnostics(o, ref, val, r);
+    if (tok) generate_samples(o, T, cfg, params, val, *tok, r);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    print_table(r, cfg.L);
+    if (!o.pairs_path.empty()) {
+        std::string text;
+        for (size_t i = 0; i < r.pairs.size(); i++)
+            text += "{\"id\": " + std::to_string(i) + ", \"prediction\": " + quote(r.pairs[i].first) +
+                    ", \"reference\": " + quote(r.pairs[i].second) + "}\n";
+        write_text_atomically(o.pairs_path, text);
+        std::printf("pairs: %s (%zu)\n", o.pairs_path.c_str(), r.pairs.size());
+    }
+    if (!o.json_path.empty()) {
+        write_text_atomically(o.json_path, to_json(o, cfg, backend->name(), T, r, seconds));
+        std::printf("json: %s\n", o.json_path.c_str());
+    }
+    std::printf("eval time %.1f s\n", seconds);
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    for (int i = 1; i < argc; i++)
+        if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
+            std::fputs(USAGE, stdout);
+            return 0;
+        }
+    try {
+        EvalOptions opt = parse_options(argc, argv);
+        if (opt.threads > 0) omp_set_num_threads(opt.threads);
+        return evaluate(opt);
+    } catch (const InputError& e) {
+        std::fprintf(stderr, "eval: %s\n", e.what());
+        return 2;
+    }
+}

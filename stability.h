@@ -1,0 +1,317 @@
+// stability.h — the forward- and backward-stability diagnostics that ./eval reports, computed on
+// the CPU reference model (CpuModel<T>) at one batch of data:
+//
+//   * hidden-state statistics of the residual stream (SPEC §5) at every layer and half-layer;
+//   * gradient norms per layer: ‖∂loss/∂X_i‖ (SPEC §5) and the norm of each block's parameter
+//     gradient;
+//   * local sensitivity: ‖J v‖ for random directions v, J the Jacobian of one block (or of one
+//     residual step) at the data, computed EXACTLY by a forward-mode tangent pass (a Jacobian-
+//     vector product) that reuses the activations saved by the last forward;
+//   * output uncertainty: Gaussian noise N(0, σ²) added to the embedding output X_0, pushed
+//     through the blocks; the mean ‖Δx_i‖ per layer and the W2 bound it gives.
+//
+// Why a tangent pass and not finite differences: the JVP of a block costs about one block
+// forward, has no step size to tune and is accurate to the working precision (float: ~1e-6
+// relative), whatever the scale of the hidden states (Pre-LN states grow large, which ruins a
+// float finite difference). test/test_stability.cpp checks it against a dense central-difference
+// Jacobian of a tiny double-precision model for every placement.
+//
+// Directions. A direction V (N,C) has one random unit vector per token (each row uniform on the
+// sphere of R^C), all tokens perturbed at once. The gain of token n is ‖(J V)_n‖; it includes
+// the cross-token terms of causal attention (J_nm for m ≤ n). Mean and max are over the tokens of
+// the batch and the directions.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cpu_ops.h"
+#include "gpt2_cpu.h"
+#include "model.h"
+#include "rng.h"
+
+namespace stability {
+
+// ---------------------------------------------------------------------------------------------
+// Tangent (forward-mode derivative) of each op, at the point saved by the forward pass.
+// Arguments named d* are tangents; outputs are overwritten (not accumulated).
+
+// LayerNorm y = x̂·w + b, x̂ = (x − mean)·rstd over C channels of N rows, mean/rstd as saved:
+// dy = w ⊙ rstd·(dx − mean_c(dx) − x̂·mean_c(dx ⊙ x̂)).
+template <typename T>
+void layernorm_tangent(T* dy, const T* dx, const T* x, const T* w, const T* mean, const T* rstd, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const T* xr = x + (size_t)n * C;
+        const T* d = dx + (size_t)n * C;
+        T d_mean = 0, dxhat_mean = 0;
+        for (int c = 0; c < C; c++) {
+            d_mean += d[c];
+            dxhat_mean += d[c] * (xr[c] - mean[n]) * rstd[n];
+        }
+        d_mean /= C;
+        dxhat_mean /= C;
+        T* y = dy + (size_t)n * C;
+        for (int c = 0; c < C; c++) {
+            const T xhat = (xr[c] - mean[n]) * rstd[n];
+            y[c] = w[c] * rstd[n] * (d[c] - d_mean - xhat * dxhat_mean);
+        }
+    }
+}
+
+// Causal attention out_t = Σ_{t'≤t} a_{tt'} v_{t'}, a = softmax_{t'}(q_t·k_{t'}/√hs), given the
+// saved qkv (B,T,3C) and probabilities att (B,NH,T,T) and the tangent dqkv (B,T,3C):
+// ds_{t'} = (dq·k_{t'} + q·dk_{t'})/√hs,  da_{t'} = a_{t'}(ds_{t'} − Σ_u a_u ds_u),
+// dout_t = Σ_{t'} da_{t'} v_{t'} + a_{t'} dv_{t'}.
+template <typename T>
+void attention_tangent(T* dout, const T* dqkv, const T* qkv, const T* att, int B, int Tn, int C, int NH) {
+    const int hs = C / NH;
+    const T scale = T(1) / std::sqrt(T(hs));
+#pragma omp parallel
+    {
+        std::vector<T> ds(Tn);
+#pragma omp for collapse(3) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < Tn; t++) {
+                    const size_t row = (size_t)b * Tn;
+                    const T* q = qkv + (row + t) * 3 * C + h * hs;
+                    const T* dq = dqkv + (row + t) * 3 * C + h * hs;
+                    const T* a = att + (((size_t)b * NH + h) * Tn + t) * Tn;
+                    T weighted = 0;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const T* k = qkv + (row + t2) * 3 * C + C + h * hs;
+                        const T* dk = dqkv + (row + t2) * 3 * C + C + h * hs;
+                        T s = 0;
+                        for (int i = 0; i < hs; i++) s += dq[i] * k[i] + q[i] * dk[i];
+                        ds[t2] = s * scale;
+                        weighted += a[t2] * ds[t2];
+                    }
+                    T* o = dout + (row + t) * C + h * hs;
+                    for (int i = 0; i < hs; i++) o[i] = 0;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const T* v = qkv + (row + t2) * 3 * C + 2 * C + h * hs;
+                        const T* dv = dqkv + (row + t2) * 3 * C + 2 * C + h * hs;
+                        const T da = a[t2] * (ds[t2] - weighted);
+                        for (int i = 0; i < hs; i++) o[i] += da * v[i] + a[t2] * dv[i];
+                    }
+                }
+    }
+}
+
+// Buffers for the tangent pass of one model (sized once).
+template <typename T>
+struct TangentScratch {
+    std::vector<T> du, dF, df, ds, dwide, dwide2, dheads;
+    explicit TangentScratch(size_t NC)
+        : du(NC), dF(NC), df(NC), ds(NC), dwide(4 * NC), dwide2(4 * NC), dheads(NC) {}
+};
+
+// Jacobian-vector product of one residual step of block l (which = 0 attention, 1 MLP) at the
+// point of the model's last forward: dy (N,C) = J · dx. x is that step's input as saved
+// (X_l for the attention step, the attention step's output for the MLP step).
+//   u = LN_in(x)?   f = LN_out(F(u))?   s = x + Δt·f   x' = LN_after(s)?      (NormPlan)
+template <typename T>
+void step_jvp(const CpuModel<T>& m, int l, int which, const T* dx, T* dy, TangentScratch<T>& s) {
+    const ModelConfig& cfg = m.cfg;
+    const int N = m.N, C = cfg.C;
+    const size_t NC = (size_t)N * C, lc = (size_t)l * C;
+    const NormPlan plan = norm_plan(cfg.placement);
+    const typename CpuModel<T>::BlockActs& acts = m.block_activations(l);
+    const typename CpuModel<T>::StepActs& st = which == 0 ? acts.attn_step : acts.mlp_step;
+    const T* x = which == 0 ? m.stream(l) : m.half_stream(2 * l + 1);
+    const T* in_w = (which == 0 ? m.p.ln1w : m.p.ln2w) + lc;  // ln1/ln2: input LN, or after-add LN (Post)
+
+    const T* du = dx;
+    if (plan.input) {
+        layernorm_tangent(s.du.data(), dx, x, in_w, st.in.mean.data(), st.in.rstd.data(), N, C);
+        du = s.du.data();
+    }
+    const T* nobias = nullptr;
+    if (which == 0) {
+        matmul_forward(s.dwide.data(), du, m.p.qkvw + (size_t)l * 3 * C * C, nobias, N, C, 3 * C);
+        attention_tangent(s.dheads.data(), s.dwide.data(), acts.qkv.data(), acts.att.data(), m.B, m.Tn, C, cfg.NH);
+        matmul_forward(s.dF.data(), s.dheads.data(), m.p.attprojw + (size_t)l * C * C, nobias, N, C, C);
+    } else {
+        matmul_forward(s.dwide.data(), du, m.p.fcw + (size_t)l * 4 * C * C, nobias, N, C, 4 * C);
+        std::fill(s.dwide2.begin(), s.dwide2.end(), T(0));
+        gelu_backward(s.dwide2.data(), s.dwide.data(), acts.fc.data(), 4 * NC);  // gelu'(fc) ⊙ dfc
+        matmul_forward(s.dF.data(), s.dwide2.data(), m.p.fcprojw + (size_t)l * 4 * C * C, nobias, N, 4 * C, C);
+    }
+    const T* df = s.dF.data();
+    if (plan.output) {
+        const T* out_w = (which == 0 ? m.p.ln1ow : m.p.ln2ow) + lc;
+        layernorm_tangent(s.df.data(), s.dF.data(), st.module_out.data(), out_w, st.out.mean.data(),
+                          st.out.rstd.data(), N, C);
+        df = s.df.data();
+    }
+    const T dt = (T)cfg.dt;
+    T* sum = plan.after_add ? s.ds.data() : dy;
+    for (size_t i = 0; i < NC; i++) sum[i] = dx[i] + dt * df[i];
+    if (plan.after_add)
+        layernorm_tangent(dy, s.ds.data(), st.sum.data(), in_w, st.after.mean.data(), st.after.rstd.data(), N, C);
+}
+
+// Jacobian-vector product of the whole block l: attention step, then MLP step. `mid` (N,C)
+// receives the attention step's tangent.
+template <typename T>
+void block_jvp(const CpuModel<T>& m, int l, const T* dx, T* dy, T* mid, TangentScratch<T>& s) {
+    step_jvp(m, l, 0, dx, mid, s);
+    step_jvp(m, l, 1, mid, dy, s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Local sensitivity
+
+// Fills v (N,C) with one random unit vector per row (Gaussian entries, each row normalised).
+template <typename T>
+void random_unit_rows(T* v, int N, int C, Rng& rng) {
+    for (int n = 0; n < N; n++) {
+        double norm = 0;
+        std::vector<double> row(C);
+        for (int c = 0; c < C; c++) {
+            row[c] = rng.normal();
+            norm += row[c] * row[c];
+        }
+        norm = std::sqrt(norm);
+        for (int c = 0; c < C; c++) v[(size_t)n * C + c] = (T)(row[c] / norm);
+    }
+}
+
+// Running mean and max of per-token gains.
+struct GainStats {
+    double sum = 0, max = 0;
+    long long count = 0;
+    template <typename T>
+    void add_rows(const T* y, int N, int C) {
+        for (int n = 0; n < N; n++) {
+            double sq = 0;
+            for (int c = 0; c < C; c++) sq += (double)y[(size_t)n * C + c] * y[(size_t)n * C + c];
+            const double g = std::sqrt(sq);
+            sum += g;
+            max = std::max(max, g);
+            count++;
+        }
+    }
+    double mean() const { return count ? sum / count : 0.0; }
+};
+
+// Per-layer sensitivity: block l (L entries) and residual step j (2L entries: 2l attention step,
+// 2l + 1 MLP step of block l). mean/max of ‖(J V)_n‖ over tokens n and directions V.
+struct Sensitivity {
+    int directions = 0;
+    std::vector<double> block_mean, block_max, step_mean, step_max;
+};
+
+// Estimates the local sensitivity of every block and residual step at the model's last forward,
+// with `directions` random directions per block (and per step) drawn from rng in this order:
+// for each block l, for each direction k: V (used for the block and its attention step), then
+// V' (for its MLP step).
+template <typename T>
+Sensitivity local_sensitivity(const CpuModel<T>& m, int directions, Rng& rng) {
+    const int L = m.cfg.L, N = m.N, C = m.cfg.C;
+    const size_t NC = (size_t)N * C;
+    TangentScratch<T> scratch(NC);
+    std::vector<T> v(NC), mid(NC), out(NC);
+    Sensitivity r;
+    r.directions = directions;
+    for (int l = 0; l < L; l++) {
+        GainStats block, attn, mlp;
+        for (int k = 0; k < directions; k++) {
+            random_unit_rows(v.data(), N, C, rng);
+            block_jvp(m, l, v.data(), out.data(), mid.data(), scratch);
+            block.add_rows(out.data(), N, C);
+            attn.add_rows(mid.data(), N, C);
+            random_unit_rows(v.data(), N, C, rng);
+            step_jvp(m, l, 1, v.data(), out.data(), scratch);
+            mlp.add_rows(out.data(), N, C);
+        }
+        r.block_mean.push_back(block.mean());
+        r.block_max.push_back(block.max);
+        r.step_mean.push_back(attn.mean());
+        r.step_max.push_back(attn.max);
+        r.step_mean.push_back(mlp.mean());
+        r.step_max.push_back(mlp.max);
+    }
+    return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output uncertainty: X_0 → X_0 + σ·ε, ε ~ N(0, I) per entry, pushed through every block.
+// For each layer i = 0..L: mean_dx = mean over tokens and samples of ‖Δx_i‖ (Δx_i the change of
+// a token's hidden state), and w2_bound = sqrt(mean ‖Δx_i‖²), which bounds the 2-Wasserstein
+// distance between the clean and noisy distributions of token states (the noisy state paired
+// with its clean state is one coupling). At i = 0 both are about σ·√C.
+struct Uncertainty {
+    double sigma = 0;
+    int samples = 0;
+    std::vector<double> mean_dx, w2_bound;
+};
+
+// Uses and then restores the residual streams of the model's last forward (the blocks' saved
+// activations end up as those of the clean forward again).
+template <typename T>
+Uncertainty output_uncertainty(CpuModel<T>& m, double sigma, int samples, Rng& rng) {
+    const int L = m.cfg.L, N = m.N, C = m.cfg.C;
+    const size_t NC = (size_t)N * C;
+    std::vector<std::vector<T>> clean(L + 1);
+    for (int i = 0; i <= L; i++) clean[i].assign(m.stream(i), m.stream(i) + NC);
+    std::vector<double> sum(L + 1, 0.0), sum_sq(L + 1, 0.0);
+    std::vector<T> noisy(NC);
+    for (int s = 0; s < samples; s++) {
+        for (size_t k = 0; k < NC; k++) noisy[k] = (T)(clean[0][k] + sigma * rng.normal());
+        m.run_blocks_from(noisy.data());
+        for (int i = 0; i <= L; i++) {
+            const T* x = m.stream(i);
+            for (int n = 0; n < N; n++) {
+                double sq = 0;
+                for (int c = 0; c < C; c++) {
+                    const double d = (double)x[(size_t)n * C + c] - clean[i][(size_t)n * C + c];
+                    sq += d * d;
+                }
+                sum[i] += std::sqrt(sq);
+                sum_sq[i] += sq;
+            }
+        }
+    }
+    m.run_blocks_from(clean[0].data());
+    Uncertainty u;
+    u.sigma = sigma;
+    u.samples = samples;
+    const double count = (double)samples * N;
+    for (int i = 0; i <= L; i++) {
+        u.mean_dx.push_back(samples ? sum[i] / count : 0.0);
+        u.w2_bound.push_back(samples ? std::sqrt(sum_sq[i] / count) : 0.0);
+    }
+    return u;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics and gradient norms
+
+// SPEC §5 statistics of the residual stream of the last forward at the 2L + 1 half-block points
+// (j = 0 embedding, 2l + 1 after block l's attention step, 2l + 2 = X_{l+1}).
+template <typename T>
+std::vector<StreamStats> half_stream_stats(const CpuModel<T>& m) {
+    std::vector<StreamStats> out;
+    for (int j = 0; j <= 2 * m.cfg.L; j++) out.push_back(stream_statistics(m.half_stream(j), m.N, m.cfg.C));
+    return out;
+}
+
+// ‖gradient‖ of the parameters of each block l (every per-layer tensor's slice l), from m.grads.
+template <typename T>
+std::vector<double> block_param_grad_norms(const CpuModel<T>& m) {
+    const int L = m.cfg.L;
+    const auto sizes = param_sizes(m.cfg);
+    const auto offsets = param_offsets(m.cfg);
+    std::vector<double> sq(L, 0.0);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        if (i == P_WTE || i == P_WPE || i == P_LNFW || i == P_LNFB || sizes[i] == 0) continue;
+        const size_t per_layer = sizes[i] / L;
+        for (int l = 0; l < L; l++) sq[l] += sum_of_squares(m.grads.data() + offsets[i] + l * per_layer, per_layer);
+    }
+    for (double& s : sq) s = std::sqrt(s);
+    return sq;
+}
+
+}  // namespace stability

@@ -1,0 +1,927 @@
+#!/usr/bin/env python3
+"""sweep.py — runs ./train and ./eval over a grid of configurations × seeds; tables and figures.
+
+The grid is LayerNorm placements × residual steps Δt × weight decays × seeds, at one model size,
+learning rate and step count.
+
+    python3 sweep.py --preset small                   # the NOTES_EXPERIMENTS.md experiment (2 CPU cores, < 30 min)
+    python3 sweep.py --preset gpt2-124m --jobs 1      # the paper's GPT-2 setup on OpenWebText (GPU)
+    python3 sweep.py --init l16h2c64 --ln pre,peri --dt 1,0.1 --wd 0,0.1 --seeds 1-5 \\
+                     --lr 1e-2 --steps 300 --B 4 --T 64 --out runs/mine
+    python3 sweep.py --report runs/mine               # only (re)write the tables and figures
+
+Every run is `./train ... -out OUT/runs/NAME -resume 1`, then `./eval -model FINAL -json
+OUT/runs/NAME/eval.json`, as subprocesses with `-threads` set so that jobs × threads ≤ cores.
+The sweep is resumable: a run whose OUT/runs/NAME/result.json exists is not redone, an
+interrupted run continues from its last checkpoint, and one that finished training but not its
+evaluation is only evaluated.
+
+A run DIVERGES by ./train's criterion (exit status 3): a non-finite loss or gradient norm, or,
+after warmup, a training loss above the first loss + --diverge-margin (default 1.0). The sweep
+applies the same test to the final validation loss, which catches a last update that broke the
+model after ./train's last check.
+
+Output in OUT:
+    sweep.json                the settings (a rerun with different training settings is refused)
+    runs/NAME/                ./train's log.jsonl and final model_%08d.bin, train.log, eval.json,
+                              eval.log and result.json (NAME = {ln}_dt{Δt}_wd{wd}_s{seed})
+    results.csv               one row per run: status, divergence step, val loss, perplexity,
+                              accuracy, ROUGE, hidden-state growth, ...
+    layers.csv                one row per run and layer i = 0..L: mean_abs, entry_var, data_var,
+                              gradient norms, sensitivity, noise response
+    results.md                the table per configuration: divergences out of N, then mean ± std
+                              over the stable seeds
+    hidden_states.png, loss.png, grad_norm.png, sensitivity.png      (need matplotlib)
+
+Standard library only. Figures need matplotlib; when this interpreter lacks it and
+/usr/bin/python3 has it (Debian: apt-get install python3-matplotlib), that interpreter draws
+them; otherwise one line says why there are none and the tables are still written.
+"""
+import argparse
+import array
+import concurrent.futures
+import csv
+import json
+import math
+import os
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+REPO = os.path.dirname(os.path.abspath(__file__))
+PLACEMENTS = ("pre", "post", "peri")
+PLACEMENT_CODE = {"pre": 0, "post": 1, "peri": 2}
+PLACEMENT_LABEL = {"pre": "Pre-LN", "post": "Post-LN", "peri": "Peri-LN"}
+
+# ---------------------------------------------------------------------------------------------
+# Presets. `small` is the CPU experiment of NOTES_EXPERIMENTS.md; the gpt2-* ones are the paper's
+# GPT-2 setup (AdamW β = (0.9, 0.95), lr 6e-4 with warmup and cosine decay to lr/10, clipping
+# at 1.0, weight decay 0.1 against 0) on OpenWebText shards made by `prepare_data.py openwebtext`.
+OWT_TRAIN = "data/openwebtext/openwebtext_train_*.bin"
+OWT_VAL = "data/openwebtext/openwebtext_val_*.bin"
+GPT2_COMMON = dict(ln="pre,peri,post", dt="1,0.1", wd="0.1,0", seeds="1-3", lr=6e-4, warmup=700,
+                   steps=19073, B=16, T=1024, total_batch=524288, clip=1.0, beta2=0.95, eval_every=500,
+                   eval_batches=8, save_every=1000, stats_every=500, eval_B=2, diag_batches=1, directions=2,
+                   train_data=OWT_TRAIN, val_data=OWT_VAL, device="cuda", threads=0, jobs=1)
+PRESETS = {
+    "small": dict(
+        init="l16h2c64", ln="pre,peri,post", dt="1,0.1", wd="0.1", seeds="1-3",
+        lr=1e-2, warmup=20, steps=400, B=4, T=64, clip=1.0, beta2=0.95, eval_every=100, eval_batches=16,
+        save_every=100, stats_every=20, eval_B=8, diag_batches=2, directions=4,
+        train_data="data/mobydick_train_*.bin", val_data="data/mobydick_val_*.bin", device="cpu", threads=1,
+        out="runs/small", publish="docs/small"),
+    "gpt2-124m": dict(GPT2_COMMON, init="d12", out="runs/gpt2-124m"),
+    "gpt2-350m": dict(GPT2_COMMON, init="d24", B=8, out="runs/gpt2-350m"),
+    "gpt2-774m": dict(GPT2_COMMON, init="d36", B=4, out="runs/gpt2-774m"),
+    "gpt2-1.5b": dict(GPT2_COMMON, init="d48", B=2, out="runs/gpt2-1.5b"),
+}
+
+DEFAULTS = dict(
+    init="l16h2c64", ln="pre,peri,post", dt="1,0.1", wd="0.1", seeds="1-3", lr=6e-4, lr_min=None, warmup=20,
+    steps=300, B=4, T=64, total_batch=0, clip=1.0, beta2=0.95, diverge_margin=1.0, eval_every=100,
+    eval_batches=16, save_every=100, stats_every=50, eval_B=8, diag_batches=1, directions=4, sigma=0.1,
+    noise_samples=4, vocab=50257, max_t=1024, train_data="data/mobydick_train_*.bin",
+    val_data="data/mobydick_val_*.bin", tokenizer=None, device="cpu", threads=1, jobs=0, out="runs/sweep",
+    publish=None)
+
+# The settings that decide what a run computes: a rerun into the same OUT must keep them.
+TRAINING_SETTINGS = ("init", "lr", "lr_min", "warmup", "steps", "B", "T", "total_batch", "clip", "beta2",
+                     "diverge_margin", "vocab", "max_t", "train_data", "val_data")
+
+
+class SweepError(Exception):
+    """Bad input or a missing program: reported as one line, exit status 2."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Fresh weights for custom sizes ("l16h2c64": L = 16 blocks, NH = 2 heads, C = 64 channels),
+# written as a checkpoint for ./train -init. This is model.h's init_parameters line for line:
+# one splitmix64-seeded xoshiro256** stream, Box–Muller normals (one per two uniforms), tensors
+# in file order; weights N(0, 0.02), attprojw and fcprojw N(0, 0.02/sqrt(2L)), gains 1, biases 0.
+# test/test_sweep.cpp checks the bytes against the C++ initialisation.
+
+MASK64 = (1 << 64) - 1
+
+
+class Rng:
+    def __init__(self, seed):
+        state = []
+        for _ in range(4):
+            seed = (seed + 0x9E3779B97F4A7C15) & MASK64
+            z = seed
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+            state.append(z ^ (z >> 31))
+        self.state = state
+
+    def normals(self, count, std):
+        """`count` float32 values std·N(0, 1), as init_parameters draws them."""
+        s0, s1, s2, s3 = self.state
+        out = array.array("f", bytes(4 * count))
+        log, cos, sqrt = math.log, math.cos, math.sqrt
+        for i in range(count):
+            uniforms = []
+            for _ in range(2):
+                x = (s1 * 5) & MASK64
+                result = ((((x << 7) | (x >> 57)) & MASK64) * 9) & MASK64
+                t = (s1 << 17) & MASK64
+                s2 ^= s0
+                s3 ^= s1
+                s1 ^= s2
+                s0 ^= s3
+                s2 ^= t
+                s3 = ((s3 << 45) | (s3 >> 19)) & MASK64
+                uniforms.append((result >> 11) * (1.0 / 9007199254740992.0))
+            u1 = max(uniforms[0], 1e-300)
+            out[i] = std * (sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * uniforms[1]))
+        self.state = [s0, s1, s2, s3]
+        return out
+
+
+def parse_size(spec):
+    """(L, NH, C) for a custom size "l{L}h{NH}c{C}", else None (a named size or a file)."""
+    import re
+    m = re.fullmatch(r"l(\d+)h(\d+)c(\d+)", spec)
+    if not m:
+        return None
+    L, NH, C = map(int, m.groups())
+    if L < 1 or NH < 1 or C < 1 or C % NH:
+        raise SweepError(f"--init {spec}: need L, NH, C ≥ 1 with NH dividing C")
+    return L, NH, C
+
+
+def padded_vocab(V):
+    return (V + 63) // 64 * 64
+
+
+def fresh_weights(size, max_t, V, seed):
+    """The parameters that init_parameters draws at random or sets (every tensor but Peri-LN's
+    output norms, which come last and take nothing from the stream), as float32 bytes."""
+    L, NH, C = size
+    Vp = padded_vocab(V)
+    rng = Rng(seed)
+    residual = 0.02 / math.sqrt(2.0 * L)
+    ones, zeros = (lambda n: array.array("f", [1.0]) * n), (lambda n: array.array("f", bytes(4 * n)))
+    parts = [
+        rng.normals(Vp * C, 0.02), rng.normals(max_t * C, 0.02),            # wte, wpe
+        ones(L * C), zeros(L * C),                                           # ln1w, ln1b
+        rng.normals(L * 3 * C * C, 0.02), zeros(L * 3 * C),                  # qkvw, qkvb
+        rng.normals(L * C * C, residual), zeros(L * C),                      # attprojw, attprojb
+        ones(L * C), zeros(L * C),                                           # ln2w, ln2b
+        rng.normals(L * 4 * C * C, 0.02), zeros(L * 4 * C),                  # fcw, fcb
+        rng.normals(L * C * 4 * C, residual), zeros(L * C),                  # fcprojw, fcprojb
+        ones(C), zeros(C),                                                   # lnfw, lnfb
+    ]
+    return b"".join(p.tobytes() for p in parts)
+
+
+def write_init_checkpoint(path, size, max_t, V, placement, dt, weights):
+    """A SPEC §3 checkpoint of fresh weights (from fresh_weights) for one placement and Δt."""
+    L, NH, C = size
+    header = [0] * 256
+    dt32 = struct.unpack("<f", struct.pack("<f", dt))[0]
+    llmc = placement == "pre" and dt32 == 1.0
+    header[:8] = [20240326, 3 if llmc else 100, max_t, V, L, NH, C, padded_vocab(V)]
+    if not llmc:
+        header[8] = PLACEMENT_CODE[placement]
+        header[9] = struct.unpack("<i", struct.pack("<f", dt))[0]
+    extra = b""
+    if placement == "peri":  # ln1ow, ln1ob, ln2ow, ln2ob
+        extra = (array.array("f", [1.0]) * (L * C)).tobytes() + bytes(4 * L * C)
+        extra = extra * 2
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(weights)
+        f.write(extra)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The grid
+
+def parse_list(text, kind, flag):
+    values = []
+    for item in str(text).split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            if kind == "seeds" and "-" in item:
+                lo, hi = (int(x) for x in item.split("-"))
+                values.extend(range(lo, hi + 1))
+            elif kind in ("seeds",):
+                values.append(int(item))
+            elif kind == "ln":
+                if item not in PLACEMENTS:
+                    raise ValueError
+                values.append(item)
+            else:
+                values.append(float(item))
+        except ValueError:
+            raise SweepError(f"{flag}: cannot read '{item}'")
+    if not values:
+        raise SweepError(f"{flag}: empty list")
+    return values
+
+
+def fmt_num(x):
+    """1.0 → "1", 0.1 → "0.1", 6e-4 → "0.0006": short and stable for names."""
+    return f"{x:g}"
+
+
+class Run:
+    def __init__(self, ln, dt, wd, seed, out):
+        self.ln, self.dt, self.wd, self.seed = ln, dt, wd, seed
+        self.name = f"{ln}_dt{fmt_num(dt)}_wd{fmt_num(wd)}_s{seed}"
+        self.dir = os.path.join(out, "runs", self.name)
+        self.config = (ln, dt, wd)
+
+
+def make_grid(s):
+    runs = []
+    for ln in parse_list(s.ln, "ln", "--ln"):
+        for dt in parse_list(s.dt, "dt", "--dt"):
+            if dt <= 0:
+                raise SweepError("--dt: every value must be > 0")
+            for wd in parse_list(s.wd, "wd", "--wd"):
+                if wd < 0:
+                    raise SweepError("--wd: every value must be ≥ 0")
+                for seed in parse_list(s.seeds, "seeds", "--seeds"):
+                    runs.append(Run(ln, dt, wd, seed, s.out))
+    return runs
+
+
+# ---------------------------------------------------------------------------------------------
+# One run
+
+def read_jsonl(path):
+    records = []
+    if not os.path.exists(path):
+        return records
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass  # a line cut short by an interruption
+    return records
+
+
+def read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def write_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def final_model(run, s):
+    return os.path.join(run.dir, f"model_{s.steps:08d}.bin")
+
+
+def first_loss(log):
+    for r in log:
+        if r.get("step") == 0 and "loss" in r and "event" not in r:
+            return r["loss"]
+    return None
+
+
+class Sweep:
+    def __init__(self, s):
+        self.s = s
+        self.lock = threading.Lock()
+        self.size = parse_size(s.init)
+        self.weights_cache, self.seed_locks = {}, {}
+        self.done = 0
+
+    def say(self, text):
+        with self.lock:
+            print(text, flush=True)
+
+    def init_spec(self, run, write=True):
+        """What ./train -init gets: a named size, a checkpoint file, or fresh weights written here
+        (only named when write is False)."""
+        s = self.s
+        if self.size is None:
+            return s.init
+        path = os.path.join(run.dir, "init.bin")
+        if write and not os.path.exists(path):
+            with self.lock:  # one generation per seed, shared by every placement and Δt
+                seed_lock = self.seed_locks.setdefault(run.seed, threading.Lock())
+            with seed_lock:
+                if run.seed not in self.weights_cache:
+                    self.weights_cache[run.seed] = fresh_weights(self.size, s.max_t, s.vocab, run.seed)
+            write_init_checkpoint(path, self.size, s.max_t, s.vocab, run.ln, run.dt, self.weights_cache[run.seed])
+        return path
+
+    def train_command(self, run, write_init=True):
+        s = self.s
+        cmd = [s.train_bin, "-device", s.device, "-ln", run.ln, "-dt", repr(run.dt), "-wd", repr(run.wd),
+               "-seed", str(run.seed), "-init", self.init_spec(run, write_init), "-train_data", s.train_data,
+               "-val_data", s.val_data, "-B", str(s.B), "-T", str(s.T), "-steps", str(s.steps),
+               "-lr", repr(s.lr), "-lr_min", repr(s.lr_min if s.lr_min is not None else s.lr / 10),
+               "-warmup", str(s.warmup), "-clip", repr(s.clip), "-beta2", repr(s.beta2),
+               "-diverge_margin", repr(s.diverge_margin), "-eval_every", str(s.eval_every),
+               "-eval_batches", str(s.eval_batches), "-save_every", str(s.save_every),
+               "-stats_every", str(s.stats_every), "-out", run.dir, "-resume", "1"]
+        if s.total_batch:
+            cmd += ["-total_batch", str(s.total_batch)]
+        if s.threads:
+            cmd += ["-threads", str(s.threads)]
+        return cmd
+
+    def eval_command(self, run):
+        s = self.s
+        cmd = [s.eval_bin, "-device", s.device, "-model", final_model(run, s), "-val_data", s.val_data,
+               "-B", str(s.eval_B), "-T", str(s.T), "-eval_batches", str(s.eval_batches),
+               "-diag_batches", str(s.diag_batches), "-directions", str(s.directions), "-sigma", repr(s.sigma),
+               "-noise_samples", str(s.noise_samples), "-json", os.path.join(run.dir, "eval.json")]
+        if s.tokenizer:
+            cmd += ["-tokenizer", s.tokenizer]
+        if s.threads:
+            cmd += ["-threads", str(s.threads)]
+        return cmd
+
+    def execute(self, cmd, log_path):
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write("$ " + " ".join(cmd) + "\n")
+            log.flush()
+            try:
+                return subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT).returncode
+            except OSError as e:
+                log.write(f"cannot run {cmd[0]}: {e}\n")
+                return 127
+
+    def clean(self, run, keep_final):
+        """Drops what a recorded run no longer needs: optimiser states, intermediate checkpoints,
+        the fresh initial weights (and the final model too for a diverged run)."""
+        final = os.path.basename(final_model(run, self.s))
+        for name in os.listdir(run.dir):
+            if name == "init.bin" or name.startswith("state_") or (
+                    name.startswith("model_") and not (keep_final and name == final)):
+                os.remove(os.path.join(run.dir, name))
+
+    def run_one(self, run, total):
+        """Trains and evaluates one run unless it is recorded; returns its result dict."""
+        s = self.s
+        result_path = os.path.join(run.dir, "result.json")
+        result = read_json(result_path)
+        if result is not None:
+            return result
+        os.makedirs(run.dir, exist_ok=True)
+        start = time.time()
+        eval_json = os.path.join(run.dir, "eval.json")
+        result = dict(name=run.name, ln=run.ln, dt=run.dt, wd=run.wd, seed=run.seed)
+        if not os.path.exists(final_model(run, s)):
+            status = self.execute(self.train_command(run), os.path.join(run.dir, "train.log"))
+            log = read_jsonl(os.path.join(run.dir, "log.jsonl"))
+            if status == 3:
+                event = next((r for r in reversed(log) if r.get("event") == "diverged"), {})
+                result.update(status="diverged", diverged_step=event.get("step"),
+                              reason=event.get("reason", "./train exited with status 3"))
+            elif status != 0 or not os.path.exists(final_model(run, s)):
+                return self.failed(run, f"./train exited with status {status}", "train.log")
+        result["train_seconds"] = round(time.time() - start, 1)
+        if result.get("status") != "diverged":
+            if read_json(eval_json) is None:
+                t0 = time.time()
+                status = self.execute(self.eval_command(run), os.path.join(run.dir, "eval.log"))
+                if status != 0 or read_json(eval_json) is None:
+                    return self.failed(run, f"./eval exited with status {status}", "eval.log")
+                result["eval_seconds"] = round(time.time() - t0, 1)
+            ev = read_json(eval_json)
+            loss = ev.get("val_loss")
+            first = first_loss(read_jsonl(os.path.join(run.dir, "log.jsonl")))
+            if loss is None or not math.isfinite(loss):
+                result.update(status="diverged", diverged_step=s.steps, reason="final validation loss is not finite")
+            elif s.diverge_margin > 0 and first is not None and loss > first + s.diverge_margin:
+                result.update(status="diverged", diverged_step=s.steps,
+                              reason=f"final validation loss {loss:.4g} exceeds the first loss {first:.4g} + "
+                                     f"{s.diverge_margin:g}")
+            else:
+                result.update(status="finished", val_loss=loss)
+        write_json(result_path, result)
+        self.clean(run, keep_final=result["status"] == "finished")
+        with self.lock:
+            self.done += 1
+            done = self.done
+        what = (f"diverged at step {result['diverged_step']}: {result['reason']}" if result["status"] == "diverged"
+                else f"val loss {result['val_loss']:.4f}")
+        self.say(f"[{done}/{total}] {run.name}: {what} ({time.time() - start:.0f} s)")
+        return result
+
+    def failed(self, run, why, log_name):
+        self.say(f"FAILED {run.name}: {why}; see {os.path.join(run.dir, log_name)} (it will be retried next time)")
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Collecting results
+
+def mean_std(values):
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    if not values:
+        return None, None, 0
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None), len(values)
+
+
+def run_record(run):
+    """Everything known about one run, from its files (None when not recorded)."""
+    result = read_json(os.path.join(run.dir, "result.json"))
+    if result is None:
+        return None
+    log = read_jsonl(os.path.join(run.dir, "log.jsonl"))
+    ev = read_json(os.path.join(run.dir, "eval.json")) if result["status"] == "finished" else None
+    steps = [(r["step"], r["loss"]) for r in log if "loss" in r and "event" not in r and r["loss"] is not None]
+    return dict(run=run, result=result, log=log, eval=ev, steps=steps)
+
+
+def last_stats(log):
+    """The last `stats` record of ./train's log (-stats_every) with finite values, or None."""
+    for r in reversed(log):
+        if r.get("event") == "stats" and r.get("mean_abs") and all(x is not None for x in r["mean_abs"]):
+            return r
+    return None
+
+
+def layer_series(ev):
+    """Per-layer series (i = 0..L) of an eval.json, None entries where not defined."""
+    lay, sens, unc = ev.get("layers") or {}, ev.get("sensitivity") or {}, ev.get("uncertainty") or {}
+    n = len(lay.get("mean_abs", []))
+    pad = lambda v: [None] + list(v) if v else [None] * n  # block quantities: none at i = 0
+    return dict(mean_abs=lay.get("mean_abs", []), entry_var=lay.get("entry_var", []),
+                data_var=lay.get("data_var", []), grad_norm=lay.get("grad_norm", []),
+                param_grad_norm=pad(lay.get("param_grad_norm")), sens_mean=pad(sens.get("block_mean")),
+                sens_max=pad(sens.get("block_max")), noise_dx=unc.get("mean_dx", [None] * n),
+                w2_bound=unc.get("w2_bound", [None] * n))
+
+
+RESULT_COLUMNS = ["run", "ln", "dt", "wd", "seed", "status", "diverged_step", "reason", "final_train_loss",
+                  "val_loss", "val_ppl", "accuracy", "rouge1", "rouge2", "rougeL", "rouge1_stem", "rouge2_stem",
+                  "rougeL_stem", "mean_abs_0", "mean_abs_L", "mean_abs_growth", "entry_var_L", "data_var_L",
+                  "grad_norm_0", "grad_norm_L", "sens_mean_max", "w2_bound_L", "train_stats_step",
+                  "train_mean_abs_0", "train_mean_abs_L", "train_seconds", "eval_seconds"]
+LAYER_COLUMNS = ["run", "ln", "dt", "wd", "seed", "layer", "mean_abs", "entry_var", "data_var", "grad_norm",
+                 "param_grad_norm", "sens_mean", "sens_max", "noise_dx", "w2_bound"]
+
+
+def result_row(rec):
+    run, res, ev = rec["run"], rec["result"], rec["eval"]
+    row = dict(run=run.name, ln=run.ln, dt=run.dt, wd=run.wd, seed=run.seed, status=res["status"],
+               diverged_step=res.get("diverged_step"), reason=res.get("reason"),
+               train_seconds=res.get("train_seconds"), eval_seconds=res.get("eval_seconds"))
+    stats = last_stats(rec["log"])
+    if stats:
+        row.update(train_stats_step=stats["step"], train_mean_abs_0=stats["mean_abs"][0],
+                   train_mean_abs_L=stats["mean_abs"][-1])
+    tail = [loss for _, loss in rec["steps"][-10:]]
+    row["final_train_loss"] = statistics.fmean(tail) if tail else None
+    if ev:
+        row.update(val_loss=ev.get("val_loss"), val_ppl=ev.get("val_ppl"), accuracy=ev.get("accuracy"))
+        for k, v in (ev.get("rouge") or {}).items():
+            if k in RESULT_COLUMNS:
+                row[k] = v
+        ls = layer_series(ev)
+        if ls["mean_abs"]:
+            row.update(mean_abs_0=ls["mean_abs"][0], mean_abs_L=ls["mean_abs"][-1],
+                       mean_abs_growth=ls["mean_abs"][-1] / ls["mean_abs"][0] if ls["mean_abs"][0] else None,
+                       entry_var_L=ls["entry_var"][-1], data_var_L=ls["data_var"][-1],
+                       grad_norm_0=ls["grad_norm"][0], grad_norm_L=ls["grad_norm"][-1],
+                       sens_mean_max=max(x for x in ls["sens_mean"] if x is not None) if len(ls["sens_mean"]) > 1 else None,
+                       w2_bound_L=ls["w2_bound"][-1])
+    return row
+
+
+def csv_value(v):
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return "" if v is None else v
+
+
+def write_csv(path, columns, rows):
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(columns)
+        for r in rows:
+            w.writerow([csv_value(r.get(c)) for c in columns])
+    os.replace(tmp, path)
+
+
+def configs_in_order(runs):
+    seen = []
+    for r in runs:
+        if r.config not in seen:
+            seen.append(r.config)
+    return seen
+
+
+def config_label(config):
+    ln, dt, wd = config
+    return f"{PLACEMENT_LABEL[ln]} Δt={fmt_num(dt)} wd={fmt_num(wd)}"
+
+
+def pm(values, digits):
+    mean, std, n = mean_std(values)
+    if mean is None:
+        return "—"
+    text = f"{mean:.{digits}f}"
+    return text + (f" ± {std:.{digits}f}" if std is not None else "")
+
+
+def markdown(s, runs, records):
+    size = parse_size(s.init)
+    model = f"L={size[0]}, NH={size[1]}, C={size[2]}" if size else s.init
+    tokens = s.total_batch or s.B * s.T
+    lines = [
+        f"Model {model}; {s.steps} steps of {tokens} tokens; AdamW lr {s.lr:g} (warmup {s.warmup}, cosine to "
+        f"{(s.lr_min if s.lr_min is not None else s.lr / 10):g}), β2 {s.beta2:g}, clip {s.clip:g}; "
+        f"diverged = non-finite, or loss > first loss + {s.diverge_margin:g} after warmup. "
+        f"Mean ± std over the seeds that did not diverge; validation metrics over {s.eval_batches} batches of "
+        f"{s.eval_B}×{s.T} tokens; ROUGE F1 of the argmax predictions (teacher forcing), no stemming. "
+        f"The last column is X_L's mean_abs at the last stats record of training (every {s.stats_every} steps), "
+        f"mean (min–max) over all seeds, diverged ones included.",
+        "",
+        "| LN | Δt | wd | diverged | val loss | perplexity | accuracy | ROUGE-1 | ROUGE-2 | ROUGE-L "
+        "| mean_abs X_0 → X_L | ‖∂L/∂X_0‖ / ‖∂L/∂X_L‖ | mean_abs X_L in training |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for config in configs_in_order(runs):
+        recs = [records[r.name] for r in runs if r.config == config and records.get(r.name)]
+        if not recs:
+            continue
+        div = [rec for rec in recs if rec["result"]["status"] == "diverged"]
+        ok = [rec for rec in recs if rec["result"]["status"] == "finished"]
+        steps = sorted(rec["result"].get("diverged_step") for rec in div if rec["result"].get("diverged_step") is not None)
+        diverged = f"{len(div)}/{len(recs)}" + (f" (steps {', '.join(map(str, steps))})" if steps else "")
+        evs = [rec["eval"] for rec in ok if rec["eval"]]
+        ls = [layer_series(ev) for ev in evs]
+        growth = "—"
+        if ls and ls[0]["mean_abs"]:
+            m0, _, _ = mean_std([x["mean_abs"][0] for x in ls])
+            mL, _, _ = mean_std([x["mean_abs"][-1] for x in ls])
+            growth = f"{m0:.3g} → {mL:.3g} (×{mL / m0:.3g})"
+        ratio = "—"
+        if ls and ls[0]["grad_norm"]:
+            r, _, _ = mean_std([x["grad_norm"][0] / x["grad_norm"][-1] for x in ls if x["grad_norm"][-1]])
+            ratio = f"{r:.3g}" if r is not None else "—"
+        in_training = "—"
+        last = [(last_stats(rec["log"]) or {}).get("mean_abs") for rec in recs]
+        last = [x[-1] for x in last if x]
+        if last:
+            in_training = f"{statistics.fmean(last):.3g}" + (f" ({min(last):.3g}–{max(last):.3g})" if len(last) > 1 else "")
+        rouge = lambda key: [(ev.get("rouge") or {}).get(key) for ev in evs]
+        ln, dt, wd = config
+        lines.append(f"| {PLACEMENT_LABEL[ln]} | {fmt_num(dt)} | {fmt_num(wd)} | {diverged} | "
+                     f"{pm([ev.get('val_loss') for ev in evs], 3)} | {pm([ev.get('val_ppl') for ev in evs], 1)} | "
+                     f"{pm([ev.get('accuracy') for ev in evs], 3)} | {pm(rouge('rouge1'), 3)} | "
+                     f"{pm(rouge('rouge2'), 3)} | {pm(rouge('rougeL'), 3)} | {growth} | {ratio} | {in_training} |")
+    missing = [r.name for r in runs if not records.get(r.name)]
+    if missing:
+        lines += ["", f"Not recorded yet ({len(missing)}): {', '.join(missing)}"]
+    return "\n".join(lines) + "\n"
+
+
+def collect(s, runs):
+    records = {r.name: run_record(r) for r in runs}
+    rows, layer_rows = [], []
+    for r in runs:
+        rec = records[r.name]
+        if rec is None:
+            continue
+        rows.append(result_row(rec))
+        if rec["eval"]:
+            ls = layer_series(rec["eval"])
+            for i in range(len(ls["mean_abs"])):
+                layer_rows.append(dict(run=r.name, ln=r.ln, dt=r.dt, wd=r.wd, seed=r.seed, layer=i,
+                                       **{k: (v[i] if i < len(v) else None) for k, v in ls.items()}))
+    write_csv(os.path.join(s.out, "results.csv"), RESULT_COLUMNS, rows)
+    write_csv(os.path.join(s.out, "layers.csv"), LAYER_COLUMNS, layer_rows)
+    md = markdown(s, runs, records)
+    with open(os.path.join(s.out, "results.md"), "w", encoding="utf-8") as f:
+        f.write(md)
+    return records, md
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures (matplotlib, imported only here)
+
+FIGURES = ("hidden_states.png", "loss.png", "grad_norm.png", "sensitivity.png")
+COLORS = {"pre": "tab:red", "peri": "tab:green", "post": "tab:blue"}
+
+
+def draw_figures(s, runs, records):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    configs = configs_in_order(runs)
+    dts = sorted({c[1] for c in configs}, reverse=True)
+    wds = sorted({c[2] for c in configs})
+    styles = ["-", "--", ":", "-."]
+
+    def style(config):
+        ln, dt, wd = config
+        return dict(color=COLORS[ln], linestyle=styles[dts.index(dt) % 4],
+                    marker="o" if len(wds) > 1 and wds.index(wd) == 0 else None, markersize=3)
+
+    def stable_series(config, key):
+        """Per-layer mean over the stable seeds of a configuration, or None."""
+        series = [layer_series(records[r.name]["eval"])[key] for r in runs
+                  if r.config == config and records.get(r.name) and records[r.name]["eval"]]
+        series = [x for x in series if x]
+        if not series:
+            return None
+        n = min(len(x) for x in series)
+        return [statistics.fmean(x[i] for x in series) if all(x[i] is not None for x in series) else None
+                for i in range(n)]
+
+    def layer_panels(filename, panels, title):
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2))
+        axes = [axes] if len(panels) == 1 else axes
+        for ax, (key, label) in zip(axes, panels):
+            for config in configs:
+                y = stable_series(config, key)
+                if y is None:
+                    continue
+                pts = [(i, v) for i, v in enumerate(y) if v is not None and v > 0]
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], label=config_label(config), **style(config))
+            ax.set_yscale("log")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_xlabel("layer i (0 = embedding)")
+            ax.set_title(label, fontsize=10)
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0].legend(fontsize=7)
+        fig.suptitle(title, fontsize=11)
+        fig.tight_layout()
+        fig.savefig(os.path.join(s.out, filename), dpi=110)
+        plt.close(fig)
+
+    note = " (mean over the seeds that did not diverge)"
+    layer_panels("hidden_states.png", [("mean_abs", "mean |X_i|"), ("entry_var", "entry_var: variance inside a token"),
+                                       ("data_var", "data_var: variance across tokens")],
+                 "Hidden states of the residual stream" + note)
+    layer_panels("grad_norm.png", [("grad_norm", "‖∂loss/∂X_i‖"), ("param_grad_norm", "‖∂loss/∂θ‖ of block i")],
+                 "Gradient norms against layer" + note)
+    layer_panels("sensitivity.png", [("sens_mean", "block sensitivity: mean ‖J v‖"),
+                                     ("sens_max", "block sensitivity: max ‖J v‖"),
+                                     ("w2_bound", f"noise σ={s.sigma:g} on X_0: W2 bound at X_i")],
+                 "Local sensitivity and output uncertainty" + note)
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    labelled = set()
+    for r in runs:
+        rec = records.get(r.name)
+        if not rec or not rec["steps"]:
+            continue
+        xs, ys = zip(*rec["steps"])
+        k = 10  # moving average over 10 steps
+        smooth = [statistics.fmean(ys[max(0, i - k + 1): i + 1]) for i in range(len(ys))]
+        label = config_label(r.config) if r.config not in labelled else None
+        labelled.add(r.config)
+        st = style(r.config)
+        st.pop("marker")
+        ax.plot(xs, smooth, label=label, linewidth=1, alpha=0.8, **st)
+        if rec["result"]["status"] == "diverged":
+            ax.plot([xs[-1]], [smooth[-1]], marker="x", color=st["color"], markersize=8)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (moving average of 10)")
+    ax.set_title("Training loss, every run (× = diverged)", fontsize=11)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(s.out, "loss.png"), dpi=110)
+    plt.close(fig)
+
+
+def figures(s, runs, records, allow_other_python=True):
+    """Draws the figures here, or with /usr/bin/python3 when only that one has matplotlib."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        other = "/usr/bin/python3"
+        if allow_other_python and os.path.realpath(sys.executable) != os.path.realpath(other) and os.path.exists(other):
+            probe = subprocess.run([other, "-c", "import matplotlib"], capture_output=True)
+            if probe.returncode == 0:
+                args = [other, os.path.abspath(__file__), "--report", s.out, "--figures-only"]
+                return subprocess.run(args).returncode == 0
+        print(f"figures: none (matplotlib is not installed for {sys.executable}; on Debian: "
+              f"apt-get install python3-matplotlib); the tables are written")
+        return False
+    draw_figures(s, runs, records)
+    print(f"figures: {', '.join(os.path.join(s.out, f) for f in FIGURES)}")
+    return True
+
+
+def publish(s):
+    """Copies results.md and the figures to PREFIX_results.md, PREFIX_*.png (e.g. docs/small_)."""
+    prefix = s.publish
+    os.makedirs(os.path.dirname(prefix) or ".", exist_ok=True)
+    copied = []
+    for name in ("results.md",) + FIGURES:
+        src = os.path.join(s.out, name)
+        if os.path.exists(src):
+            shutil.copyfile(src, f"{prefix}_{name}")
+            copied.append(f"{prefix}_{name}")
+    print(f"published: {', '.join(copied)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="Presets: " + ", ".join(PRESETS) + ". Flags given with a preset override it.")
+    p.add_argument("--preset", choices=sorted(PRESETS))
+    p.add_argument("--report", metavar="OUT", help="only collect the results in OUT (tables, figures)")
+    p.add_argument("--figures-only", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--no-figures", action="store_true", help="tables only")
+    p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    p.add_argument("--write-init", metavar="FILE", help=argparse.SUPPRESS)  # fresh weights for --init, --ln, --dt, --seeds
+    g = p.add_argument_group("grid (comma lists; seeds also as ranges, e.g. 1-5)")
+    g.add_argument("--ln", help="placements: pre, post, peri")
+    g.add_argument("--dt", help="residual steps Δt")
+    g.add_argument("--wd", help="weight decays")
+    g.add_argument("--seeds")
+    t = p.add_argument_group("training (./train flags)")
+    t.add_argument("--init", help="d6|d12|d24|d36|d48, a checkpoint FILE, or a fresh custom size l{L}h{NH}c{C}")
+    t.add_argument("--vocab", type=int, help="V of a custom size (50257: GPT-2's tokens)")
+    t.add_argument("--max-t", dest="max_t", type=int, help="maxT of a custom size (1024)")
+    for name, kind in (("lr", float), ("lr-min", float), ("warmup", int), ("steps", int), ("B", int), ("T", int),
+                       ("total-batch", int), ("clip", float), ("beta2", float), ("diverge-margin", float),
+                       ("eval-every", int), ("eval-batches", int), ("save-every", int), ("stats-every", int)):
+        t.add_argument("--" + name, dest=name.replace("-", "_"), type=kind)
+    t.add_argument("--train-data", dest="train_data")
+    t.add_argument("--val-data", dest="val_data")
+    e = p.add_argument_group("evaluation (./eval flags)")
+    e.add_argument("--eval-B", dest="eval_B", type=int)
+    e.add_argument("--diag-batches", dest="diag_batches", type=int)
+    e.add_argument("--directions", type=int)
+    e.add_argument("--sigma", type=float)
+    e.add_argument("--noise-samples", dest="noise_samples", type=int)
+    e.add_argument("--tokenizer")
+    x = p.add_argument_group("execution")
+    x.add_argument("--device", choices=("cpu", "cuda", "auto"))
+    x.add_argument("--threads", type=int, help="-threads of each run (0 = the programs' default)")
+    x.add_argument("--jobs", type=int, help="runs at once (0 = cores // threads)")
+    x.add_argument("--out")
+    x.add_argument("--publish", metavar="PREFIX", help="also copy results.md and figures to PREFIX_*")
+    x.add_argument("--train-bin", dest="train_bin", default=os.path.join(REPO, "train"))
+    x.add_argument("--eval-bin", dest="eval_bin", default=os.path.join(REPO, "eval"))
+    a = p.parse_args(argv)
+
+    settings = dict(DEFAULTS)
+    if a.report:
+        saved = read_json(os.path.join(a.report, "sweep.json"))
+        if saved is None:
+            raise SweepError(f"--report {a.report}: no sweep.json there")
+        settings.update(saved)
+        settings["out"] = a.report
+    elif a.preset:
+        settings.update(PRESETS[a.preset])
+    for k, v in vars(a).items():
+        if v is not None and k in settings and not (a.report and k in TRAINING_SETTINGS):
+            settings[k] = v
+    s = argparse.Namespace(**settings)
+    s.report, s.figures_only, s.no_figures, s.dry_run, s.write_init = (a.report, a.figures_only, a.no_figures,
+                                                                        a.dry_run, a.write_init)
+    s.train_bin, s.eval_bin = os.path.abspath(a.train_bin), os.path.abspath(a.eval_bin)
+    # Relative paths: from the current directory when given here, from the repository when they
+    # come from a preset or the defaults (e.g. data/mobydick_*.bin).
+    given = {k for k, v in vars(a).items() if v is not None} | ({"out"} if a.report else set())
+    for k in ("out", "train_data", "val_data", "tokenizer", "publish"):
+        v = getattr(s, k)
+        if v and not os.path.isabs(v):
+            setattr(s, k, os.path.abspath(v) if k in given else os.path.join(REPO, v))
+    if s.init and not parse_size(s.init) and os.path.exists(s.init):
+        s.init = os.path.abspath(s.init)
+    for name in ("steps", "B", "T", "eval_batches", "eval_B", "directions", "noise_samples", "vocab", "max_t"):
+        if getattr(s, name) < 1:
+            raise SweepError(f"--{name.replace('_', '-')}: must be ≥ 1")
+    if s.lr <= 0:
+        raise SweepError("--lr: must be > 0")
+    if s.vocab > 65536:
+        raise SweepError("--vocab: token shards hold uint16 ids, so at most 65536")
+    return s
+
+
+def check_settings(s):
+    """Writes OUT/sweep.json, or refuses when OUT holds runs made with other training settings."""
+    path = os.path.join(s.out, "sweep.json")
+    mine = {k: getattr(s, k) for k in DEFAULTS}
+    saved = read_json(path)
+    if saved is not None:
+        changed = [k for k in TRAINING_SETTINGS if saved.get(k) != mine.get(k)]
+        if changed:
+            raise SweepError(f"{s.out} holds runs made with other settings ({', '.join(f'{k}: {saved.get(k)} → {mine.get(k)}' for k in changed)}); "
+                             f"use another --out")
+        # keep the union of the grids so --report lists every run
+        for k in ("ln", "dt", "wd", "seeds"):
+            old = [x.strip() for x in str(saved.get(k, "")).split(",") if x.strip()]
+            new = [x.strip() for x in str(mine[k]).split(",") if x.strip()]
+            mine[k] = ",".join(old + [x for x in new if x not in old])
+    os.makedirs(s.out, exist_ok=True)
+    write_json(path, mine)
+    return mine
+
+
+def main(argv):
+    s = parse_args(argv)
+    if s.write_init:
+        size = parse_size(s.init or "")
+        if size is None:
+            raise SweepError("--write-init needs --init l{L}h{NH}c{C}")
+        run = make_grid(argparse.Namespace(**{**vars(s), "out": s.out}))[0]
+        write_init_checkpoint(s.write_init, size, s.max_t, s.vocab, run.ln, run.dt,
+                              fresh_weights(size, s.max_t, s.vocab, run.seed))
+        return 0
+    if s.report:
+        runs = make_grid(s)
+        records, md = collect(s, runs)
+        if not s.figures_only:
+            print(md, end="")
+        if not s.no_figures:
+            ok = figures(s, runs, records, allow_other_python=not s.figures_only)
+            if s.figures_only and not ok:
+                return 1
+        if s.publish and not s.figures_only:
+            publish(s)
+        return 0
+
+    for binary in (s.train_bin, s.eval_bin):
+        if not os.access(binary, os.X_OK):
+            raise SweepError(f"{binary} not found: build it first (make)")
+    saved = check_settings(s)
+    # Run private copies, so that rebuilding ./train or ./eval during a sweep disturbs nothing.
+    bin_dir = os.path.join(s.out, "bin")
+    os.makedirs(bin_dir, exist_ok=True)
+    for attr, name in (("train_bin", "train"), ("eval_bin", "eval")):
+        copy = os.path.join(bin_dir, name)
+        shutil.copy2(getattr(s, attr), copy + ".tmp")
+        os.replace(copy + ".tmp", copy)
+        setattr(s, attr, copy)
+    runs = make_grid(s)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    jobs = s.jobs or max(1, cores // max(1, s.threads or cores))
+    # Seed-major order, so a sweep stopped early has every configuration at its first seeds.
+    todo = sorted((r for r in runs if read_json(os.path.join(r.dir, "result.json")) is None),
+                  key=lambda r: (r.seed, runs.index(r)))
+    print(f"sweep: {len(runs)} runs ({len(runs) - len(todo)} recorded, {len(todo)} to do), {jobs} at once with "
+          f"{s.threads or 'all'} thread(s) each; output {s.out}", flush=True)
+    sweep = Sweep(s)
+    if s.dry_run:
+        for r in todo:
+            print(" ".join(sweep.train_command(r, write_init=False)))
+            print(" ".join(sweep.eval_command(r)))
+        return 0
+    start = time.time()
+    def run_safely(run):
+        try:
+            return sweep.run_one(run, len(todo))
+        except Exception as e:  # one broken run must not stop the others
+            return sweep.failed(run, f"{type(e).__name__}: {e}", "train.log")
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(run_safely, todo))
+    failed = sum(1 for r in results if r is None)
+    print(f"sweep: {len(todo) - failed} runs done in {(time.time() - start) / 60:.1f} min"
+          + (f", {failed} failed (run the same command again to retry them)" if failed else ""), flush=True)
+    # Report on the whole grid recorded in OUT (this invocation's and earlier ones).
+    s_all = argparse.Namespace(**{**vars(s), **{k: saved[k] for k in ("ln", "dt", "wd", "seeds")}})
+    all_runs = make_grid(s_all)
+    records, md = collect(s_all, all_runs)
+    print(md, end="")
+    print(f"tables: {os.path.join(s.out, 'results.csv')}, {os.path.join(s.out, 'layers.csv')}, "
+          f"{os.path.join(s.out, 'results.md')}")
+    if not s.no_figures:
+        figures(s_all, all_runs, records)
+    if s.publish:
+        publish(s_all)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except SweepError as e:
+        print(f"sweep: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("sweep: interrupted; run the same command again to continue", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,391 @@
+// The diagnostics of stability.h against independent computations:
+//   * the SPEC §5 statistics against direct two-pass formulas and a hand-worked tensor;
+//   * the exact tangent pass (JVP) of every block and residual step against a dense
+//     central-difference Jacobian of a tiny float64 model, for every placement and Δt;
+//   * the sensitivity estimate (mean, max of ‖J v‖) against the same dense Jacobian applied to
+//     the same directions, and the float model against the double one;
+//   * the gradient norms and the output-uncertainty pass against direct computations.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gpt2_cpu.h"
+#include "stability.h"
+
+namespace {
+
+// The models here are tiny: one thread avoids thousands of OpenMP fork/joins over a few rows,
+// which cost far more than the work on a busy machine.
+const int one_thread = (omp_set_num_threads(1), 1);
+
+// ---------------------------------------------------------------------------------------------
+// Statistics
+
+// Direct, two-pass versions of SPEC §5's formulas.
+StreamStats direct_stats(const std::vector<double>& x, int N, int C) {
+    StreamStats s;
+    for (double v : x) s.mean_abs += std::fabs(v);
+    s.mean_abs /= (double)N * C;
+    for (int n = 0; n < N; n++) {
+        double mean = 0, var = 0;
+        for (int c = 0; c < C; c++) mean += x[n * C + c] / C;
+        for (int c = 0; c < C; c++) var += (x[n * C + c] - mean) * (x[n * C + c] - mean) / C;
+        s.entry_var += var / N;
+    }
+    for (int c = 0; c < C; c++) {
+        double mean = 0, var = 0;
+        for (int n = 0; n < N; n++) mean += x[n * C + c] / N;
+        for (int n = 0; n < N; n++) var += (x[n * C + c] - mean) * (x[n * C + c] - mean) / N;
+        s.data_var += var / C;
+    }
+    return s;
+}
+
+TEST(Statistics, HandWorkedTensor) {
+    // Rows (1, -1) and (3, 5): |x| mean 2.5; row variances 1 and 1; column variances 1 and 9.
+    const std::vector<float> x = {1, -1, 3, 5};
+    const StreamStats s = stream_statistics(x.data(), 2, 2);
+    EXPECT_DOUBLE_EQ(s.mean_abs, 2.5);
+    EXPECT_DOUBLE_EQ(s.entry_var, 1.0);
+    EXPECT_DOUBLE_EQ(s.data_var, 5.0);
+}
+
+TEST(Statistics, MatchDirectFormulasOnKnownTensors) {
+    Rng rng(11);
+    for (auto [N, C] : {std::pair{1, 7}, std::pair{5, 3}, std::pair{64, 48}}) {
+        std::vector<double> x(N * C);
+        for (double& v : x) v = 3.0 + 2.0 * rng.normal();  // an offset, so mean and variance differ
+        const StreamStats got = stream_statistics(x.data(), N, C), want = direct_stats(x, N, C);
+        EXPECT_NEAR(got.mean_abs, want.mean_abs, 1e-12 * want.mean_abs) << N << "x" << C;
+        EXPECT_NEAR(got.entry_var, want.entry_var, 1e-10 * (1 + want.entry_var)) << N << "x" << C;
+        EXPECT_NEAR(got.data_var, want.data_var, 1e-10 * (1 + want.data_var)) << N << "x" << C;
+    }
+    // Constant rows have no spread inside a token; identical rows none across tokens.
+    const std::vector<double> rows = {2, 2, 2, -1, -1, -1};
+    EXPECT_DOUBLE_EQ(stream_statistics(rows.data(), 2, 3).entry_var, 0.0);
+    const std::vector<double> same = {1, 2, 3, 1, 2, 3};
+    EXPECT_DOUBLE_EQ(stream_statistics(same.data(), 2, 3).data_var, 0.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A tiny model with every parameter non-trivial, in float and double.
+
+struct Tiny {
+    ModelConfig cfg;
+    std::vector<float> params;
+    std::vector<int32_t> tokens, targets;
+    int B = 2, T = 3;
+};
+
+Tiny make_tiny(Placement placement, float dt, int L = 2) {
+    Tiny t;
+    t.cfg.maxT = 4; t.cfg.V = 16; t.cfg.Vp = 16; t.cfg.L = L; t.cfg.NH = 2; t.cfg.C = 8;
+    t.cfg.placement = placement;
+    t.cfg.dt = dt;
+    t.params.resize(num_parameters(t.cfg));
+    init_parameters(t.cfg, t.params.data(), 5);
+    // Larger embeddings, biases and non-unit LN weights, so every term of every Jacobian matters.
+    Rng rng(99);
+    ParamTensors<float> p = param_tensors(t.params.data(), t.cfg);
+    auto fill = [&](float* x, size_t n, double mean, double std) {
+        for (size_t i = 0; i < n; i++) x[i] = (float)(mean + std * rng.normal());
+    };
+    const size_t C = t.cfg.C, LC = (size_t)L * C;
+    fill(p.wte, (size_t)t.cfg.Vp * C, 0, 0.5);
+    fill(p.wpe, (size_t)t.cfg.maxT * C, 0, 0.5);
+    fill(p.qkvw, LC * 3 * C, 0, 0.3);
+    fill(p.attprojw, LC * C, 0, 0.3);
+    fill(p.fcw, LC * 4 * C, 0, 0.3);
+    fill(p.fcprojw, LC * 4 * C, 0, 0.2);
+    fill(p.qkvb, LC * 3, 0, 0.1);
+    fill(p.attprojb, LC, 0, 0.1);
+    fill(p.fcb, LC * 4, 0, 0.1);
+    fill(p.fcprojb, LC, 0, 0.1);
+    for (float* w : {p.ln1w, p.ln2w}) fill(w, LC, 1, 0.2);
+    for (float* b : {p.ln1b, p.ln2b}) fill(b, LC, 0, 0.1);
+    fill(p.lnfw, C, 1, 0.2);
+    fill(p.lnfb, C, 0, 0.1);
+    if (placement == Placement::Peri) {
+        for (float* w : {p.ln1ow, p.ln2ow}) fill(w, LC, 1, 0.2);
+        for (float* b : {p.ln1ob, p.ln2ob}) fill(b, LC, 0, 0.1);
+    }
+    for (int i = 0; i < t.B * t.T; i++) {
+        t.tokens.push_back((int32_t)rng.below(t.cfg.V));
+        t.targets.push_back((int32_t)rng.below(t.cfg.V));
+    }
+    return t;
+}
+
+template <typename T>
+CpuModel<T> load(const Tiny& t) {
+    CpuModel<T> m(t.cfg, t.B, t.T);
+    std::copy(t.params.begin(), t.params.end(), m.params.begin());
+    m.forward(t.tokens.data(), t.targets.data());
+    return m;
+}
+
+// Dense Jacobian (NC × NC, row-major: J[out][in]) of `f`, a map from (N,C) to (N,C) evaluated by
+// running part of the model, by central differences with step h.
+template <typename F>
+std::vector<double> dense_jacobian(const std::vector<double>& x, F f, double h) {
+    const size_t n = x.size();
+    std::vector<double> J(n * n), xp = x;
+    for (size_t j = 0; j < n; j++) {
+        xp[j] = x[j] + h;
+        const std::vector<double> plus = f(xp);
+        xp[j] = x[j] - h;
+        const std::vector<double> minus = f(xp);
+        xp[j] = x[j];
+        for (size_t i = 0; i < n; i++) J[i * n + j] = (plus[i] - minus[i]) / (2 * h);
+    }
+    return J;
+}
+
+std::vector<double> jacobian_times(const std::vector<double>& J, const std::vector<double>& v) {
+    const size_t n = v.size();
+    std::vector<double> y(n, 0.0);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) y[i] += J[i * n + j] * v[j];
+    return y;
+}
+
+double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+    double d = 0, r = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        d += (a[i] - b[i]) * (a[i] - b[i]);
+        r += b[i] * b[i];
+    }
+    return std::sqrt(d / r);
+}
+
+// The three Jacobians of block l: 0 attention step, 1 MLP step, 2 whole block, each at the
+// point of the model's forward on the tiny batch. Restores the model's activations afterwards.
+std::vector<std::vector<double>> block_jacobians(CpuModel<double>& m, const Tiny& t, int l) {
+    const size_t NC = (size_t)m.N * m.cfg.C;
+    const std::vector<double> x(m.stream(l), m.stream(l) + NC);
+    const std::vector<double> h(m.half_stream(2 * l + 1), m.half_stream(2 * l + 1) + NC);
+    auto run = [&](int which) {
+        return [&, which](const std::vector<double>& in) {
+            const double* out = which == 2 ? m.run_block(l, in.data()) : m.run_step(l, which, in.data());
+            return std::vector<double>(out, out + NC);
+        };
+    };
+    std::vector<std::vector<double>> J = {dense_jacobian(x, run(0), 1e-5), dense_jacobian(h, run(1), 1e-5),
+                                          dense_jacobian(x, run(2), 1e-5)};
+    m.forward(t.tokens.data(), t.targets.data());
+    return J;
+}
+
+using Case = std::tuple<Placement, float>;
+
+class Sensitivity : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Sensitivity, TangentPassMatchesDenseFiniteDifferenceJacobian) {
+    const auto [placement, dt] = GetParam();
+    const Tiny t = make_tiny(placement, dt);
+    CpuModel<double> m = load<double>(t);
+    const size_t NC = (size_t)m.N * m.cfg.C;
+    stability::TangentScratch<double> scratch(NC);
+    Rng rng(3);
+    for (int l = 0; l < m.cfg.L; l++) {
+        const std::vector<std::vector<double>> J = block_jacobians(m, t, l);
+        for (int k = 0; k < 3; k++) {
+            std::vector<double> v(NC), y(NC), mid(NC);
+            for (double& x : v) x = rng.normal();
+            for (int which = 0; which < 2; which++) {
+                stability::step_jvp(m, l, which, v.data(), y.data(), scratch);
+                EXPECT_LT(rel_diff(y, jacobian_times(J[which], v)), 1e-7) << "layer " << l << " step " << which;
+            }
+            stability::block_jvp(m, l, v.data(), y.data(), mid.data(), scratch);
+            EXPECT_LT(rel_diff(y, jacobian_times(J[2], v)), 1e-7) << "layer " << l << " block";
+            EXPECT_LT(rel_diff(mid, jacobian_times(J[0], v)), 1e-7) << "layer " << l << " block's attention step";
+        }
+    }
+}
+
+TEST_P(Sensitivity, EstimateMatchesDenseJacobianOnTheSameDirections) {
+    const auto [placement, dt] = GetParam();
+    const Tiny t = make_tiny(placement, dt);
+    CpuModel<double> m = load<double>(t);
+    const int N = m.N, C = m.cfg.C, K = 4;
+    Rng rng(17);
+    const stability::Sensitivity got = stability::local_sensitivity(m, K, rng);
+    ASSERT_EQ(got.block_mean.size(), (size_t)m.cfg.L);
+    ASSERT_EQ(got.step_mean.size(), (size_t)(2 * m.cfg.L));
+
+    Rng replay(17);  // the same directions, in the documented order
+    for (int l = 0; l < m.cfg.L; l++) {
+        const std::vector<std::vector<double>> J = block_jacobians(m, t, l);
+        double sum[3] = {0, 0, 0}, max[3] = {0, 0, 0};  // attention step, MLP step, block
+        auto add = [&](int which, const std::vector<double>& y) {
+            for (int n = 0; n < N; n++) {
+                double sq = 0;
+                for (int c = 0; c < C; c++) sq += y[n * C + c] * y[n * C + c];
+                sum[which] += std::sqrt(sq);
+                max[which] = std::max(max[which], std::sqrt(sq));
+            }
+        };
+        for (int k = 0; k < K; k++) {
+            std::vector<double> v(N * C);
+            stability::random_unit_rows(v.data(), N, C, replay);
+            for (int n = 0; n < N; n++) {  // the directions are unit per token
+                double sq = 0;
+                for (int c = 0; c < C; c++) sq += v[n * C + c] * v[n * C + c];
+                ASSERT_NEAR(sq, 1.0, 1e-12);
+            }
+            add(0, jacobian_times(J[0], v));
+            add(2, jacobian_times(J[2], v));
+            stability::random_unit_rows(v.data(), N, C, replay);
+            add(1, jacobian_times(J[1], v));
+        }
+        const double count = (double)K * N;
+        EXPECT_NEAR(got.block_mean[l], sum[2] / count, 1e-7 * sum[2] / count) << l;
+        EXPECT_NEAR(got.block_max[l], max[2], 1e-7 * max[2]) << l;
+        EXPECT_NEAR(got.step_mean[2 * l], sum[0] / count, 1e-7 * sum[0] / count) << l;
+        EXPECT_NEAR(got.step_max[2 * l], max[0], 1e-7 * max[0]) << l;
+        EXPECT_NEAR(got.step_mean[2 * l + 1], sum[1] / count, 1e-7 * sum[1] / count) << l;
+        EXPECT_NEAR(got.step_max[2 * l + 1], max[1], 1e-7 * max[1]) << l;
+    }
+}
+
+TEST_P(Sensitivity, FloatModelAgreesWithDouble) {
+    const auto [placement, dt] = GetParam();
+    const Tiny t = make_tiny(placement, dt);
+    CpuModel<double> md = load<double>(t);
+    CpuModel<float> mf = load<float>(t);
+    Rng rd(5), rf(5);
+    const stability::Sensitivity d = stability::local_sensitivity(md, 3, rd);
+    const stability::Sensitivity f = stability::local_sensitivity(mf, 3, rf);
+    for (int l = 0; l < md.cfg.L; l++) {
+        EXPECT_NEAR(f.block_mean[l], d.block_mean[l], 1e-4 * d.block_mean[l]);
+        EXPECT_NEAR(f.block_max[l], d.block_max[l], 1e-4 * d.block_max[l]);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPlacements, Sensitivity,
+                         ::testing::Combine(::testing::Values(Placement::Pre, Placement::Post, Placement::Peri),
+                                            ::testing::Values(1.0f, 0.1f)),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                             return std::string(placement_name(std::get<0>(info.param))) +
+                                    (std::get<1>(info.param) == 1.0f ? "_dt1" : "_dt01");
+                         });
+
+// With Δt → 0 a Pre-LN or Peri-LN block tends to the identity: every token's gain tends to 1.
+TEST(SensitivityLimits, SmallStepGivesGainNearOne) {
+    for (Placement p : {Placement::Pre, Placement::Peri}) {
+        const Tiny t = make_tiny(p, 1e-6f);
+        CpuModel<double> m = load<double>(t);
+        Rng rng(1);
+        const stability::Sensitivity s = stability::local_sensitivity(m, 2, rng);
+        for (int l = 0; l < m.cfg.L; l++) {
+            EXPECT_NEAR(s.block_mean[l], 1.0, 1e-4);
+            EXPECT_NEAR(s.block_max[l], 1.0, 1e-4);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gradient norms
+
+TEST(GradNorms, StreamGradientAtEmbeddingEqualsPositionEmbeddingGradient) {
+    // With B = 1, ∂loss/∂X_0[t] is exactly the gradient of wpe[t].
+    for (Placement p : {Placement::Pre, Placement::Post, Placement::Peri}) {
+        Tiny t = make_tiny(p, 0.5f);
+        t.B = 1;
+        t.tokens.resize(t.T);
+        t.targets.resize(t.T);
+        CpuModel<double> m = load<double>(t);
+        std::fill(m.grads.begin(), m.grads.end(), 0.0);
+        m.record_stream_grads = true;
+        m.backward(1.0);
+        ASSERT_EQ(m.stream_grad_norm.size(), (size_t)(2 * m.cfg.L + 1));
+        const double wpe = std::sqrt(sum_of_squares(m.g.wpe, (size_t)t.T * m.cfg.C));
+        EXPECT_NEAR(m.stream_grad_norm[0], wpe, 1e-12 * wpe) << placement_name(p);
+    }
+}
+
+TEST(GradNorms, BlockParameterNormsAddUpToTheTotal) {
+    const Tiny t = make_tiny(Placement::Peri, 1.0f, 3);
+    CpuModel<double> m = load<double>(t);
+    std::fill(m.grads.begin(), m.grads.end(), 0.0);
+    m.backward(1.0);
+    const std::vector<double> blocks = stability::block_param_grad_norms(m);
+    ASSERT_EQ(blocks.size(), 3u);
+    const auto sizes = param_sizes(m.cfg);
+    const auto off = param_offsets(m.cfg);
+    double rest = 0;
+    for (int i : {P_WTE, P_WPE, P_LNFW, P_LNFB}) rest += sum_of_squares(m.grads.data() + off[i], sizes[i]);
+    double total = rest;
+    for (double b : blocks) total += b * b;
+    EXPECT_NEAR(total, sum_of_squares(m.grads.data(), m.grads.size()), 1e-12 * total);
+    // Block 1 alone, computed directly from its slices.
+    double direct = 0;
+    for (const double* g : {m.g.ln1w, m.g.ln1b, m.g.ln2w, m.g.ln2b, m.g.attprojb, m.g.fcprojb, m.g.ln1ow,
+                            m.g.ln1ob, m.g.ln2ow, m.g.ln2ob})
+        direct += sum_of_squares(g + 1 * m.cfg.C, m.cfg.C);
+    const size_t C = m.cfg.C;
+    direct += sum_of_squares(m.g.qkvw + 3 * C * C, 3 * C * C) + sum_of_squares(m.g.qkvb + 3 * C, 3 * C);
+    direct += sum_of_squares(m.g.attprojw + C * C, C * C);
+    direct += sum_of_squares(m.g.fcw + 4 * C * C, 4 * C * C) + sum_of_squares(m.g.fcb + 4 * C, 4 * C);
+    direct += sum_of_squares(m.g.fcprojw + 4 * C * C, 4 * C * C);
+    EXPECT_NEAR(blocks[1], std::sqrt(direct), 1e-12 * blocks[1]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output uncertainty
+
+TEST(Uncertainty, MatchesDirectComputationAndRestoresTheCleanForward) {
+    const Tiny t = make_tiny(Placement::Pre, 1.0f, 3);
+    CpuModel<double> m = load<double>(t);
+    const int L = m.cfg.L, N = m.N, C = m.cfg.C;
+    const size_t NC = (size_t)N * C;
+    std::vector<std::vector<double>> clean;
+    for (int i = 0; i <= L; i++) clean.emplace_back(m.stream(i), m.stream(i) + NC);
+
+    const double sigma = 0.05;
+    Rng rng(21);
+    const stability::Uncertainty u = stability::output_uncertainty(m, sigma, 3, rng);
+    for (int i = 0; i <= L; i++)
+        for (size_t k = 0; k < NC; k++) ASSERT_EQ(m.stream(i)[k], clean[i][k]) << "stream " << i << " not restored";
+
+    // Replay: the same noise, each sample through a fresh model.
+    Rng replay(21);
+    std::vector<double> sum(L + 1, 0), sum_sq(L + 1, 0);
+    for (int s = 0; s < 3; s++) {
+        std::vector<double> x0(NC);
+        for (size_t k = 0; k < NC; k++) x0[k] = clean[0][k] + sigma * replay.normal();
+        CpuModel<double> fresh = load<double>(t);
+        fresh.run_blocks_from(x0.data());
+        for (int i = 0; i <= L; i++)
+            for (int n = 0; n < N; n++) {
+                double sq = 0;
+                for (int c = 0; c < C; c++) {
+                    const double d = fresh.stream(i)[n * C + c] - clean[i][n * C + c];
+                    sq += d * d;
+                }
+                sum[i] += std::sqrt(sq);
+                sum_sq[i] += sq;
+            }
+    }
+    for (int i = 0; i <= L; i++) {
+        EXPECT_NEAR(u.mean_dx[i], sum[i] / (3 * N), 1e-12) << i;
+        EXPECT_NEAR(u.w2_bound[i], std::sqrt(sum_sq[i] / (3 * N)), 1e-12) << i;
+        EXPECT_LE(u.mean_dx[i], u.w2_bound[i] + 1e-15);  // mean ≤ root mean square
+    }
+    // At the embedding the change is the noise itself: about σ·√C per token.
+    EXPECT_NEAR(u.w2_bound[0], sigma * std::sqrt((double)C), 0.35 * sigma * std::sqrt((double)C));
+}
+
+TEST(Uncertainty, ZeroNoiseGivesZero) {
+    const Tiny t = make_tiny(Placement::Post, 0.1f);
+    CpuModel<float> m = load<float>(t);
+    Rng rng(1);
+    const stability::Uncertainty u = stability::output_uncertainty(m, 0.0, 2, rng);
+    for (double v : u.w2_bound) EXPECT_EQ(v, 0.0);
+}
+
+}  // namespace

@@ -1,0 +1,299 @@
+// sweep.py end to end, as a user runs it: a tiny grid of the real ./train and ./eval on a tiny
+// model and tiny shards made here (seconds): tables and per-run files, resuming without redoing
+// recorded runs, divergences recorded and counted, other settings refused; and its fresh
+// initial weights against model.h's init_parameters byte for byte. Also ./eval's outputs
+// (JSON, pairs, samples) and its refusals. Run from the repository root after `make` (as
+// `make test` does); needs python3.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model.h"
+#include "rng.h"
+
+namespace {
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+bool exists(const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0;
+}
+
+long long mtime_ns(const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return -1;
+    return (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+    std::vector<std::string> out;
+    std::stringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) out.push_back(line);
+    return out;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
+    return n;
+}
+
+struct Result {
+    int status;
+    std::string out;
+};
+
+class Sweep : public ::testing::Test {
+protected:
+    std::string dir;
+
+    void SetUp() override {
+        char tmpl[] = "/tmp/gpt2sweep.XXXXXX";
+        dir = mkdtemp(tmpl);
+        write_shard(dir + "/train_000.bin", 3000, 1);
+        write_shard(dir + "/val_000.bin", 600, 2);
+    }
+    void TearDown() override { std::system(("rm -rf " + dir).c_str()); }
+
+    void write_shard(const std::string& path, int n, uint64_t seed) {
+        Rng rng(seed);
+        std::vector<uint16_t> tokens(n);
+        for (auto& t : tokens) t = (uint16_t)rng.below(96);
+        int32_t h[256] = {20240520, 1, n};
+        FILE* f = std::fopen(path.c_str(), "wb");
+        std::fwrite(h, sizeof h, 1, f);
+        std::fwrite(tokens.data(), 2, tokens.size(), f);
+        std::fclose(f);
+    }
+
+    // python3 sweep.py on the tiny model (L=2, NH=2, C=16, V=96) and data, plus `extra`.
+    Result sweep(const std::string& out, const std::string& extra) const {
+        const std::string log = dir + "/sweep.out";
+        const char* bin_dir = std::getenv("GPT2_BIN_DIR");  // where ./train and ./eval are (default .)
+        const std::string bin = bin_dir ? bin_dir : ".";
+        const std::string cmd = "python3 sweep.py --train-bin " + bin + "/train --eval-bin " + bin + "/eval "
+                                "--init l2h2c16 --vocab 96 --max-t 16 --B 2 --T 8 --eval-B 2 "
+                                "--eval-batches 2 --eval-every 3 --save-every 3 --stats-every 2 --threads 1 --jobs 2 "
+                                "--train-data '" + dir + "/train_*.bin' --val-data '" + dir + "/val_*.bin' --out " +
+                                dir + "/" + out + " " + extra + " > " + log + " 2>&1";
+        const int raw = std::system(cmd.c_str());
+        return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(log)};
+    }
+};
+
+TEST_F(Sweep, FreshWeightsMatchInitParametersByteForByte) {
+    struct Case { const char* ln; Placement p; float dt; int seed; };
+    for (const Case& c : {Case{"peri", Placement::Peri, 0.5f, 7}, Case{"pre", Placement::Pre, 1.0f, 3},
+                          Case{"post", Placement::Post, 0.1f, 11}}) {
+        ModelConfig cfg;
+        cfg.maxT = 16; cfg.V = 96; cfg.Vp = 128; cfg.L = 2; cfg.NH = 2; cfg.C = 16;
+        cfg.placement = c.p;
+        cfg.dt = c.dt;
+        std::vector<float> params(num_parameters(cfg));
+        init_parameters(cfg, params.data(), c.seed);
+        write_checkpoint(dir + "/cpp.bin", cfg, params.data());
+        char dt[32];
+        std::snprintf(dt, sizeof dt, "%g", c.dt);
+        const std::string cmd = std::string("python3 sweep.py --write-init ") + dir + "/py.bin --init l2h2c16 --vocab 96 "
+                                "--max-t 16 --ln " + c.ln + " --dt " + dt + " --seeds " + std::to_string(c.seed);
+        ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+        EXPECT_TRUE(slurp(dir + "/cpp.bin") == slurp(dir + "/py.bin")) << c.ln << ": checkpoints differ";
+    }
+}
+
+TEST_F(Sweep, RunsGridWritesTablesAndResumes) {
+    const std::string grid = "--ln pre,peri --dt 1,0.5 --seeds 1-2 --steps 6 --warmup 2 --lr 1e-3";
+    Result r = sweep("s", grid);
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("8 runs (0 recorded, 8 to do), 2 at once"), std::string::npos) << r.out;
+
+    // One results.csv row per run, every one finished and evaluated.
+    const std::vector<std::string> rows = lines(slurp(dir + "/s/results.csv"));
+    ASSERT_EQ(rows.size(), 9u) << slurp(dir + "/s/results.csv");
+    EXPECT_EQ(rows[0].rfind("run,ln,dt,wd,seed,status,diverged_step", 0), 0u) << rows[0];
+    EXPECT_EQ(count(slurp(dir + "/s/results.csv"), ",finished,"), 8u);
+    // layers.csv: L + 1 = 3 layers per run.
+    EXPECT_EQ(lines(slurp(dir + "/s/layers.csv")).size(), 1u + 8 * 3);
+    // results.md: one line per configuration with 0 of 2 diverged.
+    const std::string md = slurp(dir + "/s/results.md");
+    EXPECT_EQ(count(md, "| 0/2 |"), 4u) << md;
+    EXPECT_NE(md.find("| Peri-LN | 0.5 | 0.1 |"), std::string::npos) << md;
+
+    const std::string run = dir + "/s/runs/peri_dt0.5_wd0.1_s2";
+    EXPECT_TRUE(exists(run + "/model_00000006.bin"));
+    EXPECT_FALSE(exists(run + "/state_00000006.bin")) << "optimiser state kept";
+    EXPECT_FALSE(exists(run + "/model_00000003.bin")) << "intermediate checkpoint kept";
+    EXPECT_FALSE(exists(run + "/init.bin"));
+    const std::string ev = slurp(run + "/eval.json");
+    for (const char* key : {"\"val_loss\"", "\"rouge\"", "\"mean_abs\"", "\"sensitivity\"", "\"w2_bound\""})
+        EXPECT_NE(ev.find(key), std::string::npos) << key;
+    EXPECT_NE(ev.find("\"placement\": \"peri\""), std::string::npos);
+    EXPECT_NE(slurp(run + "/log.jsonl").find("\"event\": \"stats\""), std::string::npos);
+    // Figures, or the one line saying why not.
+    EXPECT_TRUE(exists(dir + "/s/hidden_states.png") || r.out.find("figures: none (matplotlib") != std::string::npos)
+        << r.out;
+
+    // Again: nothing is redone.
+    const long long before = mtime_ns(run + "/result.json");
+    r = sweep("s", grid + " --no-figures");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("8 runs (8 recorded, 0 to do)"), std::string::npos) << r.out;
+    EXPECT_EQ(mtime_ns(run + "/result.json"), before);
+
+    // A run whose record is lost is redone, alone (its final model is there: only evaluated).
+    std::remove((dir + "/s/runs/pre_dt1_wd0.1_s1/result.json").c_str());
+    r = sweep("s", grid + " --no-figures");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("(7 recorded, 1 to do)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("pre_dt1_wd0.1_s1: val loss"), std::string::npos) << r.out;
+    EXPECT_EQ(mtime_ns(run + "/result.json"), before);
+    EXPECT_EQ(count(slurp(dir + "/s/results.csv"), ",finished,"), 8u);
+
+    // Other training settings into the same directory are refused.
+    r = sweep("s", "--ln pre --dt 1 --seeds 1 --steps 6 --warmup 2 --lr 2e-3");
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find("other settings (lr: 0.001 → 0.002)"), std::string::npos) << r.out;
+}
+
+TEST_F(Sweep, RecordsDivergencesAndDoesNotRedoThem) {
+    const std::string grid = "--ln pre,post --dt 1 --wd 0 --seeds 1-2 --steps 40 --warmup 0 --clip 0 --lr 3 --no-figures";
+    Result r = sweep("d", grid);
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(count(r.out, ": diverged at step "), 4u) << r.out;
+    const std::string csv = slurp(dir + "/d/results.csv");
+    EXPECT_EQ(count(csv, ",diverged,"), 4u) << csv;
+    const std::string md = slurp(dir + "/d/results.md");
+    EXPECT_EQ(count(md, "| 2/2 (steps "), 2u) << md;
+    const std::string result = slurp(dir + "/d/runs/pre_dt1_wd0_s1/result.json");
+    EXPECT_NE(result.find("\"status\": \"diverged\""), std::string::npos) << result;
+    EXPECT_NE(result.find("\"diverged_step\": "), std::string::npos) << result;
+    EXPECT_FALSE(exists(dir + "/d/runs/pre_dt1_wd0_s1/eval.json"));
+    r = sweep("d", grid);
+    EXPECT_NE(r.out.find("4 runs (4 recorded, 0 to do)"), std::string::npos) << r.out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ./eval on a tiny checkpoint: what -json, -pairs and -samples write, and what it refuses.
+
+class Eval : public Sweep {
+protected:
+    ModelConfig cfg;
+
+    void SetUp() override {
+        Sweep::SetUp();
+        cfg.maxT = 16; cfg.V = 96; cfg.Vp = 128; cfg.L = 3; cfg.NH = 2; cfg.C = 16;
+        cfg.placement = Placement::Post;
+        cfg.dt = 0.5f;
+        std::vector<float> params(num_parameters(cfg));
+        init_parameters(cfg, params.data(), 3);
+        write_checkpoint(dir + "/tiny.bin", cfg, params.data());
+    }
+
+    Result eval(const std::string& extra) const {
+        const char* bin_dir = std::getenv("GPT2_BIN_DIR");
+        const std::string bin = bin_dir ? bin_dir : ".";
+        const std::string log = dir + "/eval.out";
+        const std::string cmd = bin + "/eval -device cpu -threads 1 -model " + dir + "/tiny.bin -val_data '" + dir +
+                                "/val_*.bin' -B 2 -T 8 -eval_batches 3 " + extra + " > " + log + " 2>&1";
+        const int raw = std::system(cmd.c_str());
+        return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(log)};
+    }
+};
+
+// The numbers of a JSON array "key": [a, b, ...] (flat, no nesting) found in text.
+std::vector<double> json_array(const std::string& text, const std::string& key) {
+    std::vector<double> out;
+    size_t at = text.find("\"" + key + "\": [");
+    if (at == std::string::npos) return out;
+    at = text.find('[', at) + 1;
+    const size_t end = text.find(']', at);
+    std::stringstream in(text.substr(at, end - at));
+    std::string item;
+    while (std::getline(in, item, ',')) out.push_back(std::stod(item));
+    return out;
+}
+
+double json_number(const std::string& text, const std::string& key) {
+    const size_t at = text.find("\"" + key + "\": ");
+    return at == std::string::npos ? NAN : std::stod(text.substr(at + key.size() + 4));
+}
+
+TEST_F(Eval, WritesJsonPairsAndSamples) {
+    Result r = eval("-json " + dir + "/e.json -pairs " + dir + "/p.jsonl -samples 3 -prompt_len 4 -sample_len 5 "
+                    "-diag_batches 2 -directions 3");
+    ASSERT_EQ(r.status, 0) << r.out;
+    for (const char* what : {"val loss", "accuracy", "ROUGE F1", "Porter-stemmed", "sens_mean", "w2_bound", "sample 2:"})
+        EXPECT_NE(r.out.find(what), std::string::npos) << what << "\n" << r.out;
+    const std::string j = slurp(dir + "/e.json");
+    EXPECT_NEAR(json_number(j, "val_ppl"), std::exp(json_number(j, "val_loss")), 1e-4 * json_number(j, "val_ppl"));
+    EXPECT_EQ(json_number(j, "tokens"), 3 * 2 * 8);
+    const double acc = json_number(j, "accuracy");
+    EXPECT_TRUE(acc >= 0 && acc <= 1) << acc;
+    for (const char* key : {"rouge1", "rouge2", "rougeL", "rouge1_stem", "rouge2_stem", "rougeL_stem"}) {
+        const double v = json_number(j, key);
+        EXPECT_TRUE(v >= 0 && v <= 1) << key << " " << v;
+    }
+    EXPECT_EQ(json_number(j, "sequences"), 6);
+    for (const char* key : {"mean_abs", "entry_var", "data_var", "grad_norm", "mean_dx", "w2_bound"})
+        EXPECT_EQ(json_array(j, key).size(), 4u) << key;  // L + 1
+    for (const char* key : {"mean_abs_half", "grad_norm_half"}) EXPECT_EQ(json_array(j, key).size(), 7u) << key;
+    for (const char* key : {"param_grad_norm", "block_mean", "block_max"}) EXPECT_EQ(json_array(j, key).size(), 3u) << key;
+    EXPECT_EQ(json_array(j, "step_mean").size(), 6u);
+    // Post-LN: every X_i after the first is a LayerNorm output (gain 1, bias 0): entry_var ≈ 1.
+    const std::vector<double> entry_var = json_array(j, "entry_var");
+    for (size_t i = 1; i < entry_var.size(); i++) EXPECT_NEAR(entry_var[i], 1.0, 1e-3) << i;
+    // The noise at X_0 has norm about sigma·sqrt(C) = 0.4.
+    EXPECT_NEAR(json_array(j, "w2_bound")[0], 0.4, 0.1);
+    EXPECT_EQ(count(j, "\"continuation\": "), 3u);
+    const std::vector<std::string> pairs = lines(slurp(dir + "/p.jsonl"));
+    ASSERT_EQ(pairs.size(), 6u);  // B × eval_batches sequences
+    EXPECT_EQ(pairs[0].rfind("{\"id\": 0, \"prediction\": \"", 0), 0u) << pairs[0];
+    EXPECT_NE(pairs[5].find("\"reference\": \""), std::string::npos) << pairs[5];
+}
+
+TEST_F(Eval, GreedySamplingIsDeterministic) {
+    const std::string flags = "-samples 2 -prompt_len 4 -sample_len 6 -temperature 0 -diag_batches 0 -json ";
+    ASSERT_EQ(eval(flags + dir + "/a.json").status, 0);
+    ASSERT_EQ(eval(flags + dir + "/b.json").status, 0);
+    auto samples = [](const std::string& json) {
+        const size_t from = json.find("\"samples\""), to = json.find("\"seconds\"");
+        return from == std::string::npos ? std::string() : json.substr(from, to - from);
+    };
+    const std::string a = slurp(dir + "/a.json"), b = slurp(dir + "/b.json");
+    EXPECT_EQ(count(samples(a), "\"continuation\""), 2u) << a;
+    EXPECT_EQ(samples(a), samples(b));
+    EXPECT_NE(a.find("\"layers\": null"), std::string::npos);
+}
+
+TEST_F(Eval, RefusesBadInputWithOneLineAndNoOutput) {
+    struct Case { std::string flags, says; };
+    for (const Case& c : {Case{"-sigma -1", "-sigma"}, Case{"-directions 0", "-directions"},
+                          Case{"-samples 1 -prompt_len 6 -sample_len 11", "-sample_len"},
+                          Case{"-samples 1 -prompt_len 9", "-prompt_len"},
+                          Case{"-tokenizer " + dir + "/none.bin", "none.bin"}, Case{"-B 0", "-B"},
+                          Case{"-bogus 1", "unknown flag -bogus"}}) {
+        Result r = eval(c.flags + " -json " + dir + "/out.json -pairs " + dir + "/out.jsonl");
+        EXPECT_EQ(r.status, 2) << c.flags << "\n" << r.out;
+        EXPECT_NE(r.out.find(c.says), std::string::npos) << c.flags << "\n" << r.out;
+        EXPECT_EQ(count(r.out, "\n"), 1u) << c.flags << "\n" << r.out;
+        EXPECT_FALSE(exists(dir + "/out.json")) << c.flags;
+        EXPECT_FALSE(exists(dir + "/out.jsonl")) << c.flags;
+    }
+}
+
+}  // namespace
