@@ -347,15 +347,6 @@ static std::string stats_record(int step, const std::vector<StreamStats>& stats,
     return r + "}";
 }
 
-// Why a step counts as diverged (SPEC §4, README "Divergence"), or "" when it does not.
-static std::string divergence_reason(double loss, double norm, double first_loss, int step, const TrainOptions& o) {
-    if (!std::isfinite(loss)) return "loss is " + std::string(std::isnan(loss) ? "nan" : "inf");
-    if (!std::isfinite(norm)) return "gradient norm is " + std::string(std::isnan(norm) ? "nan" : "inf");
-    if (o.diverge_margin > 0 && step >= o.warmup && loss > first_loss + o.diverge_margin)
-        return "loss " + num(loss) + " exceeds the first loss " + num(first_loss) + " + " + num(o.diverge_margin);
-    return "";
-}
-
 static int train(Run& r) {
     const TrainOptions& o = r.opt;
     DataLoader train_data(o.train_data, o.B, o.T, r.cfg.V, o.shuffle, r.state.seed);
@@ -418,7 +409,7 @@ static int train(Run& r) {
         loss /= r.grad_accum;
         const double norm = model->grad_norm();
         if (step == 0) state.first_loss = loss;
-        const std::string reason = divergence_reason(loss, norm, state.first_loss, step, o);
+        const std::string reason = divergence_reason(loss, norm, state.first_loss, step, o.warmup, o.diverge_margin);
         if (!reason.empty()) {
             log.write("{\"step\": " + std::to_string(step) + ", \"event\": \"diverged\", \"reason\": \"" + reason +
                       "\", \"loss\": " + num(loss) + ", \"grad_norm\": " + num(norm) + "}");
@@ -447,6 +438,12 @@ static int train(Run& r) {
         std::printf("step %5d | val loss %.4f | val ppl %.2f\n", o.steps, val_loss, std::exp(val_loss));
         log.write("{\"step\": " + std::to_string(o.steps) + ", \"val_loss\": " + num(val_loss) +
                   ", \"val_ppl\": " + num(std::exp(val_loss)) + "}");
+        if (!std::isfinite(val_loss)) {  // the last update broke the model
+            log.write("{\"step\": " + std::to_string(o.steps) + ", \"event\": \"diverged\", \"reason\": " +
+                      "\"final val loss is not finite\", \"loss\": null, \"grad_norm\": null}");
+            std::printf("diverged at step %d: final val loss is not finite\n", o.steps);
+            return 3;
+        }
     }
     return 0;
 }
