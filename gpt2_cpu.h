@@ -15,26 +15,6 @@
 #include "cpu_ops.h"
 #include "model.h"
 
-// Which LayerNorms one residual step x → x' has, for each placement (SPEC §1). Every block is
-// two such steps, around attention and around the MLP:
-//
-//                  LN on the module's input   LN on the module's output   LN after the add
-//     Pre-LN               yes (ln1/ln2)                 -                         -
-//     Post-LN               -                            -                  yes (ln1/ln2)
-//     Peri-LN              yes (ln1/ln2)           yes (ln1o/ln2o)                 -
-struct NormPlan {
-    bool input, output, after_add;
-};
-
-inline NormPlan norm_plan(Placement p) {
-    switch (p) {
-        case Placement::Pre: return {true, false, false};
-        case Placement::Post: return {false, false, true};
-        case Placement::Peri: return {true, true, false};
-    }
-    return {false, false, false};
-}
-
 template <typename T>
 class CpuModel {
 public:

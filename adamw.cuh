@@ -1,0 +1,92 @@
+// adamw.cuh — the optimiser's two passes over the parameters (SPEC §2), on fp32 master
+// weights, fp32 gradients and fp32 moments, n elements of one tensor at a time:
+//
+//   sum of squares: Σ g² (the global gradient norm is its square root over all tensors)
+//   AdamW:          g ← grad_scale·g (the clipping factor);  m ← β1·m + (1−β1)·g;
+//                   v ← β2·v + (1−β2)·g²;  p ← p − lr·(m̂/(√v̂ + ε) + wd·p)
+//                   with m̂ = m/(1−β1ᵗ), v̂ = v/(1−β2ᵗ); then, in bf16 mode, the bf16 copy of p
+//                   that forward and backward read is refreshed in the same pass.
+#pragma once
+#include <cmath>
+#include <vector>
+
+#include "cuda_common.cuh"
+#include "model.h"
+
+namespace gpu {
+
+// Hyperparameters of one AdamW update of one tensor, as the kernel takes them.
+struct AdamWStep {
+    float lr, beta1, beta2, eps, weight_decay;
+    float correction1, correction2;  // 1 − β1ᵗ, 1 − β2ᵗ
+    float grad_scale;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+// One thread per parameter. `copy` (the bf16 weights) is null in fp32 mode.
+template <typename T>
+__global__ void adamw_kernel(float* params, T* copy, const float* grads, float* m, float* v, size_t n, AdamWStep h) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float g = grads[i] * h.grad_scale;
+    const float mi = h.beta1 * m[i] + (1.0f - h.beta1) * g;
+    const float vi = h.beta2 * v[i] + (1.0f - h.beta2) * g * g;
+    const float m_hat = mi / h.correction1, v_hat = vi / h.correction2;
+    const float p = params[i] - h.lr * (m_hat / (sqrtf(v_hat) + h.eps) + h.weight_decay * params[i]);
+    m[i] = mi;
+    v[i] = vi;
+    params[i] = p;
+    if (copy) copy[i] = from_float<T>(p);
+}
+
+// partial[block] = Σ x² over the elements this block visits (a grid-stride loop): a fixed grid
+// for a given n, so the sum has the same order on every run.
+template <typename T>
+__global__ void sum_of_squares_kernel(float* partial, const T* x, size_t n) {
+    __shared__ float shared[WARP_SIZE];
+    float sum = 0.0f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float xi = to_float(x[i]);
+        sum += xi * xi;
+    }
+    sum = block_sum(sum, shared);
+    if (threadIdx.x == 0) partial[blockIdx.x] = sum;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launchers
+
+constexpr int SUMSQ_THREADS = 256;
+constexpr int SUMSQ_MIN_PER_THREAD = 64;  // elements per thread before another block is added
+constexpr int SUMSQ_MAX_BLOCKS = 512;     // size of the `partial` scratch, in floats
+
+// One AdamW update of n parameters at step t (1-based); h.weight_decay is this tensor's.
+template <typename T>
+void adamw_update(float* params, T* copy, const float* grads, float* m, float* v, size_t n, const AdamWHyper& h, int t,
+                  double grad_scale, cudaStream_t stream) {
+    if (n == 0) return;
+    const AdamWStep step{(float)h.lr, (float)h.beta1, (float)h.beta2, (float)h.eps, (float)h.weight_decay,
+                         (float)(1.0 - std::pow(h.beta1, t)), (float)(1.0 - std::pow(h.beta2, t)), (float)grad_scale};
+    adamw_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(params, copy, grads, m, v, n, step);
+    cudaCheck(cudaGetLastError());
+}
+
+// Σ x² over n elements: per-block fp32 sums on the device, added in order (in double) on the
+// host. `partial` is scratch of SUMSQ_MAX_BLOCKS floats. Waits for the result.
+template <typename T>
+double sum_of_squares(const T* x, size_t n, float* partial, cudaStream_t stream) {
+    const size_t wanted = std::max<size_t>(1, ceil_div(n, SUMSQ_MIN_PER_THREAD * SUMSQ_THREADS));
+    const int blocks = (int)std::min<size_t>(SUMSQ_MAX_BLOCKS, wanted);
+    sum_of_squares_kernel<T><<<blocks, SUMSQ_THREADS, 0, stream>>>(partial, x, n);
+    cudaCheck(cudaGetLastError());
+    std::vector<float> host(blocks);
+    cudaCheck(cudaMemcpyAsync(host.data(), partial, blocks * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+    double total = 0.0;
+    for (float s : host) total += s;
+    return total;
+}
+
+}  // namespace gpu

@@ -1,0 +1,171 @@
+// bench_gpu.cpp — `make bench`: how fast the CUDA backend trains GPT-2 124M (d12) at T = 1024.
+// Prints ms/step, tok/s, achieved TFLOP/s, the model FLOPs utilisation (MFU) against the GPU's
+// dense bf16 tensor-core peak, and the device memory in use. Each step is one micro-batch:
+// forward, backward, gradient norm and AdamW update, on random tokens.
+//
+//   build/bench_gpu [-B N] [-T N] [-steps N] [-warmup N] [-precision bf16|fp32] [-ln pre|post|peri]
+//
+// B defaults to the largest power of two up to 64 whose memory fits (measured by building the
+// model at B = 1 and B = 2). On a machine without a CUDA device it says so and exits 0.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "errors.h"
+#include "model.h"
+#include "rng.h"
+
+namespace {
+
+struct Options {
+    int B = 0, T = 1024, steps = 20, warmup = 3;
+    bool bf16 = true;
+    Placement placement = Placement::Pre;
+};
+
+// Parses the flags above; anything else is an InputError.
+Options parse(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; i += 2) {
+        const std::string flag = argv[i];
+        if (i + 1 >= argc) throw InputError("flag " + flag + ": missing value");
+        const std::string value = argv[i + 1];
+        auto positive = [&](int* out) {
+            *out = std::atoi(value.c_str());
+            if (*out <= 0) throw InputError("flag " + flag + ": needs a positive integer");
+        };
+        if (flag == "-B") positive(&o.B);
+        else if (flag == "-T") positive(&o.T);
+        else if (flag == "-steps") positive(&o.steps);
+        else if (flag == "-warmup") o.warmup = std::max(0, std::atoi(value.c_str()));
+        else if (flag == "-precision" && (value == "bf16" || value == "fp32")) o.bf16 = value == "bf16";
+        else if (flag == "-ln" && parse_placement(value, &o.placement)) {}
+        else throw InputError("flag " + flag + ": unknown flag or bad value '" + value + "'");
+    }
+    return o;
+}
+
+// Dense bf16 tensor-core peaks in TFLOP/s (vendor data sheets, without sparsity). The first
+// entry whose name occurs in the device name wins, so the more specific names come first.
+struct Peak {
+    const char* name;
+    double tflops;
+};
+const Peak kPeaks[] = {{"H100 PCIe", 756}, {"H100", 989}, {"H200", 989}, {"H800", 989}, {"A100", 312},
+                       {"A800", 312},      {"L40S", 362}, {"L4", 121},   {"A10", 125}};
+
+const Peak* peak_of(const std::string& device) {
+    for (const Peak& p : kPeaks)
+        if (device.find(p.name) != std::string::npos) return &p;
+    return nullptr;
+}
+
+// Device memory in use now (all processes), in bytes.
+size_t device_memory_used() {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
+    return total - free;
+}
+
+// The largest power-of-two B ≤ 64 whose model fits in 90% of the free memory, from the memory
+// the backend takes at B = 1 and B = 2 (a fixed part plus a part per sequence).
+int largest_batch(const ModelConfig& cfg, int T, bool bf16) {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 1;
+    auto bytes_at = [&](int B) {
+        const size_t before = device_memory_used();
+        std::unique_ptr<Backend> probe = make_cuda_backend(cfg, B, T, bf16);
+        return device_memory_used() - before;
+    };
+    const size_t one = bytes_at(1), two = bytes_at(2);
+    const size_t per_sequence = two > one ? two - one : 1, fixed = one - std::min(one, per_sequence);
+    int B = 1;
+    while (B < 64 && fixed + 2 * B * per_sequence <= free / 10 * 9) B *= 2;
+    return B;
+}
+
+// One training step on one micro-batch; returns the loss.
+float train_step(Backend& model, const std::vector<int32_t>& batch, int t) {
+    model.zero_grad();
+    const float loss = model.forward(batch.data(), batch.data() + 1);
+    model.backward(1.0f);
+    const double norm = model.grad_norm();
+    model.update(AdamWHyper{6e-4, 0.9, 0.95, 1e-8, 0.1}, t, norm > 1.0 ? 1.0 / norm : 1.0);
+    return loss;
+}
+
+int run(const Options& o) {
+    std::string device;
+    if (!cuda_device_available(&device)) {
+        std::printf("bench: needs a CUDA GPU (%s); nothing to measure\n", device.c_str());
+        return 0;
+    }
+    ModelConfig cfg;
+    model_preset("d12", &cfg);
+    cfg.placement = o.placement;
+    if (o.T > cfg.maxT) throw InputError("flag -T: at most " + std::to_string(cfg.maxT));
+    const int B = o.B > 0 ? o.B : largest_batch(cfg, o.T, o.bf16);
+
+    std::unique_ptr<Backend> model = make_cuda_backend(cfg, B, o.T, o.bf16);
+    std::vector<float> params(num_parameters(cfg));
+    init_parameters(cfg, params.data(), 1337);
+    model->set_params(params.data());
+    Rng rng(42);
+    std::vector<std::vector<int32_t>> batches(4, std::vector<int32_t>((size_t)B * o.T + 1));
+    for (auto& batch : batches)
+        for (int32_t& token : batch) token = (int32_t)rng.below(cfg.V);
+
+    std::printf("bench: %s, d12 (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n", device.c_str(),
+                num_parameters(cfg) / 1e6, placement_name(cfg.placement), o.bf16 ? "bf16" : "fp32", B, o.T);
+    int t = 1;
+    for (int s = 0; s < o.warmup; s++, t++) train_step(*model, batches[s % batches.size()], t);
+    std::vector<double> ms;
+    float loss = 0;
+    size_t memory = 0;
+    for (int s = 0; s < o.steps; s++, t++) {
+        const auto start = std::chrono::steady_clock::now();
+        loss = train_step(*model, batches[s % batches.size()], t);
+        cudaDeviceSynchronize();
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        memory = std::max(memory, device_memory_used());
+    }
+
+    // Training FLOPs per token: 6 per parameter (forward 2, backward 4) plus attention's two
+    // T×T products, 12·L·C·T, as in the PaLM paper's MFU.
+    std::sort(ms.begin(), ms.end());
+    const double median_ms = ms[ms.size() / 2];
+    const double tokens = (double)B * o.T;
+    const double flops = tokens * (6.0 * num_parameters(cfg) + 12.0 * cfg.L * cfg.C * o.T);
+    const double tflops = flops / (median_ms * 1e-3) / 1e12;
+    const Peak* peak = peak_of(device);
+    char mfu[64] = "n/a (unknown peak)";
+    if (peak) std::snprintf(mfu, sizeof mfu, "%.1f%% of %.0f", 100.0 * tflops / peak->tflops, peak->tflops);
+    std::printf("  %d steps after %d warm-up, last loss %.3f\n", o.steps, o.warmup, loss);
+    std::printf("  ms/step   %.1f (median; min %.1f, max %.1f)\n", median_ms, ms.front(), ms.back());
+    std::printf("  tok/s     %.0f\n", tokens / (median_ms * 1e-3));
+    std::printf("  TFLOP/s   %.1f\n", tflops);
+    std::printf("  MFU       %s TFLOP/s dense bf16\n", mfu);
+    std::printf("  memory    %.1f GiB in use on the device (peak over the timed steps)\n", memory / 1073741824.0);
+    std::printf("bench-summary: tok_s=%.0f ms_step=%.1f mfu_pct=%.1f mem_gib=%.1f B=%d\n", tokens / (median_ms * 1e-3),
+                median_ms, peak ? 100.0 * tflops / peak->tflops : 0.0, memory / 1073741824.0, B);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(parse(argc, argv));
+    } catch (const InputError& e) {
+        std::fprintf(stderr, "bench: %s\n", e.what());
+        return 2;
+    }
+}

@@ -1,0 +1,214 @@
+// cuda_common.cuh — what every kernel file of the CUDA backend shares:
+//   * cudaCheck / cublasCheck: stop with file and line on any CUDA runtime or cuBLAS error;
+//   * ceil_div for grid sizes;
+//   * the two element types (float, or __nv_bfloat16 called bf16), picked at run time by the
+//     backend: kernels are templates on the element type T and compute in fp32 whatever T is;
+//   * warp reductions (sum, max) and a block sum in fp32 on __shfl_xor_sync;
+//   * deterministic column sums of an (N, width) matrix over its N rows, in two stages and
+//     without atomics, which every weight gradient that sums over positions uses;
+//   * convert (one element type to another) and DeviceArray, an owning device buffer.
+//
+// These headers define kernels and host functions, so each program includes them in exactly
+// one translation unit (gpt2.cu, or one test file).
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <type_traits>
+#include <utility>
+
+// ---------------------------------------------------------------------------------------------
+// Errors: a failed CUDA or cuBLAS call is a bug or a broken device, never bad user input, so
+// the program stops at once, saying where.
+
+inline void cuda_check(cudaError_t err, const char* file, int line) {
+    if (err == cudaSuccess) return;
+    std::fprintf(stderr, "CUDA error at %s:%d: %s\n", file, line, cudaGetErrorString(err));
+    std::exit(EXIT_FAILURE);
+}
+
+inline void cublas_check(cublasStatus_t status, const char* file, int line) {
+    if (status == CUBLAS_STATUS_SUCCESS) return;
+    std::fprintf(stderr, "cuBLAS error at %s:%d: status %d\n", file, line, (int)status);
+    std::exit(EXIT_FAILURE);
+}
+
+#define cudaCheck(call) cuda_check((call), __FILE__, __LINE__)
+#define cublasCheck(call) cublas_check((call), __FILE__, __LINE__)
+
+// Number of blocks of `block` threads that cover n items.
+__host__ __device__ inline size_t ceil_div(size_t n, size_t block) { return (n + block - 1) / block; }
+
+// ---------------------------------------------------------------------------------------------
+// Element types. Kernels load T, compute in float and store T; bf16 stores round to nearest even.
+
+using bf16 = __nv_bfloat16;
+
+__host__ __device__ inline float to_float(float x) { return x; }
+__host__ __device__ inline float to_float(bf16 x) { return __bfloat162float(x); }
+
+template <typename T>
+__host__ __device__ inline T from_float(float x);
+template <>
+__host__ __device__ inline float from_float<float>(float x) { return x; }
+template <>
+__host__ __device__ inline bf16 from_float<bf16>(float x) { return __float2bfloat16(x); }
+
+// cuBLAS's name for an element type.
+template <typename T>
+constexpr cudaDataType_t cuda_data_type() {
+    return std::is_same<T, float>::value ? CUDA_R_32F : CUDA_R_16BF;
+}
+
+template <typename T>
+constexpr const char* precision_name() {
+    return std::is_same<T, float>::value ? "fp32" : "bf16";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reductions in fp32. A warp is 32 lanes; blocks that use block_sum are 1-D with a
+// multiple of 32 threads (at most 1024), and pass 32 floats of their shared memory.
+
+constexpr int WARP_SIZE = 32;
+constexpr int WARPS_PER_BLOCK = 8;  // kernels that give each row one warp: 256-thread blocks
+
+// Sum of x over the 32 lanes of a warp; every lane receives it.
+__device__ inline float warp_sum(float x) {
+    for (int offset = WARP_SIZE / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffff, x, offset);
+    return x;
+}
+
+// Maximum of x over the 32 lanes of a warp; every lane receives it.
+__device__ inline float warp_max(float x) {
+    for (int offset = WARP_SIZE / 2; offset > 0; offset /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, offset));
+    return x;
+}
+
+// Sum of x over all threads of the block; every thread receives it.
+__device__ inline float block_sum(float x, float* shared) {
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int warps = blockDim.x / WARP_SIZE;
+    x = warp_sum(x);
+    __syncthreads();  // every thread is done with `shared` from an earlier reduction
+    if (lane == 0) shared[warp] = x;
+    __syncthreads();
+    return warp_sum(lane < warps ? shared[lane] : 0.0f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Column sums without atomics: out[c] += Σ_n f(n, c) over the N rows of an (N, width) matrix.
+//   stage 1 (a kernel in each op's file): the rows are cut into `chunks` contiguous chunks;
+//           block (TILE_COLS, TILE_ROWS) handles 32 columns of one chunk, thread (x, y) summing
+//           rows y, y + 8, ... of it, and writes partial[k·stride + c] for chunk k;
+//   stage 2 (add_column_partials): out[c] += Σ_k partial[k·stride + c], k in order.
+// Every sum has a fixed order, so results are the same on every run. The partial buffer holds
+// at most MAX_ROW_CHUNKS rows of `stride` floats.
+
+constexpr int MAX_ROW_CHUNKS = 64;
+constexpr int MIN_CHUNK_ROWS = 64;
+constexpr int TILE_COLS = 32;
+constexpr int TILE_ROWS = 8;
+
+// Number of row chunks for N rows: enough blocks to fill a GPU, few enough for small N.
+inline int row_chunks(int N) {
+    return (int)std::min<size_t>(MAX_ROW_CHUNKS, std::max<size_t>(1, ceil_div(N, MIN_CHUNK_ROWS)));
+}
+
+// First row of chunk k (chunk k is rows [row_chunk_begin(k), row_chunk_begin(k + 1))).
+__device__ inline int row_chunk_begin(int k, int chunks, int N) { return (int)((long long)N * k / chunks); }
+
+// In a (TILE_COLS, TILE_ROWS) block: Σ over threadIdx.y of x for each threadIdx.x, added in
+// order of y; valid in the threads with threadIdx.y == 0. `shared` holds TILE_ROWS·TILE_COLS floats.
+__device__ inline float sum_over_tile_rows(float x, float* shared) {
+    __syncthreads();  // every thread is done with `shared` from an earlier call
+    shared[threadIdx.y * TILE_COLS + threadIdx.x] = x;
+    __syncthreads();
+    float sum = 0.0f;
+    if (threadIdx.y == 0)
+        for (int y = 0; y < TILE_ROWS; y++) sum += shared[y * TILE_COLS + threadIdx.x];
+    return sum;
+}
+
+// Stage 2: out[c] += Σ_k partial[k·stride + c] for c < width, one thread per column.
+__global__ void add_column_partials_kernel(float* out, const float* partial, int chunks, int stride, int width) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= width) return;
+    float sum = 0.0f;
+    for (int k = 0; k < chunks; k++) sum += partial[(size_t)k * stride + c];
+    out[c] += sum;
+}
+
+inline void add_column_partials(float* out, const float* partial, int chunks, int stride, int width,
+                                cudaStream_t stream) {
+    add_column_partials_kernel<<<ceil_div(width, 256), 256, 0, stream>>>(out, partial, chunks, stride, width);
+    cudaCheck(cudaGetLastError());
+}
+
+// Grid of a stage-1 kernel over `width` columns and `chunks` row chunks.
+inline dim3 column_tiles(int width, int chunks) { return dim3((unsigned)ceil_div(width, TILE_COLS), (unsigned)chunks); }
+
+// ---------------------------------------------------------------------------------------------
+// Conversion: out[i] = in[i] in another element type, n elements (the bf16 copy of the fp32
+// master weights, and test inputs).
+
+template <typename TOut, typename TIn>
+__global__ void convert_kernel(TOut* out, const TIn* in, size_t n) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = from_float<TOut>(to_float(in[i]));
+}
+
+template <typename TOut, typename TIn>
+void convert(TOut* out, const TIn* in, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    convert_kernel<TOut, TIn><<<ceil_div(n, 256), 256, 0, stream>>>(out, in, n);
+    cudaCheck(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------------------
+// DeviceArray<T>: n elements of device memory, freed with the object; movable, not copyable.
+// upload/download copy to and from host memory and return when the copy is done.
+
+template <typename T>
+class DeviceArray {
+public:
+    DeviceArray() = default;
+    explicit DeviceArray(size_t n) : n_(n) {
+        if (n > 0) cudaCheck(cudaMalloc(&ptr_, n * sizeof(T)));
+    }
+    ~DeviceArray() {
+        if (ptr_) cudaFree(ptr_);
+    }
+    DeviceArray(DeviceArray&& other) noexcept { swap(other); }
+    DeviceArray& operator=(DeviceArray&& other) noexcept {
+        swap(other);
+        return *this;
+    }
+    DeviceArray(const DeviceArray&) = delete;
+    DeviceArray& operator=(const DeviceArray&) = delete;
+
+    T* data() const { return ptr_; }
+    size_t size() const { return n_; }
+    void swap(DeviceArray& other) noexcept {
+        std::swap(ptr_, other.ptr_);
+        std::swap(n_, other.n_);
+    }
+
+    void upload(const T* host, cudaStream_t stream) {
+        cudaCheck(cudaMemcpyAsync(ptr_, host, n_ * sizeof(T), cudaMemcpyHostToDevice, stream));
+        cudaCheck(cudaStreamSynchronize(stream));
+    }
+    void download(T* host, cudaStream_t stream) const {
+        cudaCheck(cudaMemcpyAsync(host, ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost, stream));
+        cudaCheck(cudaStreamSynchronize(stream));
+    }
+
+private:
+    T* ptr_ = nullptr;
+    size_t n_ = 0;
+};

@@ -1,0 +1,158 @@
+// layernorm.cuh — LayerNorm over the C channels of each of N = B·T rows, and the residual add
+// scaled by Δt. Every LayerNorm of every placement (ln1/ln2 on a module's input in Pre- and
+// Peri-LN, after the add in Post-LN, ln1o/ln2o on a module's output in Peri-LN, the final lnf)
+// is this one op applied to a different tensor; gpt2.cu decides which.
+//
+//   layernorm forward:  out (N,C) = (x − mean)·rstd·w + b,  rstd = 1/sqrt(var + 1e-5), var
+//                       biased; mean and rstd (N) are kept, in fp32, for the backward pass.
+//   layernorm backward: dinp (N,C) += rstd·(g − mean_c(g) − x̂·mean_c(g·x̂)) with g = dout·w and
+//                       x̂ = (x − mean)·rstd;  dw (C) += Σ_n dout·x̂;  db (C) += Σ_n dout.
+//   residual forward:   out = x + Δt·f                 (n elements)
+//   residual backward:  dx += dout;  df += Δt·dout
+// Elements are T (float or bf16); statistics, sums and the weight gradients dw, db are fp32.
+// Backward ops add (+=) into their gradients, as the CPU reference does.
+#pragma once
+#include "cuda_common.cuh"
+
+namespace gpu {
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+// One warp per row: the mean, then the variance around it (two passes, as the CPU does), then
+// the normalised row.
+template <typename T>
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* w, const T* b,
+                                         int N, int C) {
+    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    const int lane = threadIdx.x % WARP_SIZE;
+    if (row >= N) return;
+    const T* x = inp + (size_t)row * C;
+    float sum = 0.0f;
+    for (int c = lane; c < C; c += WARP_SIZE) sum += to_float(x[c]);
+    const float m = warp_sum(sum) / C;
+    float sq = 0.0f;
+    for (int c = lane; c < C; c += WARP_SIZE) {
+        const float d = to_float(x[c]) - m;
+        sq += d * d;
+    }
+    const float s = 1.0f / sqrtf(warp_sum(sq) / C + 1e-5f);
+    T* y = out + (size_t)row * C;
+    for (int c = lane; c < C; c += WARP_SIZE)
+        y[c] = from_float<T>((to_float(x[c]) - m) * s * to_float(w[c]) + to_float(b[c]));
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = s;
+    }
+}
+
+// dinp, one warp per row: the two row means of g and g·x̂, then the gradient.
+template <typename T>
+__global__ void layernorm_backward_input_kernel(T* dinp, const T* dout, const T* inp, const T* w, const float* mean,
+                                                const float* rstd, int N, int C) {
+    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    const int lane = threadIdx.x % WARP_SIZE;
+    if (row >= N) return;
+    const T* x = inp + (size_t)row * C;
+    const T* d = dout + (size_t)row * C;
+    const float m = mean[row], s = rstd[row];
+    float g_sum = 0.0f, gx_sum = 0.0f;
+    for (int c = lane; c < C; c += WARP_SIZE) {
+        const float g = to_float(d[c]) * to_float(w[c]);
+        g_sum += g;
+        gx_sum += g * (to_float(x[c]) - m) * s;
+    }
+    const float g_mean = warp_sum(g_sum) / C, gx_mean = warp_sum(gx_sum) / C;
+    T* dx = dinp + (size_t)row * C;
+    for (int c = lane; c < C; c += WARP_SIZE) {
+        const float xhat = (to_float(x[c]) - m) * s;
+        const float g = to_float(d[c]) * to_float(w[c]);
+        dx[c] = from_float<T>(to_float(dx[c]) + s * (g - g_mean - xhat * gx_mean));
+    }
+}
+
+// dw, db stage 1 (see cuda_common.cuh): partial[k·2C + c] = Σ_{n in chunk k} dout·x̂ and
+// partial[k·2C + C + c] = Σ_{n in chunk k} dout.
+template <typename T>
+__global__ void layernorm_backward_weights_kernel(float* partial, const T* dout, const T* inp, const float* mean,
+                                                  const float* rstd, int N, int C) {
+    __shared__ float shared[TILE_ROWS * TILE_COLS];
+    const int c = blockIdx.x * TILE_COLS + threadIdx.x;
+    const int k = blockIdx.y, chunks = gridDim.y;
+    const int end = row_chunk_begin(k + 1, chunks, N);
+    float dw = 0.0f, db = 0.0f;
+    if (c < C) {
+        for (int n = row_chunk_begin(k, chunks, N) + threadIdx.y; n < end; n += TILE_ROWS) {
+            const float d = to_float(dout[(size_t)n * C + c]);
+            dw += d * (to_float(inp[(size_t)n * C + c]) - mean[n]) * rstd[n];
+            db += d;
+        }
+    }
+    dw = sum_over_tile_rows(dw, shared);
+    db = sum_over_tile_rows(db, shared);
+    if (threadIdx.y == 0 && c < C) {
+        partial[(size_t)k * 2 * C + c] = dw;
+        partial[(size_t)k * 2 * C + C + c] = db;
+    }
+}
+
+// out = x + Δt·f, one thread per element.
+template <typename T>
+__global__ void residual_forward_kernel(T* out, const T* x, const T* f, float dt, size_t n) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = from_float<T>(to_float(x[i]) + dt * to_float(f[i]));
+}
+
+// dx += dout; df += Δt·dout, one thread per element.
+template <typename T>
+__global__ void residual_backward_kernel(T* dx, T* df, const T* dout, float dt, size_t n) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float d = to_float(dout[i]);
+    dx[i] = from_float<T>(to_float(dx[i]) + d);
+    df[i] = from_float<T>(to_float(df[i]) + dt * d);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launchers
+
+// out (N,C), mean (N), rstd (N) from inp (N,C), w (C), b (C).
+template <typename T>
+void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* w, const T* b, int N, int C,
+                       cudaStream_t stream) {
+    layernorm_forward_kernel<T><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
+        out, mean, rstd, inp, w, b, N, C);
+    cudaCheck(cudaGetLastError());
+}
+
+// dinp (N,C) += ...; dw, db (C) += ... given dout (N,C) and the forward's inp, w, mean, rstd.
+// `partial` is scratch of MAX_ROW_CHUNKS·2C floats.
+template <typename T>
+void layernorm_backward(T* dinp, float* dw, float* db, const T* dout, const T* inp, const T* w, const float* mean,
+                        const float* rstd, int N, int C, float* partial, cudaStream_t stream) {
+    layernorm_backward_input_kernel<T><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
+        dinp, dout, inp, w, mean, rstd, N, C);
+    cudaCheck(cudaGetLastError());
+    const int chunks = row_chunks(N);
+    layernorm_backward_weights_kernel<T><<<column_tiles(C, chunks), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
+        partial, dout, inp, mean, rstd, N, C);
+    cudaCheck(cudaGetLastError());
+    add_column_partials(dw, partial, chunks, 2 * C, C, stream);
+    add_column_partials(db, partial + C, chunks, 2 * C, C, stream);
+}
+
+// out = x + Δt·f over n elements.
+template <typename T>
+void residual_forward(T* out, const T* x, const T* f, float dt, size_t n, cudaStream_t stream) {
+    residual_forward_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(out, x, f, dt, n);
+    cudaCheck(cudaGetLastError());
+}
+
+// dx += dout; df += Δt·dout over n elements.
+template <typename T>
+void residual_backward(T* dx, T* df, const T* dout, float dt, size_t n, cudaStream_t stream) {
+    residual_backward_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(dx, df, dout, dt, n);
+    cudaCheck(cudaGetLastError());
+}
+
+}  // namespace gpu

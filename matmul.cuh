@@ -1,0 +1,94 @@
+// matmul.cuh — matrix products on cuBLAS, and the linear layer built from them.
+//
+//   gemm:               C (M,N) = alpha·op(A)·op(B) + beta·C, row-major like matmul.h's gemm;
+//   gemm_batched:       the same for `batch` matrices at fixed strides;
+//   linear forward:     out (N,OC) = inp (N,IC)·wᵀ + bias,  w (OC,IC) as PyTorch stores it;
+//   linear backward:    dinp (N,IC) += dout·w;  dw (OC,IC) += doutᵀ·inp;  dbias (OC) += Σ_n dout.
+//
+// Operands A and B are of the element type T; the result is T, or fp32 where precision
+// matters (weight gradients, attention scores). cuBLAS multiplies in fp32 (CUBLAS_COMPUTE_32F):
+// with bf16 operands it uses the tensor cores, with fp32 operands it stays exact fp32 (no
+// TF32), as the fp32 mode promises. Weight and bias gradients are fp32.
+#pragma once
+#include "cuda_common.cuh"
+
+namespace gpu {
+
+// ---------------------------------------------------------------------------------------------
+// Row-major products on a column-major library. cuBLAS reads a row-major X (ld = row stride) as
+// the column-major Xᵀ, and row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ. So
+// cuBLAS gets B before A and the sizes (N, M) swapped; the transpose flags stay as they are.
+
+inline cublasOperation_t cublas_op(bool transpose) { return transpose ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+template <typename TAB, typename TC>
+void gemm(cublasHandle_t handle, bool transA, bool transB, int M, int N, int K, float alpha, const TAB* A, int lda,
+          const TAB* B, int ldb, float beta, TC* C, int ldc) {
+    cublasCheck(cublasGemmEx(handle, cublas_op(transB), cublas_op(transA), N, M, K, &alpha, B, cuda_data_type<TAB>(),
+                             ldb, A, cuda_data_type<TAB>(), lda, &beta, C, cuda_data_type<TC>(), ldc,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+template <typename TAB, typename TC>
+void gemm_batched(cublasHandle_t handle, bool transA, bool transB, int M, int N, int K, float alpha, const TAB* A,
+                  int lda, long long strideA, const TAB* B, int ldb, long long strideB, float beta, TC* C, int ldc,
+                  long long strideC, int batch) {
+    cublasCheck(cublasGemmStridedBatchedEx(handle, cublas_op(transB), cublas_op(transA), N, M, K, &alpha, B,
+                                           cuda_data_type<TAB>(), ldb, strideB, A, cuda_data_type<TAB>(), lda,
+                                           strideA, &beta, C, cuda_data_type<TC>(), ldc, strideC, batch,
+                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+// out[n, o] += bias[o], one thread per element of out (N,OC).
+template <typename T>
+__global__ void add_bias_kernel(T* out, const T* bias, int N, int OC) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (size_t)N * OC) out[i] = from_float<T>(to_float(out[i]) + to_float(bias[i % OC]));
+}
+
+// dbias stage 1 (see cuda_common.cuh): partial[k·OC + o] = Σ_{n in chunk k} dout[n, o].
+template <typename T>
+__global__ void bias_backward_kernel(float* partial, const T* dout, int N, int OC) {
+    __shared__ float shared[TILE_ROWS * TILE_COLS];
+    const int o = blockIdx.x * TILE_COLS + threadIdx.x;
+    const int k = blockIdx.y, chunks = gridDim.y;
+    const int end = row_chunk_begin(k + 1, chunks, N);
+    float sum = 0.0f;
+    if (o < OC)
+        for (int n = row_chunk_begin(k, chunks, N) + threadIdx.y; n < end; n += TILE_ROWS)
+            sum += to_float(dout[(size_t)n * OC + o]);
+    sum = sum_over_tile_rows(sum, shared);
+    if (threadIdx.y == 0 && o < OC) partial[(size_t)k * OC + o] = sum;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launchers
+
+// out (N,OC) = inp (N,IC)·wᵀ + bias; bias may be null (the tied lm head has none).
+template <typename T>
+void matmul_forward(cublasHandle_t handle, T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC,
+                    cudaStream_t stream) {
+    gemm(handle, false, true, N, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC);
+    if (!bias) return;
+    add_bias_kernel<T><<<ceil_div((size_t)N * OC, 256), 256, 0, stream>>>(out, bias, N, OC);
+    cudaCheck(cudaGetLastError());
+}
+
+// dinp (N,IC) += dout·w;  dw (OC,IC) += doutᵀ·inp;  dbias (OC) += Σ_n dout (skipped when
+// null). `partial` is scratch of MAX_ROW_CHUNKS·OC floats.
+template <typename T>
+void matmul_backward(cublasHandle_t handle, T* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w,
+                     int N, int IC, int OC, float* partial, cudaStream_t stream) {
+    gemm(handle, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);
+    gemm(handle, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
+    if (!dbias) return;
+    const int chunks = row_chunks(N);
+    bias_backward_kernel<T><<<column_tiles(OC, chunks), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(partial, dout, N, OC);
+    cudaCheck(cudaGetLastError());
+    add_column_partials(dbias, partial, chunks, OC, OC, stream);
+}
+
+}  // namespace gpu

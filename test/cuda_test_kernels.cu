@@ -1,0 +1,440 @@
+// Every kernel of the CUDA backend against the CPU reference (cpu_ops.h), in fp32 and in bf16,
+// on fresh random inputs (never zeros) at tiny sizes.
+//
+// Each output is poisoned with NaN bytes before the run, and every element must come back
+// finite, i.e. written. Outputs that a backward op adds into (+=) start from random values
+// instead, as gradients do, so the accumulation is checked too. The CPU reference runs in fp32
+// on exactly the inputs the GPU sees (rounded to bf16 in bf16 mode). Pass: the norm-wise
+// relative error ‖gpu − cpu‖/‖cpu‖ is below 1e-5 in fp32 and 1e-2 in bf16.
+// Set CUDA_TEST_REPORT=1 to print the error each comparison reached.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "adamw.cuh"
+#include "attention.cuh"
+#include "cpu_ops.h"
+#include "cuda_common.cuh"
+#include "cuda_test_util.h"
+#include "encoder.cuh"
+#include "gelu.cuh"
+#include "layernorm.cuh"
+#include "loss.cuh"
+#include "matmul.cuh"
+#include "rng.h"
+#include "stats.cuh"
+
+namespace {
+
+// Sizes: small enough for the emulated run, with heads, padding and repeated tokens.
+constexpr int B = 2, Tn = 16, C = 64, NH = 4, V = 96, Vp = 128, maxT = 32;
+constexpr int N = B * Tn;
+constexpr cudaStream_t kStream = nullptr;
+
+template <typename T>
+double tolerance() {
+    return std::is_same<T, float>::value ? 1e-5 : 1e-2;
+}
+
+// ---- host data ------------------------------------------------------------------------------
+
+// n samples of offset + scale·N(0, 1).
+std::vector<float> random_vector(Rng& rng, size_t n, float scale = 1.0f, float offset = 0.0f) {
+    std::vector<float> x(n);
+    for (float& v : x) v = offset + scale * (float)rng.normal();
+    return x;
+}
+
+std::vector<int32_t> random_tokens(Rng& rng, size_t n, int below) {
+    std::vector<int32_t> t(n);
+    for (int32_t& v : t) v = (int32_t)rng.below(below);
+    return t;
+}
+
+// x rounded to T's precision, so the CPU reference sees the values the GPU stores.
+template <typename T>
+std::vector<float> rounded(std::vector<float> x) {
+    for (float& v : x) v = to_float(from_float<T>(v));
+    return x;
+}
+
+// ---- device data ----------------------------------------------------------------------------
+
+template <typename T>
+DeviceArray<T> to_device(const std::vector<float>& host) {
+    std::vector<T> converted(host.size());
+    for (size_t i = 0; i < host.size(); i++) converted[i] = from_float<T>(host[i]);
+    DeviceArray<T> d(host.size());
+    d.upload(converted.data(), kStream);
+    return d;
+}
+
+DeviceArray<int32_t> to_device(const std::vector<int32_t>& host) {
+    DeviceArray<int32_t> d(host.size());
+    d.upload(host.data(), kStream);
+    return d;
+}
+
+template <typename T>
+std::vector<float> to_host(const DeviceArray<T>& d) {
+    std::vector<T> raw(d.size());
+    d.download(raw.data(), kStream);
+    std::vector<float> out(d.size());
+    for (size_t i = 0; i < d.size(); i++) out[i] = to_float(raw[i]);
+    return out;
+}
+
+// An output buffer of n elements filled with 0xff bytes: NaN in fp32 and in bf16.
+template <typename T>
+DeviceArray<T> poisoned(size_t n) {
+    DeviceArray<T> d(n);
+    cudaCheck(cudaMemset(d.data(), 0xff, n * sizeof(T)));
+    return d;
+}
+
+// ---- comparison -----------------------------------------------------------------------------
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+    double diff = 0, ref = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+        diff += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+        ref += (double)want[i] * want[i];
+    }
+    return ref > 0 ? std::sqrt(diff / ref) : std::sqrt(diff);
+}
+
+// Every element written (finite) and the relative error below tol.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    size_t unwritten = 0;
+    for (float v : got) unwritten += !std::isfinite(v);
+    EXPECT_EQ(unwritten, 0u) << what << ": elements not written (still NaN) or not finite";
+    const double err = relative_error(got, want);
+    EXPECT_LT(err, tol) << what;
+    if (std::getenv("CUDA_TEST_REPORT"))
+        std::printf("  %-40s relative error %.2e (tolerance %.0e)\n", what.c_str(), err, tol);
+}
+
+template <typename T>
+void expect_close(const DeviceArray<T>& got, const std::vector<float>& want, double tol, const std::string& what) {
+    expect_close(to_host(got), want, tol, what);
+}
+
+// A cuBLAS handle for one test.
+struct Cublas {
+    cublasHandle_t handle = nullptr;
+    Cublas() { cublasCheck(cublasCreate(&handle)); }
+    ~Cublas() { cublasDestroy(handle); }
+};
+
+// ---- the tests, once per element type ---------------------------------------------------------
+
+template <typename T>
+class Kernel : public ::testing::Test {};
+
+struct PrecisionName {
+    template <typename T>
+    static std::string GetName(int) {
+        return precision_name<T>();
+    }
+};
+
+using Precisions = ::testing::Types<float, bf16>;
+TYPED_TEST_SUITE(Kernel, Precisions, PrecisionName);
+
+TYPED_TEST(Kernel, EncoderForward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(1);
+    const std::vector<int32_t> tokens = random_tokens(rng, N, V);
+    const std::vector<float> wte = rounded<T>(random_vector(rng, (size_t)Vp * C));
+    const std::vector<float> wpe = rounded<T>(random_vector(rng, (size_t)maxT * C));
+    std::vector<float> want((size_t)N * C);
+    ::encoder_forward(want.data(), tokens.data(), wte.data(), wpe.data(), B, Tn, C);
+
+    auto out = poisoned<T>((size_t)N * C);
+    gpu::encoder_forward(out.data(), to_device(tokens).data(), to_device<T>(wte).data(), to_device<T>(wpe).data(), B,
+                         Tn, C, kStream);
+    expect_close(out, want, tolerance<T>(), "encoder out");
+}
+
+TYPED_TEST(Kernel, EncoderBackward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(2);
+    std::vector<int32_t> tokens = random_tokens(rng, N, V);
+    tokens[3] = tokens[N - 1] = tokens[N / 2];  // a token seen three times, across both rows
+    const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)N * C));
+    std::vector<float> dwte = random_vector(rng, (size_t)Vp * C), dwpe = random_vector(rng, (size_t)maxT * C);
+    auto d_dwte = to_device<float>(dwte), d_dwpe = to_device<float>(dwpe);
+    ::encoder_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, Tn, C);
+
+    gpu::TokenBuckets buckets(N);
+    buckets.build(tokens.data(), N, kStream);
+    gpu::encoder_backward(d_dwte.data(), d_dwpe.data(), to_device<T>(dout).data(), buckets, B, Tn, C, kStream);
+    expect_close(d_dwte, dwte, tolerance<T>(), "encoder dwte");
+    expect_close(d_dwpe, dwpe, tolerance<T>(), "encoder dwpe");
+}
+
+TYPED_TEST(Kernel, LayerNormForward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(3);
+    const std::vector<float> x = rounded<T>(random_vector(rng, (size_t)N * C, 1.5f, 0.3f));
+    const std::vector<float> w = rounded<T>(random_vector(rng, C, 0.2f, 1.0f));
+    const std::vector<float> b = rounded<T>(random_vector(rng, C, 0.2f));
+    std::vector<float> want((size_t)N * C), want_mean(N), want_rstd(N);
+    ::layernorm_forward(want.data(), want_mean.data(), want_rstd.data(), x.data(), w.data(), b.data(), N, C);
+
+    auto out = poisoned<T>((size_t)N * C);
+    auto mean = poisoned<float>(N), rstd = poisoned<float>(N);
+    gpu::layernorm_forward(out.data(), mean.data(), rstd.data(), to_device<T>(x).data(), to_device<T>(w).data(),
+                           to_device<T>(b).data(), N, C, kStream);
+    expect_close(out, want, tolerance<T>(), "layernorm out");
+    expect_close(mean, want_mean, tolerance<T>(), "layernorm mean");
+    expect_close(rstd, want_rstd, tolerance<T>(), "layernorm rstd");
+}
+
+TYPED_TEST(Kernel, LayerNormBackward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(4);
+    const std::vector<float> x = rounded<T>(random_vector(rng, (size_t)N * C, 1.5f, 0.3f));
+    const std::vector<float> w = rounded<T>(random_vector(rng, C, 0.2f, 1.0f));
+    const std::vector<float> b = rounded<T>(random_vector(rng, C, 0.2f));
+    const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)N * C));
+    std::vector<float> y((size_t)N * C), mean(N), rstd(N);
+    ::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    std::vector<float> dinp = rounded<T>(random_vector(rng, (size_t)N * C));
+    std::vector<float> dw = random_vector(rng, C), db = random_vector(rng, C);
+    auto d_dinp = to_device<T>(dinp);
+    auto d_dw = to_device<float>(dw), d_db = to_device<float>(db);
+    ::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                         N, C);
+
+    DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * 2 * C);
+    gpu::layernorm_backward(d_dinp.data(), d_dw.data(), d_db.data(), to_device<T>(dout).data(), to_device<T>(x).data(),
+                            to_device<T>(w).data(), to_device<float>(mean).data(), to_device<float>(rstd).data(), N, C,
+                            partial.data(), kStream);
+    expect_close(d_dinp, dinp, tolerance<T>(), "layernorm dinp");
+    expect_close(d_dw, dw, tolerance<T>(), "layernorm dw");
+    expect_close(d_db, db, tolerance<T>(), "layernorm db");
+}
+
+TYPED_TEST(Kernel, ResidualForwardAndBackward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(5);
+    const size_t n = (size_t)N * C;
+    const float dt = 0.1f;
+    const std::vector<float> x = rounded<T>(random_vector(rng, n)), f = rounded<T>(random_vector(rng, n));
+    const std::vector<float> dout = rounded<T>(random_vector(rng, n));
+    std::vector<float> want(n);
+    ::residual_forward(want.data(), x.data(), f.data(), dt, n);
+    auto out = poisoned<T>(n);
+    gpu::residual_forward(out.data(), to_device<T>(x).data(), to_device<T>(f).data(), dt, n, kStream);
+    expect_close(out, want, tolerance<T>(), "residual out");
+
+    std::vector<float> dx = rounded<T>(random_vector(rng, n)), df = rounded<T>(random_vector(rng, n));
+    auto d_dx = to_device<T>(dx), d_df = to_device<T>(df);
+    ::residual_backward(dx.data(), df.data(), dout.data(), dt, n);
+    gpu::residual_backward(d_dx.data(), d_df.data(), to_device<T>(dout).data(), dt, n, kStream);
+    expect_close(d_dx, dx, tolerance<T>(), "residual dx");
+    expect_close(d_df, df, tolerance<T>(), "residual df");
+}
+
+TYPED_TEST(Kernel, MatmulForward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(6);
+    const int IC = C, OC = 3 * C;
+    const std::vector<float> inp = rounded<T>(random_vector(rng, (size_t)N * IC));
+    const std::vector<float> w = rounded<T>(random_vector(rng, (size_t)OC * IC, 0.1f));
+    const std::vector<float> bias = rounded<T>(random_vector(rng, OC));
+    Cublas cublas;
+    for (bool with_bias : {true, false}) {
+        std::vector<float> want((size_t)N * OC);
+        ::matmul_forward(want.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, N, IC, OC);
+        auto out = poisoned<T>((size_t)N * OC);
+        auto d_bias = to_device<T>(bias);
+        gpu::matmul_forward(cublas.handle, out.data(), to_device<T>(inp).data(), to_device<T>(w).data(),
+                            with_bias ? d_bias.data() : nullptr, N, IC, OC, kStream);
+        expect_close(out, want, tolerance<T>(), with_bias ? "matmul out (bias)" : "matmul out (no bias)");
+    }
+}
+
+TYPED_TEST(Kernel, MatmulBackward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(7);
+    const int IC = 4 * C, OC = C;
+    const std::vector<float> inp = rounded<T>(random_vector(rng, (size_t)N * IC));
+    const std::vector<float> w = rounded<T>(random_vector(rng, (size_t)OC * IC, 0.1f));
+    const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)N * OC));
+    std::vector<float> dinp = rounded<T>(random_vector(rng, (size_t)N * IC));
+    std::vector<float> dw = random_vector(rng, (size_t)OC * IC), dbias = random_vector(rng, OC);
+    auto d_dinp = to_device<T>(dinp);
+    auto d_dw = to_device<float>(dw), d_dbias = to_device<float>(dbias);
+    ::matmul_backward(dinp.data(), dw.data(), dbias.data(), dout.data(), inp.data(), w.data(), N, IC, OC);
+
+    Cublas cublas;
+    DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * OC);
+    gpu::matmul_backward(cublas.handle, d_dinp.data(), d_dw.data(), d_dbias.data(), to_device<T>(dout).data(),
+                         to_device<T>(inp).data(), to_device<T>(w).data(), N, IC, OC, partial.data(), kStream);
+    expect_close(d_dinp, dinp, tolerance<T>(), "matmul dinp");
+    expect_close(d_dw, dw, tolerance<T>(), "matmul dw");
+    expect_close(d_dbias, dbias, tolerance<T>(), "matmul dbias");
+}
+
+TYPED_TEST(Kernel, AttentionForward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(8);
+    const std::vector<float> qkv = rounded<T>(random_vector(rng, (size_t)N * 3 * C));
+    std::vector<float> want((size_t)N * C), want_att((size_t)B * NH * Tn * Tn);
+    ::attention_forward(want.data(), want_att.data(), qkv.data(), B, Tn, C, NH);
+
+    Cublas cublas;
+    gpu::AttentionScratch<T> scratch(B, Tn, C, NH);
+    auto out = poisoned<T>((size_t)N * C);
+    auto att = poisoned<T>(want_att.size());
+    gpu::attention_forward(cublas.handle, out.data(), att.data(), to_device<T>(qkv).data(), scratch, B, Tn, C, NH,
+                           kStream);
+    expect_close(out, want, tolerance<T>(), "attention out");
+    expect_close(att, want_att, tolerance<T>(), "attention att");
+}
+
+TYPED_TEST(Kernel, AttentionBackward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(9);
+    const std::vector<float> qkv = rounded<T>(random_vector(rng, (size_t)N * 3 * C));
+    std::vector<float> out((size_t)N * C), att((size_t)B * NH * Tn * Tn);
+    ::attention_forward(out.data(), att.data(), qkv.data(), B, Tn, C, NH);
+    att = rounded<T>(att);
+    const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)N * C));
+    std::vector<float> dqkv = rounded<T>(random_vector(rng, (size_t)N * 3 * C));
+    auto d_dqkv = to_device<T>(dqkv);
+    ::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, Tn, C, NH);
+
+    Cublas cublas;
+    gpu::AttentionScratch<T> scratch(B, Tn, C, NH);
+    gpu::attention_backward(cublas.handle, d_dqkv.data(), to_device<T>(dout).data(), to_device<T>(qkv).data(),
+                            to_device<T>(att).data(), scratch, B, Tn, C, NH, kStream);
+    expect_close(d_dqkv, dqkv, tolerance<T>(), "attention dqkv");
+}
+
+TYPED_TEST(Kernel, GeluForwardAndBackward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(10);
+    const size_t n = (size_t)N * 4 * C;
+    const std::vector<float> x = rounded<T>(random_vector(rng, n, 2.0f));
+    const std::vector<float> dout = rounded<T>(random_vector(rng, n));
+    std::vector<float> want(n);
+    ::gelu_forward(want.data(), x.data(), n);
+    auto out = poisoned<T>(n);
+    gpu::gelu_forward(out.data(), to_device<T>(x).data(), n, kStream);
+    expect_close(out, want, tolerance<T>(), "gelu out");
+
+    std::vector<float> dinp = rounded<T>(random_vector(rng, n));
+    auto d_dinp = to_device<T>(dinp);
+    ::gelu_backward(dinp.data(), dout.data(), x.data(), n);
+    gpu::gelu_backward(d_dinp.data(), to_device<T>(dout).data(), to_device<T>(x).data(), n, kStream);
+    expect_close(d_dinp, dinp, tolerance<T>(), "gelu dinp");
+}
+
+TYPED_TEST(Kernel, CrossEntropyForwardAndBackward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(11);
+    const std::vector<float> logits = rounded<T>(random_vector(rng, (size_t)N * Vp, 2.0f));
+    const std::vector<int32_t> targets = random_tokens(rng, N, V);
+    const float dloss = 0.37f / N;
+    std::vector<float> want_losses(N), want_dlogits = logits;
+    ::crossentropy_forward(want_losses.data(), logits.data(), targets.data(), N, V, Vp);
+    ::crossentropy_backward_inplace(want_dlogits.data(), targets.data(), dloss, N, V, Vp);
+
+    auto d_logits = to_device<T>(logits);
+    auto d_targets = to_device(targets);
+    auto losses = poisoned<float>(N), lse = poisoned<float>(N);
+    gpu::crossentropy_forward(losses.data(), lse.data(), d_logits.data(), d_targets.data(), N, V, Vp, kStream);
+    expect_close(losses, want_losses, tolerance<T>(), "crossentropy losses");
+    gpu::crossentropy_backward_inplace(d_logits.data(), lse.data(), d_targets.data(), dloss, N, V, Vp, kStream);
+    expect_close(d_logits, want_dlogits, tolerance<T>(), "crossentropy dlogits");
+}
+
+TYPED_TEST(Kernel, AdamW) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(12);
+    const size_t n = 1003;
+    std::vector<float> params = random_vector(rng, n), grads = random_vector(rng, n, 0.01f);
+    std::vector<float> m = random_vector(rng, n, 0.001f), v = random_vector(rng, n, 1e-4f);
+    for (float& x : v) x *= x;  // second moments are squares
+    auto d_params = to_device<float>(params), d_m = to_device<float>(m), d_v = to_device<float>(v);
+    const AdamWHyper h{1e-3, 0.9, 0.95, 1e-8, 0.1};
+    const int t = 3;
+    const double grad_scale = 0.7;
+    ::adamw_update(params.data(), grads.data(), m.data(), v.data(), n, h, t, grad_scale);
+
+    // bf16 mode refreshes the bf16 copy of the weights; fp32 mode has none.
+    const bool has_copy = !std::is_same<T, float>::value;
+    auto copy = poisoned<T>(has_copy ? n : 0);
+    gpu::adamw_update(d_params.data(), has_copy ? copy.data() : nullptr, to_device<float>(grads).data(), d_m.data(),
+                      d_v.data(), n, h, t, grad_scale, kStream);
+    expect_close(d_params, params, 1e-5, "adamw params");
+    expect_close(d_m, m, 1e-5, "adamw m");
+    expect_close(d_v, v, 1e-5, "adamw v");
+    if (has_copy) expect_close(copy, rounded<T>(params), tolerance<T>(), "adamw bf16 copy");
+}
+
+TYPED_TEST(Kernel, SumOfSquares) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(13);
+    const size_t n = 100003;  // not a multiple of any block size
+    const std::vector<float> x = rounded<T>(random_vector(rng, n, 0.5f, 0.1f));
+    DeviceArray<float> partial(gpu::SUMSQ_MAX_BLOCKS);
+    const double got = gpu::sum_of_squares(to_device<T>(x).data(), n, partial.data(), kStream);
+    expect_close({(float)got}, {(float)::sum_of_squares(x.data(), n)}, tolerance<T>(), "sum of squares");
+}
+
+TYPED_TEST(Kernel, StreamStatistics) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(14);
+    std::vector<float> x = random_vector(rng, (size_t)N * C, 1.3f);
+    const std::vector<float> column_offset = random_vector(rng, C, 2.0f);
+    for (size_t i = 0; i < x.size(); i++) x[i] += column_offset[i % C];  // data_var ≠ entry_var
+    x = rounded<T>(x);
+    const StreamStats want = ::stream_statistics(x.data(), N, C);
+
+    DeviceArray<float> scratch(gpu::stream_statistics_scratch(N, C));
+    const StreamStats got = gpu::stream_statistics(to_device<T>(x).data(), N, C, scratch.data(), kStream);
+    expect_close({(float)got.mean_abs}, {(float)want.mean_abs}, tolerance<T>(), "stats mean_abs");
+    expect_close({(float)got.entry_var}, {(float)want.entry_var}, tolerance<T>(), "stats entry_var");
+    expect_close({(float)got.data_var}, {(float)want.data_var}, tolerance<T>(), "stats data_var");
+}
+
+TYPED_TEST(Kernel, Convert) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(15);
+    const size_t n = 777;
+    const std::vector<float> x = random_vector(rng, n);
+    auto out = poisoned<T>(n);
+    convert(out.data(), to_device<float>(x).data(), n, kStream);
+    const std::vector<float> got = to_host(out), want = rounded<T>(x);
+    size_t mismatches = 0;
+    for (size_t i = 0; i < n; i++) mismatches += got[i] != want[i];
+    EXPECT_EQ(mismatches, 0u) << "convert rounds like the host conversion";
+}
+
+}  // namespace

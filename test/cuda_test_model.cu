@@ -1,0 +1,253 @@
+// The CUDA backend as a whole against the CPU reference (CpuBackend) on a tiny model, through
+// the Backend interface ./train uses, for each placement and Δt ∈ {1, 0.1}, in fp32 and bf16:
+//   * one training step: the loss, every parameter gradient tensor, the gradient norm, the
+//     parameters after the AdamW update, and the hidden-state statistics and gradient norms at
+//     the 2L + 1 stream points;
+//   * ten training steps (warmup, cosine decay, clipping): the loss of every step (on the
+//     emulator for two of the cases, see ten_step_cases).
+// Sizes: B=2, T=16, L=2, C=64, NH=4, V=96, Vp=128.
+// Pass: relative error below 1e-5 in fp32 and 1e-2 in bf16 (norm-wise for tensors).
+// Set CUDA_TEST_REPORT=1 to print the largest error of each comparison.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "gpt2.cu"
+#include "gpt2_cpu.h"
+#include "training.h"
+
+namespace {
+
+constexpr int B = 2, Tn = 16;
+
+struct Case {
+    Placement placement;
+    float dt;
+    bool bf16;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+    const Case& c = info.param;
+    return std::string(placement_name(c.placement)) + (c.dt == 1.0f ? "_dt1" : "_dt0_1") + (c.bf16 ? "_bf16" : "_fp32");
+}
+
+std::vector<Case> all_cases() {
+    std::vector<Case> cases;
+    for (bool bf16 : {false, true})
+        for (Placement p : {Placement::Pre, Placement::Post, Placement::Peri})
+            for (float dt : {1.0f, 0.1f}) cases.push_back({p, dt, bf16});
+    return cases;
+}
+
+ModelConfig tiny_config(const Case& c) {
+    ModelConfig cfg;
+    cfg.maxT = 32; cfg.V = 96; cfg.Vp = 128; cfg.L = 2; cfg.NH = 4; cfg.C = 64;
+    cfg.placement = c.placement;
+    cfg.dt = c.dt;
+    return cfg;
+}
+
+// A fresh model whose LayerNorm gains and biases and linear biases are perturbed too, so that
+// no gradient path starts from exact ones and zeros.
+std::vector<float> test_parameters(const ModelConfig& cfg, uint64_t seed) {
+    std::vector<float> params(num_parameters(cfg));
+    init_parameters(cfg, params.data(), seed);
+    Rng rng(seed + 1);
+    const auto sizes = param_sizes(cfg);
+    const auto offsets = param_offsets(cfg);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        if (param_decays(i)) continue;
+        for (size_t k = 0; k < sizes[i]; k++) params[offsets[i] + k] += 0.1f * (float)rng.normal();
+    }
+    return params;
+}
+
+// `steps` batches of B·T + 1 random tokens (inputs, and targets shifted by one).
+std::vector<std::vector<int32_t>> random_batches(const ModelConfig& cfg, int steps, uint64_t seed) {
+    Rng rng(seed);
+    std::vector<std::vector<int32_t>> batches(steps, std::vector<int32_t>(B * Tn + 1));
+    for (auto& batch : batches)
+        for (int32_t& t : batch) t = (int32_t)rng.below(cfg.V);
+    return batches;
+}
+
+double relative_error(const float* got, const float* want, size_t n) {
+    double diff = 0, ref = 0;
+    for (size_t i = 0; i < n; i++) {
+        diff += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+        ref += (double)want[i] * want[i];
+    }
+    return ref > 0 ? std::sqrt(diff / ref) : std::sqrt(diff);
+}
+
+double relative_error(double got, double want) { return std::fabs(got - want) / std::max(std::fabs(want), 1e-30); }
+
+void report(const std::string& what, double err) {
+    if (std::getenv("CUDA_TEST_REPORT")) std::printf("  %-44s relative error %.2e\n", what.c_str(), err);
+}
+
+// Every tensor of `got` (file order) against `want`.
+void expect_tensors_close(const ModelConfig& cfg, const std::vector<float>& got, const std::vector<float>& want,
+                          double tol, const std::string& what) {
+    const auto sizes = param_sizes(cfg);
+    const auto offsets = param_offsets(cfg);
+    double worst = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        if (sizes[i] == 0) continue;
+        const double err = relative_error(got.data() + offsets[i], want.data() + offsets[i], sizes[i]);
+        EXPECT_LT(err, tol) << what << " of " << param_name(i);
+        worst = std::max(worst, err);
+    }
+    report(what + " (worst tensor)", worst);
+}
+
+// The statistics and gradient norms at the stream points, [1] (CUDA) against [0] (CPU). The two
+// variances are measured against the larger of them: data_var can be a thousandth of entry_var
+// (Peri-LN's output norms add nearly the same vector to every token), and then the rounding of
+// a bf16 stream, about 2e-3 of its values, swamps data_var on its own.
+void expect_stream_points_close(const std::vector<StreamStats> (&stats)[2], const std::vector<double> (&grad_norms)[2],
+                                int points, double tol) {
+    ASSERT_EQ(stats[0].size(), (size_t)points);
+    ASSERT_EQ(stats[1].size(), (size_t)points);
+    ASSERT_EQ(grad_norms[1].size(), (size_t)points);
+    double worst = 0;
+    for (int j = 0; j < points; j++) {
+        const StreamStats &got = stats[1][j], &want = stats[0][j];
+        const double spread = std::max(want.entry_var, want.data_var);
+        const double errs[4] = {relative_error(got.mean_abs, want.mean_abs),
+                                std::fabs(got.entry_var - want.entry_var) / spread,
+                                std::fabs(got.data_var - want.data_var) / spread,
+                                relative_error(grad_norms[1][j], grad_norms[0][j])};
+        const char* names[4] = {"mean_abs", "entry_var", "data_var", "gradient norm"};
+        for (int s = 0; s < 4; s++) {
+            EXPECT_LT(errs[s], tol) << names[s] << " at stream point " << j;
+            worst = std::max(worst, errs[s]);
+        }
+    }
+    report("stream statistics and gradient norms (worst)", worst);
+}
+
+// The parameter gradients of a CUDA backend.
+std::vector<float> cuda_gradients(Backend& backend) {
+    std::vector<float> grads(num_parameters(backend.config()));
+    if (auto* fp32 = dynamic_cast<CudaBackend<float>*>(&backend)) fp32->get_grads(grads.data());
+    if (auto* mixed = dynamic_cast<CudaBackend<bf16>*>(&backend)) mixed->get_grads(grads.data());
+    return grads;
+}
+
+class CudaModelTest : public ::testing::TestWithParam<Case> {
+protected:
+    void SetUp() override {
+        cfg = tiny_config(GetParam());
+        tol = GetParam().bf16 ? 1e-2 : 1e-5;
+    }
+    // Both backends holding the same parameters.
+    void make_backends(const std::vector<float>& params) {
+        cpu = std::make_unique<CpuBackend>(cfg, B, Tn);
+        cuda = make_cuda_backend(cfg, B, Tn, GetParam().bf16);
+        cpu->set_params(params.data());
+        cuda->set_params(params.data());
+    }
+
+    ModelConfig cfg;
+    double tol = 0;
+    std::unique_ptr<Backend> cpu, cuda;
+};
+
+TEST_P(CudaModelTest, OneTrainingStep) {
+    REQUIRE_CUDA_DEVICE();
+    make_backends(test_parameters(cfg, 7));
+    const std::vector<int32_t> batch = random_batches(cfg, 1, 8)[0];
+    double norms[2];
+    float losses[2];
+    std::vector<StreamStats> stats[2];
+    std::vector<double> stream_grad_norms[2];
+    Backend* backends[2] = {cpu.get(), cuda.get()};
+    for (int k = 0; k < 2; k++) {
+        backends[k]->record_stream_grads(true);
+        backends[k]->zero_grad();
+        losses[k] = backends[k]->forward(batch.data(), batch.data() + 1);
+        backends[k]->backward(1.0f);
+        norms[k] = backends[k]->grad_norm();
+        stats[k] = backends[k]->stream_stats();
+        stream_grad_norms[k] = backends[k]->stream_grad_norms();
+    }
+    EXPECT_LT(relative_error(losses[1], losses[0]), tol) << "loss " << losses[1] << " vs " << losses[0];
+    report("loss", relative_error(losses[1], losses[0]));
+    expect_tensors_close(cfg, cuda_gradients(*cuda), dynamic_cast<CpuBackend&>(*cpu).model.grads, tol, "gradient");
+    EXPECT_LT(relative_error(norms[1], norms[0]), tol) << "gradient norm";
+    report("gradient norm", relative_error(norms[1], norms[0]));
+
+    // The update of an optimiser already under way (step 5, moments set), so that it depends
+    // smoothly on the gradient: at step 1 AdamW moves each parameter by about ±lr whatever the
+    // gradient's size, and gradients that are zero in exact arithmetic (the key biases': the
+    // softmax ignores a shift shared by all keys) would pick their signs by rounding.
+    Rng rng(13);
+    std::vector<float> m(num_parameters(cfg)), v(num_parameters(cfg));
+    for (size_t i = 0; i < m.size(); i++) {
+        m[i] = 1e-3f * (float)rng.normal();
+        v[i] = 1e-6f * (float)(1.0 + rng.uniform());
+    }
+    const AdamWHyper h{1e-3, 0.9, 0.95, 1e-8, 0.1};
+    for (int k = 0; k < 2; k++) {
+        backends[k]->set_moments(m.data(), v.data());
+        backends[k]->update(h, 5, clip_factor(norms[k], 1.0));
+    }
+    std::vector<float> updated[2];
+    for (int k = 0; k < 2; k++) {
+        updated[k].resize(num_parameters(cfg));
+        backends[k]->get_params(updated[k].data());
+    }
+    expect_tensors_close(cfg, updated[1], updated[0], tol, "updated parameter");
+    expect_stream_points_close(stats, stream_grad_norms, 2 * cfg.L + 1, tol);
+}
+
+// Same fixture, its own list of cases (ten_step_cases).
+class CudaTrainingRun : public CudaModelTest {};
+
+TEST_P(CudaTrainingRun, TenSteps) {
+    REQUIRE_CUDA_DEVICE();
+    make_backends(test_parameters(cfg, 11));
+    const int steps = 10;
+    const auto batches = random_batches(cfg, steps, 12);
+    double worst = 0;
+    for (int s = 0; s < steps; s++) {
+        const double lr = learning_rate(s, steps, 3e-3, 3e-4, 2);
+        const AdamWHyper h{lr, 0.9, 0.95, 1e-8, 0.1};
+        float losses[2];
+        Backend* backends[2] = {cpu.get(), cuda.get()};
+        for (int k = 0; k < 2; k++) {
+            backends[k]->zero_grad();
+            losses[k] = backends[k]->forward(batches[s].data(), batches[s].data() + 1);
+            backends[k]->backward(1.0f);
+            backends[k]->update(h, s + 1, clip_factor(backends[k]->grad_norm(), 1.0));
+        }
+        const double err = relative_error(losses[1], losses[0]);
+        EXPECT_LT(err, tol) << "loss at step " << s << ": " << losses[1] << " vs " << losses[0];
+        worst = std::max(worst, err);
+    }
+    report("loss over ten steps (worst)", worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, CudaModelTest, ::testing::ValuesIn(all_cases()), case_name);
+
+// Ten steps for every case on a GPU. On the emulator (test/simt), which runs each test binary
+// once per thread order and takes about a second per emulated step, for two: the default
+// (Pre-LN, Δt = 1, bf16) and Post-LN at Δt = 0.1 in fp32; OneTrainingStep covers every case.
+std::vector<Case> ten_step_cases() {
+#ifdef SIMT_EMULATION
+    return {{Placement::Pre, 1.0f, true}, {Placement::Post, 0.1f, false}};
+#else
+    return all_cases();
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, CudaTrainingRun, ::testing::ValuesIn(ten_step_cases()), case_name);
+
+}  // namespace
