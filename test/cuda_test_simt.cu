@@ -1,0 +1,721 @@
+// Tests of the SIMT emulation layer (test/simt/, NOTES_SIMT.md).
+//
+// Part 1 runs correct CUDA code everywhere: emulated on the CPU, and natively when a GPU is
+// present, where the same expectations hold. It covers shared-memory reductions, warp
+// operations, atomics, bf16, vector loads, dynamic shared memory and cuBLAS, each checked
+// against a plain loop, and a wrong cuBLAS transpose, which must give a mismatch or be refused.
+// Because the same file passes natively, the emulator's semantics are pinned to the GPU's.
+//
+// Part 2 runs only emulated: it plants the bugs the layer exists to catch (races, out-of-bounds
+// accesses, divergent shuffles and barriers, invalid launches, a cuBLAS transpose that reads past
+// the end of a matrix, host access to device memory) and checks that each one fails loudly and
+// names the kernel.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+
+namespace {
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+void check(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(error));
+}
+
+// An array in device memory, filled from and read back into host vectors.
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(const std::vector<T>& host) : size_(host.size()) {
+    check(cudaMalloc(&data_, size_ * sizeof(T)), "cudaMalloc");
+    check(cudaMemcpy(data_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  explicit DeviceArray(std::size_t size) : DeviceArray(std::vector<T>(size)) {}
+  ~DeviceArray() { cudaFree(data_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  T* get() const { return data_; }
+  std::vector<T> to_host() const {
+    std::vector<T> host(size_);
+    check(cudaMemcpy(host.data(), data_, size_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    return host;
+  }
+
+ private:
+  std::size_t size_;
+  T* data_ = nullptr;
+};
+
+// Small integers as floats: every sum and product of them is exact, in any order.
+std::vector<float> small_integers(std::size_t n, int seed) {
+  std::vector<float> values(n);
+  for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>(static_cast<int>((i * 7 + seed * 13) % 9) - 4);
+  return values;
+}
+
+// Largest |a[i] - b[i]|; infinite when any element is NaN in one array and not the other.
+float max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  float worst = 0.0f;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const float difference = std::fabs(a[i] - b[i]);
+    if (std::isnan(difference) && !(std::isnan(a[i]) && std::isnan(b[i]))) return INFINITY;
+    worst = std::fmax(worst, difference);
+  }
+  return worst;
+}
+
+// ---- correct kernels ---------------------------------------------------------------------------
+
+// Sum of in[] over a grid-stride loop, reduced in shared memory: one result per block.
+template <int kBlock>
+__global__ void block_sum_kernel(const float* in, float* block_sums, int n) {
+  __shared__ float partial[kBlock];
+  const int t = threadIdx.x;
+  float sum = 0.0f;
+  for (int i = blockIdx.x * blockDim.x + t; i < n; i += blockDim.x * gridDim.x) sum += in[i];
+  partial[t] = sum;
+  __syncthreads();
+  for (int stride = kBlock / 2; stride > 0; stride /= 2) {
+    if (t < stride) partial[t] += partial[t + stride];
+    __syncthreads();
+  }
+  if (t == 0) block_sums[blockIdx.x] = partial[0];
+}
+
+// The warp operations, one output array each.
+__global__ void warp_ops_kernel(const float* in, float* xor_sums, float* down_sums, float* maxes,
+                                float* lane5, float* scans, float* segment_sums, unsigned* ballots,
+                                int* all_positive) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int lane = threadIdx.x % warpSize;
+  const float v = in[i];
+  float xor_sum = v, down_sum = v, maximum = v, scan = v, segment_sum = v;
+  for (int offset = 16; offset > 0; offset /= 2) {
+    xor_sum += __shfl_xor_sync(0xffffffff, xor_sum, offset);
+    down_sum += __shfl_down_sync(0xffffffff, down_sum, offset);
+    maximum = fmaxf(maximum, __shfl_xor_sync(0xffffffff, maximum, offset));
+  }
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const float below = __shfl_up_sync(0xffffffff, scan, offset);
+    if (lane >= offset) scan += below;
+  }
+  for (int offset = 4; offset > 0; offset /= 2) segment_sum += __shfl_xor_sync(0xffffffff, segment_sum, offset, 8);
+  xor_sums[i] = xor_sum;
+  down_sums[i] = down_sum;
+  maxes[i] = maximum;
+  lane5[i] = __shfl_sync(0xffffffff, v, 5);
+  scans[i] = scan;
+  segment_sums[i] = segment_sum;
+  ballots[i] = __ballot_sync(0xffffffff, v > 0.0f);
+  all_positive[i] = __all_sync(0xffffffff, v > -10.0f);
+}
+
+__global__ void atomics_kernel(const float* in, int n, int* histogram, float* total, int* largest) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  atomicAdd(&histogram[static_cast<int>(in[i]) + 4], 1);
+  atomicAdd(total, in[i]);
+  atomicMax(largest, static_cast<int>(in[i]) * 10 + i % 10);
+}
+
+__global__ void bf16_kernel(const float* in, float* round_trip, __nv_bfloat16* fused, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const __nv_bfloat16 x = __float2bfloat16(in[i]);
+  round_trip[i] = __bfloat162float(x);
+  fused[i] = x * __float2bfloat16(0.5f) + __float2bfloat16(1.0f);
+}
+
+__global__ void scale_float4_kernel(const float* in, float* out, float factor, int n4) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n4) return;
+  float4 v = reinterpret_cast<const float4*>(in)[i];
+  v.x *= factor;
+  v.y *= factor;
+  v.z *= factor;
+  v.w *= factor;
+  reinterpret_cast<float4*>(out)[i] = v;
+}
+
+// Reverses each block's slice of `values` through dynamic shared memory.
+template <typename T>
+__global__ void reverse_in_shared_kernel(const T* in, T* out, int per_block) {
+  extern __shared__ float staging[];
+  T* slice = reinterpret_cast<T*>(staging);
+  const T* block_in = in + blockIdx.x * per_block;
+  for (int i = threadIdx.x; i < per_block; i += blockDim.x) slice[i] = block_in[i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < per_block; i += blockDim.x) out[blockIdx.x * per_block + i] = slice[per_block - 1 - i];
+}
+
+// ---- reference implementations ------------------------------------------------------------------
+
+// C = alpha * op(A) * op(B) + beta * C for column-major matrices, as cuBLAS defines it.
+void reference_gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
+                    const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  for (int col = 0; col < n; ++col)
+    for (int row = 0; row < m; ++row) {
+      double sum = 0.0;
+      for (int p = 0; p < k; ++p) {
+        const float a_value = transpose_a ? a[p + row * lda] : a[row + p * lda];
+        const float b_value = transpose_b ? b[col + p * ldb] : b[p + col * ldb];
+        sum += static_cast<double>(a_value) * b_value;
+      }
+      float& out = c[row + col * ldc];
+      out = static_cast<float>(alpha * sum + (beta == 0.0f ? 0.0 : beta * out));
+    }
+}
+
+// Row-major C (m x n) = A (m x k) * B (k x n) through column-major cuBLAS: C^T = B^T * A^T.
+cublasStatus_t row_major_matmul(cublasHandle_t handle, cublasOperation_t op_b, const float* a,
+                                const float* b, float* c, int m, int n, int k) {
+  const float one = 1.0f, zero = 0.0f;
+  return cublasSgemm(handle, op_b, CUBLAS_OP_N, n, m, k, &one, b, n, a, k, &zero, c, n);
+}
+
+// =============================================================================================
+// Part 1: correct code, checked against plain loops (emulated and native)
+// =============================================================================================
+
+TEST(SimtCorrect, SharedMemoryBlockReduction) {
+  REQUIRE_CUDA_DEVICE();
+  const int n = 5000, blocks = 6;
+  const std::vector<float> in = small_integers(n, 1);
+  const DeviceArray<float> d_in(in);
+  DeviceArray<float> d_sums(blocks);
+  block_sum_kernel<128><<<blocks, 128>>>(d_in.get(), d_sums.get(), n);
+  check(cudaGetLastError(), "launch");
+  const std::vector<float> sums = d_sums.to_host();
+  float total = 0.0f, expected = 0.0f;
+  for (float s : sums) total += s;
+  for (float v : in) expected += v;
+  EXPECT_EQ(total, expected);
+}
+
+TEST(SimtCorrect, WarpOperations) {
+  REQUIRE_CUDA_DEVICE();
+  const int n = 128;
+  const std::vector<float> in = small_integers(n, 2);
+  const DeviceArray<float> d_in(in);
+  DeviceArray<float> xor_sums(n), down_sums(n), maxes(n), lane5(n), scans(n), segment_sums(n);
+  DeviceArray<unsigned> ballots(n);
+  DeviceArray<int> all_positive(n);
+  warp_ops_kernel<<<2, 64>>>(d_in.get(), xor_sums.get(), down_sums.get(), maxes.get(), lane5.get(),
+                             scans.get(), segment_sums.get(), ballots.get(), all_positive.get());
+  check(cudaGetLastError(), "launch");
+  const std::vector<float> xs = xor_sums.to_host(), ds = down_sums.to_host(), ms = maxes.to_host(),
+                           ls = lane5.to_host(), ss = scans.to_host(), gs = segment_sums.to_host();
+  const std::vector<unsigned> bs = ballots.to_host();
+  const std::vector<int> as = all_positive.to_host();
+  for (int warp = 0; warp < n / 32; ++warp) {
+    float sum = 0.0f, maximum = -INFINITY, scan = 0.0f;
+    unsigned ballot = 0;
+    for (int lane = 0; lane < 32; ++lane) {
+      const float v = in[warp * 32 + lane];
+      sum += v;
+      maximum = std::fmax(maximum, v);
+      if (v > 0.0f) ballot |= 1u << lane;
+    }
+    EXPECT_EQ(ds[warp * 32], sum) << "__shfl_down_sync reduction, warp " << warp;
+    for (int lane = 0; lane < 32; ++lane) {
+      const int i = warp * 32 + lane;
+      scan += in[i];
+      float segment = 0.0f;
+      for (int j = lane / 8 * 8; j < lane / 8 * 8 + 8; ++j) segment += in[warp * 32 + j];
+      EXPECT_EQ(xs[i], sum) << "__shfl_xor_sync sum, thread " << i;
+      EXPECT_EQ(ms[i], maximum) << "__shfl_xor_sync max, thread " << i;
+      EXPECT_EQ(ls[i], in[warp * 32 + 5]) << "__shfl_sync broadcast, thread " << i;
+      EXPECT_EQ(ss[i], scan) << "__shfl_up_sync scan, thread " << i;
+      EXPECT_EQ(gs[i], segment) << "__shfl_xor_sync width 8, thread " << i;
+      EXPECT_EQ(bs[i], ballot) << "__ballot_sync, thread " << i;
+      EXPECT_EQ(as[i], 1) << "__all_sync, thread " << i;
+    }
+  }
+}
+
+TEST(SimtCorrect, Atomics) {
+  REQUIRE_CUDA_DEVICE();
+  const int n = 1000;
+  const std::vector<float> in = small_integers(n, 3);
+  const DeviceArray<float> d_in(in);
+  DeviceArray<int> histogram(9);
+  DeviceArray<float> total(1);
+  DeviceArray<int> largest(std::vector<int>{-1000});
+  atomics_kernel<<<(n + 255) / 256, 256>>>(d_in.get(), n, histogram.get(), total.get(), largest.get());
+  check(cudaGetLastError(), "launch");
+  std::vector<int> expected_histogram(9, 0);
+  float expected_total = 0.0f;
+  int expected_largest = -1000;
+  for (int i = 0; i < n; ++i) {
+    ++expected_histogram[static_cast<int>(in[i]) + 4];
+    expected_total += in[i];
+    expected_largest = std::max(expected_largest, static_cast<int>(in[i]) * 10 + i % 10);
+  }
+  EXPECT_EQ(histogram.to_host(), expected_histogram);
+  EXPECT_EQ(total.to_host()[0], expected_total);
+  EXPECT_EQ(largest.to_host()[0], expected_largest);
+}
+
+TEST(SimtCorrect, Bf16RoundTripAndArithmetic) {
+  REQUIRE_CUDA_DEVICE();
+  const std::vector<float> in = {0.0f, 1.0f, -2.5f, 3.14159f, 1e-3f, 65504.0f, 1.0f + 1.0f / 256, -7.75f};
+  const int n = static_cast<int>(in.size());
+  const DeviceArray<float> d_in(in);
+  DeviceArray<float> round_trip(n);
+  DeviceArray<__nv_bfloat16> fused(n);
+  bf16_kernel<<<1, 32>>>(d_in.get(), round_trip.get(), fused.get(), n);
+  check(cudaGetLastError(), "launch");
+  const std::vector<float> rt = round_trip.to_host();
+  const std::vector<__nv_bfloat16> fu = fused.to_host();
+  for (int i = 0; i < n; ++i) {
+    const float expected = __bfloat162float(__float2bfloat16(in[i]));  // host side of cuda_bf16.h
+    EXPECT_EQ(rt[i], expected) << in[i];
+    const float x = expected * 0.5f;  // exact in bf16: halving keeps the mantissa
+    EXPECT_EQ(__bfloat162float(fu[i]), __bfloat162float(__float2bfloat16(x + 1.0f))) << in[i];
+  }
+}
+
+TEST(SimtCorrect, Float4VectorLoads) {
+  REQUIRE_CUDA_DEVICE();
+  const int n = 256;
+  const std::vector<float> in = small_integers(n, 4);
+  const DeviceArray<float> d_in(in);
+  DeviceArray<float> out(n);
+  scale_float4_kernel<<<2, 32>>>(d_in.get(), out.get(), 3.0f, n / 4);
+  check(cudaGetLastError(), "launch");
+  const std::vector<float> result = out.to_host();
+  for (int i = 0; i < n; ++i) EXPECT_EQ(result[i], 3.0f * in[i]) << i;
+}
+
+TEST(SimtCorrect, DynamicSharedMemoryAbove48KiB) {
+  REQUIRE_CUDA_DEVICE();
+  const int per_block = 16 * 1024, blocks = 2;  // 64 KiB of floats per block
+  const std::size_t shared_bytes = per_block * sizeof(float);
+  check(cudaFuncSetAttribute(reverse_in_shared_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(shared_bytes)),
+        "cudaFuncSetAttribute");
+  const std::vector<float> in = small_integers(per_block * blocks, 5);
+  const DeviceArray<float> d_in(in);
+  DeviceArray<float> out(in.size());
+  reverse_in_shared_kernel<float><<<blocks, 256, shared_bytes>>>(d_in.get(), out.get(), per_block);
+  check(cudaGetLastError(), "launch");
+  const std::vector<float> result = out.to_host();
+  for (int b = 0; b < blocks; ++b)
+    for (int i = 0; i < per_block; ++i)
+      ASSERT_EQ(result[b * per_block + i], in[b * per_block + per_block - 1 - i]) << b << " " << i;
+}
+
+TEST(SimtCorrect, CublasStridedBatchedGemmAllTransposes) {
+  REQUIRE_CUDA_DEVICE();
+  cublasHandle_t handle;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  const int m = 5, n = 7, k = 3, batches = 3;
+  const float alpha = 0.5f, beta = 2.0f;
+  for (const bool ta : {false, true})
+    for (const bool tb : {false, true}) {
+      const int lda = (ta ? k : m) + 2, ldb = (tb ? n : k) + 1, ldc = m + 3;  // padded
+      const long long stride_a = 1ll * lda * (ta ? m : k) + 4, stride_b = 1ll * ldb * (tb ? k : n);
+      const long long stride_c = 1ll * ldc * n + 1;
+      const std::vector<float> a = small_integers(stride_a * batches, 6);
+      const std::vector<float> b = small_integers(stride_b * batches, 7);
+      std::vector<float> c = small_integers(stride_c * batches, 8);
+      const DeviceArray<float> d_a(a), d_b(b);
+      DeviceArray<float> d_c(c);
+      ASSERT_EQ(cublasSgemmStridedBatched(handle, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                          m, n, k, &alpha, d_a.get(), lda, stride_a, d_b.get(), ldb, stride_b,
+                                          &beta, d_c.get(), ldc, stride_c, batches),
+                CUBLAS_STATUS_SUCCESS);
+      for (int batch = 0; batch < batches; ++batch)
+        reference_gemm(ta, tb, m, n, k, alpha, &a[batch * stride_a], lda, &b[batch * stride_b], ldb, beta,
+                       &c[batch * stride_c], ldc);
+      EXPECT_EQ(max_abs_difference(d_c.to_host(), c), 0.0f) << "transa " << ta << ", transb " << tb;
+    }
+  cublasDestroy(handle);
+}
+
+TEST(SimtCorrect, CublasGemmExBf16AndBetaZeroIgnoresC) {
+  REQUIRE_CUDA_DEVICE();
+  cublasHandle_t handle;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  const int m = 8, n = 4, k = 16;
+  const std::vector<float> a = small_integers(m * k, 9), b = small_integers(k * n, 10);
+  std::vector<__nv_bfloat16> a16, b16;
+  for (float v : a) a16.push_back(__float2bfloat16(v));
+  for (float v : b) b16.push_back(__float2bfloat16(v));
+  const DeviceArray<__nv_bfloat16> d_a(a16), d_b(b16);
+  DeviceArray<__nv_bfloat16> d_c(std::vector<__nv_bfloat16>(m * n, __float2bfloat16(NAN)));
+  const float alpha = 1.0f, beta = 0.0f;
+  ASSERT_EQ(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, d_a.get(), CUDA_R_16BF, k,
+                         d_b.get(), CUDA_R_16BF, k, &beta, d_c.get(), CUDA_R_16BF, m,
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            CUBLAS_STATUS_SUCCESS);
+  std::vector<float> expected(m * n);
+  reference_gemm(true, false, m, n, k, alpha, a.data(), k, b.data(), k, beta, expected.data(), m);
+  const std::vector<__nv_bfloat16> c = d_c.to_host();
+  for (int i = 0; i < m * n; ++i)
+    EXPECT_EQ(__bfloat162float(c[i]), __bfloat162float(__float2bfloat16(expected[i]))) << i;
+  cublasDestroy(handle);
+}
+
+// The classic row-major trick computes C = A B with cuBLAS as C^T = B^T A^T. Transposing B in
+// that call is the typical mistake: with square matrices it runs and gives wrong numbers; when
+// B has fewer columns than rows its leading dimension no longer fits and cuBLAS refuses the
+// call; with more columns than rows it reads past the end of B (part 2 catches that).
+TEST(SimtCorrect, CublasWrongTransposeIsCaught) {
+  REQUIRE_CUDA_DEVICE();
+  cublasHandle_t handle;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  const int size = 6;
+  const std::vector<float> a = small_integers(size * size, 11), b = small_integers(size * size, 12);
+  std::vector<float> expected(size * size, 0.0f);
+  for (int i = 0; i < size; ++i)
+    for (int j = 0; j < size; ++j)
+      for (int p = 0; p < size; ++p) expected[i * size + j] += a[i * size + p] * b[p * size + j];
+  const DeviceArray<float> d_a(a), d_b(b);
+  DeviceArray<float> d_c(size * size);
+  ASSERT_EQ(row_major_matmul(handle, CUBLAS_OP_N, d_a.get(), d_b.get(), d_c.get(), size, size, size), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(max_abs_difference(d_c.to_host(), expected), 0.0f);
+  ASSERT_EQ(row_major_matmul(handle, CUBLAS_OP_T, d_a.get(), d_b.get(), d_c.get(), size, size, size), CUBLAS_STATUS_SUCCESS);
+  EXPECT_GT(max_abs_difference(d_c.to_host(), expected), 1.0f) << "a transposed B went unnoticed";
+
+  // Now B is 5 x 2: transposed, cuBLAS reads it as stored with 5 rows, more than ldb = 2.
+  const int m = 3, n = 2, k = 5;
+  DeviceArray<float> d_small_a(m * k), d_small_b(k * n), d_small_c(m * n);
+  EXPECT_EQ(row_major_matmul(handle, CUBLAS_OP_T, d_small_a.get(), d_small_b.get(), d_small_c.get(), m, n, k),
+            CUBLAS_STATUS_INVALID_VALUE);
+  cublasDestroy(handle);
+}
+
+// =============================================================================================
+// Part 2: planted bugs, each of which the emulator must catch (emulated build only)
+// =============================================================================================
+#ifdef SIMT_EMULATION
+
+// ---- kernels with planted bugs ------------------------------------------------------------------
+
+// Rotates each block's values by one through shared memory, but forgets __syncthreads()
+// between writing and reading: whether a neighbour's value is there yet depends on the order.
+// rotate_kernel below is the correct version.
+__global__ void rotate_without_barrier_kernel(const float* in, float* out) {
+  __shared__ float values[64];
+  const int t = threadIdx.x;
+  values[t] = in[blockIdx.x * 64 + t];
+  out[blockIdx.x * 64 + t] = values[(t + 1) % 64];
+}
+
+__global__ void rotate_kernel(const float* in, float* out) {
+  __shared__ float values[64];
+  const int t = threadIdx.x;
+  values[t] = in[blockIdx.x * 64 + t];
+  __syncthreads();
+  out[blockIdx.x * 64 + t] = values[(t + 1) % 64];
+}
+
+// The shared-memory reduction above with the barrier inside the loop missing.
+__global__ void block_sum_without_barrier_kernel(const float* in, float* block_sums) {
+  __shared__ float partial[128];
+  const int t = threadIdx.x;
+  partial[t] = in[blockIdx.x * 128 + t];
+  __syncthreads();
+  for (int stride = 64; stride > 0; stride /= 2)
+    if (t < stride) partial[t] += partial[t + stride];
+  if (t == 0) block_sums[blockIdx.x] = partial[0];
+}
+
+__global__ void write_one_past_end_kernel(float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i <= n) out[i] = 1.0f;  // should be i < n
+}
+
+__global__ void shared_index_past_end_kernel(float* out) {
+  __shared__ float values[32];
+  values[threadIdx.x] = 1.0f;  // launched with 33 threads
+  __syncthreads();
+  out[threadIdx.x] = values[threadIdx.x];
+}
+
+__global__ void dynamic_shared_past_end_kernel(float* out) {
+  extern __shared__ float values[];
+  values[threadIdx.x] = 2.0f;  // launched with one float too little
+  out[threadIdx.x] = values[threadIdx.x];
+}
+
+__global__ void half_warp_shuffle_kernel(float* out) {
+  float v = threadIdx.x;
+  if (threadIdx.x % 32 < 16) v += __shfl_xor_sync(0xffffffff, v, 1);  // lanes 16-31 never come
+  out[threadIdx.x] = v;
+}
+
+__global__ void half_block_barrier_kernel(float* out) {
+  if (threadIdx.x < 64) __syncthreads();  // threads 64-127 never come
+  out[threadIdx.x] = 1.0f;
+}
+
+__global__ void early_return_before_barrier_kernel(const float* in, float* out, int n) {
+  __shared__ float values[128];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;  // the tail threads leave the barrier below waiting
+  values[threadIdx.x] = in[i];
+  __syncthreads();
+  out[i] = values[(threadIdx.x + 1) % blockDim.x];
+}
+
+__global__ void barrier_or_shuffle_kernel(float* out) {
+  float v = 1.0f;
+  if (threadIdx.x % 2 == 0)
+    __syncthreads();
+  else
+    v = __shfl_xor_sync(0xffffffff, v, 1);
+  out[threadIdx.x] = v;
+}
+
+__global__ void full_mask_in_partial_warp_kernel(float* out) {
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffff, 1.0f, 1);  // launched with 48 threads
+}
+
+__global__ void read_shared_before_write_kernel(float* out) {
+  __shared__ float never_written[32];
+  out[threadIdx.x] = never_written[threadIdx.x];
+}
+
+// ---- helpers --------------------------------------------------------------------------------------
+
+// Death tests that expect an AddressSanitizer report skip themselves in a build without it.
+bool built_with_address_sanitizer() {
+#if defined(__SANITIZE_ADDRESS__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return true;
+#endif
+#endif
+  return false;
+}
+
+// Sets the scheduling order for the lifetime of the object.
+class ScopedSchedule {
+ public:
+  explicit ScopedSchedule(const std::string& order) : saved_(simt::current_schedule()) {
+    simt::set_schedule(simt::parse_schedule(order));
+  }
+  ~ScopedSchedule() { simt::set_schedule(saved_); }
+  ScopedSchedule(const ScopedSchedule&) = delete;
+  ScopedSchedule& operator=(const ScopedSchedule&) = delete;
+
+ private:
+  simt::Schedule saved_;
+};
+
+// The message of the simt::KernelError that `launch` throws, or "" if it throws none.
+template <typename Launch>
+std::string kernel_error_of(const Launch& launch) {
+  try {
+    launch();
+  } catch (const simt::KernelError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// ---- tests ----------------------------------------------------------------------------------------
+
+TEST(SimtCatches, MissingBarrierUnderEveryOrder) {
+  const int blocks = 2;
+  const std::vector<float> in = small_integers(64 * blocks, 13);
+  std::vector<float> expected(in.size());
+  for (int b = 0; b < blocks; ++b)
+    for (int t = 0; t < 64; ++t) expected[b * 64 + t] = in[b * 64 + (t + 1) % 64];
+  const DeviceArray<float> d_in(in);
+  DeviceArray<float> out(in.size());
+  for (const char* order : {"forward", "reverse", "shuffle:1", "shuffle:2"}) {
+    const ScopedSchedule schedule(order);
+    rotate_kernel<<<blocks, 64>>>(d_in.get(), out.get());
+    EXPECT_EQ(max_abs_difference(out.to_host(), expected), 0.0f) << "correct kernel, " << order;
+    rotate_without_barrier_kernel<<<blocks, 64>>>(d_in.get(), out.get());
+    EXPECT_GT(max_abs_difference(out.to_host(), expected), 0.0f) << "race unnoticed, " << order;
+  }
+}
+
+// Running the threads one after another in reverse happens to be a valid sequential order for
+// this tree reduction, so only the forward order exposes the missing barrier: the reason every
+// kernel test runs under two orders.
+TEST(SimtCatches, MissingBarrierInReductionNeedsBothOrders) {
+  const int blocks = 3;
+  const std::vector<float> in = small_integers(128 * blocks, 14);
+  std::vector<float> expected(blocks, 0.0f);
+  for (int i = 0; i < 128 * blocks; ++i) expected[i / 128] += in[i];
+  const DeviceArray<float> d_in(in);
+  DeviceArray<float> sums(blocks);
+  const auto wrong_under = [&](const char* order) {
+    const ScopedSchedule schedule(order);
+    block_sum_without_barrier_kernel<<<blocks, 128>>>(d_in.get(), sums.get());
+    return max_abs_difference(sums.to_host(), expected) > 0.0f;
+  };
+  EXPECT_TRUE(wrong_under("forward"));
+  EXPECT_FALSE(wrong_under("reverse"));
+}
+
+TEST(SimtCatches, ShuffleNotReachedByAllLanes) {
+  DeviceArray<float> out(64);
+  for (const char* order : {"forward", "reverse"}) {
+    const ScopedSchedule schedule(order);
+    const std::string message = kernel_error_of([&] { half_warp_shuffle_kernel<<<1, 64>>>(out.get()); });
+    EXPECT_TRUE(contains(message, "kernel 'half_warp_shuffle_kernel'")) << order << ": " << message;
+    EXPECT_TRUE(contains(message, "__shfl_xor_sync(mask 0xffffffff)")) << order << ": " << message;
+  }
+}
+
+TEST(SimtCatches, BarrierNotReachedByAllThreads) {
+  DeviceArray<float> out(128);
+  for (const char* order : {"forward", "reverse"}) {
+    const ScopedSchedule schedule(order);
+    const std::string message = kernel_error_of([&] { half_block_barrier_kernel<<<1, 128>>>(out.get()); });
+    EXPECT_TRUE(contains(message, "kernel 'half_block_barrier_kernel'")) << order << ": " << message;
+    EXPECT_TRUE(contains(message, "__syncthreads()")) << order << ": " << message;
+  }
+}
+
+TEST(SimtCatches, EarlyReturnBeforeBarrier) {
+  const std::vector<float> in = small_integers(200, 15);
+  const DeviceArray<float> d_in(in);
+  DeviceArray<float> out(in.size());
+  const std::string message = kernel_error_of([&] {
+    early_return_before_barrier_kernel<<<2, 128>>>(d_in.get(), out.get(), 200);
+  });
+  EXPECT_TRUE(contains(message, "kernel 'early_return_before_barrier_kernel'")) << message;
+  EXPECT_TRUE(contains(message, "in block (1,0,0)")) << message;
+}
+
+TEST(SimtCatches, LanesSplitBetweenBarrierAndShuffle) {
+  DeviceArray<float> out(32);
+  for (const char* order : {"forward", "reverse"}) {
+    const ScopedSchedule schedule(order);
+    const std::string message = kernel_error_of([&] { barrier_or_shuffle_kernel<<<1, 32>>>(out.get()); });
+    EXPECT_TRUE(contains(message, "kernel 'barrier_or_shuffle_kernel'")) << order << ": " << message;
+  }
+}
+
+TEST(SimtCatches, FullMaskInPartialWarp) {
+  DeviceArray<float> out(48);
+  const std::string message = kernel_error_of([&] { full_mask_in_partial_warp_kernel<<<1, 48>>>(out.get()); });
+  EXPECT_TRUE(contains(message, "beyond the end of the block")) << message;
+}
+
+TEST(SimtCatches, InvalidLaunchConfigurations) {
+  DeviceArray<float> out(2048);
+  EXPECT_TRUE(contains(kernel_error_of([&] { rotate_kernel<<<1, 1025>>>(out.get(), out.get()); }),
+                       "1 to 1024 threads"));
+  EXPECT_TRUE(contains(kernel_error_of([&] { rotate_kernel<<<0, 64>>>(out.get(), out.get()); }),
+                       "grid dimensions"));
+  DeviceArray<int> ints(1024);
+  EXPECT_TRUE(contains(kernel_error_of([&] {
+                         reverse_in_shared_kernel<int><<<1, 32, 64 * 1024>>>(ints.get(), ints.get(), 1024);
+                       }),
+                       "cudaFuncSetAttribute"));
+}
+
+TEST(SimtCatches, UninitialisedMemoryReadsAsNaN) {
+  DeviceArray<float> out(32);
+  read_shared_before_write_kernel<<<1, 32>>>(out.get());
+  for (float v : out.to_host()) EXPECT_TRUE(std::isnan(v));
+  float* fresh = nullptr;
+  check(cudaMalloc(&fresh, sizeof(float)), "cudaMalloc");
+  float value = 0.0f;
+  check(cudaMemcpy(&value, fresh, sizeof value, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  EXPECT_TRUE(std::isnan(value));
+  cudaFree(fresh);
+}
+
+TEST(SimtCatches, CopyInTheWrongDirection) {
+  DeviceArray<float> device(4);
+  std::vector<float> host(4);
+  EXPECT_EQ(cudaMemcpy(host.data(), device.get(), 4 * sizeof(float), cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(device.get(), host.data(), 5 * sizeof(float), cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  cudaGetLastError();
+}
+
+TEST(SimtCatches, Tf32RoundsInputsOnlyWhenAsked) {
+  cublasHandle_t handle;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  const float slightly_above_one = 1.0f + 1.0f / 4096;  // needs 12 mantissa bits; TF32 has 10
+  const DeviceArray<float> a(std::vector<float>{slightly_above_one}), b(std::vector<float>{1.0f});
+  DeviceArray<float> c(1);
+  const float alpha = 1.0f, beta = 0.0f;
+  for (const cublasComputeType_t compute : {CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32}) {
+    ASSERT_EQ(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &alpha, a.get(), CUDA_R_32F, 1, b.get(),
+                           CUDA_R_32F, 1, &beta, c.get(), CUDA_R_32F, 1, compute, CUBLAS_GEMM_DEFAULT),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(c.to_host()[0], compute == CUBLAS_COMPUTE_32F ? slightly_above_one : 1.0f);
+  }
+  cublasDestroy(handle);
+}
+
+TEST(SimtCatches, ScheduleSyntax) {
+  EXPECT_EQ(simt::parse_schedule("shuffle:7").seed, 7u);
+  EXPECT_EQ(simt::to_string(simt::parse_schedule("reverse")), "reverse");
+  EXPECT_THROW(simt::parse_schedule("sideways"), std::invalid_argument);
+  EXPECT_THROW(simt::parse_schedule("shuffle:"), std::invalid_argument);
+}
+
+// Out-of-bounds accesses end the process with an AddressSanitizer report, so these run in a
+// child process (a death test) and check the report: the kind of error and the kernel's name.
+class SimtCatchesDeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    if (!built_with_address_sanitizer()) GTEST_SKIP() << "needs a build with -fsanitize=address";
+  }
+};
+
+TEST_F(SimtCatchesDeathTest, GlobalWritePastEnd) {
+  DeviceArray<float> out(100);
+  const auto launch = [&] { write_one_past_end_kernel<<<1, 128>>>(out.get(), 100); };
+  EXPECT_DEATH(launch(), "heap-buffer-overflow.*kernel 'write_one_past_end_kernel'");
+}
+
+TEST_F(SimtCatchesDeathTest, StaticSharedIndexPastEnd) {
+  DeviceArray<float> out(33);
+  const auto launch = [&] { shared_index_past_end_kernel<<<1, 33>>>(out.get()); };
+  // UBSan's bounds check sees the array type and reports first; ASan would catch it next.
+  EXPECT_DEATH(launch(), "index 32 out of bounds.*shared_index_past_end_kernel");
+}
+
+TEST_F(SimtCatchesDeathTest, DynamicSharedPastEnd) {
+  DeviceArray<float> out(32);
+  const auto launch = [&] { dynamic_shared_past_end_kernel<<<1, 32, 31 * sizeof(float)>>>(out.get()); };
+  EXPECT_DEATH(launch(), "heap-buffer-overflow.*kernel 'dynamic_shared_past_end_kernel'");
+}
+
+TEST_F(SimtCatchesDeathTest, CublasWrongTransposeReadsPastEnd) {
+  cublasHandle_t handle;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  const int m = 3, n = 8, k = 4;  // B is 4 x 8: transposed, cuBLAS walks 8 columns of ldb = 8
+  DeviceArray<float> a(m * k), b(k * n), c(m * n);
+  EXPECT_DEATH(row_major_matmul(handle, CUBLAS_OP_T, a.get(), b.get(), c.get(), m, n, k),
+               "heap-buffer-overflow.*cublasSgemm");
+  cublasDestroy(handle);
+}
+
+TEST_F(SimtCatchesDeathTest, HostDereferencesDeviceMemory) {
+  DeviceArray<float> device(4);
+  volatile float* pointer = device.get();
+  EXPECT_DEATH(*pointer = 1.0f, "use-after-poison.*memory from cudaMalloc");
+}
+
+#endif  // SIMT_EMULATION
+
+}  // namespace
