@@ -488,11 +488,10 @@ static int evaluate(const EvalOptions& o) {
 }
 
 int main(int argc, char** argv) {
-    for (int i = 1; i < argc; i++)
-        if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
-            std::fputs(USAGE, stdout);
-            return 0;
-        }
+    if (help_requested(argc, argv)) {
+        std::fputs(USAGE, stdout);
+        return 0;
+    }
     try {
         EvalOptions opt = parse_options(argc, argv);
         if (opt.threads > 0) omp_set_num_threads(opt.threads);

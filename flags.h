@@ -14,6 +14,15 @@
 
 #include "errors.h"
 
+// True when -h or --help is among the arguments: the program then prints its usage and exits 0.
+inline bool help_requested(int argc, char** argv) {
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        if (a == "-h" || a == "--help") return true;
+    }
+    return false;
+}
+
 class Flags {
 public:
     // Reads argv as pairs "-name value". A lone trailing flag is a missing value.
