@@ -48,9 +48,7 @@ public:
     struct Norm {
         const T *w, *b;
     };
-    struct NormGrad {
-        float *w, *b;
-    };
+    using NormGrad = NormWeights<float>;
     // Saved values of one LayerNorm application over N rows: its output and statistics.
     struct NormActs {
         DeviceArray<T> out;            // (N,C)
@@ -246,23 +244,12 @@ private:
         return step_output(a.mlp_step, norm_plan(cfg.placement).after_add);
     }
 
-    // LayerNorm weights of block l: index 0 = ln1 / ln1o, index 1 = ln2 / ln2o.
-    Norm module_norm(int l, int which) const {
-        const size_t o = (size_t)l * cfg.C;
-        return which == 0 ? Norm{p.ln1w + o, p.ln1b + o} : Norm{p.ln2w + o, p.ln2b + o};
-    }
-    Norm output_norm(int l, int which) const {
-        const size_t o = (size_t)l * cfg.C;
-        return which == 0 ? Norm{p.ln1ow + o, p.ln1ob + o} : Norm{p.ln2ow + o, p.ln2ob + o};
-    }
-    NormGrad module_norm_grad(int l, int which) const {
-        const size_t o = (size_t)l * cfg.C;
-        return which == 0 ? NormGrad{g.ln1w + o, g.ln1b + o} : NormGrad{g.ln2w + o, g.ln2b + o};
-    }
-    NormGrad output_norm_grad(int l, int which) const {
-        const size_t o = (size_t)l * cfg.C;
-        return which == 0 ? NormGrad{g.ln1ow + o, g.ln1ob + o} : NormGrad{g.ln2ow + o, g.ln2ob + o};
-    }
+    // LayerNorm weights of block l and their gradients: which = 0 for ln1 / ln1o, 1 for ln2 / ln2o.
+    Norm module_norm(int l, int which) const { return read_only(block_norm(p, l, cfg.C, which, false)); }
+    Norm output_norm(int l, int which) const { return read_only(block_norm(p, l, cfg.C, which, true)); }
+    NormGrad module_norm_grad(int l, int which) const { return block_norm(g, l, cfg.C, which, false); }
+    NormGrad output_norm_grad(int l, int which) const { return block_norm(g, l, cfg.C, which, true); }
+    static Norm read_only(NormWeights<T> n) { return {n.w, n.b}; }
 
     // ---- the block: the three placements side by side -----------------------------------------
     //

@@ -19,9 +19,7 @@ template <typename T>
 class CpuModel {
 public:
     // The learnable weights of one LayerNorm (C gains, C biases).
-    struct Norm {
-        T *w, *b;
-    };
+    using Norm = NormWeights<T>;
     // Saved values of one LayerNorm application over N rows: its output and statistics.
     struct NormActs {
         std::vector<T> out, mean, rstd;  // (N,C), (N), (N)
@@ -195,23 +193,11 @@ private:
         return step_output(a.mlp_step, norm_plan(cfg.placement).after_add);
     }
 
-    // LayerNorm weights of block l: index 0 = ln1 / ln1o, index 1 = ln2 / ln2o.
-    Norm module_norm(int l, int which) const {
-        const size_t o = (size_t)l * cfg.C;
-        return which == 0 ? Norm{p.ln1w + o, p.ln1b + o} : Norm{p.ln2w + o, p.ln2b + o};
-    }
-    Norm output_norm(int l, int which) const {
-        const size_t o = (size_t)l * cfg.C;
-        return which == 0 ? Norm{p.ln1ow + o, p.ln1ob + o} : Norm{p.ln2ow + o, p.ln2ob + o};
-    }
-    Norm module_norm_grad(int l, int which) const {
-        const size_t o = (size_t)l * cfg.C;
-        return which == 0 ? Norm{g.ln1w + o, g.ln1b + o} : Norm{g.ln2w + o, g.ln2b + o};
-    }
-    Norm output_norm_grad(int l, int which) const {
-        const size_t o = (size_t)l * cfg.C;
-        return which == 0 ? Norm{g.ln1ow + o, g.ln1ob + o} : Norm{g.ln2ow + o, g.ln2ob + o};
-    }
+    // LayerNorm weights of block l and their gradients: which = 0 for ln1 / ln1o, 1 for ln2 / ln2o.
+    Norm module_norm(int l, int which) const { return block_norm(p, l, cfg.C, which, false); }
+    Norm output_norm(int l, int which) const { return block_norm(p, l, cfg.C, which, true); }
+    Norm module_norm_grad(int l, int which) const { return block_norm(g, l, cfg.C, which, false); }
+    Norm output_norm_grad(int l, int which) const { return block_norm(g, l, cfg.C, which, true); }
 
     // ---- the block: the three placements side by side -----------------------------------------
     //

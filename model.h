@@ -168,6 +168,21 @@ ParamTensors<T> param_tensors(T* base, const ModelConfig& m) {
             p[P_LNFW], p[P_LNFB], p[P_LN1OW], p[P_LN1OB], p[P_LN2OW], p[P_LN2OB]};
 }
 
+// Gain and bias of one LayerNorm of block l in a view of weights or gradients: step 0 is the
+// attention step (ln1, or ln1o on the module's output), step 1 the MLP step (ln2 / ln2o).
+template <typename T>
+struct NormWeights {
+    T *w, *b;
+};
+
+template <typename T>
+NormWeights<T> block_norm(const ParamTensors<T>& t, int l, int C, int step, bool module_output) {
+    const size_t o = (size_t)l * C;
+    if (module_output)
+        return step == 0 ? NormWeights<T>{t.ln1ow + o, t.ln1ob + o} : NormWeights<T>{t.ln2ow + o, t.ln2ob + o};
+    return step == 0 ? NormWeights<T>{t.ln1w + o, t.ln1b + o} : NormWeights<T>{t.ln2w + o, t.ln2b + o};
+}
+
 // ---------------------------------------------------------------------------------------------
 // Fresh initialisation (SPEC §1): weights N(0, 0.02); the residual output projections
 // (attprojw, fcprojw) N(0, 0.02/sqrt(2L)); biases 0; LayerNorm gains 1 and biases 0.
