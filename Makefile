@@ -20,6 +20,11 @@ HEADERS  := $(wildcard *.h)
 # nvcc is looked for on PATH, then in /usr/local/cuda/bin; `make NVCC=` builds CPU-only
 # binaries. GPU_ARCH picks the GPUs compiled for (default A100 and H100/H200), e.g.
 #   make GPU_ARCH="-gencode arch=compute_90,code=sm_90"
+# The toolkit's include and library folders are asked of nvcc itself (`nvcc --dryrun` prints
+# the -I and -L it would pass), so a wrapped nvcc such as /usr/local/bin/nvcc finds them too;
+# failing that, the folders beside the real nvcc, then /usr/local/cuda. Where nvcc is there but
+# the CUDA runtime library is not, gpt2.cu is still compiled (a compile error fails the build)
+# and train/eval are linked CPU-only, with a warning.
 # The rules (build/gpt2_cuda.o, `make bench`) are in the block "CUDA rules" at the end.
 ifeq ($(origin NVCC),undefined)
 NVCC := $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
@@ -28,15 +33,25 @@ GPU_ARCH     ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,cod
 NVCCFLAGS    ?= -O3
 NVCCFLAGS    += -std=c++17 -Xcompiler -fopenmp,-Wall,-Wextra,-Wno-unused-parameter
 CUDA_HEADERS := $(wildcard *.cuh)
-CUDA_HOME    := $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
 ifneq ($(NVCC),)
-CUDA_OBJ  := $(BUILD)/gpt2_cuda.o
+NVCC_PATHS   := $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n
+NVCC_INCLUDE := $(shell $(NVCC_PATHS) 's/^\#\$$ INCLUDES="-I\([^"]*\)".*/\1/p')
+NVCC_LIBDIR  := $(shell $(NVCC_PATHS) 's/^\#\$$ LIBRARIES=.*"-L\([^"]*\)".*/\1/p')
+CUDA_ROOTS   := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC))) /usr/local/cuda
+CUDA_INCLUDE ?= $(patsubst %/cuda_runtime.h,%,$(firstword $(wildcard \
+                $(addsuffix /cuda_runtime.h,$(NVCC_INCLUDE) $(addsuffix /include,$(CUDA_ROOTS))))))
+CUDA_LIBDIR  ?= $(patsubst %/libcudart.so,%,$(firstword $(wildcard \
+                $(addsuffix /libcudart.so,$(NVCC_LIBDIR) $(addsuffix /lib64,$(CUDA_ROOTS))))))
+CUDA_OBJ     := $(BUILD)/gpt2_cuda.o
+ifneq ($(CUDA_LIBDIR),)
 CUDA_DEFS := -DUSE_CUDA
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
+CUDA_LIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lcublas
+CUDA_LINK := $(CUDA_OBJ)
 else
-CUDA_OBJ  :=
-CUDA_DEFS :=
-CUDA_LIBS :=
+$(warning nvcc is $(NVCC) but libcudart.so was not found: gpt2.cu is compiled, train and eval are CPU-only)
+endif
+else
+CUDA_INCLUDE ?= /usr/local/cuda/include
 endif
 # ---- end CUDA backend ----
 
@@ -44,10 +59,10 @@ all: $(BINARIES)
 
 # ---- programs --------------------------------------------------------------
 train: train.cpp $(HEADERS) $(CUDA_OBJ)
-	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -o $@ train.cpp $(CUDA_OBJ) $(LDLIBS) $(CUDA_LIBS)
+	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -o $@ train.cpp $(CUDA_LINK) $(LDLIBS) $(CUDA_LIBS)
 
 eval: eval.cpp $(HEADERS) $(CUDA_OBJ)
-	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -o $@ eval.cpp $(CUDA_OBJ) $(LDLIBS) $(CUDA_LIBS)
+	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -o $@ eval.cpp $(CUDA_LINK) $(LDLIBS) $(CUDA_LIBS)
 
 tokenize: tokenize.cpp $(HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ tokenize.cpp $(LDLIBS)
@@ -120,13 +135,13 @@ bench-cpu: $(BUILD)/bench_cpu
 # ---- end CPU benchmark ----
 
 # ---- CUDA tests: native and emulated (issue 5) ----
-# Every test/cuda_test_*.cu is built twice (NOTES_SIMT.md explains the emulation):
+# Every test/cuda_test_*.cu is built twice (docs/simt.md explains the emulation):
 #  - emulated, always: the CUDA sources are rewritten into build/emu/src/ by
 #    test/simt/rewrite_cuda.py and compiled by the host compiler against the SIMT layer in
 #    test/simt/, under AddressSanitizer and UBSan, into build/emu/. `make test` runs each
 #    binary once per thread order in SIMT_ORDERS.
 #  - native, when nvcc is found: into build/cuda/. Without a GPU these tests skip themselves.
-# NVCC, CUDA_HOME, GPU_ARCH and NVCCFLAGS come from the CUDA backend block at the top.
+# NVCC, CUDA_INCLUDE, CUDA_LIBDIR, GPU_ARCH and NVCCFLAGS come from the CUDA backend block at the top.
 SIMT_ORDERS ?= forward reverse shuffle:1
 
 CUDA_TEST_SOURCES := $(wildcard test/cuda_test_*.cu)
@@ -141,13 +156,13 @@ EMU_SRC      := $(EMU)/src
 EMU_CXX      ?= $(CXX)
 EMU_CXXFLAGS := -std=c++17 -O1 -g -fno-omit-frame-pointer \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-                -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -isystem $(CUDA_HOME)/include
+                -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -isystem $(CUDA_INCLUDE)
 SIMT_OBJECTS := $(patsubst $(SIMT)/%.cpp,$(EMU)/simt/%.o,$(wildcard $(SIMT)/*.cpp))
 EMU_SOURCES  := $(addprefix $(EMU_SRC)/,$(CUDA_SOURCES) $(CUDA_TEST_SOURCES))
-ifneq ($(wildcard $(CUDA_HOME)/include/cuda_bf16.h),)
+ifneq ($(wildcard $(CUDA_INCLUDE)/cuda_bf16.h),)
 EMU_TEST_BINS := $(patsubst test/%.cu,$(EMU)/%,$(CUDA_TEST_SOURCES))
 else
-$(warning no CUDA toolkit headers in $(CUDA_HOME)/include: emulated CUDA tests are not built)
+$(warning no CUDA toolkit headers in '$(CUDA_INCLUDE)': emulated CUDA tests are not built)
 endif
 EMU_TEST_RUNS := $(foreach bin,$(EMU_TEST_BINS),$(foreach order,$(SIMT_ORDERS),SIMT_ORDER=$(order):$(bin)))
 
@@ -165,15 +180,15 @@ $(EMU)/cuda_test_%: $(EMU_SRC)/test/cuda_test_%.cu $(EMU_SOURCES) $(SIMT_OBJECTS
 	$(EMU_CXX) $(EMU_CXXFLAGS) -include $(SIMT)/simt.h -I$(EMU_SRC) -I$(EMU_SRC)/test -I. -Itest \
 	    -x c++ $< -x none $(SIMT_OBJECTS) -o $@ -lgtest -lgtest_main -lgomp -pthread $(LDLIBS)
 
-# Native build.
-ifneq ($(NVCC),)
+# Native build (needs the CUDA runtime library, found in the CUDA backend block).
+ifneq ($(CUDA_LINK),)
 CUDA_TEST_BINS := $(patsubst test/%.cu,$(BUILD)/cuda/%,$(CUDA_TEST_SOURCES))
 endif
 
 $(BUILD)/cuda/cuda_test_%: test/cuda_test_%.cu $(CUDA_SOURCES)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) $(GPU_ARCH) -I. -Itest -o $@ $< \
-	    -lcublas -lgtest -lgtest_main -lgomp -lpthread -Xlinker -rpath,$(CUDA_HOME)/lib64
+	    -L$(CUDA_LIBDIR) -lcublas -lgtest -lgtest_main -lgomp -lpthread -Xlinker -rpath,$(CUDA_LIBDIR)
 
 test: $(EMU_TEST_BINS) $(CUDA_TEST_BINS)
 # ---- end CUDA tests ----
@@ -181,7 +196,7 @@ test: $(EMU_TEST_BINS) $(CUDA_TEST_BINS)
 # ---- CUDA rules (issue 4) ----
 # build/gpt2_cuda.o: the CUDA backend (gpt2.cu and its kernel headers), compiled by nvcc.
 # `make bench` trains GPT-2 124M (d12) at T = 1024 on the GPU for a few steps and prints tok/s,
-# ms/step, MFU and device memory (NOTES_CUDA.md); options go through BENCH_GPU_ARGS, e.g.
+# ms/step, MFU and device memory (docs/cuda.md); options go through BENCH_GPU_ARGS, e.g.
 #   make bench BENCH_GPU_ARGS="-B 16 -precision fp32"
 # Without nvcc, or on a machine without a GPU, it says it needs one.
 BENCH_GPU_ARGS ?=
@@ -190,16 +205,16 @@ $(BUILD)/gpt2_cuda.o: gpt2.cu $(CUDA_HEADERS) $(HEADERS)
 	@mkdir -p $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $(GPU_ARCH) -c -o $@ gpt2.cu
 
-ifneq ($(NVCC),)
+ifneq ($(CUDA_LINK),)
 $(BUILD)/bench_gpu: bench_gpu.cpp $(HEADERS) $(CUDA_OBJ)
 	@mkdir -p $(BUILD)
-	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -I$(CUDA_HOME)/include -o $@ bench_gpu.cpp $(CUDA_OBJ) $(LDLIBS) $(CUDA_LIBS)
+	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -I$(CUDA_INCLUDE) -o $@ bench_gpu.cpp $(CUDA_OBJ) $(LDLIBS) $(CUDA_LIBS)
 
 bench: $(BUILD)/bench_gpu
 	./$(BUILD)/bench_gpu $(BENCH_GPU_ARGS)
 else
 bench:
-	@echo "bench: needs nvcc and a CUDA GPU (no nvcc found); the CPU benchmark is make bench-cpu"
+	@echo "bench: needs nvcc, the CUDA runtime and a GPU (not found here); the CPU benchmark is make bench-cpu"
 endif
 
 .PHONY: bench

@@ -10,7 +10,7 @@
 // Every parallel loop gives each thread its own outputs and fixes the order of every sum, so
 // results do not depend on the number of threads.
 //
-// Speed (issue 7, NOTES_CPU_SPEED.md): the matrix products, attention's included, go through
+// Speed (issue 7, docs/cpu_speed.md): the matrix products, attention's included, go through
 // gemm (matmul.h); the other loops are arranged so the compiler vectorises them — sums along a
 // row go through lane_sum (a fixed number of partial sums, added in a fixed order), column sums
 // run with channels innermost, and the exponentials of softmax, cross-entropy and GELU use

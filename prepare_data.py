@@ -10,7 +10,7 @@ then the tokens as uint16. Every document is preceded by the end-of-text token 5
 Output names are OUT/NAME_train_000000.bin, OUT/NAME_val_000000.bin, ... (shards of at most
 --shard_size tokens). The tokenizer is GPT-2's byte-level BPE, built in (standard library
 only); openwebtext uses tiktoken instead when it is installed, because it is much faster.
-The tokenizer file format is described in tokenizer.h and NOTES_DATA.md.
+The tokenizer file format is described in tokenizer.h and docs/data.md.
 """
 import argparse
 import array

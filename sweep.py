@@ -4,7 +4,7 @@
 The grid is LayerNorm placements × residual steps Δt × weight decays × seeds, at one model size,
 learning rate and step count.
 
-    python3 sweep.py --preset small                   # the NOTES_EXPERIMENTS.md experiment (2 CPU cores, < 30 min)
+    python3 sweep.py --preset small                   # the docs/experiments.md experiment (2 CPU cores, < 30 min)
     python3 sweep.py --preset gpt2-124m --jobs 1      # the paper's GPT-2 setup on OpenWebText (GPU)
     python3 sweep.py --init l16h2c64 --ln pre,peri --dt 1,0.1 --wd 0,0.1 --seeds 1-5 \\
                      --lr 1e-2 --steps 300 --B 4 --T 64 --out runs/mine
@@ -58,7 +58,7 @@ PLACEMENT_CODE = {"pre": 0, "post": 1, "peri": 2}
 PLACEMENT_LABEL = {"pre": "Pre-LN", "post": "Post-LN", "peri": "Peri-LN"}
 
 # ---------------------------------------------------------------------------------------------
-# Presets. `small` is the CPU experiment of NOTES_EXPERIMENTS.md; the gpt2-* ones are the paper's
+# Presets. `small` is the CPU experiment of docs/experiments.md; the gpt2-* ones are the paper's
 # GPT-2 setup (AdamW β = (0.9, 0.95), lr 6e-4 with warmup and cosine decay to lr/10, clipping
 # at 1.0, weight decay 0.1 against 0) on OpenWebText shards made by `prepare_data.py openwebtext`.
 OWT_TRAIN = "data/openwebtext/openwebtext_train_*.bin"

@@ -1,4 +1,4 @@
-// Tests of the SIMT emulation layer (test/simt/, NOTES_SIMT.md).
+// Tests of the SIMT emulation layer (test/simt/, docs/simt.md).
 //
 // Part 1 runs correct CUDA code everywhere: emulated on the CPU, and natively when a GPU is
 // present, where the same expectations hold. It covers shared-memory reductions, warp

@@ -1,6 +1,6 @@
 // Helpers for the CUDA kernel tests (test/cuda_test_*.cu). The same test source builds twice:
 // natively with nvcc (build/cuda/) and for the CPU with the SIMT emulation layer (build/emu/,
-// see NOTES_SIMT.md). In the emulated build a device is always available; natively, a machine
+// see docs/simt.md). In the emulated build a device is always available; natively, a machine
 // without a GPU (like CI) skips every test that needs one.
 #pragma once
 

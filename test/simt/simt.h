@@ -1,5 +1,5 @@
 // SIMT emulation of CUDA for CPU-only test builds: force-included (g++ -include) into every
-// translation unit of the emulated build, before any other header. See NOTES_SIMT.md.
+// translation unit of the emulated build, before any other header. See docs/simt.md.
 //
 // The CUDA toolkit's own headers supply the types and declarations: uint3, dim3, float4, the
 // runtime API (implemented in runtime.cpp), cuBLAS (cublas.cpp) and the bf16 type with its
