@@ -348,7 +348,7 @@ int main(int argc, char** argv) {
     std::vector<Row> results;
     for (const Case& c : cases) {
         ModelConfig cfg;
-        model_preset(c.model, &cfg);
+        named_model_size(c.model, &cfg);
         const StepResult r = time_steps(cfg, c.B, c.T, warmup, steps);
         results.push_back({c, (double)num_parameters(cfg), model_flops_per_step(cfg, c.B, c.T) / 1e9, r.ms_per_step});
         std::printf("%s B=%d T=%d step ms:", c.model.c_str(), c.B, c.T);
@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
     if (breakdown) {
         for (const Row& r : results) {
             ModelConfig cfg;
-            model_preset(r.c.model, &cfg);
+            named_model_size(r.c.model, &cfg);
             std::printf("\nper-op breakdown, %s B=%d T=%d (each op timed alone, fastest of %d; step = %.1f ms)\n",
                         r.c.model.c_str(), r.c.B, r.c.T, reps, r.ms);
             print_breakdown(op_breakdown(cfg, r.c.B, r.c.T, reps), r.ms, peak);

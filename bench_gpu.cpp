@@ -109,7 +109,7 @@ int run(const Options& o) {
         return 0;
     }
     ModelConfig cfg;
-    model_preset("d12", &cfg);
+    named_model_size("d12", &cfg);
     cfg.placement = o.placement;
     if (o.T > cfg.maxT) throw InputError("flag -T: at most " + std::to_string(cfg.maxT));
     const int B = o.B > 0 ? o.B : largest_batch(cfg, o.T, o.bf16);

@@ -6,7 +6,9 @@
 // Shapes use B (batch), T (time), C (channels), NH (heads), L (layers), V (vocabulary),
 // Vp (vocabulary padded for the embedding table), maxT (longest sequence).
 #pragma once
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -74,7 +76,7 @@ inline NormPlan norm_plan(Placement p) {
 
 // The model sizes of SPEC §1 by name, plus "d6", the small default for CPU-only machines.
 // Returns false for an unknown name.
-inline bool model_preset(const std::string& name, ModelConfig* cfg) {
+inline bool named_model_size(const std::string& name, ModelConfig* cfg) {
     struct Size { const char* name; int L, NH, C; };
     static const Size sizes[] = {
         {"d6", 6, 6, 384}, {"d12", 12, 12, 768}, {"d24", 24, 16, 1024},
@@ -88,6 +90,45 @@ inline bool model_preset(const std::string& name, ModelConfig* cfg) {
         }
     }
     return false;
+}
+
+// A custom size "l{L}h{NH}c{C}", optionally followed by "v{V}" (vocabulary, default GPT-2's
+// 50257) and "t{maxT}" (longest sequence, default 1024): "l16h2c64" is 16 blocks of 2 heads
+// over 64 channels. Vp is V rounded up to a multiple of 64. Returns false when `spec` does not
+// have this shape; throws InputError when it does but the sizes are unusable.
+inline bool custom_model_size(const std::string& spec, ModelConfig* cfg) {
+    size_t at = 0;
+    // Reads `letter` and the digits after it into *value (left untouched when absent).
+    auto field = [&](char letter, int* value) {
+        if (at + 1 >= spec.size() || spec[at] != letter || !std::isdigit((unsigned char)spec[at + 1])) return false;
+        long long n = 0;
+        for (at++; at < spec.size() && std::isdigit((unsigned char)spec[at]); at++)
+            n = std::min<long long>(n * 10 + (spec[at] - '0'), INT32_MAX);
+        *value = (int)n;
+        return true;
+    };
+    ModelConfig m;
+    if (!field('l', &m.L) || !field('h', &m.NH) || !field('c', &m.C)) return false;
+    field('v', &m.V);
+    field('t', &m.maxT);
+    if (at != spec.size()) return false;
+    const struct { const char* name; int value, limit; } checks[] = {
+        {"L", m.L, 1 << 12}, {"NH", m.NH, 1 << 12}, {"C", m.C, 1 << 16}, {"V", m.V, 1 << 24}, {"maxT", m.maxT, 1 << 20}};
+    for (const auto& c : checks)
+        if (c.value < 1 || c.value > c.limit)
+            throw InputError("model size " + spec + ": " + c.name + " must be 1.." + std::to_string(c.limit));
+    if (m.C % m.NH != 0)
+        throw InputError("model size " + spec + ": channels C=" + std::to_string(m.C) +
+                         " not divisible by heads NH=" + std::to_string(m.NH));
+    m.Vp = (m.V + 63) / 64 * 64;
+    *cfg = m;
+    return true;
+}
+
+// A fresh model's sizes from a named size (d6..d48) or a custom one (l{L}h{NH}c{C}[v{V}][t{maxT}]).
+// Returns false when `spec` is neither (then it names a checkpoint file).
+inline bool model_size(const std::string& spec, ModelConfig* cfg) {
+    return named_model_size(spec, cfg) || custom_model_size(spec, cfg);
 }
 
 // Throws InputError unless the sizes can describe a model (positive, heads divide channels).

@@ -38,15 +38,14 @@ Standard library only. Figures need matplotlib; when this interpreter lacks it a
 them; otherwise one line says why there are none and the tables are still written.
 """
 import argparse
-import array
 import concurrent.futures
 import csv
 import json
 import math
 import os
+import re
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import threading
@@ -54,7 +53,6 @@ import time
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 PLACEMENTS = ("pre", "post", "peri")
-PLACEMENT_CODE = {"pre": 0, "post": 1, "peri": 2}
 PLACEMENT_LABEL = {"pre": "Pre-LN", "post": "Post-LN", "peri": "Peri-LN"}
 
 # ---------------------------------------------------------------------------------------------
@@ -84,121 +82,20 @@ DEFAULTS = dict(
     init="l16h2c64", ln="pre,peri,post", dt="1,0.1", wd="0.1", seeds="1-3", lr=6e-4, lr_min=None, warmup=20,
     steps=300, B=4, T=64, total_batch=0, clip=1.0, beta2=0.95, diverge_margin=1.0, eval_every=100,
     eval_batches=16, save_every=100, stats_every=50, eval_B=8, diag_batches=1, directions=4, sigma=0.1,
-    noise_samples=4, vocab=50257, max_t=1024, train_data="data/mobydick_train_*.bin",
+    noise_samples=4, train_data="data/mobydick_train_*.bin",
     val_data="data/mobydick_val_*.bin", tokenizer=None, device="cpu", threads=1, jobs=0, out="runs/sweep",
     publish=None)
 
+# Settings that change where and how fast runs go, not what they compute.
+EXECUTION_SETTINGS = ("device", "threads", "jobs", "out", "publish")
+
 # The settings that decide what a run computes: a rerun into the same OUT must keep them.
 TRAINING_SETTINGS = ("init", "lr", "lr_min", "warmup", "steps", "B", "T", "total_batch", "clip", "beta2",
-                     "diverge_margin", "vocab", "max_t", "train_data", "val_data")
+                     "diverge_margin", "train_data", "val_data")
 
 
 class SweepError(Exception):
     """Bad input or a missing program: reported as one line, exit status 2."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Fresh weights for custom sizes ("l16h2c64": L = 16 blocks, NH = 2 heads, C = 64 channels),
-# written as a checkpoint for ./train -init. This is model.h's init_parameters line for line:
-# one splitmix64-seeded xoshiro256** stream, Box–Muller normals (one per two uniforms), tensors
-# in file order; weights N(0, 0.02), attprojw and fcprojw N(0, 0.02/sqrt(2L)), gains 1, biases 0.
-# test/test_sweep.cpp checks the bytes against the C++ initialisation.
-
-MASK64 = (1 << 64) - 1
-
-
-class Rng:
-    def __init__(self, seed):
-        state = []
-        for _ in range(4):
-            seed = (seed + 0x9E3779B97F4A7C15) & MASK64
-            z = seed
-            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
-            state.append(z ^ (z >> 31))
-        self.state = state
-
-    def normals(self, count, std):
-        """`count` float32 values std·N(0, 1), as init_parameters draws them."""
-        s0, s1, s2, s3 = self.state
-        out = array.array("f", bytes(4 * count))
-        log, cos, sqrt = math.log, math.cos, math.sqrt
-        for i in range(count):
-            uniforms = []
-            for _ in range(2):
-                x = (s1 * 5) & MASK64
-                result = ((((x << 7) | (x >> 57)) & MASK64) * 9) & MASK64
-                t = (s1 << 17) & MASK64
-                s2 ^= s0
-                s3 ^= s1
-                s1 ^= s2
-                s0 ^= s3
-                s2 ^= t
-                s3 = ((s3 << 45) | (s3 >> 19)) & MASK64
-                uniforms.append((result >> 11) * (1.0 / 9007199254740992.0))
-            u1 = max(uniforms[0], 1e-300)
-            out[i] = std * (sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * uniforms[1]))
-        self.state = [s0, s1, s2, s3]
-        return out
-
-
-def parse_size(spec):
-    """(L, NH, C) for a custom size "l{L}h{NH}c{C}", else None (a named size or a file)."""
-    import re
-    m = re.fullmatch(r"l(\d+)h(\d+)c(\d+)", spec)
-    if not m:
-        return None
-    L, NH, C = map(int, m.groups())
-    if L < 1 or NH < 1 or C < 1 or C % NH:
-        raise SweepError(f"--init {spec}: need L, NH, C ≥ 1 with NH dividing C")
-    return L, NH, C
-
-
-def padded_vocab(V):
-    return (V + 63) // 64 * 64
-
-
-def fresh_weights(size, max_t, V, seed):
-    """The parameters that init_parameters draws at random or sets (every tensor but Peri-LN's
-    output norms, which come last and take nothing from the stream), as float32 bytes."""
-    L, NH, C = size
-    Vp = padded_vocab(V)
-    rng = Rng(seed)
-    residual = 0.02 / math.sqrt(2.0 * L)
-    ones, zeros = (lambda n: array.array("f", [1.0]) * n), (lambda n: array.array("f", bytes(4 * n)))
-    parts = [
-        rng.normals(Vp * C, 0.02), rng.normals(max_t * C, 0.02),            # wte, wpe
-        ones(L * C), zeros(L * C),                                           # ln1w, ln1b
-        rng.normals(L * 3 * C * C, 0.02), zeros(L * 3 * C),                  # qkvw, qkvb
-        rng.normals(L * C * C, residual), zeros(L * C),                      # attprojw, attprojb
-        ones(L * C), zeros(L * C),                                           # ln2w, ln2b
-        rng.normals(L * 4 * C * C, 0.02), zeros(L * 4 * C),                  # fcw, fcb
-        rng.normals(L * C * 4 * C, residual), zeros(L * C),                  # fcprojw, fcprojb
-        ones(C), zeros(C),                                                   # lnfw, lnfb
-    ]
-    return b"".join(p.tobytes() for p in parts)
-
-
-def write_init_checkpoint(path, size, max_t, V, placement, dt, weights):
-    """A SPEC §3 checkpoint of fresh weights (from fresh_weights) for one placement and Δt."""
-    L, NH, C = size
-    header = [0] * 256
-    dt32 = struct.unpack("<f", struct.pack("<f", dt))[0]
-    llmc = placement == "pre" and dt32 == 1.0
-    header[:8] = [20240326, 3 if llmc else 100, max_t, V, L, NH, C, padded_vocab(V)]
-    if not llmc:
-        header[8] = PLACEMENT_CODE[placement]
-        header[9] = struct.unpack("<i", struct.pack("<f", dt))[0]
-    extra = b""
-    if placement == "peri":  # ln1ow, ln1ob, ln2ow, ln2ob
-        extra = (array.array("f", [1.0]) * (L * C)).tobytes() + bytes(4 * L * C)
-        extra = extra * 2
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<256i", *header))
-        f.write(weights)
-        f.write(extra)
-    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,34 +202,16 @@ class Sweep:
     def __init__(self, s):
         self.s = s
         self.lock = threading.Lock()
-        self.size = parse_size(s.init)
-        self.weights_cache, self.seed_locks = {}, {}
         self.done = 0
 
     def say(self, text):
         with self.lock:
             print(text, flush=True)
 
-    def init_spec(self, run, write=True):
-        """What ./train -init gets: a named size, a checkpoint file, or fresh weights written here
-        (only named when write is False)."""
-        s = self.s
-        if self.size is None:
-            return s.init
-        path = os.path.join(run.dir, "init.bin")
-        if write and not os.path.exists(path):
-            with self.lock:  # one generation per seed, shared by every placement and Δt
-                seed_lock = self.seed_locks.setdefault(run.seed, threading.Lock())
-            with seed_lock:
-                if run.seed not in self.weights_cache:
-                    self.weights_cache[run.seed] = fresh_weights(self.size, s.max_t, s.vocab, run.seed)
-            write_init_checkpoint(path, self.size, s.max_t, s.vocab, run.ln, run.dt, self.weights_cache[run.seed])
-        return path
-
-    def train_command(self, run, write_init=True):
+    def train_command(self, run):
         s = self.s
         cmd = [s.train_bin, "-device", s.device, "-ln", run.ln, "-dt", repr(run.dt), "-wd", repr(run.wd),
-               "-seed", str(run.seed), "-init", self.init_spec(run, write_init), "-train_data", s.train_data,
+               "-seed", str(run.seed), "-init", s.init, "-train_data", s.train_data,
                "-val_data", s.val_data, "-B", str(s.B), "-T", str(s.T), "-steps", str(s.steps),
                "-lr", repr(s.lr), "-lr_min", repr(s.lr_min if s.lr_min is not None else s.lr / 10),
                "-warmup", str(s.warmup), "-clip", repr(s.clip), "-beta2", repr(s.beta2),
@@ -368,11 +247,11 @@ class Sweep:
                 return 127
 
     def clean(self, run, keep_final):
-        """Drops what a recorded run no longer needs: optimiser states, intermediate checkpoints,
-        the fresh initial weights (and the final model too for a diverged run)."""
+        """Drops what a recorded run no longer needs: optimiser states, intermediate checkpoints
+        (and the final model too for a diverged run)."""
         final = os.path.basename(final_model(run, self.s))
         for name in os.listdir(run.dir):
-            if name == "init.bin" or name.startswith("state_") or (
+            if name.startswith("state_") or (
                     name.startswith("model_") and not (keep_final and name == final)):
                 os.remove(os.path.join(run.dir, name))
 
@@ -545,8 +424,8 @@ def pm(values, digits):
 
 
 def markdown(s, runs, records):
-    size = parse_size(s.init)
-    model = f"L={size[0]}, NH={size[1]}, C={size[2]}" if size else s.init
+    size = re.fullmatch(r"l(\d+)h(\d+)c(\d+)(?:v\d+)?(?:t\d+)?", s.init)  # ./train's custom sizes
+    model = "L={}, NH={}, C={}".format(*size.groups()) if size else s.init
     tokens = s.total_batch or s.B * s.T
     lines = [
         f"Model {model}; {s.steps} steps of {tokens} tokens; AdamW lr {s.lr:g} (warmup {s.warmup}, cosine to "
@@ -753,16 +632,13 @@ def parse_args(argv):
     p.add_argument("--figures-only", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--no-figures", action="store_true", help="tables only")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    p.add_argument("--write-init", metavar="FILE", help=argparse.SUPPRESS)  # fresh weights for --init, --ln, --dt, --seeds
     g = p.add_argument_group("grid (comma lists; seeds also as ranges, e.g. 1-5)")
     g.add_argument("--ln", help="placements: pre, post, peri")
     g.add_argument("--dt", help="residual steps Δt")
     g.add_argument("--wd", help="weight decays")
     g.add_argument("--seeds")
     t = p.add_argument_group("training (./train flags)")
-    t.add_argument("--init", help="d6|d12|d24|d36|d48, a checkpoint FILE, or a fresh custom size l{L}h{NH}c{C}")
-    t.add_argument("--vocab", type=int, help="V of a custom size (50257: GPT-2's tokens)")
-    t.add_argument("--max-t", dest="max_t", type=int, help="maxT of a custom size (1024)")
+    t.add_argument("--init", help="d6|d12|d24|d36|d48, a custom size l{L}h{NH}c{C}[v{V}][t{maxT}] or a checkpoint FILE")
     for name, kind in (("lr", float), ("lr-min", float), ("warmup", int), ("steps", int), ("B", int), ("T", int),
                        ("total-batch", int), ("clip", float), ("beta2", float), ("diverge-margin", float),
                        ("eval-every", int), ("eval-batches", int), ("save-every", int), ("stats-every", int)):
@@ -799,8 +675,7 @@ def parse_args(argv):
         if v is not None and k in settings and not (a.report and k in TRAINING_SETTINGS):
             settings[k] = v
     s = argparse.Namespace(**settings)
-    s.report, s.figures_only, s.no_figures, s.dry_run, s.write_init = (a.report, a.figures_only, a.no_figures,
-                                                                        a.dry_run, a.write_init)
+    s.report, s.figures_only, s.no_figures, s.dry_run = a.report, a.figures_only, a.no_figures, a.dry_run
     s.train_bin, s.eval_bin = os.path.abspath(a.train_bin), os.path.abspath(a.eval_bin)
     # Relative paths: from the current directory when given here, from the repository when they
     # come from a preset or the defaults (e.g. data/mobydick_*.bin).
@@ -809,20 +684,27 @@ def parse_args(argv):
         v = getattr(s, k)
         if v and not os.path.isabs(v):
             setattr(s, k, os.path.abspath(v) if k in given else os.path.join(REPO, v))
-    if s.init and not parse_size(s.init) and os.path.exists(s.init):
+    # A preset publishes its own experiment only: a grid changed by flags keeps its results in OUT.
+    preset = {**DEFAULTS, **PRESETS.get(a.preset, {})}
+    changed = [k for k in DEFAULTS if k not in EXECUTION_SETTINGS and
+               getattr(a, k, None) is not None and getattr(a, k) != preset[k]]
+    if a.preset and not a.report and a.publish is None and s.publish and changed:
+        print(f"sweep: not publishing to {s.publish}_*: {', '.join('--' + k.replace('_', '-') for k in changed)} "
+              f"{'differs' if len(changed) == 1 else 'differ'} from the preset", flush=True)
+        s.publish = None
+    if s.init and os.path.exists(s.init):  # a checkpoint file
         s.init = os.path.abspath(s.init)
-    for name in ("steps", "B", "T", "eval_batches", "eval_B", "directions", "noise_samples", "vocab", "max_t"):
+    for name in ("steps", "B", "T", "eval_batches", "eval_B", "directions", "noise_samples"):
         if getattr(s, name) < 1:
             raise SweepError(f"--{name.replace('_', '-')}: must be ≥ 1")
     if s.lr <= 0:
         raise SweepError("--lr: must be > 0")
-    if s.vocab > 65536:
-        raise SweepError("--vocab: token shards hold uint16 ids, so at most 65536")
     return s
 
 
-def check_settings(s):
-    """Writes OUT/sweep.json, or refuses when OUT holds runs made with other training settings."""
+def check_settings(s, write=True):
+    """Refuses when OUT holds runs made with other training settings; else (when `write`) writes
+    OUT/sweep.json."""
     path = os.path.join(s.out, "sweep.json")
     mine = {k: getattr(s, k) for k in DEFAULTS}
     saved = read_json(path)
@@ -836,21 +718,26 @@ def check_settings(s):
             old = [x.strip() for x in str(saved.get(k, "")).split(",") if x.strip()]
             new = [x.strip() for x in str(mine[k]).split(",") if x.strip()]
             mine[k] = ",".join(old + [x for x in new if x not in old])
-    os.makedirs(s.out, exist_ok=True)
-    write_json(path, mine)
+    if write:
+        os.makedirs(s.out, exist_ok=True)
+        write_json(path, mine)
     return mine
+
+
+def use_private_binaries(s):
+    """Runs copies of ./train and ./eval in OUT/bin, so that rebuilding them during a sweep
+    disturbs nothing."""
+    bin_dir = os.path.join(s.out, "bin")
+    os.makedirs(bin_dir, exist_ok=True)
+    for attr, name in (("train_bin", "train"), ("eval_bin", "eval")):
+        copy = os.path.join(bin_dir, name)
+        shutil.copy2(getattr(s, attr), copy + ".tmp")
+        os.replace(copy + ".tmp", copy)
+        setattr(s, attr, copy)
 
 
 def main(argv):
     s = parse_args(argv)
-    if s.write_init:
-        size = parse_size(s.init or "")
-        if size is None:
-            raise SweepError("--write-init needs --init l{L}h{NH}c{C}")
-        run = make_grid(argparse.Namespace(**{**vars(s), "out": s.out}))[0]
-        write_init_checkpoint(s.write_init, size, s.max_t, s.vocab, run.ln, run.dt,
-                              fresh_weights(size, s.max_t, s.vocab, run.seed))
-        return 0
     if s.report:
         runs = make_grid(s)
         records, md = collect(s, runs)
@@ -867,15 +754,9 @@ def main(argv):
     for binary in (s.train_bin, s.eval_bin):
         if not os.access(binary, os.X_OK):
             raise SweepError(f"{binary} not found: build it first (make)")
-    saved = check_settings(s)
-    # Run private copies, so that rebuilding ./train or ./eval during a sweep disturbs nothing.
-    bin_dir = os.path.join(s.out, "bin")
-    os.makedirs(bin_dir, exist_ok=True)
-    for attr, name in (("train_bin", "train"), ("eval_bin", "eval")):
-        copy = os.path.join(bin_dir, name)
-        shutil.copy2(getattr(s, attr), copy + ".tmp")
-        os.replace(copy + ".tmp", copy)
-        setattr(s, attr, copy)
+    saved = check_settings(s, write=not s.dry_run)
+    if not s.dry_run:
+        use_private_binaries(s)
     runs = make_grid(s)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     jobs = s.jobs or max(1, cores // max(1, s.threads or cores))
@@ -887,7 +768,7 @@ def main(argv):
     sweep = Sweep(s)
     if s.dry_run:
         for r in todo:
-            print(" ".join(sweep.train_command(r, write_init=False)))
+            print(" ".join(sweep.train_command(r)))
             print(" ".join(sweep.eval_command(r)))
         return 0
     start = time.time()

@@ -45,7 +45,8 @@ struct TrainOptions {
 static const char* USAGE =
     "usage: ./train [-name value ...]\n"
     "  -ln pre|post|peri   LayerNorm placement (pre)        -dt X          residual step (1.0)\n"
-    "  -init d6|d12|d24|d36|d48|FILE  fresh size or checkpoint (d6 on CPU, d12 on CUDA)\n"
+    "  -init d6|d12|d24|d36|d48|SIZE|FILE  fresh size or checkpoint (d6 on CPU, d12 on CUDA);\n"
+    "        SIZE = l{L}h{NH}c{C}[v{V}][t{maxT}], e.g. l16h2c64 (V 50257, maxT 1024 unless given)\n"
     "  -train_data GLOB  -val_data GLOB  token shards (the bundled corpus)\n"
     "  -B N  -T N  -total_batch TOKENS  micro-batch, sequence length, tokens per step (B*T)\n"
     "  -steps N (1000)  -lr X (6e-4)  -lr_min X (lr/10)  -warmup N (20, at most steps/10)  -wd X (0.1)\n"
@@ -274,7 +275,7 @@ static Run prepare(const TrainOptions& o) {
     }
     if (!r.resuming) {
         const std::string init = o.init.empty() ? (gpu ? "d12" : "d6") : o.init;
-        if (model_preset(init, &r.cfg)) {
+        if (model_size(init, &r.cfg)) {
             r.cfg.placement = o.placement;
             r.cfg.dt = o.dt;
             r.model_origin = "fresh " + init;

@@ -3,12 +3,13 @@
 //     Pre-LN with Δt = 1 (llm.c's file) and 100 otherwise, placement and Δt kept bit for bit;
 //   * refusal, with an InputError naming the file, of broken files;
 //   * an llm.c version-3 file built here by hand reads as Pre-LN, Δt = 1, same floats;
-//   * init_parameters follows SPEC §1;
+//   * init_parameters follows SPEC §1; model_size reads the fresh sizes ./train -init takes;
 //   * write_file_atomically leaves no temporary behind and never a partial target.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -385,6 +386,52 @@ TEST(InitParameters, SameSeedSameModelOtherSeedOtherModel) {
         }
     }
     EXPECT_GT(differ, random_entries * 99 / 100);
+}
+
+// ---------------------------------------------------------------------------------------------
+// model_size: the sizes ./train -init accepts for a fresh model
+
+// The sizes model_size gives `spec`, as {L, NH, C, V, Vp, maxT}.
+std::array<int, 6> sizes_of(const std::string& spec) {
+    ModelConfig c;
+    EXPECT_TRUE(model_size(spec, &c)) << spec;
+    return {c.L, c.NH, c.C, c.V, c.Vp, c.maxT};
+}
+
+TEST(ModelSize, NamedSizesAreGpt2s) {
+    EXPECT_EQ(sizes_of("d12"), (std::array<int, 6>{12, 12, 768, 50257, 50304, 1024}));
+    EXPECT_EQ(sizes_of("d48"), (std::array<int, 6>{48, 25, 1600, 50257, 50304, 1024}));
+}
+
+TEST(ModelSize, CustomSizeWithAndWithoutVocabularyAndLength) {
+    EXPECT_EQ(sizes_of("l16h2c64"), (std::array<int, 6>{16, 2, 64, 50257, 50304, 1024}));
+    EXPECT_EQ(sizes_of("l2h2c16v96t16"), (std::array<int, 6>{2, 2, 16, 96, 128, 16}));
+    EXPECT_EQ(sizes_of("l3h1c8t32"), (std::array<int, 6>{3, 1, 8, 50257, 50304, 32}));  // V omitted
+    EXPECT_EQ(sizes_of("l1h1c1v64"), (std::array<int, 6>{1, 1, 1, 64, 64, 1024}));      // Vp = V: a multiple of 64
+}
+
+TEST(ModelSize, OtherShapesAreNotSizes) {
+    ModelConfig c;
+    for (const char* spec : {"", "d7", "model.bin", "l16h2", "l16h2c", "l16h2c64x", "l16h2c64t16v96", "L16H2C64",
+                             "l16h2c64v", "l-1h2c64", "l 16h2c64", "xl16h2c64", "l0h2c64x"})
+        EXPECT_FALSE(model_size(spec, &c)) << spec;
+}
+
+TEST(ModelSize, RefusesUnusableCustomSizes) {
+    ModelConfig c;
+    struct Case { const char* spec; const char* why; };
+    for (const Case& k : {Case{"l16h3c64", "not divisible by heads"}, Case{"l0h2c64", "L must be 1.."},
+                          Case{"l16h0c64", "NH must be 1.."}, Case{"l2h2c16v0", "V must be 1.."},
+                          Case{"l2h2c16t0", "maxT must be 1.."}, Case{"l99999999999999999999h1c1", "L must be 1.."},
+                          Case{"l1h1c100000", "C must be 1.."}}) {
+        try {
+            model_size(k.spec, &c);
+            ADD_FAILURE() << k.spec << " was accepted";
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find(k.why), std::string::npos) << k.spec << ": " << e.what();
+            EXPECT_NE(std::string(e.what()).find(k.spec), std::string::npos) << e.what();
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

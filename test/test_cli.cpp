@@ -120,6 +120,28 @@ TEST_F(Cli, TrainsAndWritesLogAndFinalCheckpoint) {
     EXPECT_EQ(saved.dt, 0.5f);
 }
 
+TEST_F(Cli, TrainsAFreshCustomSize) {
+    // The tiny model's sizes as a fresh -init size: the run starts from init_parameters' weights
+    // for -seed, so its first loss is the one of a checkpoint holding exactly those weights.
+    Result fresh = run("./train", "-device cpu -threads 2 -init l2h2c16v96t16 -ln peri -dt 0.5 -seed 7 -train_data " +
+                                      dir + "/train_*.bin -val_data " + dir + "/val_*.bin -B 2 -T 8 -eval_every 0 "
+                                      "-shuffle 0 -steps 2 -save_every 0 -out " + dir + "/fresh");
+    ASSERT_EQ(fresh.status, 0) << fresh.err;
+    EXPECT_NE(fresh.out.find("fresh l2h2c16v96t16"), std::string::npos) << fresh.out;
+    ModelConfig saved = read_checkpoint_config(dir + "/fresh/model_00000002.bin");
+    EXPECT_EQ(saved.L, 2); EXPECT_EQ(saved.NH, 2); EXPECT_EQ(saved.C, 16);
+    EXPECT_EQ(saved.V, 96); EXPECT_EQ(saved.Vp, 128); EXPECT_EQ(saved.maxT, 16);
+    Result loaded = train("-seed 7 -shuffle 0 -steps 2 -save_every 0");
+    ASSERT_EQ(loaded.status, 0) << loaded.err;
+    EXPECT_EQ(losses(slurp(dir + "/fresh/log.jsonl")), losses(slurp(dir + "/out/log.jsonl")));
+}
+
+TEST_F(Cli, RefusesUnusableCustomSize) {
+    expect_refused(run("./train", "-device cpu -init l2h3c16v96t16 -train_data " + dir + "/train_*.bin -val_data " +
+                                      dir + "/val_*.bin -out " + dir + "/out"),
+                   "l2h3c16v96t16");
+}
+
 TEST_F(Cli, ResumeContinuesBitForBit) {
     ASSERT_EQ(train("-steps 8 -save_every 4 -warmup 2 -shuffle 1").status, 0);
     const std::vector<std::string> uninterrupted = losses(slurp(dir + "/out/log.jsonl"));

@@ -87,7 +87,7 @@ protected:
         const char* bin_dir = std::getenv("GPT2_BIN_DIR");  // where ./train and ./eval are (default .)
         const std::string bin = bin_dir ? bin_dir : ".";
         const std::string cmd = "python3 sweep.py --train-bin " + bin + "/train --eval-bin " + bin + "/eval "
-                                "--init l2h2c16 --vocab 96 --max-t 16 --B 2 --T 8 --eval-B 2 "
+                                "--init l2h2c16v96t16 --B 2 --T 8 --eval-B 2 "
                                 "--eval-batches 2 --eval-every 3 --save-every 3 --stats-every 2 --threads 1 --jobs 2 "
                                 "--train-data '" + dir + "/train_*.bin' --val-data '" + dir + "/val_*.bin' --out " +
                                 dir + "/" + out + " " + extra + " > " + log + " 2>&1";
@@ -95,26 +95,6 @@ protected:
         return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(log)};
     }
 };
-
-TEST_F(Sweep, FreshWeightsMatchInitParametersByteForByte) {
-    struct Case { const char* ln; Placement p; float dt; int seed; };
-    for (const Case& c : {Case{"peri", Placement::Peri, 0.5f, 7}, Case{"pre", Placement::Pre, 1.0f, 3},
-                          Case{"post", Placement::Post, 0.1f, 11}}) {
-        ModelConfig cfg;
-        cfg.maxT = 16; cfg.V = 96; cfg.Vp = 128; cfg.L = 2; cfg.NH = 2; cfg.C = 16;
-        cfg.placement = c.p;
-        cfg.dt = c.dt;
-        std::vector<float> params(num_parameters(cfg));
-        init_parameters(cfg, params.data(), c.seed);
-        write_checkpoint(dir + "/cpp.bin", cfg, params.data());
-        char dt[32];
-        std::snprintf(dt, sizeof dt, "%g", c.dt);
-        const std::string cmd = std::string("python3 sweep.py --write-init ") + dir + "/py.bin --init l2h2c16 --vocab 96 "
-                                "--max-t 16 --ln " + c.ln + " --dt " + dt + " --seeds " + std::to_string(c.seed);
-        ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-        EXPECT_TRUE(slurp(dir + "/cpp.bin") == slurp(dir + "/py.bin")) << c.ln << ": checkpoints differ";
-    }
-}
 
 TEST_F(Sweep, RunsGridWritesTablesAndResumes) {
     const std::string grid = "--ln pre,peri --dt 1,0.5 --seeds 1-2 --steps 6 --warmup 2 --lr 1e-3";
@@ -185,6 +165,23 @@ TEST_F(Sweep, RecordsDivergencesAndDoesNotRedoThem) {
     EXPECT_FALSE(exists(dir + "/d/runs/pre_dt1_wd0_s1/eval.json"));
     r = sweep("d", grid);
     EXPECT_NE(r.out.find("4 runs (4 recorded, 0 to do)"), std::string::npos) << r.out;
+}
+
+TEST_F(Sweep, PresetPublishesOnlyItsOwnGrid) {
+    // --dry-run runs and writes nothing; it says whether the preset's docs would be replaced.
+    auto dry = [&](const std::string& flags) {
+        const std::string log = dir + "/dry.out";
+        const int raw = std::system(("python3 sweep.py --preset small --dry-run --out " + dir + "/p " + flags + " > " +
+                                     log + " 2>&1").c_str());
+        EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << slurp(log);
+        return slurp(log);
+    };
+    EXPECT_EQ(dry("--jobs 1 --threads 2").find("not publishing"), std::string::npos);
+    EXPECT_NE(dry("--ln peri --diverge-margin 0").find("/docs/small_*: --ln, --diverge-margin differ from the preset"),
+              std::string::npos)
+        << slurp(dir + "/dry.out");
+    EXPECT_NE(dry("--lr 0.02").find("--lr differs from the preset"), std::string::npos) << slurp(dir + "/dry.out");
+    EXPECT_FALSE(exists(dir + "/p")) << "--dry-run wrote into OUT";
 }
 
 // ---------------------------------------------------------------------------------------------
