@@ -32,8 +32,12 @@
 
 namespace {
 
-// Sizes: small enough for the emulated run, with heads, padding and repeated tokens.
-constexpr int B = 2, Tn = 16, C = 64, NH = 4, V = 96, Vp = 128, maxT = 32;
+// Sizes: small enough for the emulated run, with heads, padding and repeated tokens, and odd on
+// purpose: N = 39 rows and N·C = 1872 elements fill no 256-thread block or 8-warp block exactly,
+// C = 48 is not a multiple of the 32 lanes of a warp, and the head size is 12, so every kernel's
+// tail (the last, partly idle block or warp) is exercised. (cuda_test_model.cu runs the whole
+// step at power-of-two sizes.)
+constexpr int B = 3, Tn = 13, C = 48, NH = 4, V = 83, Vp = 96, maxT = 20;
 constexpr int N = B * Tn;
 constexpr cudaStream_t kStream = nullptr;
 
