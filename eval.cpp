@@ -488,16 +488,9 @@ static int evaluate(const EvalOptions& o) {
 }
 
 int main(int argc, char** argv) {
-    if (help_requested(argc, argv)) {
-        std::fputs(USAGE, stdout);
-        return 0;
-    }
-    try {
+    return run_program("eval", USAGE, argc, argv, [&] {
         EvalOptions opt = parse_options(argc, argv);
         if (opt.threads > 0) omp_set_num_threads(opt.threads);
         return evaluate(opt);
-    } catch (const InputError& e) {
-        std::fprintf(stderr, "eval: %s\n", e.what());
-        return 2;
-    }
+    });
 }

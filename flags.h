@@ -2,12 +2,15 @@
 //
 // The program asks for each flag it knows, with its default and allowed range; afterwards
 // finish() refuses any flag nobody asked for. Every problem is an InputError naming the flag,
-// raised before any work starts, so the program can print one line and exit with status 2.
+// raised before any work starts, so the program can print one line and exit with status 2
+// (run_program, which every main() goes through, does that).
 #pragma once
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <new>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,6 +24,26 @@ inline bool help_requested(int argc, char** argv) {
         if (a == "-h" || a == "--help") return true;
     }
     return false;
+}
+
+// The body of a program's main(): prints `usage` for -h/--help, else runs `body` (returning the
+// exit status). Bad input (InputError) is one line "program: message" on stderr and status 2;
+// running out of memory (a model or batch too large for this machine) is one line and status 1.
+template <typename Body>
+int run_program(const char* program, const char* usage, int argc, char** argv, Body body) {
+    if (help_requested(argc, argv)) {
+        std::fputs(usage, stdout);
+        return 0;
+    }
+    try {
+        return body();
+    } catch (const InputError& e) {
+        std::fprintf(stderr, "%s: %s\n", program, e.what());
+        return 2;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "%s: out of memory: the model or batch is too large for this machine\n", program);
+        return 1;
+    }
 }
 
 class Flags {

@@ -450,17 +450,10 @@ static int train(Run& r) {
 }
 
 int main(int argc, char** argv) {
-    if (help_requested(argc, argv)) {
-        std::fputs(USAGE, stdout);
-        return 0;
-    }
-    try {
+    return run_program("train", USAGE, argc, argv, [&] {
         TrainOptions opt = parse_options(argc, argv);
         if (opt.threads > 0) omp_set_num_threads(opt.threads);
         Run run = prepare(opt);
         return train(run);
-    } catch (const InputError& e) {
-        std::fprintf(stderr, "train: %s\n", e.what());
-        return 2;
-    }
+    });
 }

@@ -142,6 +142,15 @@ TEST_F(Cli, RefusesUnusableCustomSize) {
                    "l2h3c16v96t16");
 }
 
+TEST_F(Cli, ModelTooLargeForMemoryIsOneLineNotACrash) {
+    // 1.7e14 parameters: no allocator grants that, so this is the out-of-memory path.
+    Result r = run("./train", "-device cpu -init l4000h1c60000 -B 2 -T 8 -train_data " + dir + "/train_*.bin -val_data " +
+                                  dir + "/val_*.bin -out " + dir + "/out");
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_EQ(r.err, "train: out of memory: the model or batch is too large for this machine\n");
+    EXPECT_FALSE(exists(dir + "/out")) << "output directory left behind";
+}
+
 TEST_F(Cli, ResumeContinuesBitForBit) {
     ASSERT_EQ(train("-steps 8 -save_every 4 -warmup 2 -shuffle 1").status, 0);
     const std::vector<std::string> uninterrupted = losses(slurp(dir + "/out/log.jsonl"));
