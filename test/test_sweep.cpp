@@ -184,6 +184,38 @@ TEST_F(Sweep, PresetPublishesOnlyItsOwnGrid) {
     EXPECT_FALSE(exists(dir + "/p")) << "--dry-run wrote into OUT";
 }
 
+// plot.py on two tiny ./train runs, one with statistics: a PNG where matplotlib is installed
+// (for python3 or /usr/bin/python3), else one line naming what is missing; always exit 2 and one
+// line for a folder that is not a run.
+TEST_F(Sweep, PlotComparesRunsOrSaysWhatIsMissing) {
+    const char* bin_dir = std::getenv("GPT2_BIN_DIR");
+    const std::string train = std::string(bin_dir ? bin_dir : ".") + "/train -device cpu -threads 1 -init l2h2c16v96t16 "
+                              "-B 2 -T 8 -steps 6 -eval_every 3 -train_data '" + dir + "/train_*.bin' -val_data '" +
+                              dir + "/val_*.bin' -out ";
+    ASSERT_EQ(std::system((train + dir + "/a -ln pre -stats_every 2 > /dev/null").c_str()), 0);
+    ASSERT_EQ(std::system((train + dir + "/b -ln peri -dt 0.1 > /dev/null").c_str()), 0);
+    auto plot = [&](const std::string& args) {
+        const int raw = std::system(("python3 plot.py " + args + " > " + dir + "/plot.out 2>&1").c_str());
+        return Result{WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir + "/plot.out")};
+    };
+    Result bad = plot(dir + "/a " + dir + "/nothing");
+    EXPECT_EQ(bad.status, 2) << bad.out;
+    EXPECT_EQ(bad.out, "plot.py: " + dir + "/nothing: no log.jsonl (is it a ./train -out folder?)\n");
+
+    const bool matplotlib = std::system("python3 -c 'import matplotlib' 2>/dev/null") == 0 ||
+                            std::system("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null") == 0;
+    Result r = plot(dir + "/a " + dir + "/b --out " + dir + "/cmp.png");
+    if (!matplotlib) {
+        EXPECT_EQ(r.status, 2) << r.out;
+        EXPECT_NE(r.out.find("matplotlib is not installed"), std::string::npos) << r.out;
+        EXPECT_FALSE(exists(dir + "/cmp.png"));
+        return;
+    }
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(r.out, "plot: " + dir + "/cmp.png\n");
+    EXPECT_EQ(slurp(dir + "/cmp.png").substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+}
+
 // ---------------------------------------------------------------------------------------------
 // ./eval on a tiny checkpoint: what -json, -pairs and -samples write, and what it refuses.
 
