@@ -430,7 +430,7 @@ def markdown(s, runs, records):
     lines = [
         f"Model {model}; {s.steps} steps of {tokens} tokens; AdamW lr {s.lr:g} (warmup {s.warmup}, cosine to "
         f"{(s.lr_min if s.lr_min is not None else s.lr / 10):g}), β2 {s.beta2:g}, clip {s.clip:g}; "
-        f"diverged = non-finite, or loss > first loss + {s.diverge_margin:g} after warmup. "
+        f"diverged = non-finite{f', or loss > first loss + {s.diverge_margin:g} after warmup' if s.diverge_margin else ''}. "
         f"Mean ± std over the seeds that did not diverge; validation metrics over {s.eval_batches} batches of "
         f"{s.eval_B}×{s.T} tokens; ROUGE F1 of the argmax predictions (teacher forcing), no stemming. "
         f"The last column is X_L's mean_abs at the last stats record of training (every {s.stats_every} steps), "
