@@ -104,6 +104,25 @@ class DataLoader {
     // Number of windows in one epoch, over all ranks.
     uint64_t num_windows() const { return num_windows_; }
 
+    // The token count in the header of the longest shard matching `pattern`, read without
+    // validating anything else (0 when nothing matches or no header reads): enough to choose a
+    // batch size that fits before the loader itself checks every file.
+    static uint64_t longest_shard_tokens(const std::string& pattern) {
+        uint64_t longest = 0;
+        glob_t matches{};
+        if (glob(pattern.c_str(), 0, nullptr, &matches) == 0) {
+            for (size_t i = 0; i < matches.gl_pathc; i++) {
+                int32_t header[3];
+                FILE* file = std::fopen(matches.gl_pathv[i], "rb");
+                if (file && std::fread(header, sizeof header, 1, file) == 1 && header[0] == kMagic && header[2] > 0)
+                    longest = std::max<uint64_t>(longest, uint64_t(header[2]));
+                if (file) std::fclose(file);
+            }
+        }
+        globfree(&matches);
+        return longest;
+    }
+
  private:
     static constexpr int32_t kMagic = 20240520;
     static constexpr int32_t kVersion = 1;

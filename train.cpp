@@ -254,6 +254,21 @@ static void check_against_flags(const ModelConfig& m, const TrainOptions& o, con
         throw InputError(path + ": checkpoint has dt " + num(m.dt) + " but -dt " + num(o.dt) + " was given");
 }
 
+// The micro-batch when -B is not given: `preferred`, halved while one window of B*T+1 tokens
+// does not fit in the longest shard of the training data or, with evaluation on, of the
+// validation data (the bundled validation shard's 30,132 tokens take B = 16 at T = 1024, not
+// the GPU default 32). Says so when it halves.
+static int default_batch(int preferred, int T, const TrainOptions& o) {
+    uint64_t room = DataLoader::longest_shard_tokens(o.train_data);
+    if (o.eval_every > 0) room = std::min(room, DataLoader::longest_shard_tokens(o.val_data));
+    int B = preferred;
+    while (B > 1 && uint64_t(B) * T + 1 > room) B /= 2;
+    if (B != preferred)
+        std::printf("batch: default B=%d lowered to %d so that one batch of B*T+1 tokens fits in the data's shards\n",
+                    preferred, B);
+    return B;
+}
+
 // Resolves the device, the model (resumed, loaded or fresh), and the batch shape.
 static Run prepare(const TrainOptions& o) {
     Run r;
@@ -287,8 +302,8 @@ static Run prepare(const TrainOptions& o) {
         r.state.seed = o.seed;
     }
     validate_config(r.cfg, "model");
-    if (r.opt.B == 0) r.opt.B = gpu ? 32 : 8;
     if (r.opt.T == 0) r.opt.T = std::min(gpu ? 1024 : 256, r.cfg.maxT);
+    if (r.opt.B == 0) r.opt.B = default_batch(gpu ? 32 : 8, r.opt.T, o);
     if (r.opt.T > r.cfg.maxT)
         throw InputError("flag -T: " + std::to_string(r.opt.T) + " exceeds the model's maxT " + std::to_string(r.cfg.maxT));
     const long long tokens = (long long)r.opt.B * r.opt.T;

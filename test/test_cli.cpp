@@ -142,6 +142,22 @@ TEST_F(Cli, RefusesUnusableCustomSize) {
                    "l2h3c16v96t16");
 }
 
+TEST_F(Cli, DefaultBatchShrinksToFitTheShards) {
+    // The CPU default B = 8 at T = 100 needs 801 tokens per window; the val shard has 500.
+    const std::string data = " -train_data " + dir + "/train_*.bin -val_data " + dir + "/val_*.bin -out " + dir;
+    Result r = run("./train", "-device cpu -init l2h2c16v96t128 -T 100 -steps 1 -eval_batches 1" + data + "/out1");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("default B=8 lowered to 4 so that one batch"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("batch: B=4 T=100"), std::string::npos) << r.out;
+    // Without evaluation only the train shard (3000 tokens) counts: B = 8 fits.
+    r = run("./train", "-device cpu -init l2h2c16v96t128 -T 100 -steps 1 -eval_every 0" + data + "/out2");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("batch: B=8 T=100"), std::string::npos) << r.out;
+    // A -B given explicitly is never changed: it is refused when it does not fit.
+    expect_refused(run("./train", "-device cpu -init l2h2c16v96t128 -T 100 -B 8 -steps 1" + data + "/out"),
+                   "no shard holds one batch of B*T+1 = 801 tokens");
+}
+
 TEST_F(Cli, ModelTooLargeForMemoryIsOneLineNotACrash) {
     // 1.7e14 parameters: no allocator grants that, so this is the out-of-memory path.
     Result r = run("./train", "-device cpu -init l4000h1c60000 -B 2 -T 8 -train_data " + dir + "/train_*.bin -val_data " +
