@@ -109,17 +109,12 @@ class DataLoader {
     // batch size that fits before the loader itself checks every file.
     static uint64_t longest_shard_tokens(const std::string& pattern) {
         uint64_t longest = 0;
-        glob_t matches{};
-        if (glob(pattern.c_str(), 0, nullptr, &matches) == 0) {
-            for (size_t i = 0; i < matches.gl_pathc; i++) {
-                int32_t header[3];
-                FILE* file = std::fopen(matches.gl_pathv[i], "rb");
-                if (file && std::fread(header, sizeof header, 1, file) == 1 && header[0] == kMagic && header[2] > 0)
-                    longest = std::max<uint64_t>(longest, uint64_t(header[2]));
-                if (file) std::fclose(file);
-            }
+        for (const std::string& path : glob_files(pattern)) {
+            File file(std::fopen(path.c_str(), "rb"), &std::fclose);
+            int32_t header[3];
+            if (file && std::fread(header, sizeof header, 1, file.get()) == 1 && header[0] == kMagic && header[2] > 0)
+                longest = std::max<uint64_t>(longest, uint64_t(header[2]));
         }
-        globfree(&matches);
         return longest;
     }
 
@@ -143,14 +138,20 @@ class DataLoader {
 
     using File = std::unique_ptr<FILE, int (*)(FILE*)>;
 
-    // The files matching the glob `pattern`, in byte-wise sorted order; throws when none does.
-    static std::vector<std::string> matching_files(const std::string& pattern) {
+    // The files matching the glob `pattern`, in byte-wise sorted order (none: an empty list).
+    static std::vector<std::string> glob_files(const std::string& pattern) {
         glob_t matches{};
         const int status = glob(pattern.c_str(), 0, nullptr, &matches);
         std::vector<std::string> files(matches.gl_pathv, matches.gl_pathv + (status == 0 ? matches.gl_pathc : 0));
         globfree(&matches);
-        if (files.empty()) throw InputError(pattern + ": no file matches");
         std::sort(files.begin(), files.end());
+        return files;
+    }
+
+    // glob_files, but throws when no file matches.
+    static std::vector<std::string> matching_files(const std::string& pattern) {
+        std::vector<std::string> files = glob_files(pattern);
+        if (files.empty()) throw InputError(pattern + ": no file matches");
         return files;
     }
 
