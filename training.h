@@ -6,7 +6,8 @@
 #include <string>
 
 // Learning rate at step s (0-based) of `steps`: linear warmup from lr/warmup to lr over
-// `warmup` steps, then cosine decay reaching lr_min exactly at the last step.
+// `warmup` steps, then cosine decay reaching lr_min exactly at the last step. When a single
+// step follows the warmup it is both the peak and the last, and runs at lr.
 inline double learning_rate(int s, int steps, double lr, double lr_min, int warmup) {
     if (s < warmup) return lr * (s + 1) / warmup;
     const int span = steps - 1 - warmup;

@@ -54,6 +54,11 @@ TEST(LearningRate, NoWarmupStartsAtLrAndEndsAtLrMin) {
     EXPECT_EQ(learning_rate(4, 5, 1e-3, 1e-4, 0), 1e-4);
 }
 
+TEST(LearningRate, ASingleStepAfterWarmupRunsAtLr) {
+    EXPECT_EQ(learning_rate(0, 1, 1e-3, 1e-4, 0), 1e-3);   // one step in all
+    EXPECT_EQ(learning_rate(3, 4, 1e-3, 1e-4, 3), 1e-3);   // three of warmup, then one
+}
+
 TEST(LearningRate, ConstantWithNoWarmupAndLrMinEqualToLr) {
     const int steps = 37;
     for (int s = 0; s < steps; s++) EXPECT_EQ(learning_rate(s, steps, 3e-4, 3e-4, 0), 3e-4) << "step " << s;
