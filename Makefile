@@ -1,5 +1,5 @@
 # GPT-2 with Pre-, Post- and Peri-LN: build, test and benchmark.
-#   make            build ./train ./eval ./tokenize (CUDA backend too when nvcc is found)
+#   make            build ./train ./eval ./tokenize and the benchmarks (CUDA backend too when nvcc is found)
 #   make test       build and run every test; the last line is "N passed, N failed"
 #   make train      build ./train only
 CXX      ?= g++
@@ -131,6 +131,8 @@ $(BUILD)/bench_cpu: bench_cpu.cpp $(HEADERS)
 bench-cpu: $(BUILD)/bench_cpu
 	./$(BUILD)/bench_cpu $(BENCH_ARGS)
 
+all: $(BUILD)/bench_cpu  # built (not run) by make, so a compile error shows in CI
+
 .PHONY: bench-cpu
 # ---- end CPU benchmark ----
 
@@ -212,6 +214,8 @@ $(BUILD)/bench_gpu: bench_gpu.cpp $(HEADERS) $(CUDA_OBJ)
 
 bench: $(BUILD)/bench_gpu
 	./$(BUILD)/bench_gpu $(BENCH_GPU_ARGS)
+
+all: $(BUILD)/bench_gpu  # built (not run) by make, so a compile error shows in CI
 else
 bench:
 	@echo "bench: needs nvcc, the CUDA runtime and a GPU (not found here); the CPU benchmark is make bench-cpu"
