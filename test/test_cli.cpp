@@ -3,7 +3,6 @@
 // checkpoint; -resume 1 continues bit for bit. Runs the real binaries on a tiny model and tiny
 // token shards made here (run from the repository root after `make`).
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 
 #include "model.h"
 #include "rng.h"
+#include "test_files.h"
 
 namespace {
 
@@ -23,18 +23,6 @@ struct Result {
     int status;
     std::string out, err;
 };
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-bool exists(const std::string& path) {
-    struct stat st;
-    return stat(path.c_str(), &st) == 0;
-}
 
 // A scratch directory holding a tiny checkpoint and tiny train/val shards.
 class Cli : public ::testing::Test {
@@ -63,19 +51,16 @@ protected:
         return t;
     }
 
+    // Writes a shard of `tokens` whose header says `magic` and `version`.
     static void write_shard(const std::string& path, const std::vector<uint16_t>& tokens, int magic, int version) {
-        int32_t h[256] = {magic, version, (int32_t)tokens.size()};
-        FILE* f = std::fopen(path.c_str(), "wb");
-        std::fwrite(h, sizeof h, 1, f);
-        std::fwrite(tokens.data(), 2, tokens.size(), f);
-        std::fclose(f);
+        write_token_shard(path, {magic, version, (int32_t)tokens.size()}, tokens);
     }
 
     // Runs a program with arguments; captures status, stdout and stderr.
     Result run(const std::string& program, const std::string& args) const {
         const std::string out = dir + "/stdout", err = dir + "/stderr";
         const int raw = std::system((program + " " + args + " > " + out + " 2> " + err).c_str());
-        return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+        return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(out), read_file(err)};
     }
 
     // ./train on the tiny model and data, writing to DIR/out, plus extra flags.
@@ -112,7 +97,7 @@ TEST_F(Cli, TrainsAndWritesLogAndFinalCheckpoint) {
     Result r = train("-steps 4 -save_every 0");
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("placement peri-LN, dt 0.5"), std::string::npos) << r.out;
-    EXPECT_EQ(losses(slurp(dir + "/out/log.jsonl")).size(), 4u);
+    EXPECT_EQ(losses(read_file(dir + "/out/log.jsonl")).size(), 4u);
     EXPECT_TRUE(exists(dir + "/out/model_00000004.bin"));
     EXPECT_TRUE(exists(dir + "/out/state_00000004.bin"));
     ModelConfig saved = read_checkpoint_config(dir + "/out/model_00000004.bin");
@@ -133,7 +118,7 @@ TEST_F(Cli, TrainsAFreshCustomSize) {
     EXPECT_EQ(saved.V, 96); EXPECT_EQ(saved.Vp, 128); EXPECT_EQ(saved.maxT, 16);
     Result loaded = train("-seed 7 -shuffle 0 -steps 2 -save_every 0");
     ASSERT_EQ(loaded.status, 0) << loaded.err;
-    EXPECT_EQ(losses(slurp(dir + "/fresh/log.jsonl")), losses(slurp(dir + "/out/log.jsonl")));
+    EXPECT_EQ(losses(read_file(dir + "/fresh/log.jsonl")), losses(read_file(dir + "/out/log.jsonl")));
 }
 
 TEST_F(Cli, RefusesUnusableCustomSize) {
@@ -169,7 +154,7 @@ TEST_F(Cli, ModelTooLargeForMemoryIsOneLineNotACrash) {
 
 TEST_F(Cli, ResumeContinuesBitForBit) {
     ASSERT_EQ(train("-steps 8 -save_every 4 -warmup 2 -shuffle 1").status, 0);
-    const std::vector<std::string> uninterrupted = losses(slurp(dir + "/out/log.jsonl"));
+    const std::vector<std::string> uninterrupted = losses(read_file(dir + "/out/log.jsonl"));
     ASSERT_EQ(uninterrupted.size(), 8u);
     // Pretend the run died after step 6: the last checkpoint is the one after 4 steps.
     std::remove((dir + "/out/model_00000008.bin").c_str());
@@ -177,14 +162,14 @@ TEST_F(Cli, ResumeContinuesBitForBit) {
     Result r = train("-steps 8 -save_every 4 -warmup 2 -shuffle 1 -resume 1");
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("resuming"), std::string::npos);
-    EXPECT_EQ(losses(slurp(dir + "/out/log.jsonl")), uninterrupted);
+    EXPECT_EQ(losses(read_file(dir + "/out/log.jsonl")), uninterrupted);
 }
 
 TEST_F(Cli, DivergenceExitsWithStatus3AndKeepsLastCheckpoint) {
     Result r = train("-steps 50 -save_every 1 -lr 3 -warmup 0 -clip 0 -wd 0");
     ASSERT_EQ(r.status, 3) << r.out << r.err;
     EXPECT_NE(r.out.find("diverged at step"), std::string::npos) << r.out;
-    const std::string log = slurp(dir + "/out/log.jsonl");
+    const std::string log = read_file(dir + "/out/log.jsonl");
     EXPECT_NE(log.find("\"event\": \"diverged\""), std::string::npos) << log;
     const int diverged_step = std::stoi(r.out.substr(r.out.find("diverged at step") + 17));
     if (diverged_step > 0) {
@@ -209,14 +194,14 @@ TEST_F(Cli, RefusesMissingCheckpoint) {
 }
 
 TEST_F(Cli, RefusesCheckpointWithWrongMagic) {
-    std::string bytes = slurp(dir + "/tiny.bin");
+    std::string bytes = read_file(dir + "/tiny.bin");
     bytes[0] ^= 1;
     std::ofstream(dir + "/tiny.bin", std::ios::binary) << bytes;
     expect_refused(train(""), "bad magic");
 }
 
 TEST_F(Cli, RefusesTruncatedCheckpoint) {
-    std::string bytes = slurp(dir + "/tiny.bin");
+    std::string bytes = read_file(dir + "/tiny.bin");
     std::ofstream(dir + "/tiny.bin", std::ios::binary) << bytes.substr(0, 500);
     expect_refused(train(""), "tiny.bin");
 }
@@ -237,7 +222,7 @@ TEST_F(Cli, RefusesShardWithWrongMagic) {
 }
 
 TEST_F(Cli, RefusesTruncatedShard) {
-    std::string bytes = slurp(dir + "/train_000.bin");
+    std::string bytes = read_file(dir + "/train_000.bin");
     std::ofstream(dir + "/train_000.bin", std::ios::binary) << bytes.substr(0, bytes.size() - 10);
     expect_refused(train(""), "train_000.bin");
 }

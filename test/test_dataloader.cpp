@@ -3,40 +3,23 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "dataloader.h"
+#include "test_files.h"
 
 namespace {
 
 constexpr int kVocab = 60000;
 
-// A fresh, empty folder for one test's shards.
-std::string fresh_folder() {
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    const std::string folder = testing::TempDir() + "dataloader_" + info->name() + "/";
-    std::filesystem::remove_all(folder);
-    std::filesystem::create_directories(folder);
-    return folder;
-}
-
-// Writes a shard file: `header_words` (magic, version, count, ...; missing ones are 0) then `tokens`.
-void write_raw_shard(const std::string& path, std::vector<int32_t> header_words, const std::vector<uint16_t>& tokens) {
-    header_words.resize(256, 0);
-    std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(header_words.data()), 1024);
-    out.write(reinterpret_cast<const char*>(tokens.data()), 2 * tokens.size());
-}
-
 // Writes a valid shard holding the tokens first, first+1, ..., first+count-1.
 void write_shard(const std::string& path, int first, int count) {
     std::vector<uint16_t> tokens(count);
     for (int i = 0; i < count; i++) tokens[i] = static_cast<uint16_t>(first + i);
-    write_raw_shard(path, {20240520, 1, count}, tokens);
+    write_token_shard(path, {20240520, 1, count}, tokens);
 }
 
 // The first input token of the current batch: it identifies the window in these tests,
@@ -65,7 +48,7 @@ std::string open_error(const std::string& pattern, int B = 2, int T = 3) {
 
 // Three shards of windows of 7 tokens (B=2, T=3): a holds 3 windows, b none, c 2 windows.
 std::string three_shards() {
-    const std::string folder = fresh_folder();
+    const std::string folder = fresh_folder("dataloader_");
     write_shard(folder + "s_a.bin", 0, 3 * 6 + 1 + 4);  // 23 tokens: windows at 0, 6, 12
     write_shard(folder + "s_b.bin", 1000, 6);           // shorter than one window
     write_shard(folder + "s_c.bin", 2000, 13);          // windows at 2000, 2006
@@ -98,7 +81,7 @@ TEST(DataLoader, ResetReturnsToTheFirstBatch) {
 }
 
 TEST(DataLoader, ShuffleIsReproducibleAndCoversEveryWindowEachEpoch) {
-    const std::string folder = fresh_folder();
+    const std::string folder = fresh_folder("dataloader_");
     for (int s = 0; s < 4; s++) write_shard(folder + "shard_" + std::to_string(s) + ".bin", 10000 * s, 6 * 25 + 1);
     const std::string pattern = folder + "shard_*.bin";
     DataLoader a(pattern, 2, 3, kVocab, true, 42), b(pattern, 2, 3, kVocab, true, 42), c(pattern, 2, 3, kVocab, true, 43);
@@ -115,7 +98,7 @@ TEST(DataLoader, ShuffleIsReproducibleAndCoversEveryWindowEachEpoch) {
 }
 
 TEST(DataLoader, ShuffleKeepsEachShardTogether) {
-    const std::string folder = fresh_folder();
+    const std::string folder = fresh_folder("dataloader_");
     for (int s = 0; s < 5; s++) write_shard(folder + "shard_" + std::to_string(s) + ".bin", 10000 * s, 6 * 10 + 1);
     DataLoader loader(folder + "shard_*.bin", 2, 3, kVocab, true, 5);
     const std::vector<int> epoch = next_windows(loader, 50);
@@ -145,7 +128,7 @@ TEST(DataLoader, RejectsAStateThatDoesNotFit) {
 }
 
 TEST(DataLoader, RanksTogetherReadEveryWindowOnce) {
-    const std::string folder = fresh_folder();
+    const std::string folder = fresh_folder("dataloader_");
     for (int s = 0; s < 3; s++) write_shard(folder + "shard_" + std::to_string(s) + ".bin", 10000 * s, 6 * (3 + s) + 2);
     const std::string pattern = folder + "shard_*.bin";  // 3 + 4 + 5 = 12 windows
     for (bool shuffle : {false, true}) {
@@ -165,14 +148,14 @@ TEST(DataLoader, RanksTogetherReadEveryWindowOnce) {
 }
 
 TEST(DataLoader, ReportsBadShards) {
-    const std::string folder = fresh_folder();
+    const std::string folder = fresh_folder("dataloader_");
     const std::vector<uint16_t> tokens(20, 1);
-    write_raw_shard(folder + "magic.bin", {20240326, 1, 20}, tokens);
-    write_raw_shard(folder + "version.bin", {20240520, 2, 20}, tokens);
-    write_raw_shard(folder + "zero.bin", {20240520, 1, 0}, {});
-    write_raw_shard(folder + "truncated.bin", {20240520, 1, 21}, tokens);
-    write_raw_shard(folder + "longer.bin", {20240520, 1, 19}, tokens);
-    write_raw_shard(folder + "vocab.bin", {20240520, 1, 20}, std::vector<uint16_t>(20, kVocab));
+    write_token_shard(folder + "magic.bin", {20240326, 1, 20}, tokens);
+    write_token_shard(folder + "version.bin", {20240520, 2, 20}, tokens);
+    write_token_shard(folder + "zero.bin", {20240520, 1, 0}, {});
+    write_token_shard(folder + "truncated.bin", {20240520, 1, 21}, tokens);
+    write_token_shard(folder + "longer.bin", {20240520, 1, 19}, tokens);
+    write_token_shard(folder + "vocab.bin", {20240520, 1, 20}, std::vector<uint16_t>(20, kVocab));
     std::ofstream(folder + "short.bin") << "tiny";
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"magic.bin", "bad magic 20240326"},      {"version.bin", "unsupported shard version 2"},
@@ -189,7 +172,7 @@ TEST(DataLoader, ReportsBadShards) {
 }
 
 TEST(DataLoader, RequiresOneShardHoldingABatch) {
-    const std::string folder = fresh_folder();
+    const std::string folder = fresh_folder("dataloader_");
     write_shard(folder + "a.bin", 0, 7);
     write_shard(folder + "b.bin", 100, 6);
     EXPECT_EQ(open_error(folder + "*.bin"), "no error");              // a.bin: exactly B*T+1 tokens

@@ -15,24 +15,10 @@
 #include <vector>
 
 #include "dataloader.h"
+#include "test_files.h"
 #include "tokenizer.h"
 
 namespace {
-
-// A fresh, empty folder for one test's files.
-std::string fresh_folder() {
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    const std::string folder = testing::TempDir() + "prepare_data_" + info->name() + "/";
-    std::filesystem::remove_all(folder);
-    std::filesystem::create_directories(folder);
-    return folder;
-}
-
-// The whole content of a file (empty when it cannot be read).
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // Writes `content` to `path`.
 void write_file(const std::string& path, const std::string& content) {
@@ -97,7 +83,7 @@ const std::string kText =
 }  // namespace
 
 TEST(PrepareData, TokenisesALocalTextFileIntoTrainAndVal) {
-    const std::string folder = fresh_folder();
+    const std::string folder = fresh_folder("prepare_data_");
     write_file(folder + "story.txt", kText);
     const ScriptRun run = prepare_data(folder + "story.txt --out " + folder + " --val_fraction 0.25 --workers 1", folder);
     ASSERT_EQ(run.status, 0) << run.errors;
@@ -112,7 +98,7 @@ TEST(PrepareData, TokenisesALocalTextFileIntoTrainAndVal) {
 }
 
 TEST(PrepareData, BuiltInBpeMatchesTheReferenceIds) {
-    const std::string folder = fresh_folder();
+    const std::string folder = fresh_folder("prepare_data_");
     const ScriptRun run = prepare_data("test/fixtures/tokenizer_text.txt --name fixture --val_fraction 0 --workers 1 --out " + folder, folder);
     ASSERT_EQ(run.status, 0) << run.errors;
     std::ifstream ids_file("test/fixtures/tokenizer_ids.txt");
@@ -124,7 +110,7 @@ TEST(PrepareData, BuiltInBpeMatchesTheReferenceIds) {
 }
 
 TEST(PrepareData, ReadsFoldersAndJsonlInParallelIntoShards) {
-    const std::string folder = fresh_folder();
+    const std::string folder = fresh_folder("prepare_data_");
     std::filesystem::create_directories(folder + "corpus/sub");
     write_file(folder + "corpus/a.txt", "First document.\n");
     write_file(folder + "corpus/sub/b.jsonl", "{\"text\": \"Second \\u00e9 doc\"}\n\n{\"text\": \"Third, it's \\ud83d\\ude00\"}\n");
@@ -142,7 +128,7 @@ TEST(PrepareData, ReadsFoldersAndJsonlInParallelIntoShards) {
 }
 
 TEST(PrepareData, ReportsBadInputInOneLine) {
-    const std::string folder = fresh_folder();
+    const std::string folder = fresh_folder("prepare_data_");
     write_file(folder + "empty.txt", "");
     write_file(folder + "bad.jsonl", "{\"text\": \"ok\"}\n{\"title\": 1}\n");
     write_file(folder + "latin1.txt", "caf\xE9\n");
@@ -166,7 +152,7 @@ TEST(PrepareData, ReportsBadInputInOneLine) {
 
 TEST(PrepareData, OpenWebTextSplitsDocumentsLikeNanoGpt) {
     // A stand-in for Hugging Face's `datasets` checks the calls and serves three documents.
-    const std::string folder = fresh_folder();
+    const std::string folder = fresh_folder("prepare_data_");
     write_file(folder + "datasets.py",
                "class Split(list):\n"
                "    def train_test_split(self, test_size, seed, shuffle):\n"
@@ -184,7 +170,7 @@ TEST(PrepareData, OpenWebTextSplitsDocumentsLikeNanoGpt) {
 TEST(PrepareData, OpenWebTextNeedsDatasets) {
     if (std::system("python3 -c 'import datasets' > /dev/null 2>&1") == 0)
         GTEST_SKIP() << "`datasets` is installed: the source would download OpenWebText";
-    const std::string folder = fresh_folder();
+    const std::string folder = fresh_folder("prepare_data_");
     const ScriptRun run = prepare_data("openwebtext --out " + folder, folder);
     EXPECT_NE(run.status, 0);
     EXPECT_TRUE(one_line_with(run.errors, "needs the Python package `datasets`")) << run.errors;

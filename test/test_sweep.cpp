@@ -1,7 +1,7 @@
 // sweep.py end to end, as a user runs it: a tiny grid of the real ./train and ./eval on a tiny
 // model and tiny shards made here (seconds): tables and per-run files, resuming without redoing
-// recorded runs, divergences recorded and counted, other settings refused; and its fresh
-// initial weights against model.h's init_parameters byte for byte. Also ./eval's outputs
+// recorded runs, divergences recorded and counted, other settings refused, a preset's docs
+// published only for its own grid. Also plot.py on two ./train runs, and ./eval's outputs
 // (JSON, pairs, samples) and its refusals. Run from the repository root after `make` (as
 // `make test` does); needs python3.
 #include <gtest/gtest.h>
@@ -11,27 +11,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "model.h"
 #include "rng.h"
+#include "test_files.h"
 
 namespace {
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-bool exists(const std::string& path) {
-    struct stat st;
-    return stat(path.c_str(), &st) == 0;
-}
 
 long long mtime_ns(const std::string& path) {
     struct stat st;
@@ -70,15 +58,12 @@ protected:
     }
     void TearDown() override { std::system(("rm -rf " + dir).c_str()); }
 
+    // Writes a valid shard of `n` random tokens below 96 drawn with `seed`.
     void write_shard(const std::string& path, int n, uint64_t seed) {
         Rng rng(seed);
         std::vector<uint16_t> tokens(n);
         for (auto& t : tokens) t = (uint16_t)rng.below(96);
-        int32_t h[256] = {20240520, 1, n};
-        FILE* f = std::fopen(path.c_str(), "wb");
-        std::fwrite(h, sizeof h, 1, f);
-        std::fwrite(tokens.data(), 2, tokens.size(), f);
-        std::fclose(f);
+        write_token_shard(path, {20240520, 1, n}, tokens);
     }
 
     // python3 sweep.py on the tiny model (L=2, NH=2, C=16, V=96) and data, plus `extra`.
@@ -92,7 +77,7 @@ protected:
                                 "--train-data '" + dir + "/train_*.bin' --val-data '" + dir + "/val_*.bin' --out " +
                                 dir + "/" + out + " " + extra + " > " + log + " 2>&1";
         const int raw = std::system(cmd.c_str());
-        return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(log)};
+        return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(log)};
     }
 };
 
@@ -103,14 +88,14 @@ TEST_F(Sweep, RunsGridWritesTablesAndResumes) {
     EXPECT_NE(r.out.find("8 runs (0 recorded, 8 to do), 2 at once"), std::string::npos) << r.out;
 
     // One results.csv row per run, every one finished and evaluated.
-    const std::vector<std::string> rows = lines(slurp(dir + "/s/results.csv"));
-    ASSERT_EQ(rows.size(), 9u) << slurp(dir + "/s/results.csv");
+    const std::vector<std::string> rows = lines(read_file(dir + "/s/results.csv"));
+    ASSERT_EQ(rows.size(), 9u) << read_file(dir + "/s/results.csv");
     EXPECT_EQ(rows[0].rfind("run,ln,dt,wd,seed,status,diverged_step", 0), 0u) << rows[0];
-    EXPECT_EQ(count(slurp(dir + "/s/results.csv"), ",finished,"), 8u);
+    EXPECT_EQ(count(read_file(dir + "/s/results.csv"), ",finished,"), 8u);
     // layers.csv: L + 1 = 3 layers per run.
-    EXPECT_EQ(lines(slurp(dir + "/s/layers.csv")).size(), 1u + 8 * 3);
+    EXPECT_EQ(lines(read_file(dir + "/s/layers.csv")).size(), 1u + 8 * 3);
     // results.md: one line per configuration with 0 of 2 diverged.
-    const std::string md = slurp(dir + "/s/results.md");
+    const std::string md = read_file(dir + "/s/results.md");
     EXPECT_EQ(count(md, "| 0/2 |"), 4u) << md;
     EXPECT_NE(md.find("| Peri-LN | 0.5 | 0.1 |"), std::string::npos) << md;
 
@@ -119,11 +104,11 @@ TEST_F(Sweep, RunsGridWritesTablesAndResumes) {
     EXPECT_FALSE(exists(run + "/state_00000006.bin")) << "optimiser state kept";
     EXPECT_FALSE(exists(run + "/model_00000003.bin")) << "intermediate checkpoint kept";
     EXPECT_FALSE(exists(run + "/init.bin"));
-    const std::string ev = slurp(run + "/eval.json");
+    const std::string ev = read_file(run + "/eval.json");
     for (const char* key : {"\"val_loss\"", "\"rouge\"", "\"mean_abs\"", "\"sensitivity\"", "\"w2_bound\""})
         EXPECT_NE(ev.find(key), std::string::npos) << key;
     EXPECT_NE(ev.find("\"placement\": \"peri\""), std::string::npos);
-    EXPECT_NE(slurp(run + "/log.jsonl").find("\"event\": \"stats\""), std::string::npos);
+    EXPECT_NE(read_file(run + "/log.jsonl").find("\"event\": \"stats\""), std::string::npos);
     // Figures, or the one line saying why not.
     EXPECT_TRUE(exists(dir + "/s/hidden_states.png") || r.out.find("figures: none (matplotlib") != std::string::npos)
         << r.out;
@@ -142,7 +127,7 @@ TEST_F(Sweep, RunsGridWritesTablesAndResumes) {
     EXPECT_NE(r.out.find("(7 recorded, 1 to do)"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("pre_dt1_wd0.1_s1: val loss"), std::string::npos) << r.out;
     EXPECT_EQ(mtime_ns(run + "/result.json"), before);
-    EXPECT_EQ(count(slurp(dir + "/s/results.csv"), ",finished,"), 8u);
+    EXPECT_EQ(count(read_file(dir + "/s/results.csv"), ",finished,"), 8u);
 
     // Other training settings into the same directory are refused.
     r = sweep("s", "--ln pre --dt 1 --seeds 1 --steps 6 --warmup 2 --lr 2e-3");
@@ -155,11 +140,11 @@ TEST_F(Sweep, RecordsDivergencesAndDoesNotRedoThem) {
     Result r = sweep("d", grid);
     ASSERT_EQ(r.status, 0) << r.out;
     EXPECT_EQ(count(r.out, ": diverged at step "), 4u) << r.out;
-    const std::string csv = slurp(dir + "/d/results.csv");
+    const std::string csv = read_file(dir + "/d/results.csv");
     EXPECT_EQ(count(csv, ",diverged,"), 4u) << csv;
-    const std::string md = slurp(dir + "/d/results.md");
+    const std::string md = read_file(dir + "/d/results.md");
     EXPECT_EQ(count(md, "| 2/2 (steps "), 2u) << md;
-    const std::string result = slurp(dir + "/d/runs/pre_dt1_wd0_s1/result.json");
+    const std::string result = read_file(dir + "/d/runs/pre_dt1_wd0_s1/result.json");
     EXPECT_NE(result.find("\"status\": \"diverged\""), std::string::npos) << result;
     EXPECT_NE(result.find("\"diverged_step\": "), std::string::npos) << result;
     EXPECT_FALSE(exists(dir + "/d/runs/pre_dt1_wd0_s1/eval.json"));
@@ -173,14 +158,14 @@ TEST_F(Sweep, PresetPublishesOnlyItsOwnGrid) {
         const std::string log = dir + "/dry.out";
         const int raw = std::system(("python3 sweep.py --preset small --dry-run --out " + dir + "/p " + flags + " > " +
                                      log + " 2>&1").c_str());
-        EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << slurp(log);
-        return slurp(log);
+        EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << read_file(log);
+        return read_file(log);
     };
     EXPECT_EQ(dry("--jobs 1 --threads 2").find("not publishing"), std::string::npos);
     EXPECT_NE(dry("--ln peri --diverge-margin 0").find("/docs/small_*: --ln, --diverge-margin differ from the preset"),
               std::string::npos)
-        << slurp(dir + "/dry.out");
-    EXPECT_NE(dry("--lr 0.02").find("--lr differs from the preset"), std::string::npos) << slurp(dir + "/dry.out");
+        << read_file(dir + "/dry.out");
+    EXPECT_NE(dry("--lr 0.02").find("--lr differs from the preset"), std::string::npos) << read_file(dir + "/dry.out");
     EXPECT_FALSE(exists(dir + "/p")) << "--dry-run wrote into OUT";
 }
 
@@ -196,7 +181,7 @@ TEST_F(Sweep, PlotComparesRunsOrSaysWhatIsMissing) {
     ASSERT_EQ(std::system((train + dir + "/b -ln peri -dt 0.1 > /dev/null").c_str()), 0);
     auto plot = [&](const std::string& args) {
         const int raw = std::system(("python3 plot.py " + args + " > " + dir + "/plot.out 2>&1").c_str());
-        return Result{WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir + "/plot.out")};
+        return Result{WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(dir + "/plot.out")};
     };
     Result bad = plot(dir + "/a " + dir + "/nothing");
     EXPECT_EQ(bad.status, 2) << bad.out;
@@ -213,7 +198,7 @@ TEST_F(Sweep, PlotComparesRunsOrSaysWhatIsMissing) {
     }
     ASSERT_EQ(r.status, 0) << r.out;
     EXPECT_EQ(r.out, "plot: " + dir + "/cmp.png\n");
-    EXPECT_EQ(slurp(dir + "/cmp.png").substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+    EXPECT_EQ(read_file(dir + "/cmp.png").substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -240,7 +225,7 @@ protected:
         const std::string cmd = bin + "/eval -device cpu -threads 1 -model " + dir + "/tiny.bin -val_data '" + dir +
                                 "/val_*.bin' -B 2 -T 8 -eval_batches 3 " + extra + " > " + log + " 2>&1";
         const int raw = std::system(cmd.c_str());
-        return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(log)};
+        return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(log)};
     }
 };
 
@@ -268,7 +253,7 @@ TEST_F(Eval, WritesJsonPairsAndSamples) {
     ASSERT_EQ(r.status, 0) << r.out;
     for (const char* what : {"val loss", "accuracy", "ROUGE F1", "Porter-stemmed", "sens_mean", "w2_bound", "sample 2:"})
         EXPECT_NE(r.out.find(what), std::string::npos) << what << "\n" << r.out;
-    const std::string j = slurp(dir + "/e.json");
+    const std::string j = read_file(dir + "/e.json");
     EXPECT_NEAR(json_number(j, "val_ppl"), std::exp(json_number(j, "val_loss")), 1e-4 * json_number(j, "val_ppl"));
     EXPECT_EQ(json_number(j, "tokens"), 3 * 2 * 8);
     const double acc = json_number(j, "accuracy");
@@ -289,7 +274,7 @@ TEST_F(Eval, WritesJsonPairsAndSamples) {
     // The noise at X_0 has norm about sigma·sqrt(C) = 0.4.
     EXPECT_NEAR(json_array(j, "w2_bound")[0], 0.4, 0.1);
     EXPECT_EQ(count(j, "\"continuation\": "), 3u);
-    const std::vector<std::string> pairs = lines(slurp(dir + "/p.jsonl"));
+    const std::vector<std::string> pairs = lines(read_file(dir + "/p.jsonl"));
     ASSERT_EQ(pairs.size(), 6u);  // B × eval_batches sequences
     EXPECT_EQ(pairs[0].rfind("{\"id\": 0, \"prediction\": \"", 0), 0u) << pairs[0];
     EXPECT_NE(pairs[5].find("\"reference\": \""), std::string::npos) << pairs[5];
@@ -303,7 +288,7 @@ TEST_F(Eval, GreedySamplingIsDeterministic) {
         const size_t from = json.find("\"samples\""), to = json.find("\"seconds\"");
         return from == std::string::npos ? std::string() : json.substr(from, to - from);
     };
-    const std::string a = slurp(dir + "/a.json"), b = slurp(dir + "/b.json");
+    const std::string a = read_file(dir + "/a.json"), b = read_file(dir + "/b.json");
     EXPECT_EQ(count(samples(a), "\"continuation\""), 2u) << a;
     EXPECT_EQ(samples(a), samples(b));
     EXPECT_NE(a.find("\"layers\": null"), std::string::npos);
