@@ -163,10 +163,12 @@ SIMT_OBJECTS := $(patsubst $(SIMT)/%.cpp,$(EMU)/simt/%.o,$(wildcard $(SIMT)/*.cp
 EMU_SOURCES  := $(addprefix $(EMU_SRC)/,$(CUDA_SOURCES) $(CUDA_TEST_SOURCES))
 ifneq ($(wildcard $(CUDA_INCLUDE)/cuda_bf16.h),)
 EMU_TEST_BINS := $(patsubst test/%.cu,$(EMU)/%,$(CUDA_TEST_SOURCES))
+EMU_PROGRAMS  := $(EMU)/train $(EMU)/eval
 else
 $(warning no CUDA toolkit headers in '$(CUDA_INCLUDE)': emulated CUDA tests are not built)
 endif
 EMU_TEST_RUNS := $(foreach bin,$(EMU_TEST_BINS),$(foreach order,$(SIMT_ORDERS),SIMT_ORDER=$(order):$(bin)))
+EMU_TEST_RUNS += $(if $(EMU_PROGRAMS),CUDA_BIN_DIR=$(EMU):$(BUILD)/test_cli_cuda)
 
 .SECONDARY: $(EMU_SOURCES) $(SIMT_OBJECTS)  # keep them: they are made by pattern rules only
 
@@ -182,6 +184,15 @@ $(EMU)/cuda_test_%: $(EMU_SRC)/test/cuda_test_%.cu $(EMU_SOURCES) $(SIMT_OBJECTS
 	$(EMU_CXX) $(EMU_CXXFLAGS) -include $(SIMT)/simt.h -I$(EMU_SRC) -I$(EMU_SRC)/test -I. -Itest \
 	    -x c++ $< -x none $(SIMT_OBJECTS) -o $@ -lgtest -lgtest_main -lgomp -pthread $(LDLIBS)
 
+# Emulated ./train and ./eval: the real programs with the CUDA backend compiled against the
+# SIMT layer, so that -device cuda runs the kernels on the CPU. test_cli_cuda runs them (with
+# CUDA_BIN_DIR=build/emu) against the CPU programs: the training loop around the kernels.
+$(EMU)/gpt2_cuda.o: $(EMU_SRC)/gpt2.cu $(EMU_SOURCES) $(wildcard $(SIMT)/*.h)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -include $(SIMT)/simt.h -I$(EMU_SRC) -x c++ -c $< -o $@
+
+$(EMU_PROGRAMS): $(EMU)/%: %.cpp $(HEADERS) $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -DUSE_CUDA -I. $< $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) -o $@ -lgomp -pthread $(LDLIBS)
+
 # Native build (needs the CUDA runtime library, found in the CUDA backend block).
 ifneq ($(CUDA_LINK),)
 CUDA_TEST_BINS := $(patsubst test/%.cu,$(BUILD)/cuda/%,$(CUDA_TEST_SOURCES))
@@ -192,7 +203,7 @@ $(BUILD)/cuda/cuda_test_%: test/cuda_test_%.cu $(CUDA_SOURCES)
 	$(NVCC) $(NVCCFLAGS) $(GPU_ARCH) -I. -Itest -o $@ $< \
 	    -L$(CUDA_LIBDIR) -lcublas -lgtest -lgtest_main -lgomp -lpthread -Xlinker -rpath,$(CUDA_LIBDIR)
 
-test: $(EMU_TEST_BINS) $(CUDA_TEST_BINS)
+test: $(EMU_TEST_BINS) $(EMU_PROGRAMS) $(CUDA_TEST_BINS)
 # ---- end CUDA tests ----
 
 # ---- CUDA rules (issue 4) ----

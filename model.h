@@ -319,7 +319,8 @@ inline void write_file_atomically(const std::string& path, const std::vector<Fil
     FILE* f = std::fopen(tmp.c_str(), "wb");
     if (!f) throw InputError(tmp + ": cannot open for writing");
     bool ok = true;
-    for (const FilePiece& p : pieces) ok = ok && std::fwrite(p.data, 1, p.bytes, f) == p.bytes;
+    for (const FilePiece& p : pieces)  // (an empty piece may have no data pointer: fwrite must not see it)
+        ok = ok && (p.bytes == 0 || std::fwrite(p.data, 1, p.bytes, f) == p.bytes);
     ok = (std::fflush(f) == 0) && ok;
     ok = (std::fclose(f) == 0) && ok;
     if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {

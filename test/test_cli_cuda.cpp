@@ -1,0 +1,184 @@
+// ./train and ./eval on the CUDA backend (-device cuda), as a user runs them, against the same
+// programs on the CPU reference: the training loop around the kernels (gradient accumulation,
+// clipping, the schedule, evaluation, the statistics records, checkpoints and bit-exact resume)
+// on tiny shards and a tiny model made here.
+//
+// The CUDA programs are CUDA_BIN_DIR/train and CUDA_BIN_DIR/eval: by default the real ./train
+// and ./eval, whose tests skip themselves when -device cuda finds no device; `make test` also
+// runs this binary with CUDA_BIN_DIR=build/emu, programs whose CUDA code runs on the CPU
+// through the test/simt layer, so the loop is checked on machines without a GPU too. The CPU
+// runs always use ./train and ./eval. Run from the repository root after `make`.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rng.h"
+#include "test_files.h"
+
+namespace {
+
+struct Result {
+    int status;
+    std::string out, err;
+};
+
+// The numbers of every `"key": value` in one JSON line, in order (arrays flattened).
+std::vector<double> numbers_of(const std::string& line, const std::string& key) {
+    std::vector<double> out;
+    const std::string tag = "\"" + key + "\": ";
+    size_t at = line.find(tag);
+    if (at == std::string::npos) return out;
+    at += tag.size();
+    const bool array = line[at] == '[';
+    std::stringstream in(line.substr(array ? at + 1 : at, (array ? line.find(']', at) : line.find_first_of(",}", at)) -
+                                                             (array ? at + 1 : at)));
+    std::string item;
+    while (std::getline(in, item, ',')) out.push_back(item.find("null") != std::string::npos ? NAN : std::stod(item));
+    return out;
+}
+
+// The lines of a log.jsonl that contain `marker`.
+std::vector<std::string> log_lines(const std::string& log, const std::string& marker) {
+    std::vector<std::string> out;
+    std::stringstream in(log);
+    std::string line;
+    while (std::getline(in, line))
+        if (line.find(marker) != std::string::npos) out.push_back(line);
+    return out;
+}
+
+class CliCuda : public ::testing::Test {
+protected:
+    std::string dir, cuda_bin;
+
+    void SetUp() override {
+        const char* bin = std::getenv("CUDA_BIN_DIR");
+        cuda_bin = bin ? bin : ".";
+        dir = fresh_folder("cli_cuda_");
+        write_shard(dir + "train_000.bin", 3000, 1);
+        write_shard(dir + "val_000.bin", 500, 2);
+    }
+    void TearDown() override { std::system(("rm -rf " + dir).c_str()); }
+
+    static void write_shard(const std::string& path, int n, uint64_t seed) {
+        Rng rng(seed);
+        std::vector<uint16_t> tokens(n);
+        for (auto& t : tokens) t = (uint16_t)rng.below(96);
+        write_token_shard(path, {20240520, 1, n}, tokens);
+    }
+
+    Result run(const std::string& command) const {
+        const std::string out = dir + "stdout", err = dir + "stderr";
+        const int raw = std::system((command + " > " + out + " 2> " + err).c_str());
+        return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(out), read_file(err)};
+    }
+
+    // ./train on `device` (the CUDA programs for "cuda"): a fresh tiny Peri-LN model, two
+    // micro-steps per step, evaluation every 3 steps, statistics every 2, checkpoints every 3.
+    Result train(const std::string& device, const std::string& out, const std::string& extra = "") const {
+        const std::string program = device == "cuda" ? cuda_bin + "/train" : "./train";
+        return run(program + " -device " + device + " -threads 1 -init l2h2c16v96t16 -ln peri -dt 0.5 -B 2 -T 8 "
+                   "-total_batch 32 -steps 6 -warmup 2 -lr 3e-3 -save_every 3 -stats_every 2 -eval_every 3 "
+                   "-eval_batches 2 -train_data '" + dir + "train_*.bin' -val_data '" + dir + "val_*.bin' -out " +
+                   dir + out + " " + extra);
+    }
+
+    // Skips the test when the CUDA programs find no device (the real ./train on a machine
+    // without a GPU); fails on any other error.
+    bool cuda_run(const std::string& out, const std::string& extra, Result* r) const {
+        *r = train("cuda", out, extra);
+        if (r->status == 2 && r->err.find("no CUDA device") != std::string::npos) return false;
+        EXPECT_EQ(r->status, 0) << r->err;
+        return r->status == 0;
+    }
+};
+
+#define CUDA_RUN_OR_SKIP(out, extra, r)                                          \
+    do {                                                                         \
+        if (!cuda_run(out, extra, r)) {                                          \
+            if (!HasFailure()) GTEST_SKIP() << "no CUDA device: " << (r)->err;   \
+            return;                                                              \
+        }                                                                        \
+    } while (0)
+
+// Every number that `key` holds in the records with `marker`, CUDA against CPU, within `tol`
+// relative to the largest CPU value of that key.
+void expect_log_close(const std::string& cuda_log, const std::string& cpu_log, const std::string& marker,
+                      const std::string& key, double tol) {
+    const std::vector<std::string> a = log_lines(cuda_log, marker), b = log_lines(cpu_log, marker);
+    ASSERT_EQ(a.size(), b.size()) << marker;
+    ASSERT_FALSE(b.empty()) << marker;
+    for (size_t i = 0; i < a.size(); i++) {
+        const std::vector<double> x = numbers_of(a[i], key), y = numbers_of(b[i], key);
+        ASSERT_EQ(x.size(), y.size()) << key << " in " << b[i];
+        ASSERT_FALSE(y.empty()) << key << " in " << b[i];
+        double scale = 0;
+        for (double v : y) scale = std::max(scale, std::fabs(v));
+        for (size_t k = 0; k < x.size(); k++)
+            EXPECT_NEAR(x[k], y[k], tol * scale) << key << "[" << k << "] of " << b[i];
+    }
+}
+
+TEST_F(CliCuda, Fp32TrainsLikeTheCpuStepForStep) {
+    Result cuda;
+    CUDA_RUN_OR_SKIP("cuda", "-precision fp32", &cuda);
+    EXPECT_NE(cuda.out.find("backend: cuda"), std::string::npos) << cuda.out;
+    Result cpu = train("cpu", "cpu");
+    ASSERT_EQ(cpu.status, 0) << cpu.err;
+    const std::string a = read_file(dir + "cuda/log.jsonl"), b = read_file(dir + "cpu/log.jsonl");
+    for (const char* key : {"loss", "grad_norm", "lr"}) expect_log_close(a, b, "\"tok_s\"", key, 1e-5);
+    expect_log_close(a, b, "\"val_loss\"", "val_loss", 1e-5);
+    for (const char* key : {"mean_abs", "entry_var", "data_var", "grad_norm", "mean_abs_half", "grad_norm_half"})
+        expect_log_close(a, b, "\"stats\"", key, 1e-5);
+    EXPECT_EQ(log_lines(a, "\"tok_s\"").size(), 6u);
+}
+
+TEST_F(CliCuda, Bf16TrainsLikeTheCpuWithinBf16Tolerance) {
+    Result cuda;
+    CUDA_RUN_OR_SKIP("cuda", "-precision bf16", &cuda);
+    Result cpu = train("cpu", "cpu");
+    ASSERT_EQ(cpu.status, 0) << cpu.err;
+    const std::string a = read_file(dir + "cuda/log.jsonl"), b = read_file(dir + "cpu/log.jsonl");
+    expect_log_close(a, b, "\"tok_s\"", "loss", 1e-2);
+    expect_log_close(a, b, "\"val_loss\"", "val_loss", 1e-2);
+}
+
+TEST_F(CliCuda, ResumeContinuesBitForBit) {
+    Result r;
+    CUDA_RUN_OR_SKIP("cuda", "", &r);
+    const std::vector<std::string> uninterrupted = log_lines(read_file(dir + "cuda/log.jsonl"), "\"tok_s\"");
+    std::remove((dir + "cuda/model_00000006.bin").c_str());
+    std::remove((dir + "cuda/state_00000006.bin").c_str());
+    CUDA_RUN_OR_SKIP("cuda", "-resume 1", &r);
+    EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
+    const std::vector<std::string> resumed = log_lines(read_file(dir + "cuda/log.jsonl"), "\"tok_s\"");
+    ASSERT_EQ(resumed.size(), uninterrupted.size());
+    for (size_t i = 0; i < resumed.size(); i++)  // the same loss and gradient norm, to the last digit
+        EXPECT_EQ(resumed[i].substr(0, resumed[i].find(", \"ms\"")),
+                  uninterrupted[i].substr(0, uninterrupted[i].find(", \"ms\"")));
+}
+
+TEST_F(CliCuda, CheckpointReadsTheSameOnBothBackends) {
+    Result r;
+    CUDA_RUN_OR_SKIP("cuda", "-precision fp32", &r);
+    const std::string model = dir + "cuda/model_00000006.bin";
+    const double logged = numbers_of(log_lines(read_file(dir + "cuda/log.jsonl"), "\"val_loss\"").back(), "val_loss")[0];
+    const std::string eval_args = " -threads 1 -model " + model + " -val_data '" + dir +
+                                  "val_*.bin' -B 2 -T 8 -eval_batches 2 -diag_batches 0 -json ";
+    Result on_cuda = run(cuda_bin + "/eval -device cuda -precision fp32" + eval_args + dir + "cuda.json");
+    ASSERT_EQ(on_cuda.status, 0) << on_cuda.err;
+    Result on_cpu = run("./eval -device cpu" + eval_args + dir + "cpu.json");
+    ASSERT_EQ(on_cpu.status, 0) << on_cpu.err;
+    const double a = numbers_of(read_file(dir + "cuda.json"), "val_loss").at(0);
+    const double b = numbers_of(read_file(dir + "cpu.json"), "val_loss").at(0);
+    EXPECT_NEAR(a, logged, 1e-5 * logged);
+    EXPECT_NEAR(b, logged, 1e-5 * logged);
+}
+
+}  // namespace
