@@ -163,7 +163,7 @@ SIMT_OBJECTS := $(patsubst $(SIMT)/%.cpp,$(EMU)/simt/%.o,$(wildcard $(SIMT)/*.cp
 EMU_SOURCES  := $(addprefix $(EMU_SRC)/,$(CUDA_SOURCES) $(CUDA_TEST_SOURCES))
 ifneq ($(wildcard $(CUDA_INCLUDE)/cuda_bf16.h),)
 EMU_TEST_BINS := $(patsubst test/%.cu,$(EMU)/%,$(CUDA_TEST_SOURCES))
-EMU_PROGRAMS  := $(EMU)/train $(EMU)/eval
+EMU_PROGRAMS  := $(EMU)/train $(EMU)/eval $(EMU)/bench_gpu
 else
 $(warning no CUDA toolkit headers in '$(CUDA_INCLUDE)': emulated CUDA tests are not built)
 endif
@@ -184,9 +184,10 @@ $(EMU)/cuda_test_%: $(EMU_SRC)/test/cuda_test_%.cu $(EMU_SOURCES) $(SIMT_OBJECTS
 	$(EMU_CXX) $(EMU_CXXFLAGS) -include $(SIMT)/simt.h -I$(EMU_SRC) -I$(EMU_SRC)/test -I. -Itest \
 	    -x c++ $< -x none $(SIMT_OBJECTS) -o $@ -lgtest -lgtest_main -lgomp -pthread $(LDLIBS)
 
-# Emulated ./train and ./eval: the real programs with the CUDA backend compiled against the
-# SIMT layer, so that -device cuda runs the kernels on the CPU. test_cli_cuda runs them (with
-# CUDA_BIN_DIR=build/emu) against the CPU programs: the training loop around the kernels.
+# Emulated ./train, ./eval and the GPU benchmark: the real programs with the CUDA backend
+# compiled against the SIMT layer, so that -device cuda runs the kernels on the CPU.
+# test_cli_cuda runs them (with CUDA_BIN_DIR=build/emu) against the CPU programs: the training
+# loop around the kernels.
 $(EMU)/gpt2_cuda.o: $(EMU_SRC)/gpt2.cu $(EMU_SOURCES) $(wildcard $(SIMT)/*.h)
 	$(EMU_CXX) $(EMU_CXXFLAGS) -include $(SIMT)/simt.h -I$(EMU_SRC) -x c++ -c $< -o $@
 

@@ -1,9 +1,10 @@
-// bench_gpu.cpp — `make bench`: how fast the CUDA backend trains GPT-2 124M (d12) at T = 1024.
+// bench_gpu.cpp — `make bench`: how fast the CUDA backend trains GPT-2 124M (d12) at T = 1024
+// (or another size, -init).
 // Prints ms/step, tok/s, achieved TFLOP/s, the model FLOPs utilisation (MFU) against the GPU's
 // dense bf16 tensor-core peak, and the device memory in use. Each step is one micro-batch:
 // forward, backward, gradient norm and AdamW update, on random tokens.
 //
-//   build/bench_gpu [-B N] [-T N] [-steps N] [-warmup N] [-precision bf16|fp32] [-ln pre|post|peri]
+//   build/bench_gpu [-init d12|SIZE] [-B N] [-T N] [-steps N] [-warmup N] [-precision bf16|fp32] [-ln pre|post|peri]
 //
 // B defaults to the largest power of two up to 64 whose memory fits (measured by building the
 // model at B = 1 and B = 2). On a machine without a CUDA device it says so and exits 0.
@@ -20,36 +21,37 @@
 
 #include "backend.h"
 #include "errors.h"
+#include "flags.h"
 #include "model.h"
 #include "rng.h"
 
 namespace {
 
+const char* USAGE =
+    "usage: build/bench_gpu [-name value ...]\n"
+    "  -init d12|SIZE (d12)  model: a named size (d6..d48) or l{L}h{NH}c{C}[v{V}][t{maxT}]\n"
+    "  -B N (largest that fits, up to 64)  -T N (1024, at most maxT)  -steps N (20)  -warmup N (3)\n"
+    "  -precision bf16|fp32 (bf16)  -ln pre|post|peri (pre)\n";
+
 struct Options {
-    int B = 0, T = 1024, steps = 20, warmup = 3;
-    bool bf16 = true;
-    Placement placement = Placement::Pre;
+    std::string init;
+    int B, T, steps, warmup;
+    bool bf16;
+    Placement placement;
 };
 
-// Parses the flags above; anything else is an InputError.
+// Parses the flags of USAGE; anything else is an InputError.
 Options parse(int argc, char** argv) {
+    Flags f(argc, argv);
     Options o;
-    for (int i = 1; i < argc; i += 2) {
-        const std::string flag = argv[i];
-        if (i + 1 >= argc) throw InputError("flag " + flag + ": missing value");
-        const std::string value = argv[i + 1];
-        auto positive = [&](int* out) {
-            *out = std::atoi(value.c_str());
-            if (*out <= 0) throw InputError("flag " + flag + ": needs a positive integer");
-        };
-        if (flag == "-B") positive(&o.B);
-        else if (flag == "-T") positive(&o.T);
-        else if (flag == "-steps") positive(&o.steps);
-        else if (flag == "-warmup") o.warmup = std::max(0, std::atoi(value.c_str()));
-        else if (flag == "-precision" && (value == "bf16" || value == "fp32")) o.bf16 = value == "bf16";
-        else if (flag == "-ln" && parse_placement(value, &o.placement)) {}
-        else throw InputError("flag " + flag + ": unknown flag or bad value '" + value + "'");
-    }
+    o.init = f.str("init", "d12");
+    o.B = (int)f.integer("B", 0, 1, 1 << 20);
+    o.T = (int)f.integer("T", 1024, 1, 1 << 20);
+    o.steps = (int)f.integer("steps", 20, 1, 1 << 20);
+    o.warmup = (int)f.integer("warmup", 3, 0, 1 << 20);
+    o.bf16 = f.str("precision", "bf16", {"bf16", "fp32"}) == "bf16";
+    parse_placement(f.str("ln", "pre", {"pre", "post", "peri"}), &o.placement);
+    f.finish();
     return o;
 }
 
@@ -103,15 +105,15 @@ float train_step(Backend& model, const std::vector<int32_t>& batch, int t) {
 }
 
 int run(const Options& o) {
+    ModelConfig cfg;
+    if (!model_size(o.init, &cfg)) throw InputError("flag -init: '" + o.init + "' is not a model size");
+    cfg.placement = o.placement;
+    if (o.T > cfg.maxT) throw InputError("flag -T: at most " + std::to_string(cfg.maxT));
     std::string device;
     if (!cuda_device_available(&device)) {
         std::printf("bench: needs a CUDA GPU (%s); nothing to measure\n", device.c_str());
         return 0;
     }
-    ModelConfig cfg;
-    named_model_size("d12", &cfg);
-    cfg.placement = o.placement;
-    if (o.T > cfg.maxT) throw InputError("flag -T: at most " + std::to_string(cfg.maxT));
     const int B = o.B > 0 ? o.B : largest_batch(cfg, o.T, o.bf16);
 
     std::unique_ptr<Backend> model = make_cuda_backend(cfg, B, o.T, o.bf16);
@@ -123,7 +125,7 @@ int run(const Options& o) {
     for (auto& batch : batches)
         for (int32_t& token : batch) token = (int32_t)rng.below(cfg.V);
 
-    std::printf("bench: %s, d12 (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n", device.c_str(),
+    std::printf("bench: %s, %s (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n", device.c_str(), o.init.c_str(),
                 num_parameters(cfg) / 1e6, placement_name(cfg.placement), o.bf16 ? "bf16" : "fp32", B, o.T);
     int t = 1;
     for (int s = 0; s < o.warmup; s++, t++) train_step(*model, batches[s % batches.size()], t);
@@ -146,13 +148,14 @@ int run(const Options& o) {
     const double flops = tokens * (6.0 * num_parameters(cfg) + 12.0 * cfg.L * cfg.C * o.T);
     const double tflops = flops / (median_ms * 1e-3) / 1e12;
     const Peak* peak = peak_of(device);
-    char mfu[64] = "n/a (unknown peak)";
-    if (peak) std::snprintf(mfu, sizeof mfu, "%.1f%% of %.0f", 100.0 * tflops / peak->tflops, peak->tflops);
+    char mfu[96] = "n/a (no dense bf16 peak known for this device)";
+    if (peak)
+        std::snprintf(mfu, sizeof mfu, "%.1f%% of %.0f TFLOP/s dense bf16", 100.0 * tflops / peak->tflops, peak->tflops);
     std::printf("  %d steps after %d warm-up, last loss %.3f\n", o.steps, o.warmup, loss);
     std::printf("  ms/step   %.1f (median; min %.1f, max %.1f)\n", median_ms, ms.front(), ms.back());
     std::printf("  tok/s     %.0f\n", tokens / (median_ms * 1e-3));
     std::printf("  TFLOP/s   %.1f\n", tflops);
-    std::printf("  MFU       %s TFLOP/s dense bf16\n", mfu);
+    std::printf("  MFU       %s\n", mfu);
     std::printf("  memory    %.1f GiB in use on the device (peak over the timed steps)\n", memory / 1073741824.0);
     std::printf("bench-summary: tok_s=%.0f ms_step=%.1f mfu_pct=%.1f mem_gib=%.1f B=%d\n", tokens / (median_ms * 1e-3),
                 median_ms, peak ? 100.0 * tflops / peak->tflops : 0.0, memory / 1073741824.0, B);
@@ -162,10 +165,5 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    try {
-        return run(parse(argc, argv));
-    } catch (const InputError& e) {
-        std::fprintf(stderr, "bench: %s\n", e.what());
-        return 2;
-    }
+    return run_program("bench", USAGE, argc, argv, [&] { return run(parse(argc, argv)); });
 }

@@ -3,8 +3,9 @@
 // clipping, the schedule, evaluation, the statistics records, checkpoints and bit-exact resume)
 // on tiny shards and a tiny model made here.
 //
-// The CUDA programs are CUDA_BIN_DIR/train and CUDA_BIN_DIR/eval: by default the real ./train
-// and ./eval, whose tests skip themselves when -device cuda finds no device; `make test` also
+// The CUDA programs are CUDA_BIN_DIR/train and CUDA_BIN_DIR/eval (and the GPU benchmark): by
+// default the real ./train, ./eval and build/bench_gpu, whose tests skip themselves when they
+// find no device; `make test` also
 // runs this binary with CUDA_BIN_DIR=build/emu, programs whose CUDA code runs on the CPU
 // through the test/simt layer, so the loop is checked on machines without a GPU too. The CPU
 // runs always use ./train and ./eval. Run from the repository root after `make`.
@@ -179,6 +180,20 @@ TEST_F(CliCuda, CheckpointReadsTheSameOnBothBackends) {
     const double b = numbers_of(read_file(dir + "cpu.json"), "val_loss").at(0);
     EXPECT_NEAR(a, logged, 1e-5 * logged);
     EXPECT_NEAR(b, logged, 1e-5 * logged);
+}
+
+TEST_F(CliCuda, BenchmarkMeasuresAndSummarises) {
+    // The benchmark sits in build/ natively, beside the emulated programs otherwise. Without -B
+    // it probes the memory of B = 1 and 2 to pick the batch.
+    const std::string bench = cuda_bin == "." ? "build/bench_gpu" : cuda_bin + "/bench_gpu";
+    if (!exists(bench)) GTEST_SKIP() << bench << " is not built (no CUDA toolkit)";
+    Result r = run(bench + " -init l2h2c16v96t16 -T 8 -steps 3 -warmup 1");
+    ASSERT_EQ(r.status, 0) << r.err;
+    if (r.out.find("needs a CUDA GPU") != std::string::npos) GTEST_SKIP() << r.out;
+    for (const char* line : {"bench: ", "l2h2c16v96t16", "3 steps after 1 warm-up", "ms/step", "tok/s", "TFLOP/s",
+                             "MFU", "memory", "bench-summary: tok_s="})
+        EXPECT_NE(r.out.find(line), std::string::npos) << line << " missing from:\n" << r.out;
+    EXPECT_GT(std::stod(r.out.substr(r.out.find("tok_s=") + 6)), 0.0) << r.out;
 }
 
 }  // namespace
