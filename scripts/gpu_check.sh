@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh — the CUDA backend on a real GPU, in a few minutes:
 #   1. builds train, eval, the GPU tests and the benchmark for sm_90 (H100, H200);
-#   2. runs the GPU tests natively (every kernel and whole training steps against the CPU);
+#   2. runs the GPU tests natively (every kernel and whole training steps against the CPU, and
+#      ./train, ./eval and the benchmark with -device cuda against the CPU programs);
 #   3. trains 20 steps of GPT-2 124M (d12, T = 1024, B = 16) on the bundled data with -ln pre,
 #      then with -ln peri -dt 0.1 (which also records the hidden-state statistics);
 #   4. runs the benchmark (make bench);
@@ -35,7 +36,7 @@ print_summary() {
 rm -f build/gpt2_cuda.o build/bench_gpu build/cuda/cuda_test_* train eval
 start=$SECONDS
 if make -j"$(nproc)" GPU_ARCH="$ARCH" train eval build/bench_gpu build/cuda/cuda_test_kernels \
-     build/cuda/cuda_test_model >"$OUT/build.log" 2>&1; then
+     build/cuda/cuda_test_model build/test_cli_cuda >"$OUT/build.log" 2>&1; then
   row build ok "$((SECONDS - start)) s ($ARCH)"
 else
   row build FAIL "see $OUT/build.log"
@@ -46,7 +47,7 @@ GPU=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null
 row device ok "${GPU:-unknown (no nvidia-smi)}"
 
 # 2. The GPU tests. On a GPU nothing may be skipped.
-for test in build/cuda/cuda_test_kernels build/cuda/cuda_test_model; do
+for test in build/cuda/cuda_test_kernels build/cuda/cuda_test_model build/test_cli_cuda; do
   name=$(basename "$test")
   start=$SECONDS
   CUDA_TEST_REPORT=1 "$test" --gtest_brief=1 >"$OUT/$name.log" 2>&1
