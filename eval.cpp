@@ -24,6 +24,7 @@
 
 #include "dataloader.h"
 #include "flags.h"
+#include "json.h"
 #include "gpt2_cpu.h"
 #include "model.h"
 #include "rouge.h"
@@ -85,51 +86,6 @@ static EvalOptions parse_options(int argc, char** argv) {
     f.finish();
     if (o.model_path.empty()) throw InputError("flag -model: a checkpoint file is required");
     return o;
-}
-
-// ---------------------------------------------------------------------------------------------
-// JSON output
-
-static std::string num(double x) {
-    if (!std::isfinite(x)) return "null";
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.9g", x);
-    return buf;
-}
-
-static std::string array(const std::vector<double>& v, size_t offset = 0, size_t stride = 1) {
-    std::string s = "[";
-    for (size_t i = offset; i < v.size(); i += stride) s += (i == offset ? "" : ", ") + num(v[i]);
-    return s + "]";
-}
-
-// A JSON string literal of UTF-8 bytes; bytes that are not valid UTF-8 (a token can end in the
-// middle of a character) become U+FFFD, so the output is always valid JSON and UTF-8.
-static std::string quote(const std::string& bytes) {
-    std::string s = "\"";
-    for (size_t i = 0; i < bytes.size();) {
-        const gpt2_bpe::Utf8Char ch = gpt2_bpe::decode_utf8(bytes, i);
-        if (ch.code_point == gpt2_bpe::kInvalidByte) {
-            s += "\xEF\xBF\xBD";
-        } else if (ch.code_point == '"' || ch.code_point == '\\') {
-            s += '\\';
-            s += (char)ch.code_point;
-        } else if (ch.code_point == '\n') {
-            s += "\\n";
-        } else if (ch.code_point == '\t') {
-            s += "\\t";
-        } else if (ch.code_point == '\r') {
-            s += "\\r";
-        } else if (ch.code_point < 0x20 || ch.code_point == 0x7F) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", ch.code_point);
-            s += buf;
-        } else {
-            s.append(bytes, i, ch.length);
-        }
-        i += ch.length;
-    }
-    return s + "\"";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -345,35 +301,26 @@ static void print_table(const Results& r, int L) {
 
 static std::string to_json(const EvalOptions& o, const ModelConfig& cfg, const std::string& backend, int T,
                            const Results& r, double seconds) {
-    std::string j = "{";
-    auto field = [&](const std::string& name, const std::string& value) {
-        j += (j.size() > 1 ? ",\n  " : "\n  ") + quote(name) + ": " + value;
-    };
-    field("model", quote(o.model_path));
-    field("placement", quote(placement_name(cfg.placement)));
-    field("dt", num(cfg.dt));
-    field("L", std::to_string(cfg.L));
-    field("NH", std::to_string(cfg.NH));
-    field("C", std::to_string(cfg.C));
-    field("V", std::to_string(cfg.V));
-    field("maxT", std::to_string(cfg.maxT));
-    field("parameters", std::to_string(num_parameters(cfg)));
-    field("backend", quote(backend));
-    field("val_data", quote(o.val_data));
+    JsonObject j;
+    auto field = [&](const std::string& name, const std::string& value) { j.add(name, value); };
+    field("model", json_string(o.model_path));
+    add_model_json(j, cfg);
+    field("backend", json_string(backend));
+    field("val_data", json_string(o.val_data));
     field("B", std::to_string(o.B));
     field("T", std::to_string(T));
     field("eval_batches", std::to_string(o.eval_batches));
     field("tokens", std::to_string(r.tokens));
-    field("val_loss", num(r.val_loss));
-    field("val_ppl", num(std::exp(r.val_loss)));
-    field("accuracy", num(r.accuracy));
+    field("val_loss", json_number(r.val_loss));
+    field("val_ppl", json_number(std::exp(r.val_loss)));
+    field("accuracy", json_number(r.accuracy));
     if (r.have_rouge) {
         const char* names[3] = {"rouge1", "rouge2", "rougeL"};
         std::string s = "{";
         for (int stem = 0; stem < 2; stem++)
             for (int k = 0; k < 3; k++)
                 s += std::string(s.size() > 1 ? ", " : "") + "\"" + names[k] + (stem ? "_stem" : "") + "\": " +
-                     num(r.rouge[stem][k]);
+                     json_number(r.rouge[stem][k]);
         field("rouge", s + ", \"sequences\": " + std::to_string(r.sequences) + "}");
     } else {
         field("rouge", "null");
@@ -383,18 +330,18 @@ static std::string to_json(const EvalOptions& o, const ModelConfig& cfg, const s
         std::string s = "{";
         const std::pair<const char*, const std::vector<double>*> series[] = {
             {"mean_abs", &r.mean_abs}, {"entry_var", &r.entry_var}, {"data_var", &r.data_var}, {"grad_norm", &r.grad_norm}};
-        for (const auto& [name, v] : series) s += std::string(s.size() > 1 ? ",\n    " : "\n    ") + "\"" + name + "\": " + array(*v, 0, 2);
-        for (const auto& [name, v] : series) s += std::string(",\n    \"") + name + "_half\": " + array(*v);
-        s += ",\n    \"param_grad_norm\": " + array(r.param_grad_norm) + "}";
+        for (const auto& [name, v] : series) s += std::string(s.size() > 1 ? ",\n    " : "\n    ") + "\"" + name + "\": " + json_array(*v, 0, 2);
+        for (const auto& [name, v] : series) s += std::string(",\n    \"") + name + "_half\": " + json_array(*v);
+        s += ",\n    \"param_grad_norm\": " + json_array(r.param_grad_norm) + "}";
         field("layers", s);
         const stability::Sensitivity& se = r.sensitivity;
         field("sensitivity", "{\"directions\": " + std::to_string(se.directions) + ",\n    \"block_mean\": " +
-                                 array(se.block_mean) + ",\n    \"block_max\": " + array(se.block_max) +
-                                 ",\n    \"step_mean\": " + array(se.step_mean) + ",\n    \"step_max\": " +
-                                 array(se.step_max) + "}");
+                                 json_array(se.block_mean) + ",\n    \"block_max\": " + json_array(se.block_max) +
+                                 ",\n    \"step_mean\": " + json_array(se.step_mean) + ",\n    \"step_max\": " +
+                                 json_array(se.step_max) + "}");
         const stability::Uncertainty& u = r.uncertainty;
-        field("uncertainty", "{\"sigma\": " + num(u.sigma) + ", \"samples\": " + std::to_string(u.samples) +
-                                 ",\n    \"mean_dx\": " + array(u.mean_dx) + ",\n    \"w2_bound\": " + array(u.w2_bound) + "}");
+        field("uncertainty", "{\"sigma\": " + json_number(u.sigma) + ", \"samples\": " + std::to_string(u.samples) +
+                                 ",\n    \"mean_dx\": " + json_array(u.mean_dx) + ",\n    \"w2_bound\": " + json_array(u.w2_bound) + "}");
     } else {
         field("layers", "null");
         field("sensitivity", "null");
@@ -402,15 +349,11 @@ static std::string to_json(const EvalOptions& o, const ModelConfig& cfg, const s
     }
     std::string samples = "[";
     for (size_t i = 0; i < r.samples.size(); i++)
-        samples += std::string(i ? ",\n    " : "\n    ") + "{\"prompt\": " + quote(r.samples[i].first) +
-                   ", \"continuation\": " + quote(r.samples[i].second) + "}";
+        samples += std::string(i ? ",\n    " : "\n    ") + "{\"prompt\": " + json_string(r.samples[i].first) +
+                   ", \"continuation\": " + json_string(r.samples[i].second) + "}";
     field("samples", samples + "]");
-    field("seconds", num(seconds));
-    return j + "\n}\n";
-}
-
-static void write_text_atomically(const std::string& path, const std::string& text) {
-    write_file_atomically(path, {{text.data(), text.size()}});
+    field("seconds", json_number(seconds));
+    return j.str();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -474,8 +417,8 @@ static int evaluate(const EvalOptions& o) {
     if (!o.pairs_path.empty()) {
         std::string text;
         for (size_t i = 0; i < r.pairs.size(); i++)
-            text += "{\"id\": " + std::to_string(i) + ", \"prediction\": " + quote(r.pairs[i].first) +
-                    ", \"reference\": " + quote(r.pairs[i].second) + "}\n";
+            text += "{\"id\": " + std::to_string(i) + ", \"prediction\": " + json_string(r.pairs[i].first) +
+                    ", \"reference\": " + json_string(r.pairs[i].second) + "}\n";
         write_text_atomically(o.pairs_path, text);
         std::printf("pairs: %s (%zu)\n", o.pairs_path.c_str(), r.pairs.size());
     }

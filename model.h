@@ -329,6 +329,11 @@ inline void write_file_atomically(const std::string& path, const std::vector<Fil
     }
 }
 
+// Writes `text` to `path` the same way: whole or not at all.
+inline void write_text_atomically(const std::string& path, const std::string& text) {
+    write_file_atomically(path, {{text.data(), text.size()}});
+}
+
 // Writes a checkpoint of the model with the given parameters (file order).
 inline void write_checkpoint(const std::string& path, const ModelConfig& m, const float* params) {
     std::array<int32_t, HEADER_INTS> h = checkpoint_header(m);

@@ -9,21 +9,19 @@ Each argument is a ./train -out folder. Panels:
     training loss (moving average of 10 steps) and validation loss against step;
     mean |X_i|, data_var of X_i and ‖∂loss/∂X_i‖ against layer i (0 = embedding, log scale)
     from each run's last `stats` record (or its last at or before --step), when it has one.
-A run is labelled with its folder name and the placement and Δt in its newest checkpoint.
+A run is labelled with its folder name and the placement and Δt of its config.json.
 
 Needs matplotlib (Debian: apt-get install python3-matplotlib). When this interpreter lacks it
 and /usr/bin/python3 has it, that one draws the figure.
 """
 import argparse
-import glob
 import json
 import os
 import statistics
-import struct
 import subprocess
 import sys
 
-PLACEMENTS = {0: "Pre-LN", 1: "Post-LN", 2: "Peri-LN"}
+PLACEMENTS = {"pre": "Pre-LN", "post": "Post-LN", "peri": "Peri-LN"}
 
 
 class PlotError(Exception):
@@ -46,19 +44,14 @@ def read_log(folder):
 
 
 def run_label(folder):
-    """The folder's name, with the placement and Δt of its newest checkpoint (SPEC §3 header:
-    version 3 is llm.c's Pre-LN with Δt = 1; otherwise header[8] is the placement and header[9]
-    the bits of the float Δt)."""
+    """The folder's name, with the placement and Δt from its config.json (written by ./train)."""
     name = os.path.basename(os.path.normpath(folder))
-    checkpoints = sorted(glob.glob(os.path.join(folder, "model_*.bin")))
-    if not checkpoints:
+    try:
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        return f"{name} ({PLACEMENTS[config['placement']]}, Δt {config['dt']:g})"
+    except (OSError, ValueError, KeyError, TypeError):
         return name
-    with open(checkpoints[-1], "rb") as f:
-        header = struct.unpack("<10i", f.read(40))
-    if header[1] == 3:
-        return f"{name} (Pre-LN, Δt 1)"
-    dt = struct.unpack("<f", struct.pack("<i", header[9]))[0]
-    return f"{name} ({PLACEMENTS.get(header[8], '?')}, Δt {dt:g})"
 
 
 def stats_record(records, step):

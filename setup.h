@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "errors.h"
 #include "gpt2_cpu.h"
+#include "json.h"
 
 // The bundled corpus (prepare_data.py default): used when no -train_data / -val_data is given.
 constexpr const char* DEFAULT_TRAIN_DATA = "data/mobydick_train_*.bin";
@@ -59,4 +60,18 @@ inline void print_model(const ModelConfig& m, const std::string& origin) {
     std::printf("model: %s, %s parameters (L=%d NH=%d C=%d maxT=%d V=%d Vp=%d), placement %s-LN, dt %g\n",
                 origin.c_str(), format_count(num_parameters(m)).c_str(), m.L, m.NH, m.C, m.maxT, m.V, m.Vp,
                 placement_name(m.placement), m.dt);
+}
+
+// The model's description as members of a JSON object (config.json, eval -json): placement, dt,
+// L, NH, C, V, Vp, maxT and the parameter count.
+inline void add_model_json(JsonObject& j, const ModelConfig& m) {
+    j.add("placement", json_string(placement_name(m.placement)));
+    j.add("dt", json_number(m.dt));
+    j.add("L", std::to_string(m.L));
+    j.add("NH", std::to_string(m.NH));
+    j.add("C", std::to_string(m.C));
+    j.add("V", std::to_string(m.V));
+    j.add("Vp", std::to_string(m.Vp));
+    j.add("maxT", std::to_string(m.maxT));
+    j.add("parameters", std::to_string(num_parameters(m)));
 }

@@ -23,6 +23,7 @@
 #include "dataloader.h"
 #include "errors.h"
 #include "flags.h"
+#include "json.h"
 #include "model.h"
 #include "setup.h"
 #include "training.h"
@@ -40,6 +41,7 @@ struct TrainOptions {
     double lr, lr_min, wd, beta1, beta2, eps, clip, diverge_margin;
     uint64_t seed;
     bool shuffle, resume;
+    std::string command;  // the command line, for config.json
 };
 
 static const char* USAGE =
@@ -61,6 +63,7 @@ static const char* USAGE =
 static TrainOptions parse_options(int argc, char** argv) {
     Flags f(argc, argv);
     TrainOptions o;
+    for (int i = 0; i < argc; i++) o.command += (i ? " " : "") + std::string(argv[i]);
     parse_placement(f.str("ln", "pre", {"pre", "post", "peri"}), &o.placement);
     o.placement_given = f.given("ln");
     o.dt = (float)f.real("dt", 1.0, 0.0, 1e3, true);
@@ -204,10 +207,9 @@ public:
                 if (std::sscanf(line.c_str(), "{\"step\": %ld", &step) == 1 && step < keep_before) kept.push_back(line);
             }
         }
-        FilePiece none{nullptr, 0};
         std::string text;
         for (const std::string& l : kept) text += l + "\n";
-        write_file_atomically(path, {text.empty() ? none : FilePiece{text.data(), text.size()}});
+        write_text_atomically(path, text);
         file = std::fopen(path.c_str(), "a");
         if (!file) throw InputError(path + ": cannot open for appending");
     }
@@ -222,13 +224,6 @@ private:
     FILE* file;
 };
 
-// Formats a double for JSON: %.9g round-trips a float; non-finite values become null.
-static std::string num(double x) {
-    if (!std::isfinite(x)) return "null";
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.9g", x);
-    return buf;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The run
@@ -245,13 +240,55 @@ struct Run {
     int grad_accum = 1;
 };
 
+// Writes DIR/config.json: how this run was started, every setting resolved (defaults filled
+// in), so that a run folder says what made it. Rewritten, with resumed_at_step, on -resume.
+static void write_config(const Run& r, Backend& model, const DataLoader& train, const DataLoader* val) {
+    const TrainOptions& o = r.opt;
+    JsonObject j;
+    auto field = [&](const std::string& name, const std::string& value) { j.add(name, value); };
+    auto files = [](const DataLoader& d) {
+        std::string list = "[";
+        for (const std::string& f : d.files()) list += (list.size() > 1 ? ", " : "") + json_string(f);
+        return list + "]";
+    };
+    field("command", json_string(o.command));
+    field("backend", json_string(model.name()));
+    field("model", json_string(r.model_origin));
+    add_model_json(j, r.cfg);
+    field("train_files", files(train));
+    field("train_tokens", std::to_string(train.total_tokens()));
+    field("val_files", val ? files(*val) : "[]");
+    field("B", std::to_string(o.B));
+    field("T", std::to_string(o.T));
+    field("total_batch", std::to_string(o.total_batch));
+    field("grad_accum", std::to_string(r.grad_accum));
+    field("steps", std::to_string(o.steps));
+    field("lr", json_number(o.lr));
+    field("lr_min", json_number(o.lr_min));
+    field("warmup", std::to_string(o.warmup));
+    field("wd", json_number(o.wd));
+    field("beta1", json_number(o.beta1));
+    field("beta2", json_number(o.beta2));
+    field("eps", json_number(o.eps));
+    field("clip", json_number(o.clip));
+    field("diverge_margin", json_number(o.diverge_margin));
+    field("seed", std::to_string(r.state.seed));
+    field("shuffle", std::to_string((int)o.shuffle));
+    field("eval_every", std::to_string(o.eval_every));
+    field("eval_batches", std::to_string(o.eval_batches));
+    field("save_every", std::to_string(o.save_every));
+    field("stats_every", std::to_string(o.stats_every));
+    field("resumed_at_step", r.resuming ? std::to_string(r.state.steps_done) : "null");
+    write_text_atomically(o.out_dir + "/config.json", j.str());
+}
+
 // Checks that a checkpoint agrees with -ln / -dt when they were given.
 static void check_against_flags(const ModelConfig& m, const TrainOptions& o, const std::string& path) {
     if (o.placement_given && m.placement != o.placement)
         throw InputError(path + ": checkpoint is " + placement_name(m.placement) + "-LN but -ln " +
                          placement_name(o.placement) + " was given");
     if (o.dt_given && m.dt != o.dt)
-        throw InputError(path + ": checkpoint has dt " + num(m.dt) + " but -dt " + num(o.dt) + " was given");
+        throw InputError(path + ": checkpoint has dt " + json_number(m.dt) + " but -dt " + json_number(o.dt) + " was given");
 }
 
 // The micro-batch when -B is not given: `preferred`, halved while one window of B*T+1 tokens
@@ -339,13 +376,6 @@ static void save_checkpoint(Backend& model, const Run& r, TrainState& state, con
     write_state(numbered(r.opt.out_dir, "state", state.steps_done), state, r.cfg.placement);
 }
 
-// JSON array of the entries of `v` with index ≡ offset (mod stride).
-static std::string json_array(const std::vector<double>& v, size_t offset = 0, size_t stride = 1) {
-    std::string s = "[";
-    for (size_t i = offset; i < v.size(); i += stride) s += (i == offset ? "" : ", ") + num(v[i]);
-    return s + "]";
-}
-
 // The `stats` record of SPEC §5 for the current micro-batch: per layer (the residual stream
 // X_0 .. X_L) and, with suffix _half, at all 2L + 1 half-block points.
 static std::string stats_record(int step, const std::vector<StreamStats>& stats, const std::vector<double>& grad_norms) {
@@ -394,6 +424,7 @@ static int train(Run& r) {
 
     make_dirs(o.out_dir);
     RunLog log(o.out_dir, r.resuming, r.state.steps_done);
+    write_config(r, *model, train_data, val_data.get());
     std::printf("output: %s%s\n", o.out_dir.c_str(), r.resuming ? " (resuming)" : "");
 
     TrainState& state = r.state;
@@ -402,8 +433,8 @@ static int train(Run& r) {
         if (val_data && step % o.eval_every == 0) {
             const double val_loss = evaluate(*model, *val_data, o.eval_batches);
             std::printf("step %5d | val loss %.4f | val ppl %.2f\n", step, val_loss, std::exp(val_loss));
-            log.write("{\"step\": " + std::to_string(step) + ", \"val_loss\": " + num(val_loss) +
-                      ", \"val_ppl\": " + num(std::exp(val_loss)) + "}");
+            log.write("{\"step\": " + std::to_string(step) + ", \"val_loss\": " + json_number(val_loss) +
+                      ", \"val_ppl\": " + json_number(std::exp(val_loss)) + "}");
         }
         const auto start = std::chrono::steady_clock::now();
         model->zero_grad();
@@ -428,7 +459,7 @@ static int train(Run& r) {
         const std::string reason = divergence_reason(loss, norm, state.first_loss, step, o.warmup, o.diverge_margin);
         if (!reason.empty()) {
             log.write("{\"step\": " + std::to_string(step) + ", \"event\": \"diverged\", \"reason\": \"" + reason +
-                      "\", \"loss\": " + num(loss) + ", \"grad_norm\": " + num(norm) + "}");
+                      "\", \"loss\": " + json_number(loss) + ", \"grad_norm\": " + json_number(norm) + "}");
             std::printf("diverged at step %d: %s\n", step, reason.c_str());
             return 3;
         }
@@ -441,8 +472,8 @@ static int train(Run& r) {
         std::printf("step %5d/%d | loss %.4f | lr %.2e | grad norm %.4f | %.1f ms | %.0f tok/s\n", step, o.steps, loss,
                     lr, norm, ms, tok_s);
         std::fflush(stdout);
-        log.write("{\"step\": " + std::to_string(step) + ", \"loss\": " + num(loss) + ", \"lr\": " + num(lr) +
-                  ", \"grad_norm\": " + num(norm) + ", \"ms\": " + num(ms) + ", \"tok_s\": " + num(tok_s) + "}");
+        log.write("{\"step\": " + std::to_string(step) + ", \"loss\": " + json_number(loss) + ", \"lr\": " + json_number(lr) +
+                  ", \"grad_norm\": " + json_number(norm) + ", \"ms\": " + json_number(ms) + ", \"tok_s\": " + json_number(tok_s) + "}");
         const bool last = state.steps_done == o.steps;
         if (last || (o.save_every > 0 && state.steps_done % o.save_every == 0)) {
             save_checkpoint(*model, r, state, train_data);
@@ -452,8 +483,8 @@ static int train(Run& r) {
     if (val_data && first_step < o.steps) {
         const double val_loss = evaluate(*model, *val_data, o.eval_batches);
         std::printf("step %5d | val loss %.4f | val ppl %.2f\n", o.steps, val_loss, std::exp(val_loss));
-        log.write("{\"step\": " + std::to_string(o.steps) + ", \"val_loss\": " + num(val_loss) +
-                  ", \"val_ppl\": " + num(std::exp(val_loss)) + "}");
+        log.write("{\"step\": " + std::to_string(o.steps) + ", \"val_loss\": " + json_number(val_loss) +
+                  ", \"val_ppl\": " + json_number(std::exp(val_loss)) + "}");
         if (!std::isfinite(val_loss)) {  // the last update broke the model
             log.write("{\"step\": " + std::to_string(o.steps) + ", \"event\": \"diverged\", \"reason\": " +
                       "\"final val loss is not finite\", \"loss\": null, \"grad_norm\": null}");

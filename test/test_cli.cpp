@@ -103,6 +103,12 @@ TEST_F(Cli, TrainsAndWritesLogAndFinalCheckpoint) {
     ModelConfig saved = read_checkpoint_config(dir + "/out/model_00000004.bin");
     EXPECT_EQ(saved.placement, Placement::Peri);
     EXPECT_EQ(saved.dt, 0.5f);
+    // config.json: the settings, defaults resolved.
+    const std::string config = read_file(dir + "/out/config.json");
+    for (const char* entry : {"\"placement\": \"peri\"", "\"dt\": 0.5", "\"L\": 2", "\"B\": 2", "\"T\": 8",
+                              "\"total_batch\": 16", "\"steps\": 4", "\"lr_min\": 6e-05", "\"warmup\": 0",
+                              "\"seed\": 42", "\"resumed_at_step\": null", "\"command\": \"./train -device cpu"})
+        EXPECT_NE(config.find(entry), std::string::npos) << entry << " not in\n" << config;
 }
 
 TEST_F(Cli, TrainsAFreshCustomSize) {
@@ -163,6 +169,7 @@ TEST_F(Cli, ResumeContinuesBitForBit) {
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("resuming"), std::string::npos);
     EXPECT_EQ(losses(read_file(dir + "/out/log.jsonl")), uninterrupted);
+    EXPECT_NE(read_file(dir + "/out/config.json").find("\"resumed_at_step\": 4"), std::string::npos);
 }
 
 TEST_F(Cli, DivergenceExitsWithStatus3AndKeepsLastCheckpoint) {
