@@ -103,7 +103,7 @@ TEST_F(Sweep, RunsGridWritesTablesAndResumes) {
     EXPECT_TRUE(exists(run + "/model_00000006.bin"));
     EXPECT_FALSE(exists(run + "/state_00000006.bin")) << "optimiser state kept";
     EXPECT_FALSE(exists(run + "/model_00000003.bin")) << "intermediate checkpoint kept";
-    EXPECT_FALSE(exists(run + "/init.bin"));
+    EXPECT_TRUE(exists(run + "/config.json")) << "the run's config.json is kept";
     const std::string ev = read_file(run + "/eval.json");
     for (const char* key : {"\"val_loss\"", "\"rouge\"", "\"mean_abs\"", "\"sensitivity\"", "\"w2_bound\""})
         EXPECT_NE(ev.find(key), std::string::npos) << key;
