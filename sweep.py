@@ -23,7 +23,7 @@ model after ./train's last check.
 
 Output in OUT:
     sweep.json                the settings (a rerun with different training settings is refused)
-    runs/NAME/                ./train's log.jsonl and final model_%08d.bin, train.log, eval.json,
+    runs/NAME/                ./train's log.jsonl, config.json and final model_%08d.bin, train.log, eval.json,
                               eval.log and result.json (NAME = {ln}_dt{Δt}_wd{wd}_s{seed})
     results.csv               one row per run: status, divergence step, val loss, perplexity,
                               accuracy, ROUGE, hidden-state growth, ...
