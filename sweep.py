@@ -40,6 +40,7 @@ them; otherwise one line says why there are none and the tables are still writte
 import argparse
 import concurrent.futures
 import csv
+import glob
 import json
 import math
 import os
@@ -92,6 +93,16 @@ EXECUTION_SETTINGS = ("device", "threads", "jobs", "out", "publish")
 # The settings that decide what a run computes: a rerun into the same OUT must keep them.
 TRAINING_SETTINGS = ("init", "lr", "lr_min", "warmup", "steps", "B", "T", "total_batch", "clip", "beta2",
                      "diverge_margin", "train_data", "val_data")
+
+
+# ./train -init's fresh sizes (model.h): the named ones and l{L}h{NH}c{C}[v{V}][t{maxT}]. A size
+# spelling wins over a file of that name, in ./train and here.
+NAMED_SIZES = ("d6", "d12", "d24", "d36", "d48")
+CUSTOM_SIZE = re.compile(r"l(\d+)h(\d+)c(\d+)(?:v\d+)?(?:t\d+)?")
+
+
+def is_model_size(spec):
+    return spec in NAMED_SIZES or CUSTOM_SIZE.fullmatch(spec) is not None
 
 
 class SweepError(Exception):
@@ -171,6 +182,16 @@ def read_jsonl(path):
     return records
 
 
+def refusal(log_path):
+    """./train's one-line refusal ("train: ...") in a run's train.log, or "" when there is none."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            lines = [line.strip() for line in f if line.startswith("train: ")]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
 def read_json(path):
     try:
         with open(path, encoding="utf-8") as f:
@@ -202,6 +223,7 @@ class Sweep:
     def __init__(self, s):
         self.s = s
         self.lock = threading.Lock()
+        self.refused = None  # ./train's message when it refused its input (exit 2): the sweep stops
         self.done = 0
 
     def say(self, text):
@@ -260,7 +282,7 @@ class Sweep:
         s = self.s
         result_path = os.path.join(run.dir, "result.json")
         result = read_json(result_path)
-        if result is not None:
+        if result is not None or self.refused:
             return result
         os.makedirs(run.dir, exist_ok=True)
         start = time.time()
@@ -273,6 +295,9 @@ class Sweep:
                 event = next((r for r in reversed(log) if r.get("event") == "diverged"), {})
                 result.update(status="diverged", diverged_step=event.get("step"),
                               reason=event.get("reason", "./train exited with status 3"))
+            elif status == 2:  # bad input: every run would be refused alike
+                self.refused = refusal(os.path.join(run.dir, "train.log")) or "see " + os.path.join(run.dir, "train.log")
+                return None
             elif status != 0 or not os.path.exists(final_model(run, s)):
                 return self.failed(run, f"./train exited with status {status}", "train.log")
         result["train_seconds"] = round(time.time() - start, 1)
@@ -424,7 +449,7 @@ def pm(values, digits):
 
 
 def markdown(s, runs, records):
-    size = re.fullmatch(r"l(\d+)h(\d+)c(\d+)(?:v\d+)?(?:t\d+)?", s.init)  # ./train's custom sizes
+    size = CUSTOM_SIZE.fullmatch(s.init)
     model = "L={}, NH={}, C={}".format(*size.groups()) if size else s.init
     tokens = s.total_batch or s.B * s.T
     lines = [
@@ -692,7 +717,7 @@ def parse_args(argv):
         print(f"sweep: not publishing to {s.publish}_*: {', '.join('--' + k.replace('_', '-') for k in changed)} "
               f"{'differs' if len(changed) == 1 else 'differ'} from the preset", flush=True)
         s.publish = None
-    if s.init and os.path.exists(s.init):  # a checkpoint file
+    if s.init and not is_model_size(s.init) and os.path.exists(s.init):  # a checkpoint file
         s.init = os.path.abspath(s.init)
     for name in ("steps", "B", "T", "eval_batches", "eval_B", "directions", "noise_samples"):
         if getattr(s, name) < 1:
@@ -708,16 +733,21 @@ def check_settings(s, write=True):
     path = os.path.join(s.out, "sweep.json")
     mine = {k: getattr(s, k) for k in DEFAULTS}
     saved = read_json(path)
-    if saved is not None:
+    # Settings of an OUT where no run has started (./train refused them, say) may be replaced.
+    if saved is not None and glob.glob(os.path.join(s.out, "runs", "*", "log.jsonl")):
         changed = [k for k in TRAINING_SETTINGS if saved.get(k) != mine.get(k)]
         if changed:
             raise SweepError(f"{s.out} holds runs made with other settings ({', '.join(f'{k}: {saved.get(k)} → {mine.get(k)}' for k in changed)}); "
                              f"use another --out")
         # keep the union of the grids so --report lists every run
-        for k in ("ln", "dt", "wd", "seeds"):
+        grid = {k: mine[k] for k in ("ln", "dt", "wd", "seeds")}
+        for k in grid:
             old = [x.strip() for x in str(saved.get(k, "")).split(",") if x.strip()]
             new = [x.strip() for x in str(mine[k]).split(",") if x.strip()]
             mine[k] = ",".join(old + [x for x in new if x not in old])
+        if s.publish and any(mine[k] != grid[k] for k in grid):
+            print(f"sweep: not publishing to {s.publish}_*: {s.out} also holds runs of another grid", flush=True)
+            s.publish = mine["publish"] = None
     if write:
         os.makedirs(s.out, exist_ok=True)
         write_json(path, mine)
@@ -780,6 +810,8 @@ def main(argv):
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(run_safely, todo))
+    if sweep.refused:
+        raise SweepError(f"./train refused the settings: {sweep.refused}")
     failed = sum(1 for r in results if r is None)
     print(f"sweep: {len(todo) - failed} runs done in {(time.time() - start) / 60:.1f} min"
           + (f", {failed} failed (run the same command again to retry them)" if failed else ""), flush=True)

@@ -167,6 +167,27 @@ TEST_F(Sweep, PresetPublishesOnlyItsOwnGrid) {
         << read_file(dir + "/dry.out");
     EXPECT_NE(dry("--lr 0.02").find("--lr differs from the preset"), std::string::npos) << read_file(dir + "/dry.out");
     EXPECT_FALSE(exists(dir + "/p")) << "--dry-run wrote into OUT";
+
+    // An OUT that already holds runs of the preset at other seeds: the union would be published.
+    ASSERT_EQ(std::system(("python3 -c 'import sweep; sweep.check_settings(sweep.parse_args([\"--preset\", \"small\", "
+                           "\"--seeds\", \"4\", \"--out\", \"" + dir + "/p\"]))' > /dev/null").c_str()), 0);
+    ASSERT_EQ(std::system(("mkdir -p " + dir + "/p/runs/pre_dt1_wd0.1_s4 && touch " + dir +
+                           "/p/runs/pre_dt1_wd0.1_s4/log.jsonl").c_str()), 0);
+    EXPECT_NE(dry("").find("/docs/small_*: " + dir + "/p also holds runs of another grid"), std::string::npos)
+        << read_file(dir + "/dry.out");
+}
+
+TEST_F(Sweep, SettingsThatTrainRefusesStopTheSweepAndCanBeCorrected) {
+    const std::string grid = "--ln pre --dt 1 --seeds 1-2 --steps 4 --warmup 1 --no-figures";
+    Result r = sweep("r", grid + " --init l2h3c16v96t16");
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find("sweep: ./train refused the settings: train: model size l2h3c16v96t16: channels C=16 not "
+                         "divisible by heads NH=3"),
+              std::string::npos)
+        << r.out;
+    r = sweep("r", grid);  // the fixture's --init l2h2c16v96t16
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("2 runs done"), std::string::npos) << r.out;
 }
 
 // plot.py on two tiny ./train runs, one with statistics: a PNG where matplotlib is installed
