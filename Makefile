@@ -22,9 +22,10 @@ HEADERS  := $(wildcard *.h)
 #   make GPU_ARCH="-gencode arch=compute_90,code=sm_90"
 # The toolkit's include and library folders are asked of nvcc itself (`nvcc --dryrun` prints
 # the -I and -L it would pass), so a wrapped nvcc such as /usr/local/bin/nvcc finds them too;
-# failing that, the folders beside the real nvcc, then /usr/local/cuda. Where nvcc is there but
-# the CUDA runtime library is not, gpt2.cu is still compiled (a compile error fails the build)
-# and train/eval are linked CPU-only, with a warning.
+# failing that, the folders beside the real nvcc, then /usr/local/cuda, then wherever the C++
+# compiler finds libcudart.so (Debian's nvidia-cuda-toolkit: /usr/lib/x86_64-linux-gnu). Where
+# nvcc is there but the CUDA runtime library is not, gpt2.cu is still compiled (a compile error
+# fails the build) and train/eval are linked CPU-only, with a warning.
 # The rules (build/gpt2_cuda.o, `make bench`) are in the block "CUDA rules" at the end.
 ifeq ($(origin NVCC),undefined)
 NVCC := $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
@@ -41,7 +42,8 @@ CUDA_ROOTS   := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC))) /usr/local/cuda
 CUDA_INCLUDE ?= $(patsubst %/cuda_runtime.h,%,$(firstword $(wildcard \
                 $(addsuffix /cuda_runtime.h,$(NVCC_INCLUDE) $(addsuffix /include,$(CUDA_ROOTS))))))
 CUDA_LIBDIR  ?= $(patsubst %/libcudart.so,%,$(firstword $(wildcard \
-                $(addsuffix /libcudart.so,$(NVCC_LIBDIR) $(addsuffix /lib64,$(CUDA_ROOTS))))))
+                $(addsuffix /libcudart.so,$(NVCC_LIBDIR) $(addsuffix /lib64,$(CUDA_ROOTS))) \
+                $(shell $(CXX) -print-file-name=libcudart.so))))
 CUDA_OBJ     := $(BUILD)/gpt2_cuda.o
 ifneq ($(CUDA_LIBDIR),)
 CUDA_DEFS := -DUSE_CUDA
@@ -204,7 +206,7 @@ $(BUILD)/cuda/cuda_test_%: test/cuda_test_%.cu $(CUDA_SOURCES)
 	$(NVCC) $(NVCCFLAGS) $(GPU_ARCH) -I. -Itest -o $@ $< \
 	    -L$(CUDA_LIBDIR) -lcublas -lgtest -lgtest_main -lgomp -lpthread -Xlinker -rpath,$(CUDA_LIBDIR)
 
-test: $(EMU_TEST_BINS) $(EMU_PROGRAMS) $(CUDA_TEST_BINS)
+test: $(EMU_TEST_BINS) $(EMU_PROGRAMS) $(CUDA_TEST_BINS) $(if $(CUDA_LINK),$(BUILD)/bench_gpu)
 # ---- end CUDA tests ----
 
 # ---- CUDA rules (issue 4) ----

@@ -12,6 +12,7 @@
 #include <map>
 #include <new>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,13 +36,17 @@ int run_program(const char* program, const char* usage, int argc, char** argv, B
         std::fputs(usage, stdout);
         return 0;
     }
+    const char* out_of_memory = "%s: out of memory: the model or batch is too large for this machine\n";
     try {
         return body();
     } catch (const InputError& e) {
         std::fprintf(stderr, "%s: %s\n", program, e.what());
         return 2;
     } catch (const std::bad_alloc&) {
-        std::fprintf(stderr, "%s: out of memory: the model or batch is too large for this machine\n", program);
+        std::fprintf(stderr, out_of_memory, program);
+        return 1;
+    } catch (const std::length_error&) {  // a buffer larger than any allocator can address
+        std::fprintf(stderr, out_of_memory, program);
         return 1;
     }
 }

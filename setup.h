@@ -19,7 +19,7 @@ inline bool cuda_present(std::string* description) {
 #ifdef USE_CUDA
     return cuda_device_available(description);
 #else
-    *description = "this build has no CUDA backend (nvcc was not found when it was built)";
+    *description = "this build has no CUDA backend (make found no nvcc or no CUDA runtime library)";
     return false;
 #endif
 }

@@ -7,6 +7,7 @@
 // Exit status: 0 done, 2 bad input (one line naming the flag or file, before any work),
 // 3 diverged (non-finite loss or gradient norm, or loss above the divergence threshold).
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -298,6 +299,7 @@ static void check_against_flags(const ModelConfig& m, const TrainOptions& o, con
 static int default_batch(int preferred, int T, const TrainOptions& o) {
     uint64_t room = DataLoader::longest_shard_tokens(o.train_data);
     if (o.eval_every > 0) room = std::min(room, DataLoader::longest_shard_tokens(o.val_data));
+    if (room == 0) return preferred;  // no readable shard: the loader will say what is wrong
     int B = preferred;
     while (B > 1 && uint64_t(B) * T + 1 > room) B /= 2;
     if (B != preferred)
@@ -332,6 +334,9 @@ static Run prepare(const TrainOptions& o) {
             r.cfg.dt = o.dt;
             r.model_origin = "fresh " + init;
         } else {
+            if (access(init.c_str(), F_OK) != 0)
+                throw InputError("flag -init: '" + init + "' is neither a model size (d6, d12, d24, d36, d48 or " +
+                                 "l{L}h{NH}c{C}[v{V}][t{maxT}]) nor an existing checkpoint file");
             r.cfg = read_checkpoint(init, &r.initial_params);
             check_against_flags(r.cfg, o, init);
             r.model_origin = init;

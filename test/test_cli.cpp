@@ -197,7 +197,10 @@ TEST_F(Cli, RefusesCheckpointContradictingLn) { expect_refused(train("-ln pre"),
 TEST_F(Cli, RefusesCheckpointContradictingDt) { expect_refused(train("-dt 0.1"), "tiny.bin"); }
 
 TEST_F(Cli, RefusesMissingCheckpoint) {
-    expect_refused(run("./train", "-init " + dir + "/nope.bin -out " + dir + "/out"), "nope.bin");
+    expect_refused(run("./train", "-init " + dir + "/nope.bin -out " + dir + "/out"),
+                   "flag -init: '" + dir + "/nope.bin' is neither a model size");
+    expect_refused(run("./train", "-init l2h2c16t16v96 -out " + dir + "/out"),  // v and t swapped
+                   "flag -init: 'l2h2c16t16v96' is neither a model size (d6, d12, d24, d36, d48 or l{L}h{NH}c{C}");
 }
 
 TEST_F(Cli, RefusesCheckpointWithWrongMagic) {

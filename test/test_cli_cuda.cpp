@@ -19,7 +19,6 @@
 #include <string>
 #include <vector>
 
-#include "rng.h"
 #include "test_files.h"
 
 namespace {
@@ -28,21 +27,6 @@ struct Result {
     int status;
     std::string out, err;
 };
-
-// The numbers of every `"key": value` in one JSON line, in order (arrays flattened).
-std::vector<double> numbers_of(const std::string& line, const std::string& key) {
-    std::vector<double> out;
-    const std::string tag = "\"" + key + "\": ";
-    size_t at = line.find(tag);
-    if (at == std::string::npos) return out;
-    at += tag.size();
-    const bool array = line[at] == '[';
-    std::stringstream in(line.substr(array ? at + 1 : at, (array ? line.find(']', at) : line.find_first_of(",}", at)) -
-                                                             (array ? at + 1 : at)));
-    std::string item;
-    while (std::getline(in, item, ',')) out.push_back(item.find("null") != std::string::npos ? NAN : std::stod(item));
-    return out;
-}
 
 // The lines of a log.jsonl that contain `marker`.
 std::vector<std::string> log_lines(const std::string& log, const std::string& marker) {
@@ -62,17 +46,10 @@ protected:
         const char* bin = std::getenv("CUDA_BIN_DIR");
         cuda_bin = bin ? bin : ".";
         dir = fresh_folder("cli_cuda_");
-        write_shard(dir + "train_000.bin", 3000, 1);
-        write_shard(dir + "val_000.bin", 500, 2);
+        write_random_shard(dir + "train_000.bin", 3000, 96, 1);
+        write_random_shard(dir + "val_000.bin", 500, 96, 2);
     }
     void TearDown() override { std::system(("rm -rf " + dir).c_str()); }
-
-    static void write_shard(const std::string& path, int n, uint64_t seed) {
-        Rng rng(seed);
-        std::vector<uint16_t> tokens(n);
-        for (auto& t : tokens) t = (uint16_t)rng.below(96);
-        write_token_shard(path, {20240520, 1, n}, tokens);
-    }
 
     Result run(const std::string& command) const {
         const std::string out = dir + "stdout", err = dir + "stderr";
@@ -90,11 +67,13 @@ protected:
                    dir + out + " " + extra);
     }
 
-    // Skips the test when the CUDA programs find no device (the real ./train on a machine
-    // without a GPU); fails on any other error.
+    // Skips the test when the real ./train finds no device (a machine without a GPU); fails on
+    // any other error, and on "no device" from programs named by CUDA_BIN_DIR (the emulated
+    // ones always have one).
     bool cuda_run(const std::string& out, const std::string& extra, Result* r) const {
         *r = train("cuda", out, extra);
-        if (r->status == 2 && r->err.find("no CUDA device") != std::string::npos) return false;
+        if (!std::getenv("CUDA_BIN_DIR") && r->status == 2 && r->err.find("no CUDA device") != std::string::npos)
+            return false;
         EXPECT_EQ(r->status, 0) << r->err;
         return r->status == 0;
     }
@@ -116,7 +95,7 @@ void expect_log_close(const std::string& cuda_log, const std::string& cpu_log, c
     ASSERT_EQ(a.size(), b.size()) << marker;
     ASSERT_FALSE(b.empty()) << marker;
     for (size_t i = 0; i < a.size(); i++) {
-        const std::vector<double> x = numbers_of(a[i], key), y = numbers_of(b[i], key);
+        const std::vector<double> x = json_numbers(a[i], key), y = json_numbers(b[i], key);
         ASSERT_EQ(x.size(), y.size()) << key << " in " << b[i];
         ASSERT_FALSE(y.empty()) << key << " in " << b[i];
         double scale = 0;
@@ -169,15 +148,15 @@ TEST_F(CliCuda, CheckpointReadsTheSameOnBothBackends) {
     Result r;
     CUDA_RUN_OR_SKIP("cuda", "-precision fp32", &r);
     const std::string model = dir + "cuda/model_00000006.bin";
-    const double logged = numbers_of(log_lines(read_file(dir + "cuda/log.jsonl"), "\"val_loss\"").back(), "val_loss")[0];
+    const double logged = json_number(log_lines(read_file(dir + "cuda/log.jsonl"), "\"val_loss\"").back(), "val_loss");
     const std::string eval_args = " -threads 1 -model " + model + " -val_data '" + dir +
                                   "val_*.bin' -B 2 -T 8 -eval_batches 2 -diag_batches 0 -json ";
     Result on_cuda = run(cuda_bin + "/eval -device cuda -precision fp32" + eval_args + dir + "cuda.json");
     ASSERT_EQ(on_cuda.status, 0) << on_cuda.err;
     Result on_cpu = run("./eval -device cpu" + eval_args + dir + "cpu.json");
     ASSERT_EQ(on_cpu.status, 0) << on_cpu.err;
-    const double a = numbers_of(read_file(dir + "cuda.json"), "val_loss").at(0);
-    const double b = numbers_of(read_file(dir + "cpu.json"), "val_loss").at(0);
+    const double a = json_number(read_file(dir + "cuda.json"), "val_loss");
+    const double b = json_number(read_file(dir + "cpu.json"), "val_loss");
     EXPECT_NEAR(a, logged, 1e-5 * logged);
     EXPECT_NEAR(b, logged, 1e-5 * logged);
 }
@@ -185,11 +164,12 @@ TEST_F(CliCuda, CheckpointReadsTheSameOnBothBackends) {
 TEST_F(CliCuda, BenchmarkMeasuresAndSummarises) {
     // The benchmark sits in build/ natively, beside the emulated programs otherwise. Without -B
     // it probes the memory of B = 1 and 2 to pick the batch.
-    const std::string bench = cuda_bin == "." ? "build/bench_gpu" : cuda_bin + "/bench_gpu";
-    if (!exists(bench)) GTEST_SKIP() << bench << " is not built (no CUDA toolkit)";
+    const bool emulated = std::getenv("CUDA_BIN_DIR") != nullptr;
+    const std::string bench = emulated ? cuda_bin + "/bench_gpu" : "build/bench_gpu";
+    if (!emulated && !exists(bench)) GTEST_SKIP() << bench << " is not built (no CUDA toolkit)";
     Result r = run(bench + " -init l2h2c16v96t16 -T 8 -steps 3 -warmup 1");
     ASSERT_EQ(r.status, 0) << r.err;
-    if (r.out.find("needs a CUDA GPU") != std::string::npos) GTEST_SKIP() << r.out;
+    if (!emulated && r.out.find("needs a CUDA GPU") != std::string::npos) GTEST_SKIP() << r.out;
     for (const char* line : {"bench: ", "l2h2c16v96t16", "3 steps after 1 warm-up", "ms/step", "tok/s", "TFLOP/s",
                              "MFU", "memory", "bench-summary: tok_s="})
         EXPECT_NE(r.out.find(line), std::string::npos) << line << " missing from:\n" << r.out;

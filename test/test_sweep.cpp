@@ -53,18 +53,10 @@ protected:
     void SetUp() override {
         char tmpl[] = "/tmp/gpt2sweep.XXXXXX";
         dir = mkdtemp(tmpl);
-        write_shard(dir + "/train_000.bin", 3000, 1);
-        write_shard(dir + "/val_000.bin", 600, 2);
+        write_random_shard(dir + "/train_000.bin", 3000, 96, 1);
+        write_random_shard(dir + "/val_000.bin", 600, 96, 2);
     }
     void TearDown() override { std::system(("rm -rf " + dir).c_str()); }
-
-    // Writes a valid shard of `n` random tokens below 96 drawn with `seed`.
-    void write_shard(const std::string& path, int n, uint64_t seed) {
-        Rng rng(seed);
-        std::vector<uint16_t> tokens(n);
-        for (auto& t : tokens) t = (uint16_t)rng.below(96);
-        write_token_shard(path, {20240520, 1, n}, tokens);
-    }
 
     // python3 sweep.py on the tiny model (L=2, NH=2, C=16, V=96) and data, plus `extra`.
     Result sweep(const std::string& out, const std::string& extra) const {
@@ -250,24 +242,6 @@ protected:
     }
 };
 
-// The numbers of a JSON array "key": [a, b, ...] (flat, no nesting) found in text.
-std::vector<double> json_array(const std::string& text, const std::string& key) {
-    std::vector<double> out;
-    size_t at = text.find("\"" + key + "\": [");
-    if (at == std::string::npos) return out;
-    at = text.find('[', at) + 1;
-    const size_t end = text.find(']', at);
-    std::stringstream in(text.substr(at, end - at));
-    std::string item;
-    while (std::getline(in, item, ',')) out.push_back(std::stod(item));
-    return out;
-}
-
-double json_number(const std::string& text, const std::string& key) {
-    const size_t at = text.find("\"" + key + "\": ");
-    return at == std::string::npos ? NAN : std::stod(text.substr(at + key.size() + 4));
-}
-
 TEST_F(Eval, WritesJsonPairsAndSamples) {
     Result r = eval("-json " + dir + "/e.json -pairs " + dir + "/p.jsonl -samples 3 -prompt_len 4 -sample_len 5 "
                     "-diag_batches 2 -directions 3");
@@ -285,15 +259,15 @@ TEST_F(Eval, WritesJsonPairsAndSamples) {
     }
     EXPECT_EQ(json_number(j, "sequences"), 6);
     for (const char* key : {"mean_abs", "entry_var", "data_var", "grad_norm", "mean_dx", "w2_bound"})
-        EXPECT_EQ(json_array(j, key).size(), 4u) << key;  // L + 1
-    for (const char* key : {"mean_abs_half", "grad_norm_half"}) EXPECT_EQ(json_array(j, key).size(), 7u) << key;
-    for (const char* key : {"param_grad_norm", "block_mean", "block_max"}) EXPECT_EQ(json_array(j, key).size(), 3u) << key;
-    EXPECT_EQ(json_array(j, "step_mean").size(), 6u);
+        EXPECT_EQ(json_numbers(j, key).size(), 4u) << key;  // L + 1
+    for (const char* key : {"mean_abs_half", "grad_norm_half"}) EXPECT_EQ(json_numbers(j, key).size(), 7u) << key;
+    for (const char* key : {"param_grad_norm", "block_mean", "block_max"}) EXPECT_EQ(json_numbers(j, key).size(), 3u) << key;
+    EXPECT_EQ(json_numbers(j, "step_mean").size(), 6u);
     // Post-LN: every X_i after the first is a LayerNorm output (gain 1, bias 0): entry_var ≈ 1.
-    const std::vector<double> entry_var = json_array(j, "entry_var");
+    const std::vector<double> entry_var = json_numbers(j, "entry_var");
     for (size_t i = 1; i < entry_var.size(); i++) EXPECT_NEAR(entry_var[i], 1.0, 1e-3) << i;
     // The noise at X_0 has norm about sigma·sqrt(C) = 0.4.
-    EXPECT_NEAR(json_array(j, "w2_bound")[0], 0.4, 0.1);
+    EXPECT_NEAR(json_numbers(j, "w2_bound")[0], 0.4, 0.1);
     EXPECT_EQ(count(j, "\"continuation\": "), 3u);
     const std::vector<std::string> pairs = lines(read_file(dir + "/p.jsonl"));
     ASSERT_EQ(pairs.size(), 6u);  // B × eval_batches sequences
