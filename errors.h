@@ -1,11 +1,18 @@
-// errors.h — the two ways a run ends early, shared by every program.
+// errors.h — the ways a run ends early, shared by every program.
 //   InputError: the user gave something unusable (flag, file, shape). Programs print one line
 //               naming the flag or file and exit with status 2, before any work starts.
+//   OutputError: a write the run depends on failed (disk full, folder removed or read-only).
+//               Programs print one line and exit with status 4; ./train leaves its last
+//               complete checkpoint pair as it was.
 //   Divergence (not an exception): see train.cpp, exit status 3.
 #pragma once
 #include <stdexcept>
 #include <string>
 
 struct InputError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct OutputError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };

@@ -4,8 +4,10 @@
 //   ./train -ln peri -dt 0.1                      the bundled corpus, default sizes
 //   ./train -init d12 -train_data "owt/train_*.bin" -val_data "owt/val_*.bin" -out runs/x
 //
-// Exit status: 0 done, 2 bad input (one line naming the flag or file, before any work),
-// 3 diverged (non-finite loss or gradient norm, or loss above the divergence threshold).
+// Exit status (README "Exit status"): 0 done, 1 out of memory, 2 bad input (one line naming the
+// flag or file, before any work; also a -out folder in use or holding another run), 3 diverged
+// (non-finite loss or gradient norm, or loss above the divergence threshold), 4 a write failed,
+// 130 / 143 stopped by SIGINT / SIGTERM after writing a checkpoint.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,7 +28,9 @@
 #include "flags.h"
 #include "json.h"
 #include "model.h"
+#include "run_dir.h"
 #include "setup.h"
+#include "signals.h"
 #include "training.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -41,7 +45,7 @@ struct TrainOptions {
     long long total_batch;
     double lr, lr_min, wd, beta1, beta2, eps, clip, diverge_margin;
     uint64_t seed;
-    bool shuffle, resume;
+    bool shuffle, resume, overwrite;
     std::string command;  // the command line, for config.json
 };
 
@@ -57,6 +61,7 @@ static const char* USAGE =
     "  -diverge_margin X (1.0; 0 = off): diverged when loss > first loss + X after warmup\n"
     "  -seed N (42)  -shuffle 0|1 (1)  -eval_every N (100)  -eval_batches N (10)\n"
     "  -save_every N (250)  -out DIR (out)  -resume 0|1 (0)\n"
+    "  -overwrite 0|1 (0): remove another run's files from -out instead of refusing to start\n"
     "  -stats_every N (0 = off): hidden-state and gradient statistics per layer into log.jsonl\n"
     "  -device auto|cpu|cuda (auto)  -precision bf16|fp32 (bf16, CUDA only)  -threads N (CPU)\n";
 
@@ -96,9 +101,11 @@ static TrainOptions parse_options(int argc, char** argv) {
     o.stats_every = (int)f.integer("stats_every", 0, 0, 1 << 30);
     o.out_dir = f.str("out", "out");
     o.resume = f.integer("resume", 0, 0, 1) == 1;
+    o.overwrite = f.integer("overwrite", 0, 0, 1) == 1;
     f.finish();
     if (o.beta1 >= 1.0) throw InputError("flag -beta1: must be < 1");
     if (o.beta2 >= 1.0) throw InputError("flag -beta2: must be < 1");
+    if (o.resume && o.overwrite) throw InputError("flag -overwrite: cannot be combined with -resume 1");
     if (o.warmup > o.steps)
         throw InputError("flag -warmup: " + std::to_string(o.warmup) + " exceeds -steps " + std::to_string(o.steps));
     return o;
@@ -166,66 +173,6 @@ static std::string numbered(const std::string& dir, const char* stem, int step) 
     return dir + name;
 }
 
-static bool file_exists(const std::string& path) {
-    struct stat st;
-    return stat(path.c_str(), &st) == 0;
-}
-
-// The largest N ≤ max_steps with both model_N.bin and state_N.bin in dir, or -1.
-static int newest_checkpoint(const std::string& dir, int max_steps) {
-    for (int n = max_steps; n >= 1; n--)
-        if (file_exists(numbered(dir, "state", n)) && file_exists(numbered(dir, "model", n))) return n;
-    return -1;
-}
-
-// Creates dir and its parents; throws InputError when that fails.
-static void make_dirs(const std::string& dir) {
-    std::string path;
-    std::stringstream parts(dir);
-    std::string part;
-    if (!dir.empty() && dir[0] == '/') path = "/";
-    while (std::getline(parts, part, '/')) {
-        if (part.empty()) continue;
-        path += part + "/";
-        if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) throw InputError(dir + ": cannot create output directory");
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// log.jsonl
-
-class RunLog {
-public:
-    // Opens DIR/log.jsonl. When resuming after `keep_before` steps, records of later steps (from
-    // a run that went on past its last checkpoint) are dropped so the log reads as one run.
-    RunLog(const std::string& dir, bool resuming, int keep_before) : path(dir + "/log.jsonl") {
-        std::vector<std::string> kept;
-        if (resuming) {
-            std::ifstream in(path);
-            std::string line;
-            while (std::getline(in, line)) {
-                long step = -1;
-                if (std::sscanf(line.c_str(), "{\"step\": %ld", &step) == 1 && step < keep_before) kept.push_back(line);
-            }
-        }
-        std::string text;
-        for (const std::string& l : kept) text += l + "\n";
-        write_text_atomically(path, text);
-        file = std::fopen(path.c_str(), "a");
-        if (!file) throw InputError(path + ": cannot open for appending");
-    }
-    ~RunLog() { std::fclose(file); }
-    void write(const std::string& json) {
-        std::fprintf(file, "%s\n", json.c_str());
-        std::fflush(file);
-    }
-
-private:
-    std::string path;
-    FILE* file;
-};
-
-
 // ---------------------------------------------------------------------------------------------
 // The run
 
@@ -241,9 +188,9 @@ struct Run {
     int grad_accum = 1;
 };
 
-// Writes DIR/config.json: how this run was started, every setting resolved (defaults filled
+// The text of DIR/config.json: how this run was started, every setting resolved (defaults filled
 // in), so that a run folder says what made it. Rewritten, with resumed_at_step, on -resume.
-static void write_config(const Run& r, Backend& model, const DataLoader& train, const DataLoader* val) {
+static std::string config_text(const Run& r, Backend& model, const DataLoader& train, const DataLoader* val) {
     const TrainOptions& o = r.opt;
     JsonObject j;
     auto field = [&](const std::string& name, const std::string& value) { j.add(name, value); };
@@ -280,7 +227,7 @@ static void write_config(const Run& r, Backend& model, const DataLoader& train, 
     field("save_every", std::to_string(o.save_every));
     field("stats_every", std::to_string(o.stats_every));
     field("resumed_at_step", r.resuming ? std::to_string(r.state.steps_done) : "null");
-    write_text_atomically(o.out_dir + "/config.json", j.str());
+    return j.str();
 }
 
 // Checks that a checkpoint agrees with -ln / -dt when they were given.
@@ -308,6 +255,17 @@ static int default_batch(int preferred, int T, const TrainOptions& o) {
     return B;
 }
 
+// Refuses a resumed optimiser state that cannot belong to this run: a step count other than the
+// one in its file name `n`, or a seed other than -seed.
+static void check_resumed_state(const TrainState& s, int n, const TrainOptions& o, const std::string& path) {
+    if (s.steps_done != n)
+        throw InputError(path + ": records " + std::to_string(s.steps_done) + " steps done but its name says " +
+                         std::to_string(n) + "; the file was renamed or belongs to another run");
+    if (s.seed != o.seed)
+        throw InputError("flag -seed: " + std::to_string(o.seed) + " but the run being resumed has seed " +
+                         std::to_string(s.seed) + " (" + path + ")");
+}
+
 // Resolves the device, the model (resumed, loaded or fresh), and the batch shape.
 static Run prepare(const TrainOptions& o) {
     Run r;
@@ -315,12 +273,18 @@ static Run prepare(const TrainOptions& o) {
     r.device = resolve_device(o.device);
     const bool gpu = r.device == "cuda";
     if (o.resume) {
-        const int n = newest_checkpoint(o.out_dir, o.steps);
-        if (n > 0) {
+        const std::vector<int> saved = checkpoint_steps(o.out_dir);
+        if (!saved.empty()) {
+            const int n = saved.back();
+            if (n > o.steps)
+                throw InputError("flag -steps: " + std::to_string(o.steps) + " is below the newest checkpoint in " +
+                                 o.out_dir + " (after " + std::to_string(n) + " steps): resuming from an older one " +
+                                 "would leave two runs' checkpoints side by side");
             const std::string model_path = numbered(o.out_dir, "model", n);
             r.cfg = read_checkpoint(model_path, &r.initial_params);
             check_against_flags(r.cfg, o, model_path);
             r.state = read_state(numbered(o.out_dir, "state", n), r.initial_params.size());
+            check_resumed_state(r.state, n, o, numbered(o.out_dir, "state", n));
             r.resuming = true;
             r.model_origin = "resumed from " + model_path;
         } else {
@@ -337,6 +301,10 @@ static Run prepare(const TrainOptions& o) {
             if (access(init.c_str(), F_OK) != 0)
                 throw InputError("flag -init: '" + init + "' is neither a model size (d6, d12, d24, d36, d48 or " +
                                  "l{L}h{NH}c{C}[v{V}][t{maxT}]) nor an existing checkpoint file");
+            struct stat st;
+            if (stat(init.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+                throw InputError("flag -init: '" + init + "' is a folder, not a checkpoint file (to continue the run " +
+                                 "in it: -out " + init + " -resume 1)");
             r.cfg = read_checkpoint(init, &r.initial_params);
             check_against_flags(r.cfg, o, init);
             r.model_origin = init;
@@ -377,8 +345,27 @@ static void save_checkpoint(Backend& model, const Run& r, TrainState& state, con
     model.get_params(params.data());
     model.get_moments(state.m.data(), state.v.data());
     state.loader = train.state();
-    write_checkpoint(numbered(r.opt.out_dir, "model", state.steps_done), r.cfg, params.data());
-    write_state(numbered(r.opt.out_dir, "state", state.steps_done), state, r.cfg.placement);
+    const std::string model_path = numbered(r.opt.out_dir, "model", state.steps_done);
+    checked_write([&] {
+        write_checkpoint(model_path, r.cfg, params.data());
+        try {
+            write_state(numbered(r.opt.out_dir, "state", state.steps_done), state, r.cfg.placement);
+        } catch (const InputError&) {
+            std::remove(model_path.c_str());  // half a pair: the previous pair stays the newest
+            throw;
+        }
+    });
+    std::printf("saved %s\n", model_path.c_str());
+}
+
+// A duration for people: "4.2s", "12m05s", "3h07m".
+static std::string duration_text(double seconds) {
+    char buf[32];
+    const long s = std::lround(seconds);
+    if (seconds < 60) std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+    else if (s < 3600) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+    else std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, s / 60 % 60);
+    return buf;
 }
 
 // The `stats` record of SPEC §5 for the current micro-batch: per layer (the residual stream
@@ -398,7 +385,37 @@ static std::string stats_record(int step, const std::vector<StreamStats>& stats,
     return r + "}";
 }
 
-static int train(Run& r) {
+// On -resume 1 with a config.json in the folder: refuses settings that contradict it (and a
+// contradicting -init) and returns `config` keeping the run's original command and model.
+// Resuming a checkpoint without a config.json is refused: nothing would say what the run was.
+static std::string check_resumed_config(const Run& r, const std::string& path, const std::string& config) {
+    std::ifstream in(path);
+    if (!in) {
+        if (r.resuming) throw InputError(path + ": missing, so -resume 1 cannot check that it continues the same run");
+        return config;
+    }
+    const std::string saved((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    check_same_settings(path, saved, config);
+    if (!r.opt.init.empty()) {
+        ModelConfig size;
+        const std::string origin = json_string(model_size(r.opt.init, &size) ? "fresh " + r.opt.init : r.opt.init);
+        const std::string was = config_values(saved)["model"];
+        if (origin != was)
+            throw InputError("flag -init: " + r.opt.init + " but the run being resumed started from " + was + " (" +
+                             path + ")");
+    }
+    return keep_saved_members(config, saved, {"command", "model"});
+}
+
+// The run's last line: steps, final train and val loss, wall time, where the checkpoint is.
+static void print_summary(const TrainOptions& o, int first_step, double loss, double val_loss, double seconds) {
+    std::printf("done: %d steps%s in %s | final train loss %.4f | val loss %s | checkpoint %s\n", o.steps - first_step,
+                first_step ? (" (from step " + std::to_string(first_step) + ")").c_str() : "",
+                duration_text(seconds).c_str(), loss, std::isfinite(val_loss) ? json_number(val_loss).c_str() : "not evaluated",
+                numbered(o.out_dir, "model", o.steps).c_str());
+}
+
+static int train(Run& r, RunFolder& folder) {
     const TrainOptions& o = r.opt;
     DataLoader train_data(o.train_data, o.B, o.T, r.cfg.V, o.shuffle, r.state.seed);
     std::unique_ptr<DataLoader> val_data;
@@ -427,16 +444,31 @@ static int train(Run& r) {
     std::printf("optimiser: AdamW lr %g -> %g, warmup %d, %d steps, wd %g, betas (%g, %g), eps %g, clip %g\n", o.lr,
                 o.lr_min, o.warmup, o.steps, o.wd, o.beta1, o.beta2, o.eps, o.clip);
 
-    make_dirs(o.out_dir);
-    RunLog log(o.out_dir, r.resuming, r.state.steps_done);
-    write_config(r, *model, train_data, val_data.get());
+    const std::string config_path = in_folder(o.out_dir, "config.json");
+    std::string config = config_text(r, *model, train_data, val_data.get());
+    if (o.resume) config = check_resumed_config(r, config_path, config);
+    if (r.resuming && r.state.steps_done == o.steps) {
+        std::printf("resume: the run in %s is complete (%d of %d steps, %s); nothing to train\n", o.out_dir.c_str(),
+                    o.steps, o.steps, numbered(o.out_dir, "model", o.steps).c_str());
+        return 0;
+    }
+    folder.create();
+    int dropped = 0;
+    RunLog log(o.out_dir, r.resuming, r.state.steps_done, &dropped);
+    checked_write([&] { write_text_atomically(config_path, config); });
     std::printf("output: %s%s\n", o.out_dir.c_str(), r.resuming ? " (resuming)" : "");
+    if (r.resuming)
+        std::printf("resume: continuing at step %d of %d from %s%s\n", r.state.steps_done, o.steps,
+                    numbered(o.out_dir, "model", r.state.steps_done).c_str(),
+                    dropped ? ("; " + std::to_string(dropped) + " log records from after that checkpoint dropped").c_str() : "");
 
     TrainState& state = r.state;
     const int first_step = state.steps_done;
+    const auto run_start = std::chrono::steady_clock::now();
+    double last_loss = NAN, last_val_loss = NAN;
     for (int step = first_step; step < o.steps; step++) {
         if (val_data && step % o.eval_every == 0) {
-            const double val_loss = evaluate(*model, *val_data, o.eval_batches);
+            const double val_loss = last_val_loss = evaluate(*model, *val_data, o.eval_batches);
             std::printf("step %5d | val loss %.4f | val ppl %.2f\n", step, val_loss, std::exp(val_loss));
             log.write("{\"step\": " + std::to_string(step) + ", \"val_loss\": " + json_number(val_loss) +
                       ", \"val_ppl\": " + json_number(std::exp(val_loss)) + "}");
@@ -474,19 +506,25 @@ static int train(Run& r) {
         const double ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
         const double tok_s = o.total_batch / (ms / 1000.0);
-        std::printf("step %5d/%d | loss %.4f | lr %.2e | grad norm %.4f | %.1f ms | %.0f tok/s\n", step, o.steps, loss,
-                    lr, norm, ms, tok_s);
-        std::fflush(stdout);
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+        const double eta = elapsed / (step + 1 - first_step) * (o.steps - step - 1);
+        std::printf("step %5d/%d | loss %.4f | lr %.2e | grad norm %.4f | %.1f ms | %.0f tok/s | %s, ETA %s\n", step,
+                    o.steps, loss, lr, norm, ms, tok_s, duration_text(elapsed).c_str(), duration_text(eta).c_str());
+        last_loss = loss;
         log.write("{\"step\": " + std::to_string(step) + ", \"loss\": " + json_number(loss) + ", \"lr\": " + json_number(lr) +
                   ", \"grad_norm\": " + json_number(norm) + ", \"ms\": " + json_number(ms) + ", \"tok_s\": " + json_number(tok_s) + "}");
         const bool last = state.steps_done == o.steps;
-        if (last || (o.save_every > 0 && state.steps_done % o.save_every == 0)) {
-            save_checkpoint(*model, r, state, train_data);
-            std::printf("saved %s\n", numbered(o.out_dir, "model", state.steps_done).c_str());
+        const bool saving = last || (o.save_every > 0 && state.steps_done % o.save_every == 0);
+        if (saving) save_checkpoint(*model, r, state, train_data);
+        if (const int sig = stop_request::requested(); sig && !last) {
+            if (!saving) save_checkpoint(*model, r, state, train_data);
+            std::printf("stopped by %s after %d of %d steps: continue with the same command and -resume 1\n",
+                        stop_request::name(sig), state.steps_done, o.steps);
+            return stop_request::exit_status(sig);
         }
     }
     if (val_data && first_step < o.steps) {
-        const double val_loss = evaluate(*model, *val_data, o.eval_batches);
+        const double val_loss = last_val_loss = evaluate(*model, *val_data, o.eval_batches);
         std::printf("step %5d | val loss %.4f | val ppl %.2f\n", o.steps, val_loss, std::exp(val_loss));
         log.write("{\"step\": " + std::to_string(o.steps) + ", \"val_loss\": " + json_number(val_loss) +
                   ", \"val_ppl\": " + json_number(std::exp(val_loss)) + "}");
@@ -497,6 +535,8 @@ static int train(Run& r) {
             return 3;
         }
     }
+    print_summary(o, first_step, last_loss, last_val_loss,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count());
     return 0;
 }
 
@@ -504,7 +544,9 @@ int main(int argc, char** argv) {
     return run_program("train", USAGE, argc, argv, [&] {
         TrainOptions opt = parse_options(argc, argv);
         if (opt.threads > 0) omp_set_num_threads(opt.threads);
+        RunFolder folder(opt.out_dir, opt.resume, opt.overwrite);
+        stop_request::install();
         Run run = prepare(opt);
-        return train(run);
+        return train(run, folder);
     });
 }

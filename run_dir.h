@@ -1,0 +1,275 @@
+// run_dir.h — the -out folder of ./train (README "Run folders"): one run per folder, every write
+// the run depends on checked, and -resume 1 continuing the same run or refusing.
+//
+//   RunFolder      checks the path, holds an exclusive lock on the folder for the run's life,
+//                  refuses a fresh run into a folder holding another run's files unless asked
+//                  to replace them (-overwrite 1), then removes them first.
+//   RunLog         log.jsonl, one record per line, each written whole or not at all.
+//   checkpoint_steps   the complete model/state pairs, found by listing the folder.
+//   check_same_settings  compares the settings that define a run with its config.json.
+#pragma once
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "errors.h"
+
+// Runs `write` (which may throw InputError for a failed write, as model.h's atomic writes do)
+// and turns a failure into an OutputError: at this point the input has long been accepted.
+template <typename Write>
+void checked_write(Write write) {
+    try {
+        write();
+    } catch (const InputError& e) {
+        throw OutputError(e.what());
+    }
+}
+
+// "DIR/name" for a run folder DIR.
+inline std::string in_folder(const std::string& dir, const std::string& name) {
+    return dir + (dir.back() == '/' ? "" : "/") + name;
+}
+
+// True when `name` is one of the files ./train writes in its folder: log.jsonl, config.json,
+// model_N.bin, state_N.bin, or one of those still being written (NAME.tmp).
+inline bool is_run_file(std::string name) {
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) name.resize(name.size() - 4);
+    if (name == "log.jsonl" || name == "config.json") return true;
+    int n = 0, used = 0;
+    for (const char* stem : {"model_%8d.bin%n", "state_%8d.bin%n"})
+        if (std::sscanf(name.c_str(), stem, &n, &used) == 1 && used == (int)name.size() && name.size() == 18) return true;
+    return false;
+}
+
+// The names of the files in `dir` that is_run_file counts, sorted; empty when dir does not exist.
+inline std::vector<std::string> run_files(const std::string& dir) {
+    std::vector<std::string> names;
+    DIR* d = opendir(dir.c_str());
+    if (!d) return names;
+    while (const dirent* e = readdir(d))
+        if (is_run_file(e->d_name)) names.push_back(e->d_name);
+    closedir(d);
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+// The step counts N for which both model_N.bin and state_N.bin are in `dir`, ascending.
+inline std::vector<int> checkpoint_steps(const std::string& dir) {
+    const std::vector<std::string> names = run_files(dir);
+    std::vector<int> steps;
+    for (const std::string& name : names) {
+        int n = 0;
+        if (name.size() == 18 && std::sscanf(name.c_str(), "model_%8d.bin", &n) == 1 &&
+            std::binary_search(names.begin(), names.end(), "state_" + name.substr(6)))
+            steps.push_back(n);
+    }
+    return steps;
+}
+
+// Creates dir and its parents; throws InputError when that fails.
+inline void make_dirs(const std::string& dir) {
+    std::string path;
+    std::stringstream parts(dir);
+    std::string part;
+    if (dir[0] == '/') path = "/";
+    while (std::getline(parts, part, '/')) {
+        if (part.empty()) continue;
+        path += part + "/";
+        if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
+            throw InputError("flag -out: cannot create " + path + " (" + std::strerror(errno) + ")");
+    }
+}
+
+// The output folder of one run. Constructed before any work: it refuses an unusable path and,
+// when the folder exists, takes its lock at once (a second ./train on it is refused, touching
+// nothing). create() makes the folder when the output starts.
+class RunFolder {
+public:
+    // `resume`: -resume 1 (the folder's run is continued); `overwrite`: -overwrite 1 (another
+    // run's files are removed before this one writes).
+    RunFolder(const std::string& dir, bool resume, bool overwrite) : dir_(dir), resume_(resume), overwrite_(overwrite) {
+        if (dir.empty()) throw InputError("flag -out: the output folder is empty");
+        struct stat st;
+        std::string existing = dir;  // the nearest part of the path that exists
+        while (stat(existing.c_str(), &st) != 0) {
+            if (errno != ENOENT) throw InputError("flag -out: " + existing + ": " + std::strerror(errno));
+            const size_t slash = existing.find_last_of('/', existing.size() > 1 ? existing.size() - 2 : 0);
+            existing = slash == std::string::npos ? "." : existing.substr(0, slash + 1);
+        }
+        if (!S_ISDIR(st.st_mode)) throw InputError("flag -out: " + existing + " exists and is not a folder");
+        if (access(existing.c_str(), W_OK | X_OK) != 0)
+            throw InputError("flag -out: " + existing + " is not writable (" + std::strerror(errno) + ")");
+        if (existing == dir) claim();
+    }
+    RunFolder(const RunFolder&) = delete;
+    RunFolder& operator=(const RunFolder&) = delete;
+    ~RunFolder() {
+        if (fd_ >= 0) close(fd_);  // releases the lock
+    }
+
+    // Makes the folder (and its parents) if needed, holds its lock, and removes another run's
+    // files when -overwrite 1 asked for it. Throws InputError as the constructor does.
+    void create() {
+        make_dirs(dir_);
+        if (fd_ < 0) claim();
+        if (overwrite_ && !resume_)
+            for (const std::string& name : run_files(dir_))
+                if (std::remove(in_folder(dir_, name).c_str()) != 0)
+                    throw InputError("flag -overwrite: cannot remove " + in_folder(dir_, name) + " (" +
+                                     std::strerror(errno) + ")");
+    }
+
+    const std::string& path() const { return dir_; }
+
+private:
+    std::string dir_;
+    bool resume_, overwrite_;
+    int fd_ = -1;
+
+    // Locks the existing folder (flock on the folder itself: no lock file, and the lock goes
+    // with the process however it ends), then refuses a fresh run over another run's files.
+    void claim() {
+        fd_ = open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd_ < 0) throw InputError("flag -out: cannot open " + dir_ + " (" + std::strerror(errno) + ")");
+        if (flock(fd_, LOCK_EX | LOCK_NB) != 0)
+            throw InputError("flag -out: " + dir_ + " is in use by another ./train (it holds the folder's lock); "
+                             "wait for it to finish or choose another -out");
+        const std::vector<std::string> names = run_files(dir_);
+        if (resume_ || overwrite_ || names.empty()) return;
+        std::string list;
+        for (size_t i = 0; i < names.size() && i < 3; i++) list += (i ? ", " : "") + names[i];
+        if (names.size() > 3) list += ", ... (" + std::to_string(names.size()) + " files)";
+        throw InputError("flag -out: " + dir_ + " holds another run's files (" + list +
+                         "); continue it with -resume 1, replace it with -overwrite 1, or choose another -out");
+    }
+};
+
+// log.jsonl: one JSON record per line, appended with one write each and checked; a record that
+// cannot be written whole is cut off again, so the log stays parseable, and the run stops.
+class RunLog {
+public:
+    // Opens DIR/log.jsonl. When resuming after `keep_before` steps, records of later steps (from
+    // a run that went on past its last checkpoint) are dropped so the log reads as one run;
+    // `dropped` receives how many.
+    RunLog(const std::string& dir, bool resuming, int keep_before, int* dropped = nullptr) : path_(in_folder(dir, "log.jsonl")) {
+        std::string kept;
+        int skipped = 0;
+        if (resuming) {
+            std::ifstream in(path_);
+            std::string line;
+            while (std::getline(in, line)) {
+                long step = -1;
+                if (std::sscanf(line.c_str(), "{\"step\": %ld", &step) == 1 && step < keep_before) kept += line + "\n";
+                else skipped++;
+            }
+        }
+        if (dropped) *dropped = skipped;
+        const std::string tmp = path_ + ".tmp";
+        fd_ = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+        if (fd_ < 0) throw OutputError(tmp + ": cannot open for writing (" + std::strerror(errno) + ")");
+        append(kept);
+        if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
+            const int error = errno;
+            std::remove(tmp.c_str());
+            throw OutputError(path_ + ": cannot write (" + std::strerror(error) + ")");
+        }
+    }
+    RunLog(const RunLog&) = delete;
+    RunLog& operator=(const RunLog&) = delete;
+    ~RunLog() { close(fd_); }
+
+    // Appends one record (a JSON object without newline); throws OutputError when it cannot be
+    // written whole (the partial line is removed again).
+    void write(const std::string& json) { append(json + "\n"); }
+
+private:
+    std::string path_;
+    int fd_;
+
+    void append(const std::string& text) {
+        const off_t before = lseek(fd_, 0, SEEK_END);
+        size_t done = 0;
+        while (done < text.size()) {
+            const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+            if (n > 0) { done += (size_t)n; continue; }
+            if (n < 0 && errno == EINTR) continue;
+            const int error = n < 0 ? errno : ENOSPC;
+            if (before >= 0 && ftruncate(fd_, before) != 0) {}  // best effort: the record is whole or absent
+            throw OutputError(path_ + ": cannot write a log record (" + std::strerror(error) + ")");
+        }
+    }
+};
+
+// The members of a config.json written by JsonObject (one "name": value per line), as JSON text.
+inline std::map<std::string, std::string> config_values(const std::string& text) {
+    std::map<std::string, std::string> values;
+    std::stringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+        const size_t open = line.find('"'), close = line.find("\": ", open + 1);
+        if (open == std::string::npos || close == std::string::npos || line.find_first_not_of(' ') != open) continue;
+        std::string value = line.substr(close + 3);
+        if (!value.empty() && value.back() == ',') value.pop_back();
+        values[line.substr(open + 1, close - open - 1)] = value;
+    }
+    return values;
+}
+
+// The config.json members that define a run and the flag that sets each: -resume 1 must not
+// change them (README "Stopping and resuming").
+inline const std::vector<std::pair<const char*, const char*>>& defining_settings() {
+    static const std::vector<std::pair<const char*, const char*>> settings = {
+        {"placement", "-ln"}, {"dt", "-dt"}, {"L", "-init"}, {"NH", "-init"}, {"C", "-init"}, {"V", "-init"},
+        {"maxT", "-init"}, {"train_files", "-train_data"}, {"B", "-B"}, {"T", "-T"}, {"total_batch", "-total_batch"},
+        {"shuffle", "-shuffle"}, {"seed", "-seed"}, {"steps", "-steps"}, {"lr", "-lr"}, {"lr_min", "-lr_min"},
+        {"warmup", "-warmup"}, {"wd", "-wd"}, {"beta1", "-beta1"}, {"beta2", "-beta2"}, {"eps", "-eps"},
+        {"clip", "-clip"}};
+    return settings;
+}
+
+// Refuses (InputError naming the flag) when `now`, the config.json this run would write, differs
+// from `saved`, the folder's config.json, in a setting that defines the run.
+inline void check_same_settings(const std::string& saved_path, const std::string& saved, const std::string& now) {
+    const std::map<std::string, std::string> a = config_values(saved), b = config_values(now);
+    for (const auto& [name, flag] : defining_settings()) {
+        const auto was = a.find(name), is = b.find(name);
+        const std::string old_value = was == a.end() ? "(absent)" : was->second;
+        if (is != b.end() && old_value != is->second)
+            throw InputError(std::string("flag ") + flag + ": -resume 1 would change " + name + " from " + old_value +
+                             " (" + saved_path + ") to " + is->second +
+                             "; resume with the run's own settings, or start a new run with another -out");
+    }
+}
+
+// `now` with the members named in `names` replaced by their values in `saved` (when present):
+// a resumed run's config.json keeps the command and model that started the run.
+inline std::string keep_saved_members(const std::string& now, const std::string& saved,
+                                      const std::vector<std::string>& names) {
+    const std::map<std::string, std::string> old = config_values(saved);
+    std::stringstream in(now);
+    std::string line, out;
+    while (std::getline(in, line)) {
+        for (const std::string& name : names) {
+            const std::string tag = "  \"" + name + "\": ";
+            const auto was = old.find(name);
+            if (was != old.end() && line.compare(0, tag.size(), tag) == 0)
+                line = tag + was->second + (line.back() == ',' ? "," : "");
+        }
+        out += line + "\n";
+    }
+    return out;
+}
