@@ -10,7 +10,8 @@
 // CPU reference model (CpuModel<float>): on the CPU backend that is the same model, on CUDA a
 // second copy of the weights on the host.
 //
-// Exit status: 0 done, 2 bad input (one line naming the flag or file).
+// Exit status: 0 done, 1 out of memory, 2 bad input (one line naming the flag or file, before
+// any work), 4 an output file could not be written.
 #include <omp.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include "gpt2_cpu.h"
 #include "model.h"
 #include "rouge.h"
+#include "run_dir.h"
 #include "setup.h"
 #include "stability.h"
 #include "tokenizer.h"
@@ -36,7 +38,7 @@ constexpr const char* DEFAULT_TOKENIZER = "data/gpt2_tokenizer.bin";
 
 struct EvalOptions {
     std::string model_path, val_data, device, precision, json_path, pairs_path, tokenizer_path;
-    bool tokenizer_given;
+    bool tokenizer_given, allow_repeats;
     int B, T, eval_batches, threads, diag_batches, directions, noise_samples;
     int samples, sample_len, prompt_len, top_k;
     double sigma, temperature;
@@ -47,7 +49,8 @@ static const char* USAGE =
     "usage: ./eval -model FILE [-name value ...]\n"
     "  -model FILE        checkpoint to evaluate (model_%08d.bin or an llm.c GPT-2 file)\n"
     "  -val_data GLOB     validation shards (the bundled corpus)\n"
-    "  -B N (8)  -T N (256 on CPU, 1024 on CUDA)  -eval_batches N (10): loss, accuracy, ROUGE\n"
+    "  -B N (8, lowered to fit the shards)  -T N (256 on CPU, 1024 on CUDA)  -eval_batches N (10): loss, accuracy, ROUGE\n"
+    "  -allow_repeats 0|1 (0): read more batches than the shards hold distinct ones (they repeat)\n"
     "  -device auto|cpu|cuda (auto)  -precision bf16|fp32 (bf16)  -threads N\n"
     "  -json FILE         write every result as one JSON object\n"
     "  -diag_batches N (1; 0 = off)  batches for statistics, gradient norms, sensitivity, uncertainty\n"
@@ -65,7 +68,7 @@ static EvalOptions parse_options(int argc, char** argv) {
     o.val_data = f.str("val_data", DEFAULT_VAL_DATA);
     o.device = f.str("device", "auto", {"auto", "cpu", "cuda"});
     o.precision = f.str("precision", "bf16", {"bf16", "fp32"});
-    o.B = (int)f.integer("B", 8, 1, 1 << 20);
+    o.B = (int)f.integer("B", 0, 1, 1 << 20);
     o.T = (int)f.integer("T", 0, 1, 1 << 20);
     o.eval_batches = (int)f.integer("eval_batches", 10, 1, 1 << 30);
     o.threads = (int)f.integer("threads", 0, 1, 1024);
@@ -83,8 +86,11 @@ static EvalOptions parse_options(int argc, char** argv) {
     o.tokenizer_path = f.str("tokenizer", DEFAULT_TOKENIZER);
     o.tokenizer_given = f.given("tokenizer");
     o.seed = (uint64_t)f.integer("seed", 1234, 0, 1LL << 62);
+    o.allow_repeats = f.integer("allow_repeats", 0, 0, 1) == 1;
     f.finish();
     if (o.model_path.empty()) throw InputError("flag -model: a checkpoint file is required");
+    if (!o.json_path.empty()) check_output_file(o.json_path, "-json");
+    if (!o.pairs_path.empty()) check_output_file(o.pairs_path, "-pairs");
     return o;
 }
 
@@ -358,7 +364,25 @@ static std::string to_json(const EvalOptions& o, const ModelConfig& cfg, const s
 
 // ---------------------------------------------------------------------------------------------
 
-static int evaluate(const EvalOptions& o) {
+// Which validation batches the evaluation reads, in words: metrics and diagnostics each read the
+// first batches in order, of `distinct` the shards hold. More than that repeats batches: refused
+// (naming the flag) unless -allow_repeats 1, and then stated.
+static std::string batches_read(const EvalOptions& o, uint64_t distinct) {
+    const int sample_batches = (o.samples + o.B - 1) / o.B;
+    const int most = std::max({o.eval_batches, o.diag_batches, sample_batches});
+    const std::string span = "batches 1-" + std::to_string(o.eval_batches) +
+                             (o.diag_batches ? " (diagnostics 1-" + std::to_string(o.diag_batches) + ")" : "") +
+                             " of the " + std::to_string(distinct) + " distinct ones, in order";
+    if ((uint64_t)most <= distinct) return span + ", none repeated";
+    const char* flag = most == o.eval_batches ? "-eval_batches" : most == o.diag_batches ? "-diag_batches" : "-samples";
+    if (!o.allow_repeats)
+        throw InputError(std::string("flag ") + flag + ": " + std::to_string(most) + " batches but " + o.val_data +
+                         " holds " + std::to_string(distinct) + " distinct batches of B*T+1 tokens; lower " + flag +
+                         " or give -allow_repeats 1 to read some twice");
+    return span + "; batches after " + std::to_string(distinct) + " repeat the first ones (-allow_repeats 1)";
+}
+
+static int evaluate(EvalOptions o) {
     const auto start = std::chrono::steady_clock::now();
     std::vector<float> params;
     const ModelConfig cfg = read_checkpoint(o.model_path, &params);
@@ -381,6 +405,10 @@ static int evaluate(const EvalOptions& o) {
         if (tok->vocab_size() < cfg.V)
             throw InputError(o.tokenizer_path + ": has " + std::to_string(tok->vocab_size()) +
                              " tokens but the model's vocabulary is " + std::to_string(cfg.V));
+        if (tok->vocab_size() != cfg.V)
+            std::printf("warning: %s has %d tokens but the model's vocabulary is %d: the text decoded for ROUGE, "
+                        "-pairs and -samples reads the model's ids as this tokenizer's and may mean nothing\n",
+                        o.tokenizer_path.c_str(), tok->vocab_size(), cfg.V);
     } catch (const InputError& e) {
         if (o.tokenizer_given || !o.pairs_path.empty() || o.samples > 0)
             throw InputError(std::string("flag -tokenizer: ") + e.what());
@@ -388,7 +416,9 @@ static int evaluate(const EvalOptions& o) {
         tok_problem = e.what();
     }
 
+    o.B = o.B ? o.B : default_batch(8, T, {o.val_data});
     DataLoader val(o.val_data, o.B, T, cfg.V, false, 0);
+    const std::string batches = batches_read(o, val.num_windows());
     std::unique_ptr<Backend> backend = make_backend(device, o.precision, cfg, o.B, T);
     backend->set_params(params.data());
     CpuBackend* cpu = dynamic_cast<CpuBackend*>(backend.get());
@@ -402,8 +432,8 @@ static int evaluate(const EvalOptions& o) {
     std::printf("backend: %s%s\n", backend->name().c_str(),
                 cpu ? "" : " (accuracy, ROUGE and diagnostics on the CPU reference)");
     print_model(cfg, o.model_path);
-    std::printf("val data: %s (%zu files, %llu tokens), B=%d T=%d, %d batches\n", o.val_data.c_str(),
-                val.files().size(), (unsigned long long)val.total_tokens(), o.B, T, o.eval_batches);
+    std::printf("val data: %s (%zu files, %llu tokens), B=%d T=%d, %s\n", o.val_data.c_str(), val.files().size(),
+                (unsigned long long)val.total_tokens(), o.B, T, batches.c_str());
     if (!tok) std::printf("rouge: off (%s)\n", tok_problem.c_str());
     std::fflush(stdout);
 
@@ -419,11 +449,11 @@ static int evaluate(const EvalOptions& o) {
         for (size_t i = 0; i < r.pairs.size(); i++)
             text += "{\"id\": " + std::to_string(i) + ", \"prediction\": " + json_string(r.pairs[i].first) +
                     ", \"reference\": " + json_string(r.pairs[i].second) + "}\n";
-        write_text_atomically(o.pairs_path, text);
+        checked_write([&] { write_text_atomically(o.pairs_path, text); });
         std::printf("pairs: %s (%zu)\n", o.pairs_path.c_str(), r.pairs.size());
     }
     if (!o.json_path.empty()) {
-        write_text_atomically(o.json_path, to_json(o, cfg, backend->name(), T, r, seconds));
+        checked_write([&] { write_text_atomically(o.json_path, to_json(o, cfg, backend->name(), T, r, seconds)); });
         std::printf("json: %s\n", o.json_path.c_str());
     }
     std::printf("eval time %.1f s\n", seconds);

@@ -4,6 +4,7 @@
 #pragma once
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,18 @@ inline std::string json_number(double x) {
     if (!std::isfinite(x)) return "null";
     char buf[40];
     std::snprintf(buf, sizeof buf, "%.9g", x);
+    return buf;
+}
+
+// A float32 value as the shortest number that reads back as the same float (0.1f is 0.1, not
+// 0.100000001); non-finite values become null.
+inline std::string json_float(float x) {
+    if (!std::isfinite(x)) return "null";
+    char buf[40];
+    for (int digits = 6; digits <= 9; digits++) {
+        std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+        if (std::strtof(buf, nullptr) == x) break;
+    }
     return buf;
 }
 

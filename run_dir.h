@@ -80,6 +80,20 @@ inline std::vector<int> checkpoint_steps(const std::string& dir) {
     return steps;
 }
 
+// Refuses (InputError naming `flag`) an output file that cannot be written: a folder, or a path
+// whose folder is missing or not writable. Checked before any work, so that a long evaluation
+// does not end in a write that fails.
+inline void check_output_file(const std::string& path, const std::string& flag) {
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw InputError("flag " + flag + ": " + path + " is a folder");
+    const size_t slash = path.find_last_of('/');
+    const std::string folder = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+    if (stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        throw InputError("flag " + flag + ": " + path + ": the folder " + folder + " does not exist");
+    if (access(folder.c_str(), W_OK | X_OK) != 0)
+        throw InputError("flag " + flag + ": " + path + ": the folder " + folder + " is not writable");
+}
+
 // Creates dir and its parents; throws InputError when that fails.
 inline void make_dirs(const std::string& dir) {
     std::string path;

@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend.h"
+#include "dataloader.h"
 #include "errors.h"
 #include "gpt2_cpu.h"
 #include "json.h"
@@ -32,7 +34,7 @@ inline std::string resolve_device(const std::string& device) {
     const bool present = cuda_present(&description);
     if (device == "cuda" && !present) throw InputError("flag -device: cuda requested but no CUDA device: " + description);
     if (present) return "cuda";
-    std::printf("device: no CUDA device (%s); using the CPU reference\n", description.c_str());
+    std::printf("device: no GPU found, running on the CPU (%s)\n", description.c_str());
     return "cpu";
 }
 
@@ -66,7 +68,7 @@ inline void print_model(const ModelConfig& m, const std::string& origin) {
 // L, NH, C, V, Vp, maxT and the parameter count.
 inline void add_model_json(JsonObject& j, const ModelConfig& m) {
     j.add("placement", json_string(placement_name(m.placement)));
-    j.add("dt", json_number(m.dt));
+    j.add("dt", json_float(m.dt));
     j.add("L", std::to_string(m.L));
     j.add("NH", std::to_string(m.NH));
     j.add("C", std::to_string(m.C));
@@ -74,4 +76,20 @@ inline void add_model_json(JsonObject& j, const ModelConfig& m) {
     j.add("Vp", std::to_string(m.Vp));
     j.add("maxT", std::to_string(m.maxT));
     j.add("parameters", std::to_string(num_parameters(m)));
+}
+
+// The micro-batch when -B is not given: `preferred`, halved while one window of B*T+1 tokens
+// does not fit in the longest shard of each of `patterns` (./train: the training data and, with
+// evaluation on, the validation data; ./eval: the validation data). The bundled validation
+// shard's 30,132 tokens take B = 16 at T = 1024, not the GPU default 32. Says so when it halves.
+inline int default_batch(int preferred, int T, const std::vector<std::string>& patterns) {
+    uint64_t room = UINT64_MAX;
+    for (const std::string& p : patterns) room = std::min(room, DataLoader::longest_shard_tokens(p));
+    if (room == 0) return preferred;  // no readable shard: the loader will say what is wrong
+    int B = preferred;
+    while (B > 1 && uint64_t(B) * T + 1 > room) B /= 2;
+    if (B != preferred)
+        std::printf("batch: default B=%d lowered to %d so that one batch of B*T+1 tokens fits in the data's shards\n",
+                    preferred, B);
+    return B;
 }

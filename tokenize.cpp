@@ -3,6 +3,7 @@
 //   ./tokenize < text.txt        prints the token ids of standard input, one per line
 //   ./tokenize -d < ids.txt      reads token ids (separated by whitespace), writes their text
 //   -tokenizer PATH              the tokenizer file (default data/gpt2_tokenizer.bin)
+//   -h, --help                   prints the usage
 //
 // Bad flags or input: one line on standard error, exit status 2.
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "flags.h"
 #include "tokenizer.h"
 
 // What the command line asks for.
@@ -67,7 +69,17 @@ static void print_ids(const std::vector<int>& ids) {
     std::fwrite(out.data(), 1, out.size(), stdout);
 }
 
+static const char* USAGE =
+    "usage: ./tokenize [-d] [-tokenizer PATH] < input\n"
+    "  (no flag)        prints the GPT-2 token ids of standard input, one per line\n"
+    "  -d               reads token ids (separated by whitespace) and writes their text\n"
+    "  -tokenizer PATH  the tokenizer file (data/gpt2_tokenizer.bin)\n";
+
 int main(int argc, char** argv) {
+    if (help_requested(argc, argv)) {
+        std::fputs(USAGE, stdout);
+        return 0;
+    }
     try {
         const Options options = parse_options(argc, argv);
         const Tokenizer tokenizer(options.tokenizer_path);

@@ -236,23 +236,7 @@ static void check_against_flags(const ModelConfig& m, const TrainOptions& o, con
         throw InputError(path + ": checkpoint is " + placement_name(m.placement) + "-LN but -ln " +
                          placement_name(o.placement) + " was given");
     if (o.dt_given && m.dt != o.dt)
-        throw InputError(path + ": checkpoint has dt " + json_number(m.dt) + " but -dt " + json_number(o.dt) + " was given");
-}
-
-// The micro-batch when -B is not given: `preferred`, halved while one window of B*T+1 tokens
-// does not fit in the longest shard of the training data or, with evaluation on, of the
-// validation data (the bundled validation shard's 30,132 tokens take B = 16 at T = 1024, not
-// the GPU default 32). Says so when it halves.
-static int default_batch(int preferred, int T, const TrainOptions& o) {
-    uint64_t room = DataLoader::longest_shard_tokens(o.train_data);
-    if (o.eval_every > 0) room = std::min(room, DataLoader::longest_shard_tokens(o.val_data));
-    if (room == 0) return preferred;  // no readable shard: the loader will say what is wrong
-    int B = preferred;
-    while (B > 1 && uint64_t(B) * T + 1 > room) B /= 2;
-    if (B != preferred)
-        std::printf("batch: default B=%d lowered to %d so that one batch of B*T+1 tokens fits in the data's shards\n",
-                    preferred, B);
-    return B;
+        throw InputError(path + ": checkpoint has dt " + json_float(m.dt) + " but -dt " + json_float(o.dt) + " was given");
 }
 
 // Refuses a resumed optimiser state that cannot belong to this run: a step count other than the
@@ -313,7 +297,9 @@ static Run prepare(const TrainOptions& o) {
     }
     validate_config(r.cfg, "model");
     if (r.opt.T == 0) r.opt.T = std::min(gpu ? 1024 : 256, r.cfg.maxT);
-    if (r.opt.B == 0) r.opt.B = default_batch(gpu ? 32 : 8, r.opt.T, o);
+    if (r.opt.B == 0)
+        r.opt.B = default_batch(gpu ? 32 : 8, r.opt.T, o.eval_every > 0 ? std::vector<std::string>{o.train_data, o.val_data}
+                                                                          : std::vector<std::string>{o.train_data});
     if (r.opt.T > r.cfg.maxT)
         throw InputError("flag -T: " + std::to_string(r.opt.T) + " exceeds the model's maxT " + std::to_string(r.cfg.maxT));
     const long long tokens = (long long)r.opt.B * r.opt.T;
