@@ -120,9 +120,9 @@ public:
         struct stat st;
         std::string existing = dir;  // the nearest part of the path that exists
         while (stat(existing.c_str(), &st) != 0) {
-            if (errno != ENOENT) throw InputError("flag -out: " + existing + ": " + std::strerror(errno));
+            if (errno != ENOENT && errno != ENOTDIR) throw InputError("flag -out: " + existing + ": " + std::strerror(errno));
             const size_t slash = existing.find_last_of('/', existing.size() > 1 ? existing.size() - 2 : 0);
-            existing = slash == std::string::npos ? "." : existing.substr(0, slash + 1);
+            existing = slash == std::string::npos ? "." : slash == 0 ? "/" : existing.substr(0, slash);
         }
         if (!S_ISDIR(st.st_mode)) throw InputError("flag -out: " + existing + " exists and is not a folder");
         if (access(existing.c_str(), W_OK | X_OK) != 0)

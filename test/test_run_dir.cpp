@@ -1,0 +1,350 @@
+// ./train's run folder as a user meets it (README "Run folders", "Stopping and resuming", "Exit
+// status"): a folder belongs to one run (a lock held against a second real process, another
+// run's files refused unless -overwrite 1), a failed write stops the run with status 4 and a
+// parseable log (through a file-size limit, which fails writes as a full disk does), -resume 1
+// refuses changed settings, and SIGINT / SIGTERM stop with a checkpoint that resumes bit for bit.
+// Also ./eval's checks before work and ./tokenize -h. Runs the real binaries (from the
+// repository root after `make`) on a tiny model and tiny shards made here.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model.h"
+#include "test_files.h"
+
+namespace {
+
+struct Result {
+    int status;  // exit status, or -signal when a signal ended the process
+    std::string out, err;
+};
+
+// The status of a waitpid() result as Result::status reports it.
+int exit_code(int raw) { return WIFEXITED(raw) ? WEXITSTATUS(raw) : WIFSIGNALED(raw) ? -WTERMSIG(raw) : -1000; }
+
+// The lines of `text`.
+std::vector<std::string> lines(const std::string& text) {
+    std::vector<std::string> out;
+    std::stringstream in(text);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+}
+
+// The value text of the first `"key": value` in JSON text (up to the next ',', '}' or newline).
+std::string config_line(const std::string& text, const std::string& key) {
+    const std::string tag = "\"" + key + "\": ";
+    const size_t at = text.find(tag);
+    if (at == std::string::npos) return "(absent)";
+    const size_t from = at + tag.size();
+    return text.substr(from, text.find_first_of(",}\n", from) - from);
+}
+
+class RunDir : public ::testing::Test {
+protected:
+    std::string dir;  // scratch folder, ends in "/"
+
+    void SetUp() override {
+        dir = fresh_folder("run_dir_");
+        ModelConfig cfg;
+        cfg.maxT = 16; cfg.V = 96; cfg.Vp = 128; cfg.L = 2; cfg.NH = 2; cfg.C = 16;
+        cfg.placement = Placement::Peri;
+        cfg.dt = 0.5f;
+        std::vector<float> params(num_parameters(cfg));
+        init_parameters(cfg, params.data(), 7);
+        write_checkpoint(dir + "tiny.bin", cfg, params.data());
+        write_random_shard(dir + "train_000.bin", 3000, cfg.V, 1);
+        write_random_shard(dir + "other_000.bin", 3000, cfg.V, 3);
+        write_random_shard(dir + "val_000.bin", 500, cfg.V, 2);
+    }
+
+    // ./train's flags for the tiny model and data, writing into DIR/out, plus `extra`.
+    std::string train_args(const std::string& extra, const std::string& out = "out") const {
+        return "./train -device cpu -threads 1 -init " + dir + "tiny.bin -train_data " + dir + "train_*.bin -val_data " +
+               dir + "val_*.bin -B 2 -T 8 -eval_every 0 -warmup 2 -out " + dir + out + " " + extra;
+    }
+
+    // Starts `command` through /bin/sh with stdout and stderr into files under dir named after
+    // `tag`. With `file_limit` > 0 every file the process writes is limited to that many bytes
+    // and SIGXFSZ is ignored, so writes past it fail with an error, as on a full disk.
+    pid_t start(const std::string& command, const std::string& tag, rlim_t file_limit = 0) const {
+        const std::string out = dir + tag + ".stdout", err = dir + tag + ".stderr";
+        const pid_t pid = fork();
+        if (pid == 0) {
+            if (file_limit > 0) {
+                const rlimit limit = {file_limit, file_limit};
+                setrlimit(RLIMIT_FSIZE, &limit);
+                signal(SIGXFSZ, SIG_IGN);
+            }
+            const std::string line = "exec " + command + " > " + out + " 2> " + err;
+            execl("/bin/sh", "sh", "-c", line.c_str(), (char*)nullptr);
+            _exit(127);
+        }
+        return pid;
+    }
+
+    // Waits for a started process; its status and output.
+    Result finish(pid_t pid, const std::string& tag) const {
+        int raw = 0;
+        waitpid(pid, &raw, 0);
+        return {exit_code(raw), read_file(dir + tag + ".stdout"), read_file(dir + tag + ".stderr")};
+    }
+
+    Result run(const std::string& command, rlim_t file_limit = 0) const { return finish(start(command, "run", file_limit), "run"); }
+    Result train(const std::string& extra, const std::string& out = "out") const { return run(train_args(extra, out)); }
+
+    // Waits (up to a minute) until `path` holds at least `count` lines.
+    void wait_for_lines(const std::string& path, size_t count) const {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+        while (lines(read_file(path)).size() < count && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        ASSERT_GE(lines(read_file(path)).size(), count) << path;
+    }
+
+    // The "loss" text of the step records of a log.jsonl, in order.
+    static std::vector<std::string> losses(const std::string& log) {
+        std::vector<std::string> out;
+        for (const std::string& line : lines(log)) {
+            const size_t at = line.find("\"loss\": ");
+            if (at != std::string::npos && line.find("\"event\"") == std::string::npos)
+                out.push_back(line.substr(at + 8, line.find(',', at) - at - 8));
+        }
+        return out;
+    }
+
+    // Names of model_*.bin / state_*.bin / *.tmp files in DIR/out.
+    std::vector<std::string> checkpoint_files() const {
+        std::vector<std::string> names;
+        for (const auto& e : std::filesystem::directory_iterator(dir + "out")) {
+            const std::string name = e.path().filename();
+            if (name.find(".bin") != std::string::npos || name.find(".tmp") != std::string::npos) names.push_back(name);
+        }
+        std::sort(names.begin(), names.end());
+        return names;
+    }
+
+    // Asserts a refusal: status 2 and one stderr line containing `what`.
+    static void expect_refused(const Result& r, const std::string& what) {
+        EXPECT_EQ(r.status, 2) << r.out << r.err;
+        EXPECT_NE(r.err.find(what), std::string::npos) << "stderr: " << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+};
+
+TEST_F(RunDir, FreshRunIntoAnotherRunsFolderIsRefusedAndLeavesItAlone) {
+    ASSERT_EQ(train("-steps 4 -save_every 2").status, 0);
+    const std::string log = read_file(dir + "out/log.jsonl"), config = read_file(dir + "out/config.json");
+    const std::vector<std::string> files = checkpoint_files();
+    expect_refused(train("-steps 2 -seed 5"), "holds another run's files");
+    EXPECT_EQ(read_file(dir + "out/log.jsonl"), log);
+    EXPECT_EQ(read_file(dir + "out/config.json"), config);
+    EXPECT_EQ(checkpoint_files(), files);
+}
+
+TEST_F(RunDir, OverwriteRemovesTheOldRunsFilesFirst) {
+    ASSERT_EQ(train("-steps 4 -save_every 1").status, 0);
+    std::ofstream(dir + "out/notes.txt") << "mine";
+    Result r = train("-steps 2 -save_every 0 -overwrite 1");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::vector<std::string> expected = {"model_00000002.bin", "state_00000002.bin"};
+    EXPECT_EQ(checkpoint_files(), expected);  // model_3, model_4 of the old run are gone
+    EXPECT_EQ(losses(read_file(dir + "out/log.jsonl")).size(), 2u);
+    EXPECT_EQ(read_file(dir + "out/notes.txt"), "mine");  // not a run file: kept
+}
+
+TEST_F(RunDir, UnusableOutputPathsAreRefused) {
+    expect_refused(run("./train -device cpu -init " + dir + "tiny.bin -out '' -steps 1"), "flag -out: the output folder is empty");
+    std::ofstream(dir + "file") << "x";
+    expect_refused(run("./train -device cpu -init " + dir + "tiny.bin -out " + dir + "file/run -steps 1"),
+                   "exists and is not a folder");
+}
+
+TEST_F(RunDir, SecondProcessOnTheFolderIsRefusedAtOnce) {
+    const pid_t first = start(train_args("-steps 1000000 -save_every 0"), "first");
+    wait_for_lines(dir + "out/log.jsonl", 3);
+    // Output reaches a file (no terminal) while the run goes on: stdout is line-buffered.
+    EXPECT_NE(read_file(dir + "first.stdout").find("step     0/1000000"), std::string::npos);
+    const std::string config = read_file(dir + "out/config.json");
+    for (const char* extra : {"-steps 5", "-steps 1000000 -save_every 0 -resume 1", "-steps 5 -overwrite 1"}) {
+        const auto begin = std::chrono::steady_clock::now();
+        expect_refused(train(extra), "is in use by another ./train");
+        EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(20)) << "not refused at once";
+    }
+    EXPECT_EQ(read_file(dir + "out/config.json"), config);
+    kill(first, SIGTERM);
+    Result r = finish(first, "first");
+    EXPECT_EQ(r.status, 143) << r.err;
+    EXPECT_NE(r.out.find("stopped by SIGTERM after"), std::string::npos) << r.out;
+}
+
+TEST_F(RunDir, SigintStopsWithACheckpointAndResumeContinuesBitForBit) {
+    // Many micro-steps per step (total_batch 64 x B*T) so the run is still going when the signal comes.
+    const std::string flags = "-steps 40 -save_every 0 -total_batch 1024 -shuffle 1";
+    ASSERT_EQ(train(flags, "whole").status, 0);
+    const std::vector<std::string> uninterrupted = losses(read_file(dir + "whole/log.jsonl"));
+    ASSERT_EQ(uninterrupted.size(), 40u);
+
+    const pid_t pid = start(train_args(flags), "stopped");
+    wait_for_lines(dir + "out/log.jsonl", 2);
+    kill(pid, SIGINT);
+    Result r = finish(pid, "stopped");
+    ASSERT_EQ(r.status, 130) << r.out << r.err;
+    const std::vector<std::string> done = losses(read_file(dir + "out/log.jsonl"));
+    ASSERT_LT(done.size(), 40u) << "the run ended before the signal";
+    char name[32];
+    std::snprintf(name, sizeof name, "model_%08zu.bin", done.size());
+    EXPECT_NE(r.out.find("stopped by SIGINT after " + std::to_string(done.size()) + " of 40 steps"), std::string::npos) << r.out;
+    const std::vector<std::string> pair = {name, "state" + std::string(name).substr(5)};
+    EXPECT_EQ(checkpoint_files(), pair);
+
+    Result resumed = train(flags + " -resume 1");
+    ASSERT_EQ(resumed.status, 0) << resumed.err;
+    EXPECT_EQ(losses(read_file(dir + "out/log.jsonl")), uninterrupted);
+    EXPECT_NE(resumed.out.find("done: " + std::to_string(40 - done.size()) + " steps"), std::string::npos) << resumed.out;
+}
+
+TEST_F(RunDir, ResumeRefusesSettingsThatContradictTheRun) {
+    ASSERT_EQ(train("-steps 6 -save_every 3").status, 0);
+    std::remove((dir + "out/model_00000006.bin").c_str());
+    std::remove((dir + "out/state_00000006.bin").c_str());
+    const std::string config = read_file(dir + "out/config.json"), log = read_file(dir + "out/log.jsonl");
+    const std::pair<const char*, const char*> cases[] = {
+        {"-B 1", "flag -B"}, {"-T 4", "flag -T"}, {"-total_batch 32", "flag -total_batch"},
+        {"-shuffle 0", "flag -shuffle"}, {"-seed 5", "flag -seed"}, {"-lr 1e-3", "flag -lr"},
+        {"-lr_min 0", "flag -lr_min"}, {"-clip 0", "flag -clip"}};
+    for (const auto& [extra, flag] : cases)
+        expect_refused(train("-steps 6 -save_every 3 -resume 1 " + std::string(extra)), flag);
+    // The schedule's length, another training set, another -init.
+    expect_refused(train("-steps 9 -save_every 3 -resume 1"), "flag -steps");
+    const std::string other = "./train -device cpu -threads 1 -init " + dir + "tiny.bin -train_data " + dir +
+                              "other_*.bin -B 2 -T 8 -eval_every 0 -warmup 2 -out " + dir + "out -steps 6 -save_every 3 -resume 1";
+    expect_refused(run(other), "flag -train_data");
+    expect_refused(run("./train -device cpu -threads 1 -init l2h2c16v96t16 -train_data " + dir +
+                       "train_*.bin -B 2 -T 8 -eval_every 0 -warmup 2 -out " + dir + "out -steps 6 -save_every 3 -resume 1"),
+                   "flag -init");
+    EXPECT_EQ(read_file(dir + "out/config.json"), config);
+    EXPECT_EQ(read_file(dir + "out/log.jsonl"), log);
+    // The same settings resume, and config.json keeps the command that started the run.
+    Result r = train("-steps 6 -save_every 3 -resume 1");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("resume: continuing at step 3 of 6"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("3 log records from after that checkpoint dropped"), std::string::npos) << r.out;
+    EXPECT_EQ(json_numbers(read_file(dir + "out/config.json"), "resumed_at_step"), std::vector<double>{3});
+    EXPECT_EQ(config_line(read_file(dir + "out/config.json"), "command"), config_line(config, "command"));
+}
+
+TEST_F(RunDir, ResumeRefusesAStateWhoseStepsContradictItsName) {
+    ASSERT_EQ(train("-steps 4 -save_every 0").status, 0);
+    std::rename((dir + "out/model_00000004.bin").c_str(), (dir + "out/model_00000002.bin").c_str());
+    std::rename((dir + "out/state_00000004.bin").c_str(), (dir + "out/state_00000002.bin").c_str());
+    expect_refused(train("-steps 4 -save_every 0 -resume 1"), "state_00000002.bin: records 4 steps done but its name says 2");
+}
+
+TEST_F(RunDir, ResumeRefusesStepsBelowTheNewestCheckpoint) {
+    ASSERT_EQ(train("-steps 6 -save_every 2").status, 0);
+    expect_refused(train("-steps 3 -save_every 2 -resume 1"), "is below the newest checkpoint");
+}
+
+TEST_F(RunDir, ResumeOfAFinishedRunSaysSoAndChangesNothing) {
+    ASSERT_EQ(train("-steps 3").status, 0);
+    const std::string log = read_file(dir + "out/log.jsonl");
+    Result r = train("-steps 3 -resume 1");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("is complete (3 of 3 steps"), std::string::npos) << r.out;
+    EXPECT_EQ(read_file(dir + "out/log.jsonl"), log);
+}
+
+TEST_F(RunDir, FailedLogWriteStopsWithStatus4AndAParseableLog) {
+    // Files are limited to 80,000 bytes: the checkpoint pairs (37 and 73 KB) fit, the log of
+    // 2000 step records does not.
+    Result r = run(train_args("-steps 2000 -save_every 100"), 80000);
+    ASSERT_EQ(r.status, 4) << r.out << r.err;
+    EXPECT_NE(r.err.find("log.jsonl: cannot write a log record"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    const std::string log = read_file(dir + "out/log.jsonl");
+    ASSERT_FALSE(log.empty());
+    EXPECT_EQ(log.back(), '\n');
+    size_t records = 0;
+    for (const std::string& line : lines(log)) {
+        EXPECT_TRUE(line.front() == '{' && line.back() == '}' && json_numbers(line, "step").size() == 1) << line;
+        records++;
+    }
+    EXPECT_LT(records, 2000u);
+    // The last complete pair is readable; nothing half-written is left.
+    const std::vector<std::string> files = checkpoint_files();
+    ASSERT_FALSE(files.empty());
+    EXPECT_EQ(files.size() % 2, 0u);
+    for (const std::string& f : files) EXPECT_EQ(f.find(".tmp"), std::string::npos) << f;
+    EXPECT_NO_THROW(read_checkpoint_config(dir + "out/" + files[files.size() / 2 - 1]));
+}
+
+TEST_F(RunDir, FailedCheckpointWriteStopsWithStatus4AndLeavesNoHalfPair) {
+    // 50,000 bytes: the model file (37 KB) is written, its optimiser state (73 KB) cannot be.
+    Result r = run(train_args("-steps 6 -save_every 3"), 50000);
+    ASSERT_EQ(r.status, 4) << r.out << r.err;
+    EXPECT_NE(r.err.find("state_00000003.bin: write failed"), std::string::npos) << r.err;
+    EXPECT_TRUE(checkpoint_files().empty()) << checkpoint_files()[0];
+    EXPECT_EQ(losses(read_file(dir + "out/log.jsonl")).size(), 3u);
+}
+
+TEST_F(RunDir, StepLinesShowElapsedAndEtaAndTheRunEndsWithASummary) {
+    std::string args = train_args("-steps 3 -eval_batches 1");
+    args.replace(args.find("-eval_every 0"), 13, "-eval_every 3");
+    Result r = run(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("step     2/3 | loss"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(", ETA "), std::string::npos) << r.out;
+    const std::string last = lines(r.out).back();
+    EXPECT_EQ(last.rfind("done: 3 steps in ", 0), 0u) << last;
+    EXPECT_NE(last.find("| final train loss "), std::string::npos) << last;
+    EXPECT_NE(last.find("| val loss " + config_line(lines(read_file(dir + "out/log.jsonl")).back(), "val_loss")),
+              std::string::npos) << last;
+    EXPECT_NE(last.find("checkpoint " + dir + "out/model_00000003.bin"), std::string::npos) << last;
+}
+
+TEST_F(RunDir, InitNamingAFolderSaysHowToResume) {
+    expect_refused(run("./train -device cpu -init " + dir + " -out " + dir + "out"), "is a folder, not a checkpoint file");
+}
+
+TEST_F(RunDir, EvalChecksItsOutputsAndBatchesBeforeWork) {
+    const std::string eval = "./eval -device cpu -model " + dir + "tiny.bin -val_data " + dir + "val_*.bin -T 8 ";
+    expect_refused(run(eval + "-json " + dir + "missing/e.json"), "flag -json");
+    expect_refused(run(eval + "-pairs " + dir), "flag -pairs");
+    // 500 tokens hold 7 distinct batches of 8 x 8 + 1.
+    expect_refused(run(eval + "-B 8 -eval_batches 8"), "flag -eval_batches: 8 batches but");
+    Result r = run(eval + "-B 8 -eval_batches 8 -allow_repeats 1 -diag_batches 0");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("batches 1-8 of the 7 distinct ones, in order; batches after 7 repeat"), std::string::npos) << r.out;
+    r = run(eval + "-eval_batches 2 -diag_batches 1");
+    EXPECT_NE(r.out.find("batches 1-2 (diagnostics 1-1) of the 7 distinct ones, in order, none repeated"),
+              std::string::npos) << r.out;
+    // The bundled GPT-2 tokenizer does not fit the tiny model's 96 tokens: said, not silent.
+    EXPECT_NE(r.out.find("but the model's vocabulary is 96"), std::string::npos) << r.out;
+}
+
+TEST_F(RunDir, EvalLowersItsDefaultBatchToFitTheShard) {
+    write_random_shard(dir + "small_000.bin", 100, 96, 4);  // B = 8 at T = 16 needs 129 tokens
+    Result r = run("./eval -device cpu -model " + dir + "tiny.bin -val_data " + dir + "small_*.bin -T 16 -eval_batches 1");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("default B=8 lowered to 4"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("B=4 T=16"), std::string::npos) << r.out;
+}
+
+TEST_F(RunDir, TokenizeHelpPrintsUsage) {
+    Result r = run("./tokenize -h");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("usage: ./tokenize", 0), 0u) << r.out;
+}
+
+}  // namespace
