@@ -122,6 +122,9 @@ def main(argv):
     p.add_argument("--out", default="compare.png", help="the PNG to write (compare.png)")
     p.add_argument("--step", type=int, help="use each run's last stats record at or before this step")
     a = p.parse_args(argv)
+    folder = os.path.dirname(a.out) or "."
+    if not os.path.isdir(folder):
+        raise PlotError(f"--out {a.out}: the folder {folder} does not exist")
     runs = [(run_label(folder), read_log(folder)) for folder in a.folders]
     try:
         import matplotlib  # noqa: F401

@@ -45,6 +45,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -798,8 +799,8 @@ def main(argv):
     sweep = Sweep(s)
     if s.dry_run:
         for r in todo:
-            print(" ".join(sweep.train_command(r)))
-            print(" ".join(sweep.eval_command(r)))
+            print(shlex.join(sweep.train_command(r)))  # quoted: globs and spaces survive a paste
+            print(shlex.join(sweep.eval_command(r)))
         return 0
     start = time.time()
     def run_safely(run):
