@@ -237,3 +237,40 @@ endif
 
 .PHONY: bench
 # ---- end CUDA rules ----
+
+# ---- fuzzing (issue 13) ----
+# Every test/fuzz_*.cpp is a libFuzzer target (README "Fuzzing"), built by clang++ with
+# -fsanitize=fuzzer,address,undefined into build/fuzz/ when clang's libFuzzer runtime is found
+# (Debian: clang, libclang-rt-14-dev, libomp-14-dev). `make fuzz` runs each for FUZZ_SECONDS on
+# its seed corpus test/fuzz/NAME/ (new inputs go to build/fuzz/corpus/NAME/, findings to
+# build/fuzz/); `make test` runs each for a few seconds through build/test_fuzz.
+FUZZ_CXX      ?= clang++
+FUZZ_SECONDS  ?= 60
+FUZZ_RUNTIME  := $(wildcard $(shell $(FUZZ_CXX) -print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-x86_64.a)
+FUZZ_CXXFLAGS := -std=c++17 -O1 -g -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+                 -Wall -Wextra -Wno-unused-parameter -Wno-pass-failed
+FUZZ_NAMES    := $(patsubst test/fuzz_%.cpp,%,$(wildcard test/fuzz_*.cpp))
+ifneq ($(FUZZ_RUNTIME),)
+FUZZ_BINS     := $(addprefix $(BUILD)/fuzz/fuzz_,$(FUZZ_NAMES))
+else
+$(warning no libFuzzer runtime for $(FUZZ_CXX): fuzz targets are not built and their tests skip)
+endif
+
+$(BUILD)/fuzz/fuzz_%: test/fuzz_%.cpp test/fuzz_input.h $(HEADERS) train.cpp
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -I. -Itest -o $@ $< $(LDLIBS)
+
+fuzz: $(FUZZ_BINS)
+	@test -n "$(FUZZ_BINS)" || { echo "fuzz: needs clang++ with its libFuzzer runtime (Debian: libclang-rt-14-dev)"; exit 1; }
+	@for name in $(FUZZ_NAMES); do \
+	  mkdir -p $(BUILD)/fuzz/corpus/$$name; \
+	  echo "=== fuzz_$$name for $(FUZZ_SECONDS) s"; \
+	  $(BUILD)/fuzz/fuzz_$$name -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=$(BUILD)/fuzz/$$name- $(BUILD)/fuzz/corpus/$$name test/fuzz/$$name 2>&1 \
+	    | grep -E '^(stat::number_of_executed_units|stat::new_units_added|==[0-9]+==ERROR|SUMMARY)|Done [0-9]+ runs' ; \
+	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
+
+test: $(FUZZ_BINS)
+.PHONY: fuzz
+# ---- end fuzzing ----
