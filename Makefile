@@ -243,7 +243,7 @@ endif
 # -fsanitize=fuzzer,address,undefined into build/fuzz/ when clang's libFuzzer runtime is found
 # (Debian: clang, libclang-rt-14-dev, libomp-14-dev). `make fuzz` runs each for FUZZ_SECONDS on
 # its seed corpus test/fuzz/NAME/ (new inputs go to build/fuzz/corpus/NAME/, findings to
-# build/fuzz/); `make test` runs each for a few seconds through build/test_fuzz.
+# build/fuzz/, the output to build/fuzz/NAME.log); `make test` runs each for a few seconds through build/test_fuzz.
 FUZZ_CXX      ?= clang++
 FUZZ_SECONDS  ?= 60
 FUZZ_RUNTIME  := $(wildcard $(shell $(FUZZ_CXX) -print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-x86_64.a)
@@ -266,9 +266,10 @@ fuzz: $(FUZZ_BINS)
 	  mkdir -p $(BUILD)/fuzz/corpus/$$name; \
 	  echo "=== fuzz_$$name for $(FUZZ_SECONDS) s"; \
 	  $(BUILD)/fuzz/fuzz_$$name -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-	    -artifact_prefix=$(BUILD)/fuzz/$$name- $(BUILD)/fuzz/corpus/$$name test/fuzz/$$name 2>&1 \
-	    | grep -E '^(stat::number_of_executed_units|stat::new_units_added|==[0-9]+==ERROR|SUMMARY)|Done [0-9]+ runs' ; \
-	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	    -artifact_prefix=$(BUILD)/fuzz/$$name- $(BUILD)/fuzz/corpus/$$name test/fuzz/$$name > $(BUILD)/fuzz/$$name.log 2>&1; \
+	  status=$$?; \
+	  grep -E '^(stat::number_of_executed_units|stat::new_units_added|==[0-9]+==ERROR|SUMMARY)|Done [0-9]+ runs' $(BUILD)/fuzz/$$name.log; \
+	  test $$status -eq 0 || { echo "fuzz_$$name: finding, see $(BUILD)/fuzz/$$name.log"; exit 1; }; \
 	done
 
 test: $(FUZZ_BINS)

@@ -228,6 +228,15 @@ private:
     }
 };
 
+// The loss of step 0 as DIR/log.jsonl wrote it (JSON text), or "" when the log has no such record.
+inline std::string logged_first_loss(const std::string& dir) {
+    std::ifstream in(in_folder(dir, "log.jsonl"));
+    const std::string tag = "{\"step\": 0, \"loss\": ";
+    for (std::string line; std::getline(in, line);)
+        if (line.compare(0, tag.size(), tag) == 0) return line.substr(tag.size(), line.find(',', tag.size()) - tag.size());
+    return "";
+}
+
 // The members of a config.json written by JsonObject (one "name": value per line), as JSON text.
 inline std::map<std::string, std::string> config_values(const std::string& text) {
     std::map<std::string, std::string> values;

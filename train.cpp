@@ -382,6 +382,10 @@ static std::string check_resumed_config(const Run& r, const std::string& path, c
     }
     const std::string saved((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     check_same_settings(path, saved, config);
+    const std::string first_loss = logged_first_loss(r.opt.out_dir);
+    if (r.resuming && !first_loss.empty() && first_loss != json_number(r.state.first_loss))
+        throw InputError(numbered(r.opt.out_dir, "state", r.state.steps_done) + ": belongs to another run (its step-0 loss " +
+                         json_number(r.state.first_loss) + " is not the " + first_loss + " of log.jsonl)");
     if (!r.opt.init.empty()) {
         ModelConfig size;
         const std::string origin = json_string(model_size(r.opt.init, &size) ? "fresh " + r.opt.init : r.opt.init);

@@ -251,6 +251,24 @@ TEST_F(RunDir, ResumeRefusesAStateWhoseStepsContradictItsName) {
     expect_refused(train("-steps 4 -save_every 0 -resume 1"), "state_00000002.bin: records 4 steps done but its name says 2");
 }
 
+TEST_F(RunDir, ResumeRefusesACheckpointPairOfAnotherRun) {
+    // The same sizes and settings from other initial weights: a pair of that run, copied in, is
+    // not this run's (its step-0 loss differs from the one in log.jsonl).
+    ModelConfig cfg = read_checkpoint_config(dir + "tiny.bin");
+    std::vector<float> params(num_parameters(cfg));
+    init_parameters(cfg, params.data(), 8);
+    write_checkpoint(dir + "other.bin", cfg, params.data());
+    ASSERT_EQ(train("-steps 4 -save_every 2").status, 0);
+    std::string other = train_args("-steps 4 -save_every 2", "out2");
+    other.replace(other.find("tiny.bin"), 8, "other.bin");
+    ASSERT_EQ(run(other).status, 0);
+    std::remove((dir + "out/model_00000004.bin").c_str());  // the newest pair is then step 2's...
+    std::remove((dir + "out/state_00000004.bin").c_str());
+    for (const char* name : {"model_00000002.bin", "state_00000002.bin"})  // ...replaced by the other run's
+        std::filesystem::copy_file(dir + "out2/" + name, dir + "out/" + name, std::filesystem::copy_options::overwrite_existing);
+    expect_refused(train("-steps 4 -save_every 2 -resume 1"), "state_00000002.bin: belongs to another run");
+}
+
 TEST_F(RunDir, ResumeRefusesStepsBelowTheNewestCheckpoint) {
     ASSERT_EQ(train("-steps 6 -save_every 2").status, 0);
     expect_refused(train("-steps 3 -save_every 2 -resume 1"), "is below the newest checkpoint");
