@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -73,7 +74,7 @@ inline std::vector<int> checkpoint_steps(const std::string& dir) {
     std::vector<int> steps;
     for (const std::string& name : names) {
         int n = 0;
-        if (name.size() == 18 && std::sscanf(name.c_str(), "model_%8d.bin", &n) == 1 &&
+        if (name.size() == 18 && std::sscanf(name.c_str(), "model_%8d.bin", &n) == 1 && n > 0 &&
             std::binary_search(names.begin(), names.end(), "state_" + name.substr(6)))
             steps.push_back(n);
     }
@@ -136,15 +137,17 @@ public:
     }
 
     // Makes the folder (and its parents) if needed, holds its lock, and removes another run's
-    // files when -overwrite 1 asked for it. Throws InputError as the constructor does.
+    // files when -overwrite 1 asked for it, and files a killed process left half-written
+    // (NAME.tmp: no one else writes here while the lock is held). Throws InputError as the
+    // constructor does.
     void create() {
         make_dirs(dir_);
         if (fd_ < 0) claim();
-        if (overwrite_ && !resume_)
-            for (const std::string& name : run_files(dir_))
-                if (std::remove(in_folder(dir_, name).c_str()) != 0)
-                    throw InputError("flag -overwrite: cannot remove " + in_folder(dir_, name) + " (" +
-                                     std::strerror(errno) + ")");
+        for (const std::string& name : run_files(dir_)) {
+            const bool half_written = name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0;
+            if ((half_written || (overwrite_ && !resume_)) && std::remove(in_folder(dir_, name).c_str()) != 0)
+                throw InputError("flag -out: cannot remove " + in_folder(dir_, name) + " (" + std::strerror(errno) + ")");
+        }
     }
 
     const std::string& path() const { return dir_; }
@@ -271,7 +274,10 @@ inline void check_same_settings(const std::string& saved_path, const std::string
     for (const auto& [name, flag] : defining_settings()) {
         const auto was = a.find(name), is = b.find(name);
         const std::string old_value = was == a.end() ? "(absent)" : was->second;
-        if (is != b.end() && old_value != is->second)
+        // dt is a float32: older folders wrote 0.1 as 0.100000001, the same float
+        const bool same_float = name == std::string("dt") && was != a.end() && is != b.end() &&
+                                std::strtof(old_value.c_str(), nullptr) == std::strtof(is->second.c_str(), nullptr);
+        if (is != b.end() && old_value != is->second && !same_float)
             throw InputError(std::string("flag ") + flag + ": -resume 1 would change " + name + " from " + old_value +
                              " (" + saved_path + ") to " + is->second +
                              "; resume with the run's own settings, or start a new run with another -out");

@@ -331,6 +331,37 @@ TEST_F(RunDir, StepLinesShowElapsedAndEtaAndTheRunEndsWithASummary) {
     EXPECT_NE(last.find("checkpoint " + dir + "out/model_00000003.bin"), std::string::npos) << last;
 }
 
+TEST_F(RunDir, ResumeIgnoresAndRemovesFilesAKilledRunLeftHalfWritten) {
+    ASSERT_EQ(train("-steps 4 -save_every 2").status, 0);
+    std::remove((dir + "out/model_00000004.bin").c_str());
+    std::rename((dir + "out/state_00000004.bin").c_str(), (dir + "out/state_00000004.bin.tmp").c_str());
+    std::ofstream(dir + "out/model_00000004.bin.tmp") << "half";
+    Result r = train("-steps 4 -save_every 2 -resume 1");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("continuing at step 2 of 4"), std::string::npos) << r.out;
+    const std::vector<std::string> expected = {"model_00000002.bin", "model_00000004.bin", "state_00000002.bin",
+                                               "state_00000004.bin"};
+    EXPECT_EQ(checkpoint_files(), expected);
+}
+
+TEST_F(RunDir, CpuFallbackSaysNoGpuAndDtIsWrittenAsGiven) {
+    Result r = run("./train -threads 1 -init l2h2c16v96t16 -ln peri -dt 0.1 -train_data " + dir +
+                   "train_*.bin -B 2 -T 8 -eval_every 0 -steps 1 -out " + dir + "out");
+    ASSERT_EQ(r.status, 0) << r.err;
+    if (r.out.find("backend: cpu") == std::string::npos) GTEST_SKIP() << "a CUDA device is present";
+    EXPECT_EQ(r.out.rfind("device: no GPU found, running on the CPU (", 0), 0u) << r.out;
+    EXPECT_NE(read_file(dir + "out/config.json").find("\"dt\": 0.1,"), std::string::npos);
+}
+
+TEST_F(RunDir, SweepDryRunQuotesItsGlobsAndPlotRefusesAMissingFolder) {
+    Result r = run("python3 sweep.py --preset small --dry-run --out " + dir + "sweep");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("-train_data '"), std::string::npos) << r.out;
+    r = run("python3 plot.py " + dir + " --out " + dir + "missing/x.png");
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.err, "plot.py: --out " + dir + "missing/x.png: the folder " + dir + "missing does not exist\n");
+}
+
 TEST_F(RunDir, InitNamingAFolderSaysHowToResume) {
     expect_refused(run("./train -device cpu -init " + dir + " -out " + dir + "out"), "is a folder, not a checkpoint file");
 }
