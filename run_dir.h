@@ -268,10 +268,13 @@ inline const std::vector<std::pair<const char*, const char*>>& defining_settings
 }
 
 // Refuses (InputError naming the flag) when `now`, the config.json this run would write, differs
-// from `saved`, the folder's config.json, in a setting that defines the run.
-inline void check_same_settings(const std::string& saved_path, const std::string& saved, const std::string& now) {
+// from `saved`, the folder's config.json, in a setting that defines the run (other than those
+// in `allowed`, which the user asked to change).
+inline void check_same_settings(const std::string& saved_path, const std::string& saved, const std::string& now,
+                                const std::vector<std::string>& allowed = {}) {
     const std::map<std::string, std::string> a = config_values(saved), b = config_values(now);
     for (const auto& [name, flag] : defining_settings()) {
+        if (std::find(allowed.begin(), allowed.end(), name) != allowed.end()) continue;
         const auto was = a.find(name), is = b.find(name);
         const std::string old_value = was == a.end() ? "(absent)" : was->second;
         // dt is a float32: older folders wrote 0.1 as 0.100000001, the same float
@@ -301,4 +304,10 @@ inline std::string keep_saved_members(const std::string& now, const std::string&
         out += line + "\n";
     }
     return out;
+}
+
+// `config` (JsonObject text, ending in "\n}\n") with the member `name`: value added last.
+inline std::string with_member(const std::string& config, const std::string& name, const std::string& value) {
+    const size_t end = config.rfind("\n}");
+    return config.substr(0, end) + ",\n  \"" + name + "\": " + value + config.substr(end);
 }

@@ -45,7 +45,7 @@ struct TrainOptions {
     long long total_batch;
     double lr, lr_min, wd, beta1, beta2, eps, clip, diverge_margin;
     uint64_t seed;
-    bool shuffle, resume, overwrite;
+    bool shuffle, resume, overwrite, change_steps;
     std::string command;  // the command line, for config.json
 };
 
@@ -62,6 +62,7 @@ static const char* USAGE =
     "  -seed N (42)  -shuffle 0|1 (1)  -eval_every N (100)  -eval_batches N (10)\n"
     "  -save_every N (250)  -out DIR (out)  -resume 0|1 (0)\n"
     "  -overwrite 0|1 (0): remove another run's files from -out instead of refusing to start\n"
+    "  -change_steps 0|1 (0): with -resume 1, let -steps differ from the run's (the schedule's end moves)\n"
     "  -stats_every N (0 = off): hidden-state and gradient statistics per layer into log.jsonl\n"
     "  -device auto|cpu|cuda (auto)  -precision bf16|fp32 (bf16, CUDA only)  -threads N (CPU)\n";
 
@@ -102,10 +103,12 @@ static TrainOptions parse_options(int argc, char** argv) {
     o.out_dir = f.str("out", "out");
     o.resume = f.integer("resume", 0, 0, 1) == 1;
     o.overwrite = f.integer("overwrite", 0, 0, 1) == 1;
+    o.change_steps = f.integer("change_steps", 0, 0, 1) == 1;
     f.finish();
     if (o.beta1 >= 1.0) throw InputError("flag -beta1: must be < 1");
     if (o.beta2 >= 1.0) throw InputError("flag -beta2: must be < 1");
     if (o.resume && o.overwrite) throw InputError("flag -overwrite: cannot be combined with -resume 1");
+    if (o.change_steps && !o.resume) throw InputError("flag -change_steps: only applies with -resume 1");
     if (o.warmup > o.steps)
         throw InputError("flag -warmup: " + std::to_string(o.warmup) + " exceeds -steps " + std::to_string(o.steps));
     return o;
@@ -371,6 +374,22 @@ static std::string stats_record(int step, const std::vector<StreamStats>& stats,
     return r + "}";
 }
 
+// `config` with the member "steps_changes": the earlier changes of -steps recorded in `saved`
+// and, when this resume changes it (-change_steps 1), {"at_step": N, "from": old, "to": new}.
+static std::string record_steps_change(const Run& r, const std::string& saved, const std::string& config) {
+    const std::map<std::string, std::string> old = config_values(saved);
+    std::string changes = old.count("steps_changes") ? old.at("steps_changes") : "[]";
+    const std::string from = old.count("steps") ? old.at("steps") : "null", to = std::to_string(r.opt.steps);
+    if (from != to) {
+        changes.pop_back();  // the closing ']'
+        changes += std::string(changes.size() > 1 ? ", " : "") + "{\"at_step\": " + std::to_string(r.state.steps_done) +
+                   ", \"from\": " + from + ", \"to\": " + to + "}]";
+        std::printf("resume: -steps changed from %s to %s at step %d (-change_steps 1); the schedule now ends at step %s\n",
+                    from.c_str(), to.c_str(), r.state.steps_done, to.c_str());
+    }
+    return changes == "[]" ? config : with_member(config, "steps_changes", changes);
+}
+
 // On -resume 1 with a config.json in the folder: refuses settings that contradict it (and a
 // contradicting -init) and returns `config` keeping the run's original command and model.
 // Resuming a checkpoint without a config.json is refused: nothing would say what the run was.
@@ -381,7 +400,7 @@ static std::string check_resumed_config(const Run& r, const std::string& path, c
         return config;
     }
     const std::string saved((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    check_same_settings(path, saved, config);
+    check_same_settings(path, saved, config, r.opt.change_steps ? std::vector<std::string>{"steps"} : std::vector<std::string>{});
     const std::string first_loss = logged_first_loss(r.opt.out_dir);
     if (r.resuming && !first_loss.empty() && first_loss != json_number(r.state.first_loss))
         throw InputError(numbered(r.opt.out_dir, "state", r.state.steps_done) + ": belongs to another run (its step-0 loss " +
@@ -394,7 +413,7 @@ static std::string check_resumed_config(const Run& r, const std::string& path, c
             throw InputError("flag -init: " + r.opt.init + " but the run being resumed started from " + was + " (" +
                              path + ")");
     }
-    return keep_saved_members(config, saved, {"command", "model"});
+    return record_steps_change(r, saved, keep_saved_members(config, saved, {"command", "model"}));
 }
 
 // The run's last line: steps, final train and val loss, wall time, where the checkpoint is.

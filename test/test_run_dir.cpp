@@ -244,6 +244,23 @@ TEST_F(RunDir, ResumeRefusesSettingsThatContradictTheRun) {
     EXPECT_EQ(config_line(read_file(dir + "out/config.json"), "command"), config_line(config, "command"));
 }
 
+TEST_F(RunDir, ChangeStepsMovesTheScheduleEndOnPurposeAndIsRecorded) {
+    ASSERT_EQ(train("-steps 4 -save_every 2").status, 0);
+    expect_refused(train("-steps 6 -save_every 2 -resume 1"), "flag -steps");
+    Result r = train("-steps 6 -save_every 2 -resume 1 -change_steps 1");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("-steps changed from 4 to 6 at step 4"), std::string::npos) << r.out;
+    const std::string config = read_file(dir + "out/config.json");
+    EXPECT_NE(config.find("\"steps_changes\": [{\"at_step\": 4, \"from\": 4, \"to\": 6}]"), std::string::npos) << config;
+    EXPECT_EQ(json_numbers(config, "steps"), std::vector<double>{6});
+    EXPECT_EQ(losses(read_file(dir + "out/log.jsonl")).size(), 6u);
+    // The new length is the run's now: resuming with it needs no flag.
+    r = train("-steps 6 -save_every 2 -resume 1");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("is complete (6 of 6 steps"), std::string::npos) << r.out;
+    expect_refused(train("-steps 8 -change_steps 1"), "flag -change_steps: only applies with -resume 1");
+}
+
 TEST_F(RunDir, ResumeRefusesAStateWhoseStepsContradictItsName) {
     ASSERT_EQ(train("-steps 4 -save_every 0").status, 0);
     std::rename((dir + "out/model_00000004.bin").c_str(), (dir + "out/model_00000002.bin").c_str());
