@@ -5,7 +5,8 @@
 #include "model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    const std::string path = input_file(data, size);
+    const InputFile input(data, size);
+    const std::string& path = input.path;
     try {
         std::vector<float> params;
         const ModelConfig cfg = read_checkpoint(path, &params);

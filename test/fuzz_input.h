@@ -1,5 +1,5 @@
 // fuzz_input.h — shared by the libFuzzer targets test/fuzz_*.cpp (README "Fuzzing"): the readers
-// under test take a path, so each input is written to one scratch file per process first.
+// under test take a path, so each input is written to a scratch file first.
 #pragma once
 #include <unistd.h>
 
@@ -8,16 +8,21 @@
 #include <cstdlib>
 #include <string>
 
-// Writes the fuzzer's input to this process's scratch file (in $TMPDIR, else /tmp) and returns
-// its path.
-inline std::string input_file(const uint8_t* data, size_t size) {
-    static const std::string path = [] {
+// The fuzzer's input as a file of this process (in $TMPDIR, else /dev/shm or /tmp), removed again
+// when the input is done.
+struct InputFile {
+    std::string path;
+
+    InputFile(const uint8_t* data, size_t size) : path(folder() + "/fuzz_input_" + std::to_string(getpid()) + ".bin") {
+        FILE* f = std::fopen(path.c_str(), "wb");
+        if (!f) std::abort();
+        if (size > 0 && std::fwrite(data, 1, size, f) != size) std::abort();
+        std::fclose(f);
+    }
+    ~InputFile() { std::remove(path.c_str()); }
+
+    static std::string folder() {
         const char* tmp = std::getenv("TMPDIR");
-        return std::string(tmp && *tmp ? tmp : "/tmp") + "/fuzz_input_" + std::to_string(getpid()) + ".bin";
-    }();
-    FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) std::abort();
-    if (size > 0 && std::fwrite(data, 1, size, f) != size) std::abort();
-    std::fclose(f);
-    return path;
-}
+        return tmp && *tmp ? tmp : access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    }
+};

@@ -9,7 +9,8 @@
 #include "fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    const std::string path = input_file(data, size);
+    const InputFile input(data, size);
+    const std::string& path = input.path;
     try {
         const TrainState s = read_state(path, 16);
         if (s.m.size() != 16 || s.v.size() != 16) std::abort();

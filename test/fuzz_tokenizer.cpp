@@ -4,7 +4,8 @@
 #include "tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    const std::string path = input_file(data, size);
+    const InputFile input(data, size);
+    const std::string& path = input.path;
     try {
         const Tokenizer tok(path);
         for (int id = 0; id < std::min(tok.vocab_size(), 64); id++) tok.decode_token(id);
