@@ -1,4 +1,4 @@
-// backend.h — what ./train and ./eval need from a backend (CPU reference or CUDA), so the
+// backend.h — what ./train and ./eval need from a backend (CPU or CUDA), so the
 // training loop is written once. A backend owns the parameters, their gradients, the AdamW
 // moments and the activations of one micro-batch of fixed shape (B, T).
 #pragma once
@@ -9,20 +9,11 @@
 
 #include "model.h"
 
-// Hidden-state statistics of the residual stream X_i (N = B·T rows × C), SPEC §5.
-struct StreamStats {
-    double mean_abs = 0;   // mean over n, c of |X[n,c]|
-    double entry_var = 0;  // mean over n of the variance over c of X[n,·]
-    double data_var = 0;   // mean over c of the variance over n of X[·,c]
-};
-
 class Backend {
 public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;  // e.g. "cpu (fp32, 2 threads)"
     virtual const ModelConfig& config() const = 0;
-    virtual int batch_size() const = 0;    // B
-    virtual int seq_len() const = 0;       // T
 
     // Forward pass of one micro-batch: inputs, targets (B·T token ids). Keeps what backward
     // needs and returns the mean cross-entropy over the B·T positions.
@@ -35,7 +26,7 @@ public:
     // Global L2 norm of all parameter gradients.
     virtual double grad_norm() = 0;
     // AdamW update at step t (1-based), gradients multiplied by grad_scale first (clipping);
-    // weight decay on the 2-D tensors only (SPEC §2).
+    // weight decay on the 2-D tensors only (docs/model.md §5).
     virtual void update(const AdamWHyper& h, int t, double grad_scale) = 0;
 
     // Copies between the backend and host fp32 buffers in file order (num_parameters floats).
@@ -44,7 +35,8 @@ public:
     virtual void get_moments(float* m, float* v) = 0;
     virtual void set_moments(const float* m, const float* v) = 0;
 
-    // Hidden-state statistics of the residual stream in the last forward at 2L + 1 points:
+    // Hidden-state statistics (docs/statistics.md §1) of the residual stream in the last
+    // forward at 2L + 1 points:
     // j = 0 after the embedding, j = 2l + 1 after block l's attention step and j = 2l + 2 after
     // its MLP step (the block output X_{l+1}); the paper's per-layer X_i are the even j.
     virtual std::vector<StreamStats> stream_stats() = 0;

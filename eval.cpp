@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint.h"
 #include "dataloader.h"
 #include "flags.h"
 #include "json.h"

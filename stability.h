@@ -102,62 +102,82 @@ void attention_tangent(T* dout, const T* dqkv, const T* qkv, const T* att, int B
 // Buffers for the tangent pass of one model (sized once).
 template <typename T>
 struct TangentScratch {
-    std::vector<T> du, dF, df, ds, dwide, dwide2, dheads;
+    std::vector<T> dnorm[3];  // the tangent after each LayerNorm of a step (indexed by StepNorm)
+    std::vector<T> dF, ds, dwide, dwide2, dheads;
     explicit TangentScratch(size_t NC)
-        : du(NC), dF(NC), df(NC), ds(NC), dwide(4 * NC), dwide2(4 * NC), dheads(NC) {}
+        : dnorm{std::vector<T>(NC), std::vector<T>(NC), std::vector<T>(NC)}, dF(NC), ds(NC), dwide(4 * NC),
+          dwide2(4 * NC), dheads(NC) {}
 };
 
-// Jacobian-vector product of one residual step of block l (which = 0 attention, 1 MLP) at the
-// point of the model's last forward: dy (N,C) = J · dx. x is that step's input as saved
-// (X_l for the attention step, the attention step's output for the MLP step).
-//   u = LN_in(x)?   f = LN_out(F(u))?   s = x + Δt·f   x' = LN_after(s)?      (NormPlan)
+// The pieces of one residual step of block l as the tangent pass runs them: each maps the
+// tangent of its input to the tangent of its output, at the point saved by the model's last
+// forward. residual_step (gpt2.h) walks them in the forward pass's order.
 template <typename T>
-void step_jvp(const CpuModel<T>& m, int l, int which, const T* dx, T* dy, TangentScratch<T>& s) {
-    const ModelConfig& cfg = m.cfg;
-    const int N = m.N, C = cfg.C;
-    const size_t NC = (size_t)N * C, lc = (size_t)l * C;
-    const NormPlan plan = norm_plan(cfg.placement);
-    const typename CpuModel<T>::BlockActs& acts = m.block_activations(l);
-    const typename CpuModel<T>::StepActs& st = which == 0 ? acts.attn_step : acts.mlp_step;
-    const T* x = which == 0 ? m.stream(l) : m.half_stream(2 * l + 1);
-    const T* in_w = (which == 0 ? m.p.ln1w : m.p.ln2w) + lc;  // ln1/ln2: input LN, or after-add LN (Post)
+struct TangentStep {
+    const CpuModel<T>& m;
+    int l;
+    Half half;
+    TangentScratch<T>& s;
 
-    const T* du = dx;
-    if (plan.input) {
-        layernorm_tangent(s.du.data(), dx, x, in_w, st.in.mean.data(), st.in.rstd.data(), N, C);
-        du = s.du.data();
+    const typename CpuModel<T>::StepActs& acts() const { return m.block_activations(l).step(half); }
+
+    // LayerNorm `which`, linearised at its saved input, mean and rstd.
+    const T* norm(StepNorm which, const T* dx) {
+        const auto& st = acts();
+        const T* x = which == StepNorm::Input ? m.step_input(l, half)
+                     : which == StepNorm::Output ? st.module_out.data() : st.sum.data();
+        const auto& n = st.norm(which);
+        T* dy = s.dnorm[(int)which].data();
+        layernorm_tangent(dy, dx, x, step_norm(m.p, l, m.cfg.C, half, which).w, n.mean.data(), n.rstd.data(), m.N,
+                          m.cfg.C);
+        return dy;
     }
-    const T* nobias = nullptr;
-    if (which == 0) {
-        matmul_forward(s.dwide.data(), du, m.p.qkvw + (size_t)l * 3 * C * C, nobias, N, C, 3 * C);
-        attention_tangent(s.dheads.data(), s.dwide.data(), acts.qkv.data(), acts.att.data(), m.B, m.Tn, C, cfg.NH);
-        matmul_forward(s.dF.data(), s.dheads.data(), m.p.attprojw + (size_t)l * C * C, nobias, N, C, C);
-    } else {
-        matmul_forward(s.dwide.data(), du, m.p.fcw + (size_t)l * 4 * C * C, nobias, N, C, 4 * C);
-        std::fill(s.dwide2.begin(), s.dwide2.end(), T(0));
-        gelu_backward(s.dwide2.data(), s.dwide.data(), acts.fc.data(), 4 * NC);  // gelu'(fc) ⊙ dfc
-        matmul_forward(s.dF.data(), s.dwide2.data(), m.p.fcprojw + (size_t)l * 4 * C * C, nobias, N, 4 * C, C);
+    // The module, linearised: its matrix products without bias, attention or GELU in between.
+    const T* module(const T* du) {
+        const int N = m.N, C = m.cfg.C;
+        const auto& a = m.block_activations(l);
+        const T* nobias = nullptr;
+        if (half == Half::Attention) {
+            m.ops.matmul_forward(s.dwide.data(), du, m.p.qkvw + (size_t)l * 3 * C * C, nobias, N, C, 3 * C);
+            attention_tangent(s.dheads.data(), s.dwide.data(), a.qkv.data(), a.att.data(), m.B, m.Tn, C, m.cfg.NH);
+            m.ops.matmul_forward(s.dF.data(), s.dheads.data(), m.p.attprojw + (size_t)l * C * C, nobias, N, C, C);
+        } else {
+            m.ops.matmul_forward(s.dwide.data(), du, m.p.fcw + (size_t)l * 4 * C * C, nobias, N, C, 4 * C);
+            std::fill(s.dwide2.begin(), s.dwide2.end(), T(0));
+            m.ops.gelu_backward(s.dwide2.data(), s.dwide.data(), a.fc.data(), 4 * (size_t)N * C);  // gelu'(fc) ⊙ dfc
+            m.ops.matmul_forward(s.dF.data(), s.dwide2.data(), m.p.fcprojw + (size_t)l * 4 * C * C, nobias, N, 4 * C, C);
+        }
+        return s.dF.data();
     }
-    const T* df = s.dF.data();
-    if (plan.output) {
-        const T* out_w = (which == 0 ? m.p.ln1ow : m.p.ln2ow) + lc;
-        layernorm_tangent(s.df.data(), s.dF.data(), st.module_out.data(), out_w, st.out.mean.data(),
-                          st.out.rstd.data(), N, C);
-        df = s.df.data();
+    // ds = dx + Δt·df.
+    const T* add(const T* dx, const T* df) {
+        const T dt = (T)m.cfg.dt;
+        for (size_t i = 0; i < s.ds.size(); i++) s.ds[i] = dx[i] + dt * df[i];
+        return s.ds.data();
     }
-    const T dt = (T)cfg.dt;
-    T* sum = plan.after_add ? s.ds.data() : dy;
-    for (size_t i = 0; i < NC; i++) sum[i] = dx[i] + dt * df[i];
-    if (plan.after_add)
-        layernorm_tangent(dy, s.ds.data(), st.sum.data(), in_w, st.after.mean.data(), st.after.rstd.data(), N, C);
+};
+
+// Jacobian-vector product of one residual step of block l at the point of the model's last
+// forward: dy (N,C) = J · dx, J the Jacobian of the step at its saved input (X_l for the
+// attention step, the attention step's output for the MLP step). (half as an int: 0
+// attention, 1 MLP.)
+template <typename T>
+void step_jvp(const CpuModel<T>& m, int l, Half half, const T* dx, T* dy, TangentScratch<T>& s) {
+    TangentStep<T> pass{m, l, half, s};
+    const T* out = residual_step(norm_plan(m.cfg.placement), pass, dx);
+    std::copy(out, out + (size_t)m.N * m.cfg.C, dy);
+}
+template <typename T>
+void step_jvp(const CpuModel<T>& m, int l, int half, const T* dx, T* dy, TangentScratch<T>& s) {
+    step_jvp(m, l, (Half)half, dx, dy, s);
 }
 
 // Jacobian-vector product of the whole block l: attention step, then MLP step. `mid` (N,C)
 // receives the attention step's tangent.
 template <typename T>
 void block_jvp(const CpuModel<T>& m, int l, const T* dx, T* dy, T* mid, TangentScratch<T>& s) {
-    step_jvp(m, l, 0, dx, mid, s);
-    step_jvp(m, l, 1, mid, dy, s);
+    step_jvp(m, l, Half::Attention, dx, mid, s);
+    step_jvp(m, l, Half::Mlp, mid, dy, s);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@
 #pragma once
 #include <vector>
 
-#include "backend.h"
+#include "model.h"
 #include "cuda_common.cuh"
 
 namespace gpu {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "checkpoint.h"
 #include "dataloader.h"
 #include "errors.h"
 #include "flags.h"
@@ -105,61 +106,6 @@ static TrainOptions parse_options(int argc, char** argv) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Optimiser state files: state_%08d.bin beside model_%08d.bin, the number being the steps done.
-// int32 header[256]: [0] magic, [1] version, [2] steps done, [3] placement; [4..5] num params,
-// [6..7] seed, [8..9] loader epoch, [10..11] loader cursor (uint64 as two int32), [12..13]
-// first loss (double bits); then float32 m[num params], v[num params] in file order.
-
-constexpr int32_t STATE_MAGIC = 20251129;
-constexpr int32_t STATE_VERSION = 1;
-
-struct TrainState {
-    int steps_done = 0;
-    uint64_t seed = 0;
-    LoaderState loader{};
-    double first_loss = 0;
-    std::vector<float> m, v;
-};
-
-static void put_u64(int32_t* h, uint64_t x) { std::memcpy(h, &x, sizeof x); }
-static uint64_t get_u64(const int32_t* h) {
-    uint64_t x;
-    std::memcpy(&x, h, sizeof x);
-    return x;
-}
-
-static void write_state(const std::string& path, const TrainState& s, Placement placement) {
-    int32_t h[HEADER_INTS] = {};
-    h[0] = STATE_MAGIC; h[1] = STATE_VERSION; h[2] = s.steps_done; h[3] = (int32_t)placement;
-    put_u64(&h[4], s.m.size()); put_u64(&h[6], s.seed);
-    put_u64(&h[8], s.loader.epoch); put_u64(&h[10], s.loader.cursor);
-    std::memcpy(&h[12], &s.first_loss, sizeof(double));
-    write_file_atomically(path, {{h, sizeof h}, {s.m.data(), s.m.size() * sizeof(float)},
-                                 {s.v.data(), s.v.size() * sizeof(float)}});
-}
-
-// Reads a state file written for a model of num_params parameters; throws InputError if it
-// does not match.
-static TrainState read_state(const std::string& path, size_t num_params) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(path + ": cannot open optimiser state");
-    int32_t h[HEADER_INTS];
-    if (!in.read((char*)h, sizeof h)) throw InputError(path + ": truncated optimiser state");
-    if (h[0] != STATE_MAGIC || h[1] != STATE_VERSION) throw InputError(path + ": not an optimiser state file");
-    if (get_u64(&h[4]) != num_params) throw InputError(path + ": parameter count does not match its model file");
-    TrainState s;
-    s.steps_done = h[2];
-    s.seed = get_u64(&h[6]);
-    s.loader = {get_u64(&h[8]), get_u64(&h[10])};
-    std::memcpy(&s.first_loss, &h[12], sizeof(double));
-    s.m.resize(num_params);
-    s.v.resize(num_params);
-    if (!in.read((char*)s.m.data(), num_params * sizeof(float)) || !in.read((char*)s.v.data(), num_params * sizeof(float)))
-        throw InputError(path + ": truncated optimiser state");
-    if (in.peek() != EOF) throw InputError(path + ": file is longer than its header says");
-    return s;
-}
-
 static std::string numbered(const std::string& dir, const char* stem, int step) {
     char name[64];
     std::snprintf(name, sizeof name, "/%s_%08d.bin", stem, step);
