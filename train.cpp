@@ -336,12 +336,33 @@ static std::string stats_record(int step, const std::vector<StreamStats>& stats,
         entry_var.push_back(s.entry_var);
         data_var.push_back(s.data_var);
     }
-    std::string r = "{\"step\": " + std::to_string(step) + ", \"event\": \"stats\"";
+    JsonRecord r;
+    r.add("step", std::to_string(step)).add("event", json_string("stats"));
     const std::pair<const char*, const std::vector<double>*> series[] = {
         {"mean_abs", &mean_abs}, {"entry_var", &entry_var}, {"data_var", &data_var}, {"grad_norm", &grad_norms}};
-    for (const auto& [name, values] : series) r += std::string(", \"") + name + "\": " + json_array(*values, 0, 2);
-    for (const auto& [name, values] : series) r += std::string(", \"") + name + "_half\": " + json_array(*values);
-    return r + "}";
+    for (const auto& [name, values] : series) r.add(name, json_array(*values, 0, 2));
+    for (const auto& [name, values] : series) r.add(std::string(name) + "_half", json_array(*values));
+    return r.str();
+}
+
+// The log record of an evaluation at `step` (docs/logs.md §2).
+static std::string val_record(int step, double val_loss) {
+    return JsonRecord()
+        .add("step", std::to_string(step))
+        .add("val_loss", json_number(val_loss))
+        .add("val_ppl", json_number(std::exp(val_loss)))
+        .str();
+}
+
+// The log record of a divergence at `step` (docs/logs.md §3); a non-finite loss or norm is null.
+static std::string diverged_record(int step, const std::string& reason, double loss, double grad_norm) {
+    return JsonRecord()
+        .add("step", std::to_string(step))
+        .add("event", json_string("diverged"))
+        .add("reason", json_string(reason))
+        .add("loss", json_number(loss))
+        .add("grad_norm", json_number(grad_norm))
+        .str();
 }
 
 static int train(Run& r) {
@@ -384,8 +405,7 @@ static int train(Run& r) {
         if (val_data && step % o.eval_every == 0) {
             const double val_loss = evaluate(*model, *val_data, o.eval_batches);
             std::printf("step %5d | val loss %.4f | val ppl %.2f\n", step, val_loss, std::exp(val_loss));
-            log.write("{\"step\": " + std::to_string(step) + ", \"val_loss\": " + json_number(val_loss) +
-                      ", \"val_ppl\": " + json_number(std::exp(val_loss)) + "}");
+            log.write(val_record(step, val_loss));
         }
         const auto start = std::chrono::steady_clock::now();
         model->zero_grad();
@@ -409,8 +429,7 @@ static int train(Run& r) {
         if (step == 0) state.first_loss = loss;
         const std::string reason = divergence_reason(loss, norm, state.first_loss, step, o.warmup, o.diverge_margin);
         if (!reason.empty()) {
-            log.write("{\"step\": " + std::to_string(step) + ", \"event\": \"diverged\", \"reason\": \"" + reason +
-                      "\", \"loss\": " + json_number(loss) + ", \"grad_norm\": " + json_number(norm) + "}");
+            log.write(diverged_record(step, reason, loss, norm));
             std::printf("diverged at step %d: %s\n", step, reason.c_str());
             return 3;
         }
@@ -423,8 +442,14 @@ static int train(Run& r) {
         std::printf("step %5d/%d | loss %.4f | lr %.2e | grad norm %.4f | %.1f ms | %.0f tok/s\n", step, o.steps, loss,
                     lr, norm, ms, tok_s);
         std::fflush(stdout);
-        log.write("{\"step\": " + std::to_string(step) + ", \"loss\": " + json_number(loss) + ", \"lr\": " + json_number(lr) +
-                  ", \"grad_norm\": " + json_number(norm) + ", \"ms\": " + json_number(ms) + ", \"tok_s\": " + json_number(tok_s) + "}");
+        log.write(JsonRecord()
+                      .add("step", std::to_string(step))
+                      .add("loss", json_number(loss))
+                      .add("lr", json_number(lr))
+                      .add("grad_norm", json_number(norm))
+                      .add("ms", json_number(ms))
+                      .add("tok_s", json_number(tok_s))
+                      .str());
         const bool last = state.steps_done == o.steps;
         if (last || (o.save_every > 0 && state.steps_done % o.save_every == 0)) {
             save_checkpoint(*model, r, state, train_data);
@@ -434,11 +459,9 @@ static int train(Run& r) {
     if (val_data && first_step < o.steps) {
         const double val_loss = evaluate(*model, *val_data, o.eval_batches);
         std::printf("step %5d | val loss %.4f | val ppl %.2f\n", o.steps, val_loss, std::exp(val_loss));
-        log.write("{\"step\": " + std::to_string(o.steps) + ", \"val_loss\": " + json_number(val_loss) +
-                  ", \"val_ppl\": " + json_number(std::exp(val_loss)) + "}");
+        log.write(val_record(o.steps, val_loss));
         if (!std::isfinite(val_loss)) {  // the last update broke the model
-            log.write("{\"step\": " + std::to_string(o.steps) + ", \"event\": \"diverged\", \"reason\": " +
-                      "\"final val loss is not finite\", \"loss\": null, \"grad_norm\": null}");
+            log.write(diverged_record(o.steps, "final val loss is not finite", NAN, NAN));
             std::printf("diverged at step %d: final val loss is not finite\n", o.steps);
             return 3;
         }
