@@ -1,4 +1,4 @@
-// stats.cuh — hidden-state statistics of a residual stream X (N,C), N = B·T rows (SPEC §5):
+// stats.cuh — hidden-state statistics of a residual stream X (N,C), N = B·T rows (docs/statistics.md §1):
 //
 //   mean_abs  = mean over n, c of |X[n,c]|
 //   entry_var = mean over n of the variance over c of X[n,·]   (spread inside one hidden state)
