@@ -33,6 +33,7 @@
 #include "attention.cuh"
 #include "backend.h"
 #include "cuda_common.cuh"
+#include "diagnostics.cuh"
 #include "encoder.cuh"
 #include "gelu.cuh"
 #include "layernorm.cuh"
@@ -157,6 +158,11 @@ public:
         const BlockActs& a = blocks[(j - 1) / 2];
         return step_output(j % 2 ? a.attn_step : a.mlp_step, norm_plan(cfg.placement).after_add);
     }
+
+    // Saved values of block l and the logits (N,Vp) of the last forward, as in CpuModel (read by
+    // the diagnostics; backward overwrites the logits).
+    const BlockActs& block_activations(int l) const { return blocks[l]; }
+    const T* logits_data() const { return logits.data(); }
 
     // Forward pass: tokens, targets (B·T, host memory). Returns the mean cross-entropy.
     float forward(const int32_t* host_tokens, const int32_t* host_targets) {
@@ -398,7 +404,8 @@ class CudaBackend : public Backend {
 public:
     CudaBackend(const ModelConfig& cfg, int B, int T_, const std::string& device)
         : model(cfg, B, T_), m(model.params.size()), v(model.params.size()), device(device),
-          stats_scratch(gpu::stream_statistics_scratch(B * T_, cfg.C)) {
+          stats_scratch(gpu::stream_statistics_scratch(B * T_, cfg.C)),
+          diag_scratch(std::max<size_t>(gpu::diagnostics_scratch(B, T_, cfg.NH), gpu::SUMSQ_MAX_BLOCKS)) {
         cudaCheck(cudaMemsetAsync(m.data(), 0, m.size() * sizeof(float), model.cuda_stream));
         cudaCheck(cudaMemsetAsync(v.data(), 0, v.size() * sizeof(float), model.cuda_stream));
         cudaCheck(cudaStreamSynchronize(model.cuda_stream));
@@ -454,6 +461,25 @@ public:
     }
     void record_stream_grads(bool on) override { model.record_stream_grads = on; }
     std::vector<double> stream_grad_norms() override { return model.stream_grad_norm; }
+    std::vector<double> stream_rms() override {
+        const size_t NC = (size_t)model.N * model.cfg.C;
+        std::vector<double> out;
+        for (int j = 0; j <= 2 * model.cfg.L; j++)
+            out.push_back(std::sqrt(
+                gpu::sum_of_squares(model.half_stream(j), NC, diag_scratch.data(), model.cuda_stream) / NC));
+        return out;
+    }
+    std::vector<double> attn_logit_max() override {
+        std::vector<double> out;
+        for (int l = 0; l < model.cfg.L; l++)
+            out.push_back(gpu::attention_logit_max(model.block_activations(l).qkv.data(), model.B, model.Tn,
+                                                   model.cfg.C, model.cfg.NH, diag_scratch.data(), model.cuda_stream));
+        return out;
+    }
+    LogitStats logit_stats() override {
+        return gpu::logit_statistics(model.logits_data(), model.N, model.cfg.V, model.cfg.Vp, diag_scratch.data(),
+                                     model.cuda_stream);
+    }
 
     // The parameter gradients (num_parameters floats, file order); for the tests.
     void get_grads(float* out) { model.grads.download(out, model.cuda_stream); }
@@ -464,6 +490,7 @@ private:
     DeviceArray<float> m, v;  // AdamW moments, file order
     std::string device;       // the GPU's description
     DeviceArray<float> stats_scratch;
+    DeviceArray<float> diag_scratch;  // stream_rms, attn_logit_max, logit_stats
 };
 
 bool cuda_device_available(std::string* description) {

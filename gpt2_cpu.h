@@ -13,6 +13,7 @@
 
 #include "backend.h"
 #include "cpu_ops.h"
+#include "diagnostics.h"
 #include "model.h"
 
 template <typename T>
@@ -381,6 +382,9 @@ public:
     }
     void record_stream_grads(bool on) override { model.record_stream_grads = on; }
     std::vector<double> stream_grad_norms() override { return model.stream_grad_norm; }
+    std::vector<double> stream_rms() override { return diag::half_stream_rms(model); }
+    std::vector<double> attn_logit_max() override { return diag::attention_logit_maxima(model); }
+    LogitStats logit_stats() override { return diag::model_logit_statistics(model); }
 
     CpuModel<float> model;
 

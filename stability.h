@@ -3,12 +3,14 @@
 //
 //   * hidden-state statistics of the residual stream (SPEC §5) at every layer and half-layer;
 //   * gradient norms per layer: ‖∂loss/∂X_i‖ (SPEC §5) and the norm of each block's parameter
-//     gradient;
+//     gradient; per block the parameter norm, ‖∂loss/∂W_fcproj‖ and the RMS of the MLP's hidden
+//     activation (the GELU output W_fcproj multiplies);
 //   * local sensitivity: ‖J v‖ for random directions v, J the Jacobian of one block (or of one
 //     residual step) at the data, computed EXACTLY by a forward-mode tangent pass (a Jacobian-
 //     vector product) that reuses the activations saved by the last forward;
 //   * output uncertainty: Gaussian noise N(0, σ²) added to the embedding output X_0, pushed
-//     through the blocks; the mean ‖Δx_i‖ per layer and the W2 bound it gives.
+//     through the blocks; the mean ‖Δx_i‖ per layer and the W2 bound it gives; with σ relative
+//     to RMS(X_0), the relative amplification of that noise per layer.
 //
 // Why a tangent pass and not finite differences: the JVP of a block costs about one block
 // forward, has no step size to tune and is accurate to the working precision (float: ~1e-6
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "cpu_ops.h"
+#include "diagnostics.h"
 #include "gpt2_cpu.h"
 #include "model.h"
 #include "rng.h"
@@ -246,6 +249,9 @@ struct Uncertainty {
     double sigma = 0;
     int samples = 0;
     std::vector<double> mean_dx, w2_bound;
+    // Filled by relative_output_uncertainty only (σ = sigma_rel · RMS(X_0)).
+    double sigma_rel = 0;
+    std::vector<double> relative_amplification;
 };
 
 // Uses and then restores the residual streams of the model's last forward (the blocks' saved
@@ -286,6 +292,25 @@ Uncertainty output_uncertainty(CpuModel<T>& m, double sigma, int samples, Rng& r
     return u;
 }
 
+// Output uncertainty at a noise level relative to the embedding's scale: σ = sigma_rel ·
+// RMS(X_0), then output_uncertainty, and per layer i = 0..L the relative amplification
+//   relative_amplification_i = (W2_i / (√C · RMS(X_i))) / (σ / RMS(X_0)),
+// the noise's size relative to the state's size at X_i over the same ratio at the input. W2_i
+// (w2_bound) is a norm over a token's C channels, so W2_i/√C is per entry like RMS and σ; at
+// i = 0 the ratio is the sample RMS of the unit draws (≈ 1), and a block that only rescales its
+// input leaves it unchanged. Uses and then restores the model's last forward.
+template <typename T>
+Uncertainty relative_output_uncertainty(CpuModel<T>& m, double sigma_rel, int samples, Rng& rng) {
+    const int L = m.cfg.L, C = m.cfg.C;
+    const size_t NC = (size_t)m.N * C;
+    std::vector<double> rms;
+    for (int i = 0; i <= L; i++) rms.push_back(diag::root_mean_square(m.stream(i), NC));
+    Uncertainty u = output_uncertainty(m, sigma_rel * rms[0], samples, rng);
+    u.sigma_rel = sigma_rel;
+    for (int i = 0; i <= L; i++) u.relative_amplification.push_back(u.w2_bound[i] / (std::sqrt((double)C) * rms[i]) / sigma_rel);
+    return u;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Statistics and gradient norms
 
@@ -298,20 +323,55 @@ std::vector<StreamStats> half_stream_stats(const CpuModel<T>& m) {
     return out;
 }
 
-// ‖gradient‖ of the parameters of each block l (every per-layer tensor's slice l), from m.grads.
+// The L2 norm, for each block l, of the block's part of a buffer laid out like the parameters
+// (file order): every per-layer tensor's slice l.
 template <typename T>
-std::vector<double> block_param_grad_norms(const CpuModel<T>& m) {
-    const int L = m.cfg.L;
-    const auto sizes = param_sizes(m.cfg);
-    const auto offsets = param_offsets(m.cfg);
+std::vector<double> block_norms(const T* flat, const ModelConfig& cfg) {
+    const int L = cfg.L;
+    const auto sizes = param_sizes(cfg);
+    const auto offsets = param_offsets(cfg);
     std::vector<double> sq(L, 0.0);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         if (i == P_WTE || i == P_WPE || i == P_LNFW || i == P_LNFB || sizes[i] == 0) continue;
         const size_t per_layer = sizes[i] / L;
-        for (int l = 0; l < L; l++) sq[l] += sum_of_squares(m.grads.data() + offsets[i] + l * per_layer, per_layer);
+        for (int l = 0; l < L; l++) sq[l] += sum_of_squares(flat + offsets[i] + l * per_layer, per_layer);
     }
     for (double& s : sq) s = std::sqrt(s);
     return sq;
+}
+
+// ‖gradient‖ of the parameters of each block l (every per-layer tensor's slice l), from m.grads.
+template <typename T>
+std::vector<double> block_param_grad_norms(const CpuModel<T>& m) {
+    return block_norms(m.grads.data(), m.cfg);
+}
+
+// ‖θ_l‖ of each block's parameters (L values).
+template <typename T>
+std::vector<double> block_param_norms(const CpuModel<T>& m) {
+    return block_norms(m.params.data(), m.cfg);
+}
+
+// ‖∂loss/∂W_fcproj‖ of each block: the MLP's output projection weight (4C×C, bias excluded),
+// from m.grads (L values).
+template <typename T>
+std::vector<double> fcproj_grad_norms(const CpuModel<T>& m) {
+    const size_t size = (size_t)4 * m.cfg.C * m.cfg.C;
+    std::vector<double> out;
+    for (int l = 0; l < m.cfg.L; l++) out.push_back(std::sqrt(sum_of_squares(m.g.fcprojw + l * size, size)));
+    return out;
+}
+
+// RMS of each block's MLP hidden activation, the GELU output (N,4C) that W_fcproj multiplies,
+// at the last forward (L values).
+template <typename T>
+std::vector<double> mlp_hidden_rms(const CpuModel<T>& m) {
+    std::vector<double> out;
+    for (int l = 0; l < m.cfg.L; l++) {
+        const std::vector<T>& gelu = m.block_activations(l).gelu;
+        out.push_back(diag::root_mean_square(gelu.data(), gelu.size()));
+    }
+    return out;
 }
 
 }  // namespace stability
