@@ -1,12 +1,14 @@
 // eval.cpp — ./eval: loads a checkpoint and reports, on validation shards, its loss and
-// perplexity, teacher-forced next-token accuracy, ROUGE of the argmax predictions against the
-// targets, and the stability diagnostics of stability.h (hidden-state statistics, gradient norms,
-// local sensitivity and output uncertainty, per layer); optionally text pairs for external
-// scorers and sampled continuations.
+// perplexity (of the mean loss and per sequence), the output logits' maximum and mean
+// log-partition, teacher-forced next-token accuracy, ROUGE of the argmax predictions against the
+// targets, and the stability diagnostics of stability.h and diagnostics.h (hidden-state
+// statistics, raw and scale-free gradient norms, attention-logit maxima, block norms, local
+// sensitivity and output uncertainty, per layer); optionally text pairs for external scorers
+// and sampled continuations.
 //
 //   ./eval -model out/model_00001000.bin [-val_data GLOB] [-eval_batches N] [-json FILE]
 //
-// The loss and perplexity come from the chosen backend (-device). Everything else runs on the
+// The loss and val_ppl come from the chosen backend (-device). Everything else runs on the
 // CPU reference model (CpuModel<float>): on the CPU backend that is the same model, on CUDA a
 // second copy of the weights on the host.
 //
