@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "cuda_common.cuh"
+#include "loss.cuh"
 
 namespace gpu {
 
@@ -47,16 +48,10 @@ __global__ void logit_row_stats_kernel(float* row_max, float* row_lse, const T* 
     const int n = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     if (n >= N) return;
-    const T* z = logits + (size_t)n * Vp;
-    float max_z = -INFINITY;
-    for (int v = lane; v < V; v += WARP_SIZE) max_z = fmaxf(max_z, to_float(z[v]));
-    max_z = warp_max(max_z);
-    float sum = 0.0f;
-    for (int v = lane; v < V; v += WARP_SIZE) sum += expf(to_float(z[v]) - max_z);
-    sum = warp_sum(sum);
+    const RowLogSumExp row = row_log_sum_exp(logits + (size_t)n * Vp, V, lane);
     if (lane == 0) {
-        row_max[n] = max_z;
-        row_lse[n] = logf(sum) + max_z;
+        row_max[n] = row.max;
+        row_lse[n] = row.log_sum;
     }
 }
 

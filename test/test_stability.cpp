@@ -531,17 +531,19 @@ TEST(ScaledGradients, MatchFiniteDifferenceGradientTimesRms) {
     }
 }
 
-TEST(BlockNorms, ParameterNormsAddUpToTheTotal) {
-    const Tiny t = make_tiny(Placement::Peri, 1.0f, 3);
-    CpuModel<double> m = load<double>(t);
-    const std::vector<double> blocks = stability::block_param_norms(m);
-    ASSERT_EQ(blocks.size(), 3u);
-    const auto sizes = param_sizes(m.cfg);
-    const auto off = param_offsets(m.cfg);
-    double total = 0;
-    for (int i : {P_WTE, P_WPE, P_LNFW, P_LNFB}) total += sum_of_squares(m.params.data() + off[i], sizes[i]);
-    for (double b : blocks) total += b * b;
-    EXPECT_NEAR(total, sum_of_squares(m.params.data(), m.params.size()), 1e-12 * total);
+TEST(BlockNorms, ParameterNormOfConstantWeightsCountsTheBlocksParameters) {
+    // Every parameter 2: ‖θ_l‖ = 2·sqrt(number of block parameters), counted by hand for C = 8:
+    // qkv 3C² + 3C, attention projection C² + C, fc 4C² + 4C, fc projection 4C² + C, two
+    // LayerNorms 4C, and with Peri-LN two output LayerNorms 4C more.
+    for (Placement p : {Placement::Pre, Placement::Peri}) {
+        Tiny t = make_tiny(p, 1.0f, 3);
+        std::fill(t.params.begin(), t.params.end(), 2.0f);
+        const CpuModel<double> m = load<double>(t);
+        const double C = 8, count = 12 * C * C + 13 * C + (p == Placement::Peri ? 4 * C : 0);
+        const std::vector<double> norms = stability::block_param_norms(m);
+        ASSERT_EQ(norms.size(), 3u);
+        for (double n : norms) EXPECT_NEAR(n, 2 * std::sqrt(count), 1e-12) << placement_name(p);
+    }
 }
 
 TEST(FcprojGradNorm, MatchesFiniteDifferences) {
