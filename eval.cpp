@@ -41,7 +41,7 @@ struct EvalOptions {
     bool tokenizer_given;
     int B, T, eval_batches, threads, diag_batches, directions, noise_samples;
     int samples, sample_len, prompt_len, top_k;
-    double sigma_rel, temperature;
+    double sigma_rel, sigma, temperature;  // sigma: absolute, 0 when not given
     uint64_t seed;
 };
 
@@ -55,7 +55,7 @@ static const char* USAGE =
     "  -diag_batches N (1; 0 = off)  batches for statistics, gradient norms, sensitivity, uncertainty\n"
     "  -directions N (4)  random directions per block for the sensitivity ||J v||\n"
     "  -sigma_rel X (0.01)  -noise_samples N (4)  Gaussian noise on the embedding output,\n"
-    "                     sigma = X * RMS(X_0)\n"
+    "                     sigma = X * RMS(X_0) of each batch; or -sigma X, an absolute sigma instead\n"
     "  -pairs FILE        prediction/reference text pairs as JSONL (for BERTScore etc.)\n"
     "  -samples N (0)  -sample_len N (64)  -prompt_len N (32)  -temperature X (1.0; 0 = greedy)\n"
     "  -top_k N (40; 0 = all)  sampled continuations of validation prompts\n"
@@ -76,6 +76,8 @@ static EvalOptions parse_options(int argc, char** argv) {
     o.diag_batches = (int)f.integer("diag_batches", 1, 0, 1 << 20);
     o.directions = (int)f.integer("directions", 4, 1, 100000);
     o.sigma_rel = f.real("sigma_rel", 0.01, 0.0, 1e6, true);
+    o.sigma = f.real("sigma", 0.0, 0.0, 1e6, true);
+    const bool both_sigmas = f.given("sigma") && f.given("sigma_rel");
     o.noise_samples = (int)f.integer("noise_samples", 4, 1, 100000);
     o.pairs_path = f.str("pairs", "");
     o.samples = (int)f.integer("samples", 0, 0, 100000);
@@ -88,6 +90,7 @@ static EvalOptions parse_options(int argc, char** argv) {
     o.seed = (uint64_t)f.integer("seed", 1234, 0, 1LL << 62);
     f.finish();
     if (o.model_path.empty()) throw InputError("flag -model: a checkpoint file is required");
+    if (both_sigmas) throw InputError("flag -sigma: give -sigma (absolute) or -sigma_rel (relative), not both");
     return o;
 }
 
@@ -235,8 +238,10 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         if (sens.block_max.empty()) { sens.block_max = s.block_max; sens.step_max = s.step_max; }
         for (size_t k = 0; k < s.block_max.size(); k++) sens.block_max[k] = std::max(sens.block_max[k], s.block_max[k]);
         for (size_t k = 0; k < s.step_max.size(); k++) sens.step_max[k] = std::max(sens.step_max[k], s.step_max[k]);
-        const stability::Uncertainty u = stability::relative_output_uncertainty(m, o.sigma_rel, o.noise_samples, noise);
+        const double sigma_rel = o.sigma > 0 ? o.sigma / rms[0] : o.sigma_rel;
+        const stability::Uncertainty u = stability::relative_output_uncertainty(m, sigma_rel, o.noise_samples, noise);
         unc.sigma += u.sigma;
+        unc.sigma_rel += u.sigma_rel;
         accumulate(unc.mean_dx, u.mean_dx);
         accumulate(unc.relative_amplification, u.relative_amplification);
         std::vector<double> sq = u.w2_bound;
@@ -259,8 +264,8 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         scale(*v, inv);
     for (double& x : unc.w2_bound) x = std::sqrt(x);
     sens.directions = o.directions;
-    unc.sigma *= inv;  // the mean of the batches' absolute σ
-    unc.sigma_rel = o.sigma_rel;
+    unc.sigma *= inv;  // the means of the batches' absolute and relative σ
+    unc.sigma_rel *= inv;
     unc.samples = o.noise_samples;
     r.sensitivity = sens;
     r.uncertainty = unc;

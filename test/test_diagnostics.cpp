@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -107,12 +108,22 @@ TEST_F(Diagnostics, PerplexityPerSequenceIsTheMeanOfExpOfEachSequenceLoss) {
     EXPECT_NEAR(json_number(one, "ppl_seq"), json_number(one, "val_ppl"), 1e-6 * json_number(one, "val_ppl"));
 }
 
-TEST_F(Diagnostics, EvalRefusesANonPositiveRelativeSigma) {
-    for (const char* flags : {"-sigma_rel 0", "-sigma_rel -1", "-sigma 0.1"}) {
+TEST_F(Diagnostics, AnAbsoluteSigmaIsUsedAsGivenAndReportedRelativeToX0) {
+    const std::string j = eval("-B 2 -eval_batches 1 -diag_batches 1 -sigma 0.003");
+    const double rms0 = json_numbers(j, "rms")[0];
+    EXPECT_NEAR(json_number(j, "sigma"), 0.003, 1e-12);
+    EXPECT_NEAR(json_number(j, "sigma_rel"), 0.003 / rms0, 1e-7 * 0.003 / rms0);
+    const double w2 = json_numbers(j, "w2_bound")[0], amp = json_numbers(j, "relative_amplification")[0];
+    EXPECT_NEAR(amp, w2 / std::sqrt((double)cfg.C) / rms0 / (0.003 / rms0), 1e-6 * amp);
+}
+
+TEST_F(Diagnostics, EvalRefusesANonPositiveOrDoubleSigma) {
+    for (const char* flags : {"-sigma_rel 0", "-sigma_rel -1", "-sigma 0", "-sigma 0.1 -sigma_rel 0.01"}) {
         const Result r = run("./eval -device cpu -model " + dir + "tiny.bin -val_data '" + dir + "val_*.bin' -T 8 " +
                              flags + " -json " + dir + "refused.json");
         EXPECT_EQ(r.status, 2) << flags << "\n" << r.out;
         EXPECT_NE(r.out.find("-sigma"), std::string::npos) << r.out;
+        EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
         EXPECT_FALSE(exists(dir + "refused.json"));
     }
 }
