@@ -66,8 +66,14 @@ public:
     // per block l (L values), the largest pre-softmax attention logit q·k/√hs over the batch,
     // the heads and the causal pairs t' ≤ t;
     virtual std::vector<double> attn_logit_max() = 0;
-    // the largest output logit and the mean log-partition.
+    // the largest output logit and the mean log-partition;
     virtual LogitStats logit_stats() = 0;
+    // per block (L values): the RMS of the MLP's hidden activation (the GELU output) in the last
+    // forward, the norm of the block's parameters, and the norm of the gradient of its W_fcproj
+    // (the MLP's output projection weight) as accumulated since zero_grad.
+    virtual std::vector<double> mlp_hidden_rms() = 0;
+    virtual std::vector<double> block_param_norms() = 0;
+    virtual std::vector<double> fcproj_grad_norms() = 0;
 };
 
 // The CUDA backend (gpt2.cu), linked in when the Makefile finds nvcc (USE_CUDA defined).

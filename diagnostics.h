@@ -6,10 +6,13 @@
 //   * logit_statistics: the largest output logit and the mean log-partition log Σ_v exp(z_v)
 //     over the V real tokens;
 //   * root_mean_square of a tensor (the scale that makes a gradient norm scale-free);
-//   * sequence_perplexity_sum: Σ over sequences of exp(that sequence's mean token loss).
+//   * sequence_perplexity_sum: Σ over sequences of exp(that sequence's mean token loss);
+//   * block_norms: the norm of each block's part of a parameter-shaped buffer (the block
+//     parameter norms, their gradients' norms).
 //
 // The model-level helpers at the end read any model with CpuModel's accessors (stream,
-// half_stream, block_activations, logits_data), so CpuBackend, ./eval and the tests use one code.
+// half_stream, block_activations, logits_data, params, g), so CpuBackend, ./eval and the tests
+// use one code.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -17,7 +20,9 @@
 #include <vector>
 
 #include "backend.h"
+#include "block_norms.h"
 #include "cpu_ops.h"
+#include "model.h"
 
 namespace diag {
 
@@ -80,6 +85,12 @@ double sequence_perplexity_sum(const T* losses, int B, int Tn) {
     return total;
 }
 
+// block_norms_by of a host buffer `flat` (num_parameters elements).
+template <typename T>
+std::vector<double> block_norms(const T* flat, const ModelConfig& cfg) {
+    return block_norms_by(cfg, [&](size_t offset, size_t n) { return sum_of_squares(flat + offset, n); });
+}
+
 // ---------------------------------------------------------------------------------------------
 // The same on a model's last forward (CpuModel<T>, or any model with its accessors).
 
@@ -106,6 +117,34 @@ std::vector<double> attention_logit_maxima(const Model& m) {
 template <typename Model>
 LogitStats model_logit_statistics(const Model& m) {
     return logit_statistics(m.logits_data(), m.N, m.cfg.V, m.cfg.Vp);
+}
+
+// ‖θ_l‖ of each block's parameters (L values).
+template <typename Model>
+std::vector<double> block_param_norms(const Model& m) {
+    return block_norms(m.params.data(), m.cfg);
+}
+
+// ‖∂loss/∂W_fcproj‖ of each block: the MLP's output projection weight (4C×C, bias excluded),
+// from the model's parameter gradients (L values).
+template <typename Model>
+std::vector<double> fcproj_grad_norms(const Model& m) {
+    const size_t size = (size_t)4 * m.cfg.C * m.cfg.C;
+    std::vector<double> out;
+    for (int l = 0; l < m.cfg.L; l++) out.push_back(std::sqrt(sum_of_squares(m.g.fcprojw + l * size, size)));
+    return out;
+}
+
+// RMS of each block's MLP hidden activation, the GELU output (N,4C) that W_fcproj multiplies,
+// at the last forward (L values).
+template <typename Model>
+std::vector<double> mlp_hidden_rms(const Model& m) {
+    std::vector<double> out;
+    for (int l = 0; l < m.cfg.L; l++) {
+        const auto& gelu = m.block_activations(l).gelu;
+        out.push_back(root_mean_square(gelu.data(), gelu.size()));
+    }
+    return out;
 }
 
 // a[i]·b[i] elementwise (equal sizes): e.g. the scale-free gradient ‖∂L/∂X_i‖·RMS(X_i).

@@ -226,7 +226,7 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         accumulate(r.data_var, data_var);
         const std::vector<double> rms = diag::half_stream_rms(m);
         accumulate(r.rms, rms);
-        accumulate(r.mlp_hidden_rms, stability::mlp_hidden_rms(m));
+        accumulate(r.mlp_hidden_rms, diag::mlp_hidden_rms(m));
         const std::vector<double> attn = diag::attention_logit_maxima(m);
         if (r.attn_logit_max.empty()) r.attn_logit_max = attn;
         for (size_t l = 0; l < attn.size(); l++) r.attn_logit_max[l] = std::max(r.attn_logit_max[l], attn[l]);
@@ -254,9 +254,9 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         accumulate(r.grad_norm, m.stream_grad_norm);
         accumulate(r.grad_norm_scaled, diag::products(m.stream_grad_norm, rms));
         accumulate(r.param_grad_norm, stability::block_param_grad_norms(m));
-        accumulate(r.fcproj_grad_norm, stability::fcproj_grad_norms(m));
+        accumulate(r.fcproj_grad_norm, diag::fcproj_grad_norms(m));
     }
-    r.param_norm = stability::block_param_norms(m);
+    r.param_norm = diag::block_param_norms(m);
     const double inv = 1.0 / o.diag_batches;
     for (auto* v : {&r.mean_abs, &r.entry_var, &r.data_var, &r.grad_norm, &r.param_grad_norm, &r.rms,
                     &r.grad_norm_scaled, &r.fcproj_grad_norm, &r.mlp_hidden_rms, &sens.block_mean, &sens.step_mean,

@@ -32,6 +32,7 @@
 #include "adamw.cuh"
 #include "attention.cuh"
 #include "backend.h"
+#include "block_norms.h"
 #include "cuda_common.cuh"
 #include "diagnostics.cuh"
 #include "encoder.cuh"
@@ -462,11 +463,25 @@ public:
     void record_stream_grads(bool on) override { model.record_stream_grads = on; }
     std::vector<double> stream_grad_norms() override { return model.stream_grad_norm; }
     std::vector<double> stream_rms() override {
-        const size_t NC = (size_t)model.N * model.cfg.C;
         std::vector<double> out;
-        for (int j = 0; j <= 2 * model.cfg.L; j++)
-            out.push_back(std::sqrt(
-                gpu::sum_of_squares(model.half_stream(j), NC, diag_scratch.data(), model.cuda_stream) / NC));
+        for (int j = 0; j <= 2 * model.cfg.L; j++) out.push_back(rms(model.half_stream(j), (size_t)model.N * model.cfg.C));
+        return out;
+    }
+    std::vector<double> mlp_hidden_rms() override {
+        std::vector<double> out;
+        for (int l = 0; l < model.cfg.L; l++) {
+            const DeviceArray<T>& gelu = model.block_activations(l).gelu;
+            out.push_back(rms(gelu.data(), gelu.size()));
+        }
+        return out;
+    }
+    std::vector<double> block_param_norms() override {
+        return diag::block_norms_by(model.cfg, [&](size_t offset, size_t n) { return sum_sq(model.params.data() + offset, n); });
+    }
+    std::vector<double> fcproj_grad_norms() override {
+        const size_t size = (size_t)4 * model.cfg.C * model.cfg.C;
+        std::vector<double> out;
+        for (int l = 0; l < model.cfg.L; l++) out.push_back(std::sqrt(sum_sq(model.g.fcprojw + l * size, size)));
         return out;
     }
     std::vector<double> attn_logit_max() override {
@@ -490,7 +505,17 @@ private:
     DeviceArray<float> m, v;  // AdamW moments, file order
     std::string device;       // the GPU's description
     DeviceArray<float> stats_scratch;
-    DeviceArray<float> diag_scratch;  // stream_rms, attn_logit_max, logit_stats
+    DeviceArray<float> diag_scratch;  // the diagnostics: sums of squares, per-row maxima
+
+    // Σ x² and sqrt(mean x²) of n device elements.
+    template <typename E>
+    double sum_sq(const E* x, size_t n) {
+        return gpu::sum_of_squares(x, n, diag_scratch.data(), model.cuda_stream);
+    }
+    template <typename E>
+    double rms(const E* x, size_t n) {
+        return std::sqrt(sum_sq(x, n) / n);
+    }
 };
 
 bool cuda_device_available(std::string* description) {

@@ -385,6 +385,9 @@ public:
     std::vector<double> stream_rms() override { return diag::half_stream_rms(model); }
     std::vector<double> attn_logit_max() override { return diag::attention_logit_maxima(model); }
     LogitStats logit_stats() override { return diag::model_logit_statistics(model); }
+    std::vector<double> mlp_hidden_rms() override { return diag::mlp_hidden_rms(model); }
+    std::vector<double> block_param_norms() override { return diag::block_param_norms(model); }
+    std::vector<double> fcproj_grad_norms() override { return diag::fcproj_grad_norms(model); }
 
     CpuModel<float> model;
 

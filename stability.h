@@ -3,8 +3,8 @@
 //
 //   * hidden-state statistics of the residual stream (SPEC §5) at every layer and half-layer;
 //   * gradient norms per layer: ‖∂loss/∂X_i‖ (SPEC §5) and the norm of each block's parameter
-//     gradient; per block the parameter norm, ‖∂loss/∂W_fcproj‖ and the RMS of the MLP's hidden
-//     activation (the GELU output W_fcproj multiplies);
+//     gradient (the per-block parameter norms, ‖∂loss/∂W_fcproj‖ and the MLP's hidden RMS are in
+//     diagnostics.h);
 //   * local sensitivity: ‖J v‖ for random directions v, J the Jacobian of one block (or of one
 //     residual step) at the data, computed EXACTLY by a forward-mode tangent pass (a Jacobian-
 //     vector product) that reuses the activations saved by the last forward;
@@ -323,55 +323,10 @@ std::vector<StreamStats> half_stream_stats(const CpuModel<T>& m) {
     return out;
 }
 
-// The L2 norm, for each block l, of the block's part of a buffer laid out like the parameters
-// (file order): every per-layer tensor's slice l.
-template <typename T>
-std::vector<double> block_norms(const T* flat, const ModelConfig& cfg) {
-    const int L = cfg.L;
-    const auto sizes = param_sizes(cfg);
-    const auto offsets = param_offsets(cfg);
-    std::vector<double> sq(L, 0.0);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        if (i == P_WTE || i == P_WPE || i == P_LNFW || i == P_LNFB || sizes[i] == 0) continue;
-        const size_t per_layer = sizes[i] / L;
-        for (int l = 0; l < L; l++) sq[l] += sum_of_squares(flat + offsets[i] + l * per_layer, per_layer);
-    }
-    for (double& s : sq) s = std::sqrt(s);
-    return sq;
-}
-
 // ‖gradient‖ of the parameters of each block l (every per-layer tensor's slice l), from m.grads.
 template <typename T>
 std::vector<double> block_param_grad_norms(const CpuModel<T>& m) {
-    return block_norms(m.grads.data(), m.cfg);
-}
-
-// ‖θ_l‖ of each block's parameters (L values).
-template <typename T>
-std::vector<double> block_param_norms(const CpuModel<T>& m) {
-    return block_norms(m.params.data(), m.cfg);
-}
-
-// ‖∂loss/∂W_fcproj‖ of each block: the MLP's output projection weight (4C×C, bias excluded),
-// from m.grads (L values).
-template <typename T>
-std::vector<double> fcproj_grad_norms(const CpuModel<T>& m) {
-    const size_t size = (size_t)4 * m.cfg.C * m.cfg.C;
-    std::vector<double> out;
-    for (int l = 0; l < m.cfg.L; l++) out.push_back(std::sqrt(sum_of_squares(m.g.fcprojw + l * size, size)));
-    return out;
-}
-
-// RMS of each block's MLP hidden activation, the GELU output (N,4C) that W_fcproj multiplies,
-// at the last forward (L values).
-template <typename T>
-std::vector<double> mlp_hidden_rms(const CpuModel<T>& m) {
-    std::vector<double> out;
-    for (int l = 0; l < m.cfg.L; l++) {
-        const std::vector<T>& gelu = m.block_activations(l).gelu;
-        out.push_back(diag::root_mean_square(gelu.data(), gelu.size()));
-    }
-    return out;
+    return diag::block_norms(m.grads.data(), m.cfg);
 }
 
 }  // namespace stability

@@ -387,18 +387,20 @@ static void save_checkpoint(Backend& model, const Run& r, TrainState& state, con
 struct ForwardStats {
     std::vector<StreamStats> stream;  // 2L + 1 half-block points
     std::vector<double> rms;          // RMS of the residual stream, same points
-    std::vector<double> attn_logit_max;  // per block (L)
+    std::vector<double> attn_logit_max, mlp_hidden_rms, param_norm;  // per block (L)
     LogitStats logits;
 };
 
 static ForwardStats forward_stats(Backend& model) {
-    return {model.stream_stats(), model.stream_rms(), model.attn_logit_max(), model.logit_stats()};
+    return {model.stream_stats(), model.stream_rms(), model.attn_logit_max(), model.mlp_hidden_rms(),
+            model.block_param_norms(), model.logit_stats()};
 }
 
 // The `stats` record for the current micro-batch (README, *Outputs*): per layer (the residual
 // stream X_0 .. X_L) and, with suffix _half, at all 2L + 1 half-block points; then per block
-// and for the output logits.
-static std::string stats_record(int step, const ForwardStats& f, const std::vector<double>& grad_norms) {
+// and for the output logits. fcproj_grad_norms is of the whole step's gradient.
+static std::string stats_record(int step, const ForwardStats& f, const std::vector<double>& grad_norms,
+                                const std::vector<double>& fcproj_grad_norms) {
     const std::vector<StreamStats>& stats = f.stream;
     std::vector<double> mean_abs, entry_var, data_var;
     for (const StreamStats& s : stats) {
@@ -413,7 +415,10 @@ static std::string stats_record(int step, const ForwardStats& f, const std::vect
         {"rms", &f.rms}, {"grad_norm_scaled", &grad_norm_scaled}};
     for (const auto& [name, values] : series) r += std::string(", \"") + name + "\": " + json_array(*values, 0, 2);
     for (const auto& [name, values] : series) r += std::string(", \"") + name + "_half\": " + json_array(*values);
-    r += ", \"attn_logit_max\": " + json_array(f.attn_logit_max);
+    const std::pair<const char*, const std::vector<double>*> blocks[] = {
+        {"attn_logit_max", &f.attn_logit_max}, {"param_norm", &f.param_norm},
+        {"fcproj_grad_norm", &fcproj_grad_norms}, {"mlp_hidden_rms", &f.mlp_hidden_rms}};
+    for (const auto& [name, values] : blocks) r += std::string(", \"") + name + "\": " + json_array(*values);
     r += ", \"logit_max\": " + json_number(f.logits.logit_max) + ", \"log_z_mean\": " + json_number(f.logits.log_z_mean);
     return r + "}";
 }
@@ -476,7 +481,7 @@ static int train(Run& r) {
         if (stats_step) {
             std::vector<double> grad_norms = model->stream_grad_norms();  // of loss / grad_accum
             for (double& g : grad_norms) g *= r.grad_accum;
-            log.write(stats_record(step, stats, grad_norms));
+            log.write(stats_record(step, stats, grad_norms, model->fcproj_grad_norms()));
         }
         loss /= r.grad_accum;
         const double norm = model->grad_norm();

@@ -143,7 +143,8 @@ TEST_F(Diagnostics, StatsRecordsHoldTheMeasurements) {
         EXPECT_EQ(json_numbers(s, "rms").size(), L + 1);
         EXPECT_EQ(json_numbers(s, "rms_half").size(), 2 * L + 1);
         EXPECT_EQ(json_numbers(s, "grad_norm_scaled_half").size(), 2 * L + 1);
-        EXPECT_EQ(json_numbers(s, "attn_logit_max").size(), L);
+        for (const char* key : {"attn_logit_max", "param_norm", "fcproj_grad_norm", "mlp_hidden_rms"})
+            EXPECT_EQ(json_numbers(s, key).size(), L) << key;
         const std::vector<double> grad = json_numbers(s, "grad_norm"), rms = json_numbers(s, "rms"),
                                   scaled = json_numbers(s, "grad_norm_scaled");
         ASSERT_EQ(scaled.size(), L + 1);
@@ -155,6 +156,11 @@ TEST_F(Diagnostics, StatsRecordsHoldTheMeasurements) {
     EXPECT_NEAR(log_z, std::log((double)cfg.V), 0.05);
     EXPECT_LT(json_number(records[0], "logit_max"), 1.0);
     for (double a : json_numbers(records[0], "attn_logit_max")) EXPECT_LT(std::fabs(a), 0.1);
+    // The step-0 record and ./eval on the same checkpoint see the same weights.
+    const std::string j = eval("-B 2 -eval_batches 1 -diag_batches 1");
+    const std::vector<double> logged = json_numbers(records[0], "param_norm"), evaluated = json_numbers(j, "param_norm");
+    ASSERT_EQ(logged.size(), evaluated.size());
+    for (size_t l = 0; l < L; l++) EXPECT_NEAR(logged[l], evaluated[l], 1e-7 * evaluated[l]) << l;
 }
 
 }  // namespace

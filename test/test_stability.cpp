@@ -540,7 +540,7 @@ TEST(BlockNorms, ParameterNormOfConstantWeightsCountsTheBlocksParameters) {
         std::fill(t.params.begin(), t.params.end(), 2.0f);
         const CpuModel<double> m = load<double>(t);
         const double C = 8, count = 12 * C * C + 13 * C + (p == Placement::Peri ? 4 * C : 0);
-        const std::vector<double> norms = stability::block_param_norms(m);
+        const std::vector<double> norms = diag::block_param_norms(m);
         ASSERT_EQ(norms.size(), 3u);
         for (double n : norms) EXPECT_NEAR(n, 2 * std::sqrt(count), 1e-12) << placement_name(p);
     }
@@ -553,7 +553,7 @@ TEST(FcprojGradNorm, MatchesFiniteDifferences) {
         CpuModel<double> m = load<double>(t);
         std::fill(m.grads.begin(), m.grads.end(), 0.0);
         m.backward(1.0);
-        const std::vector<double> got = stability::fcproj_grad_norms(m);
+        const std::vector<double> got = diag::fcproj_grad_norms(m);
         const std::vector<double> whole = stability::block_param_grad_norms(m);
         const size_t size = (size_t)4 * m.cfg.C * m.cfg.C;
         for (int l = 0; l < m.cfg.L; l++) {
@@ -577,7 +577,7 @@ TEST(FcprojGradNorm, MatchesFiniteDifferences) {
 TEST(MlpHiddenRms, IsTheRmsOfGeluOfTheFcActivation) {
     const Tiny t = make_tiny(Placement::Pre, 1.0f);
     CpuModel<double> m = load<double>(t);
-    const std::vector<double> got = stability::mlp_hidden_rms(m);
+    const std::vector<double> got = diag::mlp_hidden_rms(m);
     for (int l = 0; l < m.cfg.L; l++) {
         double sq = 0;
         const std::vector<double>& fc = m.block_activations(l).fc;
