@@ -31,7 +31,9 @@
 #include "adamw.cuh"
 #include "attention.cuh"
 #include "backend.h"
+#include "block_norms.h"
 #include "cuda_common.cuh"
+#include "diagnostics.cuh"
 #include "encoder.cuh"
 #include "gelu.cuh"
 #include "gpt2.h"
@@ -175,7 +177,8 @@ class CudaBackend : public Backend {
 public:
     CudaBackend(const ModelConfig& cfg, int B, int T_, const std::string& device)
         : model(cfg, B, T_), m(model.ops.template alloc<float>(model.params.size())),
-          v(model.ops.template alloc<float>(model.params.size())), device(device) {
+          v(model.ops.template alloc<float>(model.params.size())), device(device),
+          diag_scratch(std::max<size_t>(gpu::diagnostics_scratch(B, T_, cfg.NH), gpu::SUMSQ_MAX_BLOCKS)) {
         model.ops.finish();
     }
 
@@ -219,6 +222,39 @@ public:
     std::vector<StreamStats> stream_stats() override { return model.half_stream_stats(); }
     void record_stream_grads(bool on) override { model.record_stream_grads = on; }
     std::vector<double> stream_grad_norms() override { return model.stream_grad_norm; }
+    std::vector<double> stream_rms() override {
+        std::vector<double> out;
+        for (int j = 0; j <= 2 * model.cfg.L; j++) out.push_back(rms(model.half_stream(j), (size_t)model.N * model.cfg.C));
+        return out;
+    }
+    std::vector<double> mlp_hidden_rms() override {
+        std::vector<double> out;
+        for (int l = 0; l < model.cfg.L; l++) {
+            const DeviceArray<T>& gelu = model.block_activations(l).gelu;
+            out.push_back(rms(gelu.data(), gelu.size()));
+        }
+        return out;
+    }
+    std::vector<double> block_param_norms() override {
+        return diag::block_norms_by(model.cfg, [&](size_t offset, size_t n) { return sum_sq(model.params.data() + offset, n); });
+    }
+    std::vector<double> fcproj_grad_norms() override {
+        const size_t size = (size_t)4 * model.cfg.C * model.cfg.C;
+        std::vector<double> out;
+        for (int l = 0; l < model.cfg.L; l++) out.push_back(std::sqrt(sum_sq(model.g.fcprojw + l * size, size)));
+        return out;
+    }
+    std::vector<double> attn_logit_max() override {
+        std::vector<double> out;
+        for (int l = 0; l < model.cfg.L; l++)
+            out.push_back(gpu::attention_logit_max(model.block_activations(l).qkv.data(), model.B, model.Tn,
+                                                   model.cfg.C, model.cfg.NH, diag_scratch.data(), model.ops.stream));
+        return out;
+    }
+    LogitStats logit_stats() override {
+        return gpu::logit_statistics(model.logits_data(), model.N, model.cfg.V, model.cfg.Vp, diag_scratch.data(),
+                                     model.ops.stream);
+    }
 
     // The parameter gradients (num_parameters floats, file order); for the tests.
     void get_grads(float* out) { model.grads.download(out, model.ops.stream); }
@@ -228,6 +264,17 @@ public:
 private:
     DeviceArray<float> m, v;  // AdamW moments, file order
     std::string device;       // the GPU's description
+    DeviceArray<float> diag_scratch;  // the diagnostics: sums of squares, per-row maxima
+
+    // Σ x² and sqrt(mean x²) of n device elements.
+    template <typename E>
+    double sum_sq(const E* x, size_t n) {
+        return gpu::sum_of_squares(x, n, diag_scratch.data(), model.ops.stream);
+    }
+    template <typename E>
+    double rms(const E* x, size_t n) {
+        return std::sqrt(sum_sq(x, n) / n);
+    }
 };
 
 bool cuda_device_available(std::string* description) {

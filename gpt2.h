@@ -165,6 +165,8 @@ public:
 
     // Logits (N,Vp) of the last forward (backward overwrites them with their gradient).
     const Act* logits_data() const { return logits.data(); }
+    // Per-position losses (N) of the last forward (./eval's per-sequence perplexity).
+    const Acc* losses_data() const { return losses.data(); }
     // Saved values of block l from the last forward (read by the tangent pass in stability.h).
     const BlockActs& block_activations(int l) const { return blocks[l]; }
     // The input (N,C) that one half of block l saw in the last forward: X_l for the attention
