@@ -1,7 +1,8 @@
-// Fuzz target: the model checkpoint reader (model.h). Any bytes must either load as a model whose
+// Fuzz target: the model checkpoint reader (checkpoint.h). Any bytes must either load as a model whose
 // sizes are valid and whose every parameter tensor lies inside the buffer read, or be refused
 // with an InputError.
 #include "fuzz_input.h"
+#include "checkpoint.h"
 #include "model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

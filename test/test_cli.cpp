@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model.h"
+#include "checkpoint.h"
 #include "rng.h"
 #include "test_files.h"
 

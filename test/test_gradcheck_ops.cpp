@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cpu_ops.h"
+#include "matmul.h"
 #include "rng.h"
 
 namespace {

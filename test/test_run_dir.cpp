@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint.h"
 #include "model.h"
 #include "test_files.h"
 
