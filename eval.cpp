@@ -31,12 +31,14 @@
 #include "setup.h"
 #include "stability.h"
 #include "tokenizer.h"
+#include "baselines.h"
 
 constexpr const char* DEFAULT_TOKENIZER = "data/gpt2_tokenizer.bin";
 
 struct EvalOptions {
     std::string model_path, val_data, device, precision, json_path, pairs_path, tokenizer_path;
     bool tokenizer_given;
+    std::string train_data;  // for the baselines
     int B, T, eval_batches, threads, diag_batches, directions, noise_samples;
     int samples, sample_len, prompt_len, top_k;
     double sigma, temperature;
@@ -47,6 +49,7 @@ static const char* USAGE =
     "usage: ./eval -model FILE [-name value ...]\n"
     "  -model FILE        checkpoint to evaluate (model_%08d.bin or an llm.c GPT-2 file)\n"
     "  -val_data GLOB     validation shards (the bundled corpus)\n"
+    "  -train_data GLOB   training shards, for the unigram_ce and bigram_ce baselines (the bundled corpus)\n"
     "  -B N (8)  -T N (256 on CPU, 1024 on CUDA)  -eval_batches N (10): loss, accuracy, ROUGE\n"
     "  -device auto|cpu|cuda (auto)  -precision bf16|fp32 (bf16)  -threads N\n"
     "  -json FILE         write every result as one JSON object\n"
@@ -63,6 +66,7 @@ static EvalOptions parse_options(int argc, char** argv) {
     EvalOptions o;
     o.model_path = f.str("model", "");
     o.val_data = f.str("val_data", DEFAULT_VAL_DATA);
+    o.train_data = f.str("train_data", DEFAULT_TRAIN_DATA);
     o.device = f.str("device", "auto", {"auto", "cpu", "cuda"});
     o.precision = f.str("precision", "bf16", {"bf16", "fp32"});
     o.B = (int)f.integer("B", 8, 1, 1 << 20);
@@ -93,6 +97,7 @@ static EvalOptions parse_options(int argc, char** argv) {
 
 struct Results {
     double val_loss = 0, accuracy = 0;
+    BaselineLoss baselines;  // unigram_ce, bigram_ce of the evaluated tokens (baselines.h)
     long long tokens = 0;
     // ROUGE F1, mean over sequences: [0] plain, [1] Porter-stemmed; each rouge1, rouge2, rougeL.
     bool have_rouge = false;
@@ -271,6 +276,8 @@ static void generate_samples(const EvalOptions& o, int T, const ModelConfig& cfg
 static void print_table(const Results& r, int L) {
     std::printf("val loss %.4f | val ppl %.2f | accuracy %.4f (%lld tokens)\n", r.val_loss, std::exp(r.val_loss),
                 r.accuracy, r.tokens);
+    std::printf("baselines on the same tokens: unigram_ce %.4f | bigram_ce %.4f\n", r.baselines.unigram_ce(),
+                r.baselines.bigram_ce());
     if (r.have_rouge) {
         std::printf("ROUGE F1 (argmax predictions vs targets, %lld sequences):  rouge1   rouge2   rougeL\n", r.sequences);
         for (int stem = 0; stem < 2; stem++)
@@ -313,6 +320,8 @@ static std::string to_json(const EvalOptions& o, const ModelConfig& cfg, const s
     field("tokens", std::to_string(r.tokens));
     field("val_loss", json_number(r.val_loss));
     field("val_ppl", json_number(std::exp(r.val_loss)));
+    field("unigram_ce", json_number(r.baselines.unigram_ce()));
+    field("bigram_ce", json_number(r.baselines.bigram_ce()));
     field("accuracy", json_number(r.accuracy));
     if (r.have_rouge) {
         const char* names[3] = {"rouge1", "rouge2", "rougeL"};
@@ -408,6 +417,7 @@ static int evaluate(const EvalOptions& o) {
     std::fflush(stdout);
 
     Results r;
+    r.baselines = evaluated_baselines(o.train_data, cfg.V, true, val, o.eval_batches, size_t(o.B) * T);
     evaluate_metrics(o, *backend, ref, cpu != nullptr, val, tok.get(), r);
     evaluate_diagnostics(o, ref, val, r);
     if (tok) generate_samples(o, T, cfg, params, val, *tok, r);

@@ -5,7 +5,7 @@
 //   ./train -init d12 -train_data "owt/train_*.bin" -val_data "owt/val_*.bin" -out runs/x
 //
 // Exit status: 0 done, 2 bad input (one line naming the flag or file, before any work),
-// 3 diverged (non-finite loss or gradient norm, or loss above the divergence threshold).
+// 3 stopped as nonfinite or diverged (README "Run outcomes").
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "baselines.h"
 #include "dataloader.h"
 #include "errors.h"
 #include "flags.h"
@@ -37,9 +38,9 @@ struct TrainOptions {
     float dt;
     bool placement_given, dt_given;
     std::string init, train_data, val_data, out_dir, device, precision;
-    int B, T, steps, warmup, eval_every, eval_batches, save_every, stats_every, threads;
+    int B, T, steps, warmup, eval_every, eval_batches, save_every, stats_every, threads, outcome_window;
     long long total_batch;
-    double lr, lr_min, wd, beta1, beta2, eps, clip, diverge_margin;
+    double lr, lr_min, wd, beta1, beta2, eps, clip, diverge_rise, spike_rise;
     uint64_t seed;
     bool shuffle, resume;
     std::string command;  // the command line, for config.json
@@ -54,7 +55,7 @@ static const char* USAGE =
     "  -B N  -T N  -total_batch TOKENS  micro-batch, sequence length, tokens per step (B*T)\n"
     "  -steps N (1000)  -lr X (6e-4)  -lr_min X (lr/10)  -warmup N (20, at most steps/10)  -wd X (0.1)\n"
     "  -beta1 X (0.9)  -beta2 X (0.95)  -eps X (1e-8)  -clip X (1.0; 0 = off)\n"
-    "  -diverge_margin X (1.0; 0 = off): diverged when loss > first loss + X after warmup\n"
+    "  -outcome_window N (20)  -diverge_rise X (1.0)  -spike_rise X (1.0): run outcomes (README)\n"
     "  -seed N (42)  -shuffle 0|1 (1)  -eval_every N (100)  -eval_batches N (10)\n"
     "  -save_every N (250)  -out DIR (out)  -resume 0|1 (0)\n"
     "  -stats_every N (0 = off): hidden-state and gradient statistics per layer into log.jsonl\n"
@@ -87,7 +88,9 @@ static TrainOptions parse_options(int argc, char** argv) {
     o.beta2 = f.real("beta2", 0.95, 0.0, 1.0);
     o.eps = f.real("eps", 1e-8, 0.0, 1.0, true);
     o.clip = f.real("clip", 1.0, 0.0, 1e9);
-    o.diverge_margin = f.real("diverge_margin", 1.0, 0.0, 1e9);
+    o.outcome_window = (int)f.integer("outcome_window", 20, 1, 1 << 30);
+    o.diverge_rise = f.real("diverge_rise", 1.0, 0.0, 1e9, true);
+    o.spike_rise = f.real("spike_rise", 1.0, 0.0, 1e9, true);
     o.seed = (uint64_t)f.integer("seed", 42, 0, (1LL << 62));
     o.shuffle = f.integer("shuffle", 1, 0, 1) == 1;
     o.eval_every = (int)f.integer("eval_every", 100, 0, 1 << 30);
@@ -107,8 +110,8 @@ static TrainOptions parse_options(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // Optimiser state files: state_%08d.bin beside model_%08d.bin, the number being the steps done.
 // int32 header[256]: [0] magic, [1] version, [2] steps done, [3] placement; [4..5] num params,
-// [6..7] seed, [8..9] loader epoch, [10..11] loader cursor (uint64 as two int32), [12..13]
-// first loss (double bits); then float32 m[num params], v[num params] in file order.
+// [6..7] seed, [8..9] loader epoch, [10..11] loader cursor (uint64 as two int32), the rest 0;
+// then float32 m[num params], v[num params] in file order.
 
 constexpr int32_t STATE_MAGIC = 20251129;
 constexpr int32_t STATE_VERSION = 1;
@@ -117,7 +120,6 @@ struct TrainState {
     int steps_done = 0;
     uint64_t seed = 0;
     LoaderState loader{};
-    double first_loss = 0;
     std::vector<float> m, v;
 };
 
@@ -133,7 +135,6 @@ static void write_state(const std::string& path, const TrainState& s, Placement 
     h[0] = STATE_MAGIC; h[1] = STATE_VERSION; h[2] = s.steps_done; h[3] = (int32_t)placement;
     put_u64(&h[4], s.m.size()); put_u64(&h[6], s.seed);
     put_u64(&h[8], s.loader.epoch); put_u64(&h[10], s.loader.cursor);
-    std::memcpy(&h[12], &s.first_loss, sizeof(double));
     write_file_atomically(path, {{h, sizeof h}, {s.m.data(), s.m.size() * sizeof(float)},
                                  {s.v.data(), s.v.size() * sizeof(float)}});
 }
@@ -151,7 +152,6 @@ static TrainState read_state(const std::string& path, size_t num_params) {
     s.steps_done = h[2];
     s.seed = get_u64(&h[6]);
     s.loader = {get_u64(&h[8]), get_u64(&h[10])};
-    std::memcpy(&s.first_loss, &h[12], sizeof(double));
     s.m.resize(num_params);
     s.v.resize(num_params);
     if (!in.read((char*)s.m.data(), num_params * sizeof(float)) || !in.read((char*)s.v.data(), num_params * sizeof(float)))
@@ -197,7 +197,8 @@ static void make_dirs(const std::string& dir) {
 class RunLog {
 public:
     // Opens DIR/log.jsonl. When resuming after `keep_before` steps, records of later steps (from
-    // a run that went on past its last checkpoint) are dropped so the log reads as one run.
+    // a run that went on past its last checkpoint) are dropped so the log reads as one run; the
+    // training losses of the kept steps are in losses(), in step order.
     RunLog(const std::string& dir, bool resuming, int keep_before) : path(dir + "/log.jsonl") {
         std::vector<std::string> kept;
         if (resuming) {
@@ -205,7 +206,10 @@ public:
             std::string line;
             while (std::getline(in, line)) {
                 long step = -1;
-                if (std::sscanf(line.c_str(), "{\"step\": %ld", &step) == 1 && step < keep_before) kept.push_back(line);
+                if (std::sscanf(line.c_str(), "{\"step\": %ld", &step) != 1 || step >= keep_before) continue;
+                kept.push_back(line);
+                double loss;
+                if (std::sscanf(line.c_str(), "{\"step\": %ld, \"loss\": %lf", &step, &loss) == 2) losses_.push_back(loss);
             }
         }
         std::string text;
@@ -219,8 +223,10 @@ public:
         std::fprintf(file, "%s\n", json.c_str());
         std::fflush(file);
     }
+    const std::vector<double>& losses() const { return losses_; }
 
 private:
+    std::vector<double> losses_;
     std::string path;
     FILE* file;
 };
@@ -272,7 +278,9 @@ static void write_config(const Run& r, Backend& model, const DataLoader& train, 
     field("beta2", json_number(o.beta2));
     field("eps", json_number(o.eps));
     field("clip", json_number(o.clip));
-    field("diverge_margin", json_number(o.diverge_margin));
+    field("outcome_window", std::to_string(o.outcome_window));
+    field("diverge_rise", json_number(o.diverge_rise));
+    field("spike_rise", json_number(o.spike_rise));
     field("seed", std::to_string(r.state.seed));
     field("shuffle", std::to_string((int)o.shuffle));
     field("eval_every", std::to_string(o.eval_every));
@@ -434,6 +442,8 @@ static int train(Run& r) {
 
     TrainState& state = r.state;
     const int first_step = state.steps_done;
+    OutcomeTracker outcome({o.outcome_window, o.diverge_rise, o.spike_rise, o.warmup});
+    for (double past : log.losses()) outcome.observe(past, 0.0);  // resuming: the steps already done
     for (int step = first_step; step < o.steps; step++) {
         if (val_data && step % o.eval_every == 0) {
             const double val_loss = evaluate(*model, *val_data, o.eval_batches);
@@ -460,12 +470,12 @@ static int train(Run& r) {
         }
         loss /= r.grad_accum;
         const double norm = model->grad_norm();
-        if (step == 0) state.first_loss = loss;
-        const std::string reason = divergence_reason(loss, norm, state.first_loss, step, o.warmup, o.diverge_margin);
+        const std::string reason = outcome.observe(loss, norm);
         if (!reason.empty()) {
-            log.write("{\"step\": " + std::to_string(step) + ", \"event\": \"diverged\", \"reason\": \"" + reason +
-                      "\", \"loss\": " + json_number(loss) + ", \"grad_norm\": " + json_number(norm) + "}");
-            std::printf("diverged at step %d: %s\n", step, reason.c_str());
+            log.write("{\"step\": " + std::to_string(step) + ", \"event\": \"diverged\", \"outcome\": \"" +
+                      outcome.outcome() + "\", \"reason\": \"" + reason + "\", \"loss\": " + json_number(loss) +
+                      ", \"grad_norm\": " + json_number(norm) + ", \"spikes\": " + std::to_string(outcome.spikes()) + "}");
+            std::printf("%s at step %d: %s\n", outcome.outcome().c_str(), step, reason.c_str());
             return 3;
         }
         const double lr = learning_rate(step, o.steps, o.lr, o.lr_min, o.warmup);
@@ -485,18 +495,32 @@ static int train(Run& r) {
             std::printf("saved %s\n", numbered(o.out_dir, "model", state.steps_done).c_str());
         }
     }
-    if (val_data && first_step < o.steps) {
-        const double val_loss = evaluate(*model, *val_data, o.eval_batches);
-        std::printf("step %5d | val loss %.4f | val ppl %.2f\n", o.steps, val_loss, std::exp(val_loss));
+    // The outcome of a finished run: collapsed or ok from the final validation loss against
+    // unigram_ce of the same tokens; without validation data (-eval_every 0) only "ok".
+    double val_loss = NAN, unigram = NAN;
+    std::string result = "ok";
+    if (val_data) {
+        val_loss = evaluate(*model, *val_data, o.eval_batches);
+        unigram = evaluated_baselines(o.train_data, r.cfg.V, false, *val_data, o.eval_batches, size_t(o.B) * o.T)
+                      .unigram_ce();
+        std::printf("step %5d | val loss %.4f | val ppl %.2f | unigram_ce %.4f\n", o.steps, val_loss, std::exp(val_loss),
+                    unigram);
         log.write("{\"step\": " + std::to_string(o.steps) + ", \"val_loss\": " + json_number(val_loss) +
-                  ", \"val_ppl\": " + json_number(std::exp(val_loss)) + "}");
-        if (!std::isfinite(val_loss)) {  // the last update broke the model
-            log.write("{\"step\": " + std::to_string(o.steps) + ", \"event\": \"diverged\", \"reason\": " +
-                      "\"final val loss is not finite\", \"loss\": null, \"grad_norm\": null}");
-            std::printf("diverged at step %d: final val loss is not finite\n", o.steps);
-            return 3;
-        }
+                  ", \"val_ppl\": " + json_number(std::exp(val_loss)) + ", \"unigram_ce\": " + json_number(unigram) + "}");
+        result = final_outcome(val_loss, unigram);
     }
+    const std::string record = "{\"step\": " + std::to_string(o.steps) + ", \"event\": \"outcome\", \"outcome\": \"" +
+                               result + "\", \"spikes\": " + std::to_string(outcome.spikes()) + ", \"val_loss\": " +
+                               json_number(val_loss) + ", \"unigram_ce\": " + json_number(unigram) + "}";
+    if (result == "nonfinite") {  // the last update broke the model
+        log.write("{\"step\": " + std::to_string(o.steps) + ", \"event\": \"diverged\", \"outcome\": \"nonfinite\", " +
+                  "\"reason\": \"final val loss is not finite\", \"loss\": null, \"grad_norm\": null, \"spikes\": " +
+                  std::to_string(outcome.spikes()) + "}");
+        std::printf("nonfinite at step %d: final val loss is not finite\n", o.steps);
+        return 3;
+    }
+    log.write(record);
+    std::printf("outcome: %s, %d transient spike%s\n", result.c_str(), outcome.spikes(), outcome.spikes() == 1 ? "" : "s");
     return 0;
 }
 
