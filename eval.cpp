@@ -443,6 +443,7 @@ static int evaluate(const EvalOptions& o) {
 int main(int argc, char** argv) {
     return run_program("eval", USAGE, argc, argv, [&] {
         EvalOptions opt = parse_options(argc, argv);
+        flush_subnormals_to_zero();
         if (opt.threads > 0) omp_set_num_threads(opt.threads);
         return evaluate(opt);
     });

@@ -527,6 +527,7 @@ static int train(Run& r) {
 int main(int argc, char** argv) {
     return run_program("train", USAGE, argc, argv, [&] {
         TrainOptions opt = parse_options(argc, argv);
+        flush_subnormals_to_zero();
         if (opt.threads > 0) omp_set_num_threads(opt.threads);
         Run run = prepare(opt);
         return train(run);
