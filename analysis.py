@@ -14,21 +14,27 @@ import math
 # ---------------------------------------------------------------------------------------------
 # E3's learning rate
 
-def edge_of_stability(outcomes, placements):
-    """The edge-of-stability learning rate of an E1 sweep: the smallest learning rate at which a
-    run of one of `placements` did not end ok; when every such run ended ok, the largest learning
-    rate (E3 then tests it, and says so). `outcomes` maps (placement, lr) to the outcomes of its
-    runs. Returns (lr, a sentence saying why), or (None, why not)."""
-    lrs = sorted({lr for (ln, lr) in outcomes if ln in placements})
-    if not lrs:
-        return None, "no recorded run of " + ", ".join(placements)
+def edge_of_stability(results, placements):
+    """The edge-of-stability learning rate of an E1 sweep: among the learning rates above the one
+    of the lowest final loss of `placements`' runs (so that a run too slow to learn at a small
+    learning rate does not count as unstable), the smallest at which one of those runs did not
+    end ok; when every such run ended ok, the largest learning rate (E3 then tests it, and says
+    so). `results` maps (placement, lr) to a list of (outcome, final loss or None) of its runs.
+    Returns (lr, a sentence saying why), or (None, why not)."""
+    mine = {(ln, lr): runs for (ln, lr), runs in results.items() if ln in placements}
+    finished = [(loss, lr) for (ln, lr), runs in mine.items() for outcome, loss in runs if loss is not None]
+    if not finished:
+        return None, "no finished run of " + ", ".join(placements)
+    best_lr = min(finished)[1]
+    lrs = sorted({lr for (ln, lr) in mine if lr > best_lr})
     for lr in lrs:
-        bad = [(ln, o) for (ln, l), outs in sorted(outcomes.items()) if l == lr and ln in placements
-               for o in outs if o != "ok"]
+        bad = [(ln, o) for (ln, l), runs in sorted(mine.items()) if l == lr for o, _ in runs if o != "ok"]
         if bad:
             what = ", ".join(f"{ln}: {o}" for ln, o in bad)
-            return lr, f"the smallest learning rate at which a run did not end ok ({what})"
-    return lrs[-1], "every run ended ok; the largest learning rate of the grid"
+            return lr, (f"the smallest learning rate above the best one ({best_lr:g}) at which a run did not end ok "
+                        f"({what})")
+    top = max(lr for (ln, lr) in mine)
+    return top, "every run above the best learning rate ended ok; the largest learning rate of the grid"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -620,7 +620,218 @@ def collect(s, runs):
     md = markdown(s, runs, records)
     with open(os.path.join(s.out, "results.md"), "w", encoding="utf-8") as f:
         f.write(md)
-    return records, md
+    return records, md + experiment_markdown(s, runs, records)
+
+
+# ---------------------------------------------------------------------------------------------
+# Experiment reports (docs/experiments.md, "The protocol"): the tables of E1, E2 and E3, written
+# to OUT/experiment.md and OUT/{e1,e2,e3}_*.csv beside the per-run tables.
+
+def final_val_loss(rec):
+    """The final validation loss of a finished run (./eval's), else None."""
+    return rec["eval"].get("val_loss") if rec and rec["eval"] else None
+
+
+def group_without(runs, drop):
+    """Configurations with the field `drop` (an index into Run.config) left out, in grid order,
+    each with its runs."""
+    groups = {}
+    for r in runs:
+        key = tuple(v for i, v in enumerate(r.config) if i != drop)
+        groups.setdefault(key, []).append(r)
+    return groups
+
+
+def short_label(ln, dt, precision=None, depth=None):
+    return (f"{PLACEMENT_LABEL[ln]} Δt={fmt_num(dt)}" + (f" L={depth}" if depth else "") +
+            (f" {precision}" if precision else ""))
+
+
+def e1_report(s, runs, records):
+    """E1: final loss against learning rate per configuration; L*, its lr and the LR
+    sensitivity; writes lr.csv. Returns (markdown lines, rows)."""
+    lrs = sorted({r.lr for r in runs})
+    lines = ["## E1: learning-rate sensitivity", "",
+             "Final validation loss per learning rate (one run per cell; a run that stopped shows its outcome "
+             "and counts as L_init, the mean step-0 training loss; (c) = collapsed: not below unigram_ce). "
+             "LR sensitivity = mean over the grid of min(L(η), L_init) − L* (Wortsman et al. 2023).", "",
+             "| configuration | " + " | ".join(f"lr {fmt_num(lr)}" for lr in lrs) + " | L* (lr) | LR sensitivity |",
+             "|---|" + "---|" * len(lrs) + "---|---|"]
+    rows, summary = [], []
+    for key, group in group_without(runs, 3).items():
+        ln, dt, wd, depth, precision = key
+        recs = {r.lr: records.get(r.name) for r in group}
+        inits = [first_loss(rec["log"]) for rec in recs.values() if rec and first_loss(rec["log"]) is not None]
+        if not inits:
+            continue
+        l_init = statistics.fmean(inits)
+        cells, losses = [], {}
+        for lr in lrs:
+            rec = recs.get(lr)
+            if not rec:
+                cells.append("…")
+                continue
+            res = rec["result"]
+            loss = final_val_loss(rec)
+            losses[lr] = loss
+            if res["outcome"] in FINISHED:
+                cells.append(f"{loss:.3f}" + (" (c)" if res["outcome"] == "collapsed" else ""))
+            else:
+                cells.append(f"{res['outcome']} @{res.get('stopped_step')}")
+            rows.append(dict(ln=ln, dt=dt, wd=wd, depth=depth, precision=precision, lr=lr, outcome=res["outcome"],
+                             spikes=res.get("spikes"), val_loss=loss, unigram_ce=res.get("unigram_ce"),
+                             initial_loss=l_init))
+        best, best_lr, sens = analysis.lr_sensitivity(losses, l_init)
+        summary.append((best, short_label(ln, dt, precision, depth)))
+        lines.append(f"| {short_label(ln, dt, precision, depth)} | " + " | ".join(cells) + " | " +
+                     (f"{best:.3f} ({fmt_num(best_lr)})" if best is not None else "—") + " | " +
+                     (f"{sens:.3f}" if sens is not None else "—") + " |")
+    uni = [row["unigram_ce"] for row in rows if row.get("unigram_ce") is not None]
+    done = [x for x in summary if x[0] is not None]
+    if done and uni:
+        best, label = min(done)
+        lines += ["", f"Best configuration: {label}, L* = {best:.3f}; unigram_ce − L* = {statistics.fmean(uni) - best:.3f} "
+                      f"nats (unigram_ce {statistics.fmean(uni):.3f})."]
+    results = {}
+    for row in rows:
+        results.setdefault((row["ln"], row["lr"]), []).append((row["outcome"], row["val_loss"]))
+    edge = analysis.edge_of_stability(results, ("pre", "peri"))
+    if edge[0] is not None:
+        lines += ["", f"Edge of stability (the learning rate of E3): {fmt_num(edge[0])}, {edge[1]}."]
+    write_csv(os.path.join(s.out, "lr.csv"), ["ln", "dt", "wd", "depth", "precision", "lr", "outcome", "spikes",
+                                                 "val_loss", "unigram_ce", "initial_loss"], rows)
+    return lines, rows
+
+
+def profile(rec, stage, key):
+    """The series X_0..X_L of one run: at "init" from ./train's stats record of step 0, after
+    training ("trained") from eval.json."""
+    if stage == "init":
+        first = next((r for r in rec["log"] if r.get("event") == "stats" and r.get("step") == 0), None)
+        return first.get(key) if first else None
+    return layer_series(rec["eval"])[key] if rec["eval"] else None
+
+
+def e2_report(s, runs, records):
+    """E2: for mean_abs and entry_var of X_1..X_L (the embedding X_0 left out, so that a first-block
+    jump is not read as growth) at init and after training, the linear, quadratic and exponential
+    fits and the AICc winner per run; writes fits.csv. Returns (markdown lines, rows)."""
+    lines = ["## E2: growth of the hidden states with depth", "",
+             "Fits over the layers i = 1..L of one run each (least squares; AICc, lower is better; a law with too "
+             "few points for AICc is not compared). Rate: slope per layer (linear), curvature (quadratic) or factor "
+             "per layer e^r (exponential). ΔAICc = the runner-up's AICc minus the winner's.", "",
+             "| configuration | L | stage | quantity | X_1 → X_L | winner | rate | ΔAICc | AICc lin / quad / exp |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    rows = []
+    for r in runs:
+        rec = records.get(r.name)
+        if not rec:
+            continue
+        for stage in ("init", "trained"):
+            for key in ("mean_abs", "entry_var"):
+                y = profile(rec, stage, key)
+                if not y or len(y) < 3 or any(v is None for v in y):
+                    continue
+                xs, ys = list(range(1, len(y))), y[1:]
+                fits, winner = analysis.fit_laws(xs, ys)
+                aicc = {law: fits[law]["aicc"] for law in fits}
+                kind, rate = analysis.law_rate(winner, fits[winner]["params"]) if winner else (None, None)
+                others = sorted(v for law, v in aicc.items() if v is not None and law != winner)
+                delta = others[0] - aicc[winner] if winner and others else None
+                depth = r.depth or len(y) - 1
+                rows.append(dict(run_keys(r), stage=stage, quantity=key, first=ys[0], last=ys[-1], winner=winner,
+                                 rate_kind=kind, rate=rate, delta_aicc=delta,
+                                 **{f"aicc_{law}": aicc.get(law) for law in analysis.LAWS},
+                                 **{f"{law}_{p}": v for law in fits for p, v in fits[law]["params"].items()}))
+                fmt = lambda v: "—" if v is None else f"{v:.1f}"
+                lines.append(f"| {short_label(r.ln, r.dt, r.precision)} (seed {r.seed}) | {depth} | {stage} | {key} | "
+                             f"{ys[0]:.3g} → {ys[-1]:.3g} | {winner or '—'} | "
+                             f"{'—' if rate is None else f'{kind} {rate:.3g}'} | {fmt(delta)} | "
+                             f"{' / '.join(fmt(aicc.get(law)) for law in analysis.LAWS)} |")
+    columns = RUN_KEYS + ["stage", "quantity", "first", "last", "winner", "rate_kind", "rate", "delta_aicc"] + \
+        [f"aicc_{law}" for law in analysis.LAWS] + ["linear_a", "linear_b", "quadratic_a", "quadratic_b", "quadratic_c",
+                                                    "exponential_a", "exponential_r"]
+    write_csv(os.path.join(s.out, "fits.csv"), columns, rows)
+    return lines, rows
+
+
+def e3_report(s, runs, records):
+    """E3: outcome counts per configuration and Fisher's exact tests (two-sided) of Pre- vs
+    Peri-LN and of weight decay on vs off; Welch tests of the final loss; writes tests.csv.
+    Returns (markdown lines, rows)."""
+    recs = [(r, records[r.name]) for r in runs if records.get(r.name)]
+    stopped = lambda rec: rec["result"]["outcome"] in ("diverged", "nonfinite")
+    not_ok = lambda rec: rec["result"]["outcome"] != "ok"
+    lines = ["## E3: divergence with and without weight decay", "",
+             f"Learning rate {', '.join(sorted({fmt_num(r.lr) for r in runs}))}; outcome counts over the seeds.", "",
+             "| configuration | wd | runs | ok | collapsed | diverged | nonfinite | spikes | val loss (finished) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for key, group in group_without(runs, 99).items():
+        got = [records[r.name] for r in group if records.get(r.name)]
+        if not got:
+            continue
+        ln, dt, wd, lr, depth, precision = key
+        counts = outcome_counts(got)
+        lines.append(f"| {short_label(ln, dt, precision, depth)} | {fmt_num(wd)} | {len(got)} | " +
+                     " | ".join(str(counts[k]) for k in OUTCOMES) +
+                     f" | {sum(rec['result'].get('spikes') or 0 for rec in got)} | "
+                     f"{fmt_stat([final_val_loss(rec) for rec in got], 3)} |")
+    rows = []
+
+    def test(name, first, second, failed, what):
+        a = sum(1 for rec in first if failed(rec))
+        c = sum(1 for rec in second if failed(rec))
+        p = analysis.fisher_exact(a, len(first) - a, c, len(second) - c)
+        rows.append(dict(test=name, counted=what, first_failed=a, first_runs=len(first), second_failed=c,
+                         second_runs=len(second), p=p))
+        lines.append(f"| {name} | {what} | {a}/{len(first)} | {c}/{len(second)} | {p:.3g} |")
+
+    lines += ["", "Fisher's exact test, two-sided (stopped = diverged or nonfinite; not ok = stopped or collapsed):", "",
+              "| comparison | counted | first | second | p |", "|---|---|---|---|---|"]
+    pick = lambda **want: [rec for r, rec in recs if all(getattr(r, k) == v for k, v in want.items())]
+    wds = sorted({r.wd for r in runs})
+    if len({r.ln for r, _ in recs}) > 1 and recs:
+        for what, failed in (("stopped", stopped), ("not ok", not_ok)):
+            test("Pre-LN vs Peri-LN (all wd, Δt)", pick(ln="pre"), pick(ln="peri"), failed, what)
+    if len(wds) == 2:
+        for ln in ("pre", "peri"):
+            for what, failed in (("stopped", stopped), ("not ok", not_ok)):
+                test(f"{PLACEMENT_LABEL[ln]}: wd {fmt_num(wds[0])} vs {fmt_num(wds[1])} (all Δt)",
+                     pick(ln=ln, wd=wds[0]), pick(ln=ln, wd=wds[1]), failed, what)
+        test(f"wd {fmt_num(wds[0])} vs {fmt_num(wds[1])} (all placements, Δt)", pick(wd=wds[0]), pick(wd=wds[1]),
+             stopped, "stopped")
+    lines += ["", "Final validation loss of the finished runs, Welch's t-test against Peri-LN Δt = 0.1 at the same wd:",
+              "", "| configuration | wd | val loss | accuracy | ROUGE-1 (stemmed) | t | p |", "|---|---|---|---|---|---|---|"]
+    for wd in wds:
+        ref = [final_val_loss(rec) for rec in pick(ln="peri", dt=0.1, wd=wd) if final_val_loss(rec) is not None]
+        for ln in ("pre", "peri"):
+            for dt in sorted({r.dt for r in runs}, reverse=True):
+                got = [rec for rec in pick(ln=ln, dt=dt, wd=wd) if rec["eval"]]
+                vals = [final_val_loss(rec) for rec in got]
+                t = analysis.welch_t(vals, ref) if not (ln == "peri" and dt == 0.1) else None
+                lines.append(f"| {short_label(ln, dt)} | {fmt_num(wd)} | {fmt_stat(vals, 3)} | "
+                             f"{fmt_stat([rec['eval'].get('accuracy') for rec in got], 3)} | "
+                             f"{fmt_stat([(rec['eval'].get('rouge') or {}).get('rouge1_stem') for rec in got], 3)} | "
+                             f"{'—' if t is None else f'{t[0]:.2f}'} | {'—' if t is None else f'{t[2]:.3g}'} |")
+    write_csv(os.path.join(s.out, "tests.csv"), ["test", "counted", "first_failed", "first_runs", "second_failed",
+                                                    "second_runs", "p"], rows)
+    return lines, rows
+
+
+EXPERIMENT_REPORTS = {"e1": e1_report, "e2": e2_report, "e3": e3_report}
+EXPERIMENT_FILES = {"e1": ("experiment.md", "lr.csv", "loss_vs_lr.png"), "e2": ("experiment.md", "fits.csv", "growth.png"),
+                    "e3": ("experiment.md", "tests.csv")}
+
+
+def experiment_markdown(s, runs, records):
+    """OUT/experiment.md for a sweep of an experiment preset ("" for other sweeps)."""
+    if not s.experiment:
+        return ""
+    lines, _ = EXPERIMENT_REPORTS[s.experiment](s, runs, records)
+    md = "\n".join(lines) + "\n"
+    with open(os.path.join(s.out, "experiment.md"), "w", encoding="utf-8") as f:
+        f.write(md)
+    return md
 
 
 # ---------------------------------------------------------------------------------------------
@@ -713,6 +924,68 @@ def draw_figures(s, runs, records):
     fig.tight_layout()
     fig.savefig(os.path.join(s.out, "loss.png"), dpi=110)
     plt.close(fig)
+    draw_experiment_figures(s, runs, records, plt)
+
+
+def draw_experiment_figures(s, runs, records, plt):
+    """loss_vs_lr.png (E1: final validation loss against learning rate) or growth.png (E2:
+    mean_abs and entry_var against layer, at init and after training, every depth)."""
+    if s.experiment == "e1":
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        for key, group in group_without(runs, 3).items():
+            ln, dt, wd, depth, precision = key
+            pts, stopped = [], []
+            for r in sorted(group, key=lambda r: r.lr):
+                rec = records.get(r.name)
+                if not rec:
+                    continue
+                loss = final_val_loss(rec)
+                (pts if loss is not None else stopped).append((r.lr, loss if loss is not None else first_loss(rec["log"])))
+            st = dict(color=COLORS[ln], linestyle="-" if dt == 1 else "--")
+            if pts:
+                ax.plot(*zip(*pts), marker="o", markersize=4, label=short_label(ln, dt, precision, depth), **st)
+            if stopped:
+                ax.plot(*zip(*stopped), linestyle="none", marker="x", markersize=9, color=COLORS[ln])
+        uni = [rec["eval"]["unigram_ce"] for rec in records.values() if rec and rec["eval"] and rec["eval"].get("unigram_ce")]
+        bi = [rec["eval"]["bigram_ce"] for rec in records.values() if rec and rec["eval"] and rec["eval"].get("bigram_ce")]
+        if uni:
+            ax.axhline(statistics.fmean(uni), color="gray", linestyle=":", label="unigram_ce")
+        if bi:
+            ax.axhline(statistics.fmean(bi), color="black", linestyle=":", label="bigram_ce")
+        ax.set_xscale("log")
+        ax.set_xlabel("peak learning rate")
+        ax.set_ylabel("final validation loss (nats)")
+        ax.set_title("E1: final loss against learning rate (× = stopped, at the initial loss)", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(s.out, "loss_vs_lr.png"), dpi=110)
+        plt.close(fig)
+    elif s.experiment == "e2":
+        fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+        depths = sorted({r.depth for r in runs if r.depth})
+        for col, key in enumerate(("mean_abs", "entry_var")):
+            for row, stage in enumerate(("init", "trained")):
+                ax = axes[row][col]
+                for r in runs:
+                    rec = records.get(r.name)
+                    y = profile(rec, stage, key) if rec else None
+                    if not y or any(v is None or v <= 0 for v in y):
+                        continue
+                    alpha = 0.35 + 0.65 * (depths.index(r.depth) + 1) / len(depths) if r.depth in depths else 1
+                    label = short_label(r.ln, r.dt) if r.depth == depths[-1] else None
+                    ax.plot(range(len(y)), y, color=COLORS[r.ln], linestyle="-" if r.dt == 1 else "--",
+                            alpha=alpha, linewidth=1.2, label=label)
+                ax.set_yscale("log")
+                ax.set_xlabel("layer i (0 = embedding)")
+                ax.set_title(f"{key} {'at init (step 0)' if stage == 'init' else 'after training'}", fontsize=10)
+                ax.grid(True, which="both", alpha=0.3)
+        axes[0][0].legend(fontsize=7)
+        fig.suptitle(f"E2: hidden states against layer, L ∈ {{{', '.join(map(str, depths))}}} (fainter = shallower)",
+                     fontsize=11)
+        fig.tight_layout()
+        fig.savefig(os.path.join(s.out, "growth.png"), dpi=110)
+        plt.close(fig)
 
 
 def figures(s, runs, records, allow_other_python=True):
@@ -735,11 +1008,12 @@ def figures(s, runs, records, allow_other_python=True):
 
 
 def publish(s):
-    """Copies results.md and the figures to PREFIX_results.md, PREFIX_*.png (e.g. docs/small_)."""
+    """Copies the tables and figures to PREFIX_NAME (e.g. docs/e1_results.md): results.md,
+    results.csv, layers.csv, the figures and the experiment's own files."""
     prefix = s.publish
     os.makedirs(os.path.dirname(prefix) or ".", exist_ok=True)
     copied = []
-    for name in ("results.md",) + FIGURES:
+    for name in ("results.md", "results.csv", "layers.csv") + FIGURES + EXPERIMENT_FILES.get(s.experiment, ()):
         src = os.path.join(s.out, name)
         if os.path.exists(src):
             shutil.copyfile(src, f"{prefix}_{name}")
@@ -845,12 +1119,12 @@ def edge_lr_from(s):
         raise SweepError(f"--lr-from {folder}: no sweep.json there (run the e1 preset first)")
     e1 = argparse.Namespace(**{**DEFAULTS, **saved, "out": folder})
     runs = make_grid(e1)
-    outcomes = {}
+    results = {}
     for r in runs:
         res = read_json(os.path.join(r.dir, "result.json"))
         if res is not None:
-            outcomes.setdefault((r.ln, r.lr), []).append(res["outcome"])
-    lr, why = analysis.edge_of_stability(outcomes, placements=("pre", "peri"))
+            results.setdefault((r.ln, r.lr), []).append((res["outcome"], res.get("val_loss")))
+    lr, why = analysis.edge_of_stability(results, placements=("pre", "peri"))
     if lr is None:
         raise SweepError(f"--lr-from {folder}: {why}")
     print(f"sweep: lr {lr:g} from {folder}: {why}", flush=True)
