@@ -81,9 +81,9 @@ GPT2_COMMON = dict(ln="pre,peri,post", dt="1,0.1", wd="0.1,0", seeds="1-3", lr="
 PRESETS = {
     # E1: learning-rate sensitivity of every placement and Δt.
     "e1": dict(SMALL, experiment="e1", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS, out="runs/e1", publish="docs/e1"),
-    # E2: growth of the hidden states with depth, at init (step 0) and after 600 steps.
-    "e2": dict(SMALL, experiment="e2", ln="pre,peri", dt="1,0.1", lr="3e-3", depth="4,8,16,32", steps=600,
-               save_every=300, eval_every=300, out="runs/e2", publish="docs/e2"),
+    # E2: growth of the hidden states with depth, at init (step 0) and after 300 steps.
+    "e2": dict(SMALL, experiment="e2", ln="pre,peri", dt="1,0.1", lr="3e-3", depth="4,8,16,32", steps=300,
+               save_every=150, eval_every=150, stats_every=50, out="runs/e2", publish="docs/e2"),
     # E3: outcomes with and without weight decay at the edge-of-stability lr of E1 (lr_from),
     # 600 steps (the same warmup and peak lr as E1, a cosine decay twice as fast).
     "e3": dict(SMALL, experiment="e3", ln="pre,peri", dt="1,0.1", wd="0,0.1", seeds="1-5", lr=None,
