@@ -98,6 +98,7 @@ inline double bigram_prob(const TokenCounts& c, int u, int w) {
 struct BaselineLoss {
     double unigram_sum = 0, bigram_sum = 0;
     uint64_t n = 0;
+    bool with_bigram = false;
 
     // Adds the n = B·T positions of one batch (inputs and targets as the DataLoader gives them).
     void add(const TokenCounts& c, const int32_t* inputs, const int32_t* targets, size_t count) {
@@ -106,9 +107,10 @@ struct BaselineLoss {
             if (c.with_bigram) bigram_sum -= std::log(bigram_prob(c, inputs[i], targets[i]));
         }
         n += count;
+        with_bigram = c.with_bigram;
     }
     double unigram_ce() const { return n ? unigram_sum / n : NAN; }
-    double bigram_ce() const { return n ? bigram_sum / n : NAN; }
+    double bigram_ce() const { return n && with_bigram ? bigram_sum / n : NAN; }
 };
 
 // Both baselines (the bigram only when `bigram`) of the B·T targets of each of the first
