@@ -5,8 +5,8 @@
     fit_laws             linear, quadratic and exponential laws fitted to y(x), compared by AICc
     fisher_exact         Fisher's exact test of a 2×2 table, two-sided p
 
-sweep.py imports it to write each experiment's tables; test_sweep runs its self-checks
-(`python3 analysis.py --self-test`).
+sweep.py imports it to write each experiment's tables; test/test_sweep.cpp (Analysis) checks it
+against values computed independently.
 """
 import math
 
