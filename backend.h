@@ -16,6 +16,12 @@ struct StreamStats {
     double data_var = 0;   // mean over c of the variance over n of X[·,c]
 };
 
+// The output logits of one forward over N positions, only the V real tokens counted.
+struct LogitStats {
+    double logit_max = 0;   // the largest logit
+    double log_z_mean = 0;  // mean over positions of log Σ_{v<V} exp(logit_v)
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -52,6 +58,22 @@ public:
     // 2L + 1 points; off by default so training pays nothing for it.
     virtual void record_stream_grads(bool on) = 0;
     virtual std::vector<double> stream_grad_norms() = 0;
+
+    // Further measurements of the last forward (docs/experiments.md, *Diagnostics*); call them
+    // before backward, which overwrites the logits:
+    // RMS of the residual stream, sqrt(mean over n, c of X[n,c]²), at the 2L + 1 points above;
+    virtual std::vector<double> stream_rms() = 0;
+    // per block l (L values), the largest pre-softmax attention logit q·k/√hs over the batch,
+    // the heads and the causal pairs t' ≤ t;
+    virtual std::vector<double> attn_logit_max() = 0;
+    // the largest output logit and the mean log-partition;
+    virtual LogitStats logit_stats() = 0;
+    // per block (L values): the RMS of the MLP's hidden activation (the GELU output) in the last
+    // forward, the norm of the block's parameters, and the norm of the gradient of its W_fcproj
+    // (the MLP's output projection weight) as accumulated since zero_grad.
+    virtual std::vector<double> mlp_hidden_rms() = 0;
+    virtual std::vector<double> block_param_norms() = 0;
+    virtual std::vector<double> fcproj_grad_norms() = 0;
 };
 
 // The CUDA backend (gpt2.cu), linked in when the Makefile finds nvcc (USE_CUDA defined).

@@ -32,7 +32,9 @@
 #include "adamw.cuh"
 #include "attention.cuh"
 #include "backend.h"
+#include "block_norms.h"
 #include "cuda_common.cuh"
+#include "diagnostics.cuh"
 #include "encoder.cuh"
 #include "gelu.cuh"
 #include "layernorm.cuh"
@@ -157,6 +159,11 @@ public:
         const BlockActs& a = blocks[(j - 1) / 2];
         return step_output(j % 2 ? a.attn_step : a.mlp_step, norm_plan(cfg.placement).after_add);
     }
+
+    // Saved values of block l and the logits (N,Vp) of the last forward, as in CpuModel (read by
+    // the diagnostics; backward overwrites the logits).
+    const BlockActs& block_activations(int l) const { return blocks[l]; }
+    const T* logits_data() const { return logits.data(); }
 
     // Forward pass: tokens, targets (B·T, host memory). Returns the mean cross-entropy.
     float forward(const int32_t* host_tokens, const int32_t* host_targets) {
@@ -398,7 +405,8 @@ class CudaBackend : public Backend {
 public:
     CudaBackend(const ModelConfig& cfg, int B, int T_, const std::string& device)
         : model(cfg, B, T_), m(model.params.size()), v(model.params.size()), device(device),
-          stats_scratch(gpu::stream_statistics_scratch(B * T_, cfg.C)) {
+          stats_scratch(gpu::stream_statistics_scratch(B * T_, cfg.C)),
+          diag_scratch(std::max<size_t>(gpu::diagnostics_scratch(B, T_, cfg.NH), gpu::SUMSQ_MAX_BLOCKS)) {
         cudaCheck(cudaMemsetAsync(m.data(), 0, m.size() * sizeof(float), model.cuda_stream));
         cudaCheck(cudaMemsetAsync(v.data(), 0, v.size() * sizeof(float), model.cuda_stream));
         cudaCheck(cudaStreamSynchronize(model.cuda_stream));
@@ -454,6 +462,39 @@ public:
     }
     void record_stream_grads(bool on) override { model.record_stream_grads = on; }
     std::vector<double> stream_grad_norms() override { return model.stream_grad_norm; }
+    std::vector<double> stream_rms() override {
+        std::vector<double> out;
+        for (int j = 0; j <= 2 * model.cfg.L; j++) out.push_back(rms(model.half_stream(j), (size_t)model.N * model.cfg.C));
+        return out;
+    }
+    std::vector<double> mlp_hidden_rms() override {
+        std::vector<double> out;
+        for (int l = 0; l < model.cfg.L; l++) {
+            const DeviceArray<T>& gelu = model.block_activations(l).gelu;
+            out.push_back(rms(gelu.data(), gelu.size()));
+        }
+        return out;
+    }
+    std::vector<double> block_param_norms() override {
+        return diag::block_norms_by(model.cfg, [&](size_t offset, size_t n) { return sum_sq(model.params.data() + offset, n); });
+    }
+    std::vector<double> fcproj_grad_norms() override {
+        const size_t size = (size_t)4 * model.cfg.C * model.cfg.C;
+        std::vector<double> out;
+        for (int l = 0; l < model.cfg.L; l++) out.push_back(std::sqrt(sum_sq(model.g.fcprojw + l * size, size)));
+        return out;
+    }
+    std::vector<double> attn_logit_max() override {
+        std::vector<double> out;
+        for (int l = 0; l < model.cfg.L; l++)
+            out.push_back(gpu::attention_logit_max(model.block_activations(l).qkv.data(), model.B, model.Tn,
+                                                   model.cfg.C, model.cfg.NH, diag_scratch.data(), model.cuda_stream));
+        return out;
+    }
+    LogitStats logit_stats() override {
+        return gpu::logit_statistics(model.logits_data(), model.N, model.cfg.V, model.cfg.Vp, diag_scratch.data(),
+                                     model.cuda_stream);
+    }
 
     // The parameter gradients (num_parameters floats, file order); for the tests.
     void get_grads(float* out) { model.grads.download(out, model.cuda_stream); }
@@ -464,6 +505,17 @@ private:
     DeviceArray<float> m, v;  // AdamW moments, file order
     std::string device;       // the GPU's description
     DeviceArray<float> stats_scratch;
+    DeviceArray<float> diag_scratch;  // the diagnostics: sums of squares, per-row maxima
+
+    // Σ x² and sqrt(mean x²) of n device elements.
+    template <typename E>
+    double sum_sq(const E* x, size_t n) {
+        return gpu::sum_of_squares(x, n, diag_scratch.data(), model.cuda_stream);
+    }
+    template <typename E>
+    double rms(const E* x, size_t n) {
+        return std::sqrt(sum_sq(x, n) / n);
+    }
 };
 
 bool cuda_device_available(std::string* description) {

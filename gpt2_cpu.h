@@ -13,6 +13,7 @@
 
 #include "backend.h"
 #include "cpu_ops.h"
+#include "diagnostics.h"
 #include "model.h"
 
 template <typename T>
@@ -381,6 +382,12 @@ public:
     }
     void record_stream_grads(bool on) override { model.record_stream_grads = on; }
     std::vector<double> stream_grad_norms() override { return model.stream_grad_norm; }
+    std::vector<double> stream_rms() override { return diag::half_stream_rms(model); }
+    std::vector<double> attn_logit_max() override { return diag::attention_logit_maxima(model); }
+    LogitStats logit_stats() override { return diag::model_logit_statistics(model); }
+    std::vector<double> mlp_hidden_rms() override { return diag::mlp_hidden_rms(model); }
+    std::vector<double> block_param_norms() override { return diag::block_param_norms(model); }
+    std::vector<double> fcproj_grad_norms() override { return diag::fcproj_grad_norms(model); }
 
     CpuModel<float> model;
 

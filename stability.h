@@ -3,12 +3,14 @@
 //
 //   * hidden-state statistics of the residual stream (SPEC §5) at every layer and half-layer;
 //   * gradient norms per layer: ‖∂loss/∂X_i‖ (SPEC §5) and the norm of each block's parameter
-//     gradient;
+//     gradient (the per-block parameter norms, ‖∂loss/∂W_fcproj‖ and the MLP's hidden RMS are in
+//     diagnostics.h);
 //   * local sensitivity: ‖J v‖ for random directions v, J the Jacobian of one block (or of one
 //     residual step) at the data, computed EXACTLY by a forward-mode tangent pass (a Jacobian-
 //     vector product) that reuses the activations saved by the last forward;
 //   * output uncertainty: Gaussian noise N(0, σ²) added to the embedding output X_0, pushed
-//     through the blocks; the mean ‖Δx_i‖ per layer and the W2 bound it gives.
+//     through the blocks; the mean ‖Δx_i‖ per layer and the W2 bound it gives; with σ relative
+//     to RMS(X_0), the relative amplification of that noise per layer.
 //
 // Why a tangent pass and not finite differences: the JVP of a block costs about one block
 // forward, has no step size to tune and is accurate to the working precision (float: ~1e-6
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "cpu_ops.h"
+#include "diagnostics.h"
 #include "gpt2_cpu.h"
 #include "model.h"
 #include "rng.h"
@@ -246,6 +249,9 @@ struct Uncertainty {
     double sigma = 0;
     int samples = 0;
     std::vector<double> mean_dx, w2_bound;
+    // Filled by relative_output_uncertainty only (σ = sigma_rel · RMS(X_0)).
+    double sigma_rel = 0;
+    std::vector<double> relative_amplification;
 };
 
 // Uses and then restores the residual streams of the model's last forward (the blocks' saved
@@ -286,6 +292,25 @@ Uncertainty output_uncertainty(CpuModel<T>& m, double sigma, int samples, Rng& r
     return u;
 }
 
+// Output uncertainty at a noise level relative to the embedding's scale: σ = sigma_rel ·
+// RMS(X_0), then output_uncertainty, and per layer i = 0..L the relative amplification
+//   relative_amplification_i = (W2_i / (√C · RMS(X_i))) / (σ / RMS(X_0)),
+// the noise's size relative to the state's size at X_i over the same ratio at the input. W2_i
+// (w2_bound) is a norm over a token's C channels, so W2_i/√C is per entry like RMS and σ; at
+// i = 0 the ratio is the sample RMS of the unit draws (≈ 1), and a block that only rescales its
+// input leaves it unchanged. Uses and then restores the model's last forward.
+template <typename T>
+Uncertainty relative_output_uncertainty(CpuModel<T>& m, double sigma_rel, int samples, Rng& rng) {
+    const int L = m.cfg.L, C = m.cfg.C;
+    const size_t NC = (size_t)m.N * C;
+    std::vector<double> rms;
+    for (int i = 0; i <= L; i++) rms.push_back(diag::root_mean_square(m.stream(i), NC));
+    Uncertainty u = output_uncertainty(m, sigma_rel * rms[0], samples, rng);
+    u.sigma_rel = sigma_rel;
+    for (int i = 0; i <= L; i++) u.relative_amplification.push_back(u.w2_bound[i] / (std::sqrt((double)C) * rms[i]) / sigma_rel);
+    return u;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Statistics and gradient norms
 
@@ -301,17 +326,7 @@ std::vector<StreamStats> half_stream_stats(const CpuModel<T>& m) {
 // ‖gradient‖ of the parameters of each block l (every per-layer tensor's slice l), from m.grads.
 template <typename T>
 std::vector<double> block_param_grad_norms(const CpuModel<T>& m) {
-    const int L = m.cfg.L;
-    const auto sizes = param_sizes(m.cfg);
-    const auto offsets = param_offsets(m.cfg);
-    std::vector<double> sq(L, 0.0);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        if (i == P_WTE || i == P_WPE || i == P_LNFW || i == P_LNFB || sizes[i] == 0) continue;
-        const size_t per_layer = sizes[i] / L;
-        for (int l = 0; l < L; l++) sq[l] += sum_of_squares(m.grads.data() + offsets[i] + l * per_layer, per_layer);
-    }
-    for (double& s : sq) s = std::sqrt(s);
-    return sq;
+    return diag::block_norms(m.grads.data(), m.cfg);
 }
 
 }  // namespace stability

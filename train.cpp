@@ -23,6 +23,7 @@
 #include "backend.h"
 #include "baselines.h"
 #include "dataloader.h"
+#include "diagnostics.h"
 #include "errors.h"
 #include "flags.h"
 #include "json.h"
@@ -389,9 +390,26 @@ static void save_checkpoint(Backend& model, const Run& r, TrainState& state, con
     write_state(numbered(r.opt.out_dir, "state", state.steps_done), state, r.cfg.placement);
 }
 
-// The `stats` record of SPEC §5 for the current micro-batch: per layer (the residual stream
-// X_0 .. X_L) and, with suffix _half, at all 2L + 1 half-block points.
-static std::string stats_record(int step, const std::vector<StreamStats>& stats, const std::vector<double>& grad_norms) {
+// What a `stats` record holds besides the gradient norms, read from the first micro-batch of
+// the step between its forward and its backward.
+struct ForwardStats {
+    std::vector<StreamStats> stream;  // 2L + 1 half-block points
+    std::vector<double> rms;          // RMS of the residual stream, same points
+    std::vector<double> attn_logit_max, mlp_hidden_rms, param_norm;  // per block (L)
+    LogitStats logits;
+};
+
+static ForwardStats forward_stats(Backend& model) {
+    return {model.stream_stats(), model.stream_rms(), model.attn_logit_max(), model.mlp_hidden_rms(),
+            model.block_param_norms(), model.logit_stats()};
+}
+
+// The `stats` record for the current micro-batch (README, *Outputs*): per layer (the residual
+// stream X_0 .. X_L) and, with suffix _half, at all 2L + 1 half-block points; then per block
+// and for the output logits. fcproj_grad_norms is of the whole step's gradient.
+static std::string stats_record(int step, const ForwardStats& f, const std::vector<double>& grad_norms,
+                                const std::vector<double>& fcproj_grad_norms) {
+    const std::vector<StreamStats>& stats = f.stream;
     std::vector<double> mean_abs, entry_var, data_var;
     for (const StreamStats& s : stats) {
         mean_abs.push_back(s.mean_abs);
@@ -399,10 +417,17 @@ static std::string stats_record(int step, const std::vector<StreamStats>& stats,
         data_var.push_back(s.data_var);
     }
     std::string r = "{\"step\": " + std::to_string(step) + ", \"event\": \"stats\"";
+    const std::vector<double> grad_norm_scaled = diag::products(grad_norms, f.rms);
     const std::pair<const char*, const std::vector<double>*> series[] = {
-        {"mean_abs", &mean_abs}, {"entry_var", &entry_var}, {"data_var", &data_var}, {"grad_norm", &grad_norms}};
+        {"mean_abs", &mean_abs}, {"entry_var", &entry_var}, {"data_var", &data_var}, {"grad_norm", &grad_norms},
+        {"rms", &f.rms}, {"grad_norm_scaled", &grad_norm_scaled}};
     for (const auto& [name, values] : series) r += std::string(", \"") + name + "\": " + json_array(*values, 0, 2);
     for (const auto& [name, values] : series) r += std::string(", \"") + name + "_half\": " + json_array(*values);
+    const std::pair<const char*, const std::vector<double>*> blocks[] = {
+        {"attn_logit_max", &f.attn_logit_max}, {"param_norm", &f.param_norm},
+        {"fcproj_grad_norm", &fcproj_grad_norms}, {"mlp_hidden_rms", &f.mlp_hidden_rms}};
+    for (const auto& [name, values] : blocks) r += std::string(", \"") + name + "\": " + json_array(*values);
+    r += ", \"logit_max\": " + json_number(f.logits.logit_max) + ", \"log_z_mean\": " + json_number(f.logits.log_z_mean);
     return r + "}";
 }
 
@@ -455,18 +480,18 @@ static int train(Run& r) {
         model->zero_grad();
         double loss = 0;
         const bool stats_step = o.stats_every > 0 && step % o.stats_every == 0;
-        std::vector<StreamStats> stats;
+        ForwardStats stats;
         for (int micro = 0; micro < r.grad_accum; micro++) {
             train_data.next_batch();
             loss += model->forward(train_data.inputs(), train_data.targets());
-            if (stats_step && micro == 0) stats = model->stream_stats();
+            if (stats_step && micro == 0) stats = forward_stats(*model);
             model->record_stream_grads(stats_step && micro == 0);
             model->backward(1.0f / r.grad_accum);
         }
         if (stats_step) {
             std::vector<double> grad_norms = model->stream_grad_norms();  // of loss / grad_accum
             for (double& g : grad_norms) g *= r.grad_accum;
-            log.write(stats_record(step, stats, grad_norms));
+            log.write(stats_record(step, stats, grad_norms, model->fcproj_grad_norms()));
         }
         loss /= r.grad_accum;
         const double norm = model->grad_norm();
