@@ -217,3 +217,41 @@ def welch_t(xs, ys):
     t = (mx - my) / math.sqrt(vx + vy)
     df = (vx + vy) ** 2 / (vx ** 2 / (len(xs) - 1) + vy ** 2 / (len(ys) - 1))
     return t, df, incomplete_beta(df / 2, 0.5, df / (df + t * t))
+
+
+# ---------------------------------------------------------------------------------------------
+# Rank correlation (for "the gradient grows with the activation")
+
+def ranks(values):
+    """Ranks 1..n of the values, ties given their mean rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    r = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return r
+
+
+def spearman(xs, ys):
+    """Spearman's rank correlation ρ and its two-sided p from the t approximation
+    t = ρ·sqrt((n−2)/(1−ρ²)) with n−2 degrees of freedom; None with fewer than 4 points or a
+    constant series."""
+    n = len(xs)
+    if n < 4:
+        return None
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = sum(rx) / n, sum(ry) / n
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    if sxx == 0 or syy == 0:
+        return None
+    rho = sxy / math.sqrt(sxx * syy)
+    if abs(rho) >= 1:
+        return rho, 0.0
+    t2 = rho * rho * (n - 2) / (1 - rho * rho)
+    return rho, incomplete_beta((n - 2) / 2, 0.5, (n - 2) / (n - 2 + t2))

@@ -719,7 +719,8 @@ def e2_report(s, runs, records):
     lines = ["## E2: growth of the hidden states with depth", "",
              "Fits over the layers i = 1..L of one run each (least squares; AICc, lower is better; a law with too "
              "few points for AICc is not compared). Rate: slope per layer (linear), curvature (quadratic) or factor "
-             "per layer e^r (exponential). ΔAICc = the runner-up's AICc minus the winner's.", "",
+             "per layer e^r (exponential). ΔAICc = the runner-up's AICc minus the winner's; below 2 (marked ≈) "
+             "no law is clearly better than the next.", "",
              "| configuration | L | stage | quantity | X_1 → X_L | winner | rate | ΔAICc | AICc lin / quad / exp |",
              "|---|---|---|---|---|---|---|---|---|"]
     rows = []
@@ -745,9 +746,31 @@ def e2_report(s, runs, records):
                                  **{f"{law}_{p}": v for law in fits for p, v in fits[law]["params"].items()}))
                 fmt = lambda v: "—" if v is None else f"{v:.1f}"
                 lines.append(f"| {short_label(r.ln, r.dt, r.precision)} (seed {r.seed}) | {depth} | {stage} | {key} | "
-                             f"{ys[0]:.3g} → {ys[-1]:.3g} | {winner or '—'} | "
+                             f"{ys[0]:.3g} → {ys[-1]:.3g} | {(winner or '—') + (' ≈' if delta is not None and delta < 2 else '')} | "
                              f"{'—' if rate is None else f'{kind} {rate:.3g}'} | {fmt(delta)} | "
                              f"{' / '.join(fmt(aicc.get(law)) for law in analysis.LAWS)} |")
+    lines += ["", "After training, per run: Spearman's ρ (and p) between ‖∂L/∂W_fcproj‖ and the RMS of that MLP's "
+              "hidden activation over the blocks (does the gradient grow with the activation?), the largest block "
+              "sensitivity (mean ‖J v‖ over directions), the relative amplification of input noise at X_L "
+              "((W2 bound / RMS(X_L)) / (σ / RMS(X_0))) and the scale-free gradient ratio "
+              "‖∂L/∂X_0‖·RMS(X_0) / ‖∂L/∂X_L‖·RMS(X_L).", "",
+              "| configuration | L | ρ(grad W_fcproj, hidden RMS) | p | max block sensitivity | relative amplification X_L "
+              "| scale-free gradient X_0 / X_L |", "|---|---|---|---|---|---|---|"]
+    for r in runs:
+        rec = records.get(r.name)
+        if not rec or not rec["eval"]:
+            continue
+        ls = layer_series(rec["eval"])
+        grad, hidden = ls["fcproj_grad_norm"][1:], ls["mlp_hidden_rms"][1:]
+        rho = analysis.spearman(grad, hidden) if None not in grad + hidden else None
+        sens = [x for x in ls["sens_mean"] if x is not None]
+        amp = ls["relative_amplification"][-1]
+        g = ls["grad_norm_scaled"]
+        ratio = g[0] / g[-1] if g[0] is not None and g[-1] else None
+        num = lambda v, f: "—" if v is None else format(v, f)
+        lines.append(f"| {short_label(r.ln, r.dt, r.precision)} (seed {r.seed}) | {r.depth or len(ls['mean_abs']) - 1} | "
+                     f"{num(rho and rho[0], '.2f')} | {num(rho and rho[1], '.2g')} | {num(max(sens) if sens else None, '.3g')} | "
+                     f"{num(amp, '.3g')} | {num(ratio, '.3g')} |")
     columns = RUN_KEYS + ["stage", "quantity", "first", "last", "winner", "rate_kind", "rate", "delta_aicc"] + \
         [f"aicc_{law}" for law in analysis.LAWS] + ["linear_a", "linear_b", "quadratic_a", "quadratic_b", "quadratic_c",
                                                     "exponential_a", "exponential_r"]
