@@ -685,7 +685,8 @@ def e1_report(s, runs, records):
         summary.append((best, short_label(ln, dt, precision, depth)))
         lines.append(f"| {short_label(ln, dt, precision, depth)} | " + " | ".join(cells) + " | " +
                      (f"{best:.3f} ({fmt_num(best_lr)})" if best is not None else "—") + " | " +
-                     (f"{sens:.3f}" if sens is not None else "—") + " |")
+                     (f"{sens:.3f}" if sens is not None and len(losses) == len(lrs) else
+                      f"— ({len(losses)} of {len(lrs)} lrs recorded)") + " |")
     uni = [row["unigram_ce"] for row in rows if row.get("unigram_ce") is not None]
     done = [x for x in summary if x[0] is not None]
     if done and uni:
