@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """sweep.py — runs ./train and ./eval over a grid of configurations × seeds; tables and figures.
 
-The grid is LayerNorm placements × residual steps Δt × weight decays × seeds, at one model size,
-learning rate and step count.
+The grid is LayerNorm placements × residual steps Δt × weight decays × learning rates × depths ×
+precisions × seeds, at one model width, schedule and step count.
 
-    python3 sweep.py --preset small                   # the docs/experiments.md experiment (2 CPU cores, < 30 min)
-    python3 sweep.py --preset gpt2-124m --jobs 1      # the paper's GPT-2 setup on OpenWebText (GPU)
-    python3 sweep.py --init l16h2c64 --ln pre,peri --dt 1,0.1 --wd 0,0.1 --seeds 1-5 \\
-                     --lr 1e-2 --steps 300 --B 4 --T 64 --out runs/mine
+    python3 sweep.py --preset e1                      # E1 of docs/experiments.md, "The protocol" (then e2, e3)
+    python3 sweep.py --preset gpt2-124m               # the paper's GPT-2 setup on OpenWebText (GPU)
+    python3 sweep.py --init l8h2c64v4096 --ln pre,peri --dt 1,0.1 --wd 0,0.1 --lr 1e-3,1e-2 --seeds 1-5 \\
+                     --steps 600 --B 8 --T 64 --out runs/mine
     python3 sweep.py --report runs/mine               # only (re)write the tables and figures
 
 Every run is `./train ... -out OUT/runs/NAME -resume 1`, then `./eval -model FINAL -json
@@ -16,22 +16,23 @@ The sweep is resumable: a run whose OUT/runs/NAME/result.json exists is not redo
 interrupted run continues from its last checkpoint, and one that finished training but not its
 evaluation is only evaluated.
 
-A run DIVERGES by ./train's criterion (exit status 3): a non-finite loss or gradient norm, or,
-after warmup, a training loss above the first loss + --diverge-margin (default 1.0). The sweep
-applies the same test to the final validation loss, which catches a last update that broke the
-model after ./train's last check.
+Every run ends with one outcome (README, "Run outcomes"): nonfinite or diverged when ./train
+stopped it (exit status 3), else collapsed when ./eval's final validation loss is not below
+./eval's unigram_ce of the same tokens, else ok; its transient spikes are counted beside.
 
 Output in OUT:
     sweep.json                the settings (a rerun with different training settings is refused)
     runs/NAME/                ./train's log.jsonl, config.json and final model_%08d.bin, train.log, eval.json,
-                              eval.log and result.json (NAME = {ln}_dt{Δt}_wd{wd}_s{seed})
-    results.csv               one row per run: status, divergence step, val loss, perplexity,
-                              accuracy, ROUGE, hidden-state growth, ...
-    layers.csv                one row per run and layer i = 0..L: mean_abs, entry_var, data_var,
-                              gradient norms, sensitivity, noise response
-    results.md                the table per configuration: divergences out of N, then mean ± std
-                              over the stable seeds
-    hidden_states.png, loss.png, grad_norm.png, sensitivity.png      (need matplotlib)
+                              eval.log and result.json
+                              (NAME = {ln}_dt{Δt}_wd{wd}_lr{lr}[_L{depth}][_{precision}]_s{seed})
+    results.csv               one row per run: outcome, stop step, spikes, val loss, baselines,
+                              perplexities, accuracy, ROUGE, hidden-state growth, ...
+    layers.csv                one row per run and layer i = 0..L: every per-layer diagnostic
+    results.md                the table per configuration: outcome counts, then mean ± std (n)
+                              over the runs that finished
+    experiment.md, and lr.csv, fits.csv or tests.csv   (experiment presets e1, e2, e3)
+    hidden_states.png, loss.png, grad_norm.png, sensitivity.png, loss_vs_lr.png (e1),
+    growth.png (e2)           (need matplotlib)
 
 Standard library only. Figures need matplotlib; when this interpreter lacks it and
 /usr/bin/python3 has it (Debian: apt-get install python3-matplotlib), that interpreter draws
