@@ -41,6 +41,7 @@ struct EvalOptions {
     std::string model_path, val_data, device, precision, json_path, pairs_path, tokenizer_path;
     bool tokenizer_given;
     std::string train_data;  // for the baselines
+    bool train_data_given;
     int B, T, eval_batches, threads, diag_batches, directions, noise_samples;
     int samples, sample_len, prompt_len, top_k;
     double sigma_rel, sigma, temperature;  // sigma: absolute, 0 when not given
@@ -70,6 +71,7 @@ static EvalOptions parse_options(int argc, char** argv) {
     o.model_path = f.str("model", "");
     o.val_data = f.str("val_data", DEFAULT_VAL_DATA);
     o.train_data = f.str("train_data", DEFAULT_TRAIN_DATA);
+    o.train_data_given = f.given("train_data");
     o.device = f.str("device", "auto", {"auto", "cpu", "cuda"});
     o.precision = f.str("precision", "bf16", {"bf16", "fp32"});
     o.B = (int)f.integer("B", 8, 1, 1 << 20);
@@ -475,7 +477,14 @@ static int evaluate(const EvalOptions& o) {
     std::fflush(stdout);
 
     Results r;
-    r.baselines = evaluated_baselines(o.train_data, cfg.V, true, val, o.eval_batches, size_t(o.B) * T);
+    // Without -train_data, default training shards that do not fit the model (another corpus or
+    // vocabulary) only turn the baselines off, as a missing default tokenizer turns ROUGE off.
+    try {
+        r.baselines = evaluated_baselines(o.train_data, cfg.V, true, val, o.eval_batches, size_t(o.B) * T);
+    } catch (const InputError& e) {
+        if (o.train_data_given) throw;
+        std::printf("baselines: off (%s; give -train_data)\n", e.what());
+    }
     evaluate_metrics(o, *backend, ref, cpu != nullptr, val, tok.get(), r);
     evaluate_diagnostics(o, ref, val, r);
     if (tok) generate_samples(o, T, cfg, params, val, *tok, r);

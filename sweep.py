@@ -392,7 +392,8 @@ class Sweep:
             done = self.done
         what = (f"{result['outcome']} at step {result['stopped_step']}: {result['reason']}"
                 if result["outcome"] not in FINISHED else
-                f"{result['outcome']}, val loss {result['val_loss']:.4f} (unigram_ce {result['unigram_ce']:.4f})")
+                f"{result['outcome']}, val loss {result['val_loss']:.4f} (unigram_ce " +
+                (f"{result['unigram_ce']:.4f})" if result.get("unigram_ce") is not None else "not computed)"))
         self.say(f"[{done}/{total}] {run.name}: {what} ({time.time() - start:.0f} s)")
         return result
 
