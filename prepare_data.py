@@ -134,15 +134,22 @@ def write_tokenizer_file(vocab, path):
     write_file_atomically(path, b"".join(parts))
 
 
-def read_tokenizer_file(path):
-    """The Vocabulary stored in a tokenizer file written by write_tokenizer_file."""
+def read_headed_file(path, what):
+    """The bytes of a file that starts with an int32 header[256] (a tokenizer file or a token
+    shard, named `what` in messages); raises UserError when it cannot be read or is shorter."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise UserError(f"{path}: cannot read the tokenizer file ({e.strerror})")
+        raise UserError(f"{path}: cannot read the {what} ({e.strerror})")
     if len(data) < 4 * HEADER_WORDS:
-        raise UserError(f"{path}: too short for a tokenizer file")
+        raise UserError(f"{path}: too short for a {what}")
+    return data
+
+
+def read_tokenizer_file(path):
+    """The Vocabulary stored in a tokenizer file written by write_tokenizer_file."""
+    data = read_headed_file(path, "tokenizer file")
     magic, version, vocab_size, eot, merge_count = struct.unpack_from("<5I", data)
     if (magic, version) != (TOKENIZER_MAGIC, TOKENIZER_VERSION):
         raise UserError(f"{path}: not a version-{TOKENIZER_VERSION} tokenizer file (magic {magic}, version {version})")
@@ -492,13 +499,7 @@ def prepare_local(args):
 
 def read_shard(path):
     """The tokens of one token shard (SPEC §3), as a uint16 array."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise UserError(f"{path}: cannot read ({e.strerror})")
-    if len(data) < 4 * HEADER_WORDS:
-        raise UserError(f"{path}: too short for a token shard")
+    data = read_headed_file(path, "token shard")
     magic, version, count = struct.unpack_from("<3i", data)
     if (magic, version) != (SHARD_MAGIC, SHARD_VERSION) or len(data) != 4 * HEADER_WORDS + 2 * count:
         raise UserError(f"{path}: not a token shard (magic, version or size do not match)")
