@@ -36,12 +36,15 @@
 #include "setup.h"
 #include "stability.h"
 #include "tokenizer.h"
+#include "baselines.h"
 
 constexpr const char* DEFAULT_TOKENIZER = "data/gpt2_tokenizer.bin";
 
 struct EvalOptions {
     std::string model_path, val_data, device, precision, json_path, pairs_path, tokenizer_path;
     bool tokenizer_given, allow_repeats;
+    std::string train_data;  // for the baselines
+    bool train_data_given;
     int B, T, eval_batches, threads, diag_batches, directions, noise_samples;
     int samples, sample_len, prompt_len, top_k;
     double sigma_rel, sigma, temperature;  // sigma: absolute, 0 when not given
@@ -52,6 +55,7 @@ static const char* USAGE =
     "usage: ./eval -model FILE [-name value ...]\n"
     "  -model FILE        checkpoint to evaluate (model_%08d.bin or an llm.c GPT-2 file)\n"
     "  -val_data GLOB     validation shards (the bundled corpus)\n"
+    "  -train_data GLOB   training shards, for the unigram_ce and bigram_ce baselines (the bundled corpus)\n"
     "  -B N (8, lowered to fit the shards)  -T N (256 on CPU, 1024 on CUDA)  -eval_batches N (10): loss, accuracy, ROUGE\n"
     "  -allow_repeats 0|1 (0): read more batches than the shards hold distinct ones (they repeat)\n"
     "  -device auto|cpu|cuda (auto)  -precision bf16|fp32 (bf16)  -threads N\n"
@@ -70,6 +74,8 @@ static EvalOptions parse_options(int argc, char** argv) {
     EvalOptions o;
     o.model_path = f.str("model", "");
     o.val_data = f.str("val_data", DEFAULT_VAL_DATA);
+    o.train_data = f.str("train_data", DEFAULT_TRAIN_DATA);
+    o.train_data_given = f.given("train_data");
     o.device = f.str("device", "auto", {"auto", "cpu", "cuda"});
     o.precision = f.str("precision", "bf16", {"bf16", "fp32"});
     o.B = (int)f.integer("B", 0, 1, 1 << 20);
@@ -106,6 +112,7 @@ static EvalOptions parse_options(int argc, char** argv) {
 
 struct Results {
     double val_loss = 0, accuracy = 0;
+    BaselineLoss baselines;  // unigram_ce, bigram_ce of the evaluated tokens (baselines.h)
     double ppl_seq = 0;  // mean over sequences of exp(the sequence's mean token loss)
     LogitStats logits;   // over every evaluated position
     long long tokens = 0;
@@ -312,6 +319,8 @@ static void generate_samples(const EvalOptions& o, int T, const ModelConfig& cfg
 static void print_table(const Results& r, int L) {
     std::printf("val loss %.4f | val ppl %.2f | ppl per sequence %.2f | accuracy %.4f (%lld tokens)\n", r.val_loss,
                 std::exp(r.val_loss), r.ppl_seq, r.accuracy, r.tokens);
+    std::printf("baselines on the same tokens: unigram_ce %.4f | bigram_ce %.4f\n", r.baselines.unigram_ce(),
+                r.baselines.bigram_ce());
     std::printf("output logits: largest %.4g | mean log-partition %.4f\n", r.logits.logit_max, r.logits.log_z_mean);
     if (r.have_rouge) {
         std::printf("ROUGE F1 (argmax predictions vs targets, %lld sequences):  rouge1   rouge2   rougeL\n", r.sequences);
@@ -367,6 +376,8 @@ static std::string to_json(const EvalOptions& o, const ModelConfig& cfg, const s
     field("tokens", std::to_string(r.tokens));
     field("val_loss", json_number(r.val_loss));
     field("val_ppl", json_number(std::exp(r.val_loss)));
+    field("unigram_ce", json_number(r.baselines.unigram_ce()));
+    field("bigram_ce", json_number(r.baselines.bigram_ce()));
     field("ppl_seq", json_number(r.ppl_seq));
     field("logit_max", json_number(r.logits.logit_max));
     field("log_z_mean", json_number(r.logits.log_z_mean));
@@ -497,6 +508,14 @@ static int evaluate(EvalOptions o) {
     std::fflush(stdout);
 
     Results r;
+    // Without -train_data, default training shards that do not fit the model (another corpus or
+    // vocabulary) only turn the baselines off, as a missing default tokenizer turns ROUGE off.
+    try {
+        r.baselines = evaluated_baselines(o.train_data, cfg.V, true, val, o.eval_batches, size_t(o.B) * T);
+    } catch (const InputError& e) {
+        if (o.train_data_given) throw;
+        std::printf("baselines: off (%s; give -train_data)\n", e.what());
+    }
     evaluate_metrics(o, *backend, ref, cpu != nullptr, val, tok.get(), r);
     evaluate_diagnostics(o, ref, val, r);
     if (tok) generate_samples(o, T, cfg, params, val, *tok, r);
@@ -522,6 +541,7 @@ static int evaluate(EvalOptions o) {
 int main(int argc, char** argv) {
     return run_program("eval", USAGE, argc, argv, [&] {
         EvalOptions opt = parse_options(argc, argv);
+        flush_subnormals_to_zero();
         if (opt.threads > 0) omp_set_num_threads(opt.threads);
         return evaluate(opt);
     });

@@ -4,6 +4,7 @@
     python3 prepare_data.py default                  # the bundled Moby-Dick corpus (what `make data` runs)
     python3 prepare_data.py FILE_OR_FOLDER ...       # your own .txt / .jsonl files
     python3 prepare_data.py openwebtext              # OpenWebText from Hugging Face (needs `datasets`)
+    python3 prepare_data.py compact                  # data/mobydick_v4096_*: the bundled corpus, compact vocabulary
 
 Shards are llm.c's format (docs/formats.md §1): int32 header[256] = {20240520, 1, token count, 0...},
 then the tokens as uint16. Every document is preceded by the end-of-text token 50256.
@@ -46,6 +47,8 @@ MOBY_DICK_SHA256 = "fe282a57094ed62e7144fb7c804a9748fc1c909bf3b49d06e7276015f9f6
 MOBY_DICK_FIRST_VAL_CHAPTER = 126  # chapters 126..135 (the last ten, about 9% of the book) are val
 
 EOT = 50256  # GPT-2's end-of-text token, written before every document
+# What the catch-all id of a compact vocabulary decodes to (docs/data.md, "Compact vocabulary").
+OTHER_TOKEN_TEXT = " \u2047".encode()  # " ⁇": no letters or digits, so ROUGE skips it
 OPENWEBTEXT_VAL_FRACTION, OPENWEBTEXT_SPLIT_SEED = 0.0005, 2357  # nanoGPT's split
 
 # Unicode's White_Space property: what \s means in the reference GPT-2 encoders.
@@ -120,25 +123,33 @@ def load_gpt2_vocabulary(vocab_dir):
 
 def write_tokenizer_file(vocab, path):
     """Writes vocab in the tokenizer file format of tokenizer.h (llm.c's gpt2_tokenizer.bin,
-    version 2, followed by the merges)."""
+    version 2, followed by the merges; none for a decode-only file)."""
     header = [0] * HEADER_WORDS
     header[:5] = [TOKENIZER_MAGIC, TOKENIZER_VERSION, len(vocab.token_bytes), vocab.eot, len(vocab.merges)]
     parts = [struct.pack(f"<{HEADER_WORDS}I", *header)]
     for token in vocab.token_bytes:
         parts.append(bytes([len(token)]) + token)
-    parts.append(struct.pack(f"<{2 * len(vocab.merges)}I", *(i for pair in vocab.merges for i in pair)))
+    if vocab.merges:
+        parts.append(struct.pack(f"<{2 * len(vocab.merges)}I", *(i for pair in vocab.merges for i in pair)))
     write_file_atomically(path, b"".join(parts))
 
 
-def read_tokenizer_file(path):
-    """The Vocabulary stored in a tokenizer file written by write_tokenizer_file."""
+def read_headed_file(path, what):
+    """The bytes of a file that starts with an int32 header[256] (a tokenizer file or a token
+    shard, named `what` in messages); raises UserError when it cannot be read or is shorter."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise UserError(f"{path}: cannot read the tokenizer file ({e.strerror})")
+        raise UserError(f"{path}: cannot read the {what} ({e.strerror})")
     if len(data) < 4 * HEADER_WORDS:
-        raise UserError(f"{path}: too short for a tokenizer file")
+        raise UserError(f"{path}: too short for a {what}")
+    return data
+
+
+def read_tokenizer_file(path):
+    """The Vocabulary stored in a tokenizer file written by write_tokenizer_file."""
+    data = read_headed_file(path, "tokenizer file")
     magic, version, vocab_size, eot, merge_count = struct.unpack_from("<5I", data)
     if (magic, version) != (TOKENIZER_MAGIC, TOKENIZER_VERSION):
         raise UserError(f"{path}: not a version-{TOKENIZER_VERSION} tokenizer file (magic {magic}, version {version})")
@@ -346,6 +357,16 @@ class ShardWriter:
         self.paths.append(path)
 
 
+def glob_shards(prefix):
+    """The shard files PREFIX%06d.bin that exist."""
+    folder, start = os.path.split(prefix)
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:
+        return []
+    return [os.path.join(folder, n) for n in names if re.fullmatch(re.escape(start) + r"\d{6}\.bin", n)]
+
+
 def make_output_dir(path):
     """Creates the output folder (and its parents) or raises UserError."""
     try:
@@ -473,6 +494,78 @@ def prepare_local(args):
         report(writer.close())
 
 
+# ---- source: compact (a small vocabulary made from existing shards) ----------------------
+
+
+def read_shard(path):
+    """The tokens of one token shard (SPEC §3), as a uint16 array."""
+    data = read_headed_file(path, "token shard")
+    magic, version, count = struct.unpack_from("<3i", data)
+    if (magic, version) != (SHARD_MAGIC, SHARD_VERSION) or len(data) != 4 * HEADER_WORDS + 2 * count:
+        raise UserError(f"{path}: not a token shard (magic, version or size do not match)")
+    tokens = array.array("H", data[4 * HEADER_WORDS:])
+    if sys.byteorder != "little":
+        tokens.byteswap()
+    return tokens
+
+
+def compact_vocabulary(train_tokens, size, eot):
+    """The ids kept by a compact vocabulary of `size` ids: the size − 1 most frequent ids of the
+    training tokens (ties broken by the smaller id), the end-of-text id always among them; the
+    last new id, size − 1, stands for every other token. Returns the kept old ids, new id order."""
+    counts = {}
+    for t in train_tokens:
+        counts[t] = counts.get(t, 0) + 1
+    ranked = sorted(counts, key=lambda t: (-counts[t], t))
+    kept = ranked[:size - 1]
+    if eot not in kept:
+        kept = kept[:size - 2] + [eot]
+    return kept
+
+
+def prepare_compact(args):
+    """Rewrites the shards NAME_{train,val}_*.bin of --from with a compact vocabulary of
+    --vocab_size ids (compact_vocabulary) as NAME_v{size}_{train,val}_*.bin, and writes the
+    decode-only tokenizer NAME_v{size}_tokenizer.bin whose id i decodes to the bytes of the
+    original token it stands for, and the last id to OTHER_TOKEN_TEXT."""
+    size, source = args.vocab_size, args.source or os.path.join(DATA_DIR, "mobydick")
+    vocab = read_tokenizer_file(args.tokenizer)
+    split_paths = {split: sorted(glob_shards(f"{source}_{split}_")) for split in ("train", "val")}
+    if not split_paths["train"]:
+        raise UserError(f"{source}_train_*.bin: no training shards")
+    splits = {split: [read_shard(p) for p in paths] for split, paths in split_paths.items()}
+    train_tokens = array.array("H")
+    for shard in splits["train"]:
+        train_tokens.extend(shard)
+    if size < 2 or size > 65536:
+        raise UserError(f"--vocab_size {size}: must be in 2..65536")
+    kept = compact_vocabulary(train_tokens, size, vocab.eot)
+    new_id = {old: new for new, old in enumerate(kept)}
+    other = size - 1
+    for old in set(train_tokens):
+        if old >= len(vocab.token_bytes):
+            raise UserError(f"{source}: token {old} is outside the tokenizer's {len(vocab.token_bytes)} tokens")
+    name = args.name or f"{os.path.basename(source)}_v{size}"
+    out_dir = args.out or os.path.dirname(source) or "."
+    make_output_dir(out_dir)
+    token_bytes = [vocab.token_bytes[old] for old in kept] + [OTHER_TOKEN_TEXT]
+    token_bytes += [OTHER_TOKEN_TEXT] * (size - len(token_bytes))  # ids a small corpus leaves unused
+    tokenizer_path = os.path.join(out_dir, f"{name}_tokenizer.bin")
+    write_tokenizer_file(Vocabulary(token_bytes, [], new_id[vocab.eot]), tokenizer_path)
+    print(f"wrote {tokenizer_path} ({size} tokens, decode only)")
+    for split, shards in splits.items():
+        writer = ShardWriter(out_dir, name, split, args.shard_size)
+        total = covered = 0
+        for shard in shards:
+            mapped = array.array("H", (new_id.get(t, other) for t in shard))
+            covered += len(mapped) - mapped.count(other)
+            total += len(mapped)
+            writer.add(mapped)
+        report(writer.close())
+        if total:
+            print(f"{split}: the {len(kept)} kept tokens cover {100 * covered / total:.1f}% of the tokens")
+
+
 # ---- source: openwebtext ----------------------------------------------------------------
 
 
@@ -533,8 +626,8 @@ def parse_args(argv):
     """The command-line arguments."""
     parser = OneLineParser(
         description="Tokenise text with GPT-2's BPE into token shards for ./train and ./eval.",
-        epilog="sources: `default` (bundled Moby-Dick), `openwebtext` (Hugging Face), or .txt/.jsonl files and folders")
-    parser.add_argument("sources", nargs="+", help="default | openwebtext | FILE_OR_FOLDER ...")
+        epilog="sources: `default` (bundled Moby-Dick), `openwebtext` (Hugging Face), `compact` (existing shards, smaller vocabulary), or .txt/.jsonl files and folders")
+    parser.add_argument("sources", nargs="+", help="default | openwebtext | compact | FILE_OR_FOLDER ...")
     parser.add_argument("--out", help="output folder (default: data/, or data/openwebtext/)")
     parser.add_argument("--name", help="shard name prefix for local files (default: the first file's name)")
     parser.add_argument("--val_fraction", type=float, default=0.1,
@@ -548,13 +641,17 @@ def parse_args(argv):
                         help="openwebtext: the Hugging Face dataset id (default Skylion007/openwebtext)")
     parser.add_argument("--bpe", choices=("auto", "builtin", "tiktoken"), default="auto",
                         help="openwebtext: tokenizer implementation (auto: tiktoken when installed)")
+    parser.add_argument("--source", help="compact: the shards to rewrite, as a prefix (default data/mobydick, "
+                        "i.e. data/mobydick_{train,val}_*.bin)")
+    parser.add_argument("--vocab_size", type=int, default=4096,
+                        help="compact: ids of the compact vocabulary, the last one for every other token (default 4096)")
     args = parser.parse_args(argv)
     if not 0 <= args.val_fraction < 1:
         parser.error("--val_fraction must be in [0, 1)")
     if args.shard_size < 1 or args.workers < 1:
         parser.error("--shard_size and --workers must be positive")
-    if len(args.sources) > 1 and ({"default", "openwebtext"} & set(args.sources)):
-        parser.error("`default` and `openwebtext` cannot be combined with other sources")
+    if len(args.sources) > 1 and ({"default", "openwebtext", "compact"} & set(args.sources)):
+        parser.error("`default`, `openwebtext` and `compact` cannot be combined with other sources")
     return args
 
 
@@ -566,6 +663,8 @@ def main(argv=None):
             prepare_default(args)
         elif args.sources == ["openwebtext"]:
             prepare_openwebtext(args)
+        elif args.sources == ["compact"]:
+            prepare_compact(args)
         else:
             prepare_local(args)
     except UserError as e:

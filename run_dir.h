@@ -181,7 +181,8 @@ class RunLog {
 public:
     // Opens DIR/log.jsonl. When resuming after `keep_before` steps, records of later steps (from
     // a run that went on past its last checkpoint) are dropped so the log reads as one run;
-    // `dropped` receives how many.
+    // `dropped` receives how many, and losses() the training losses of the kept steps in step
+    // order (the run-outcome rules replay them).
     RunLog(const std::string& dir, bool resuming, int keep_before, int* dropped = nullptr) : path_(in_folder(dir, "log.jsonl")) {
         std::string kept;
         int skipped = 0;
@@ -190,8 +191,13 @@ public:
             std::string line;
             while (std::getline(in, line)) {
                 long step = -1;
-                if (std::sscanf(line.c_str(), "{\"step\": %ld", &step) == 1 && step < keep_before) kept += line + "\n";
-                else skipped++;
+                if (std::sscanf(line.c_str(), "{\"step\": %ld", &step) != 1 || step >= keep_before) {
+                    skipped++;
+                    continue;
+                }
+                kept += line + "\n";
+                double loss;
+                if (std::sscanf(line.c_str(), "{\"step\": %ld, \"loss\": %lf", &step, &loss) == 2) losses_.push_back(loss);
             }
         }
         if (dropped) *dropped = skipped;
@@ -212,8 +218,10 @@ public:
     // Appends one record (a JSON object without newline); throws OutputError when it cannot be
     // written whole (the partial line is removed again).
     void write(const std::string& json) { append(json + "\n"); }
+    const std::vector<double>& losses() const { return losses_; }
 
 private:
+    std::vector<double> losses_;
     std::string path_;
     int fd_;
 
@@ -263,7 +271,8 @@ inline const std::vector<std::pair<const char*, const char*>>& defining_settings
         {"maxT", "-init"}, {"train_files", "-train_data"}, {"B", "-B"}, {"T", "-T"}, {"total_batch", "-total_batch"},
         {"shuffle", "-shuffle"}, {"seed", "-seed"}, {"steps", "-steps"}, {"lr", "-lr"}, {"lr_min", "-lr_min"},
         {"warmup", "-warmup"}, {"wd", "-wd"}, {"beta1", "-beta1"}, {"beta2", "-beta2"}, {"eps", "-eps"},
-        {"clip", "-clip"}};
+        {"clip", "-clip"}, {"outcome_window", "-outcome_window"}, {"diverge_rise", "-diverge_rise"},
+        {"spike_rise", "-spike_rise"}};
     return settings;
 }
 

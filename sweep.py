@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """sweep.py — runs ./train and ./eval over a grid of configurations × seeds; tables and figures.
 
-The grid is LayerNorm placements × residual steps Δt × weight decays × seeds, at one model size,
-learning rate and step count.
+The grid is LayerNorm placements × residual steps Δt × weight decays × learning rates × depths ×
+precisions × seeds, at one model width, schedule and step count.
 
-    python3 sweep.py --preset small                   # the docs/experiments.md experiment (2 CPU cores, < 30 min)
-    python3 sweep.py --preset gpt2-124m --jobs 1      # the paper's GPT-2 setup on OpenWebText (GPU)
-    python3 sweep.py --init l16h2c64 --ln pre,peri --dt 1,0.1 --wd 0,0.1 --seeds 1-5 \\
-                     --lr 1e-2 --steps 300 --B 4 --T 64 --out runs/mine
+    python3 sweep.py --preset e1                      # E1 of docs/experiments.md, "The protocol" (then e2, e3)
+    python3 sweep.py --preset gpt2-124m               # the paper's GPT-2 setup on OpenWebText (GPU)
+    python3 sweep.py --init l8h2c64v4096 --ln pre,peri --dt 1,0.1 --wd 0,0.1 --lr 1e-3,1e-2 --seeds 1-5 \\
+                     --steps 600 --B 8 --T 64 --out runs/mine
     python3 sweep.py --report runs/mine               # only (re)write the tables and figures
 
 Every run is `./train ... -out OUT/runs/NAME -resume 1`, then `./eval -model FINAL -json
@@ -16,22 +16,23 @@ The sweep is resumable: a run whose OUT/runs/NAME/result.json exists is not redo
 interrupted run continues from its last checkpoint, and one that finished training but not its
 evaluation is only evaluated.
 
-A run DIVERGES by ./train's criterion (exit status 3): a non-finite loss or gradient norm, or,
-after warmup, a training loss above the first loss + --diverge-margin (default 1.0). The sweep
-applies the same test to the final validation loss, which catches a last update that broke the
-model after ./train's last check.
+Every run ends with one outcome (README, "Run outcomes"): nonfinite or diverged when ./train
+stopped it (exit status 3), else collapsed when ./eval's final validation loss is not below
+./eval's unigram_ce of the same tokens, else ok; its transient spikes are counted beside.
 
 Output in OUT:
     sweep.json                the settings (a rerun with different training settings is refused)
     runs/NAME/                ./train's log.jsonl, config.json and final model_%08d.bin, train.log, eval.json,
-                              eval.log and result.json (NAME = {ln}_dt{Δt}_wd{wd}_s{seed})
-    results.csv               one row per run: status, divergence step, val loss, perplexity,
-                              accuracy, ROUGE, hidden-state growth, ...
-    layers.csv                one row per run and layer i = 0..L: mean_abs, entry_var, data_var,
-                              gradient norms, sensitivity, noise response
-    results.md                the table per configuration: divergences out of N, then mean ± std
-                              over the stable seeds
-    hidden_states.png, loss.png, grad_norm.png, sensitivity.png      (need matplotlib)
+                              eval.log and result.json
+                              (NAME = {ln}_dt{Δt}_wd{wd}_lr{lr}[_L{depth}][_{precision}]_s{seed})
+    results.csv               one row per run: outcome, stop step, spikes, val loss, baselines,
+                              perplexities, accuracy, ROUGE, hidden-state growth, ...
+    layers.csv                one row per run and layer i = 0..L: every per-layer diagnostic
+    results.md                the table per configuration: outcome counts, then mean ± std (n)
+                              over the runs that finished
+    experiment.md, and lr.csv, fits.csv or tests.csv   (experiment presets e1, e2, e3)
+    hidden_states.png, loss.png, grad_norm.png, sensitivity.png, loss_vs_lr.png (e1),
+    growth.png (e2)           (need matplotlib)
 
 Standard library only. Figures need matplotlib; when this interpreter lacks it and
 /usr/bin/python3 has it (Debian: apt-get install python3-matplotlib), that interpreter draws
@@ -53,27 +54,46 @@ import sys
 import threading
 import time
 
+import analysis
+
 REPO = os.path.dirname(os.path.abspath(__file__))
 PLACEMENTS = ("pre", "post", "peri")
 PLACEMENT_LABEL = {"pre": "Pre-LN", "post": "Post-LN", "peri": "Peri-LN"}
 
 # ---------------------------------------------------------------------------------------------
-# Presets. `small` is the CPU experiment of docs/experiments.md; the gpt2-* ones are the paper's
-# GPT-2 setup (AdamW β = (0.9, 0.95), lr 6e-4 with warmup and cosine decay to lr/10, clipping
-# at 1.0, weight decay 0.1 against 0) on OpenWebText shards made by `prepare_data.py openwebtext`.
+# Presets (docs/experiments.md, "The protocol"). e1, e2, e3 are the CPU experiments on the bundled
+# corpus with its compact vocabulary (prepare_data.py compact): an 8-block, 64-channel GPT-2
+# trained for 1200 steps of 8×64 tokens (about 2 epochs); `proxy` is the same protocol sized for
+# one GPU; the gpt2-* ones are the paper's GPT-2 setup (AdamW β = (0.9, 0.95), lr 6e-4 with
+# warmup and cosine decay to lr/10, clipping at 1.0, weight decay 0.1 against 0) on OpenWebText
+# shards made by `prepare_data.py openwebtext`.
+COMPACT = dict(train_data="data/mobydick_v4096_train_*.bin", val_data="data/mobydick_v4096_val_*.bin",
+               tokenizer="data/mobydick_v4096_tokenizer.bin")
+SMALL = dict(COMPACT, init="l8h2c64v4096", wd="0.1", seeds="1", warmup=30, steps=1200, B=8, T=64, clip=1.0,
+             beta2=0.95, eval_every=400, eval_batches=16, save_every=400, stats_every=100, eval_B=8, diag_batches=1,
+             directions=2, noise_samples=2, device="cpu", threads=1, jobs=2)
+E1_LRS = "1e-3,3e-3,1e-2,3e-2,1e-1"
 OWT_TRAIN = "data/openwebtext/openwebtext_train_*.bin"
 OWT_VAL = "data/openwebtext/openwebtext_val_*.bin"
-GPT2_COMMON = dict(ln="pre,peri,post", dt="1,0.1", wd="0.1,0", seeds="1-3", lr=6e-4, warmup=700,
+GPT2_COMMON = dict(ln="pre,peri,post", dt="1,0.1", wd="0.1,0", seeds="1-3", lr="6e-4", warmup=700,
                    steps=19073, B=16, T=1024, total_batch=524288, clip=1.0, beta2=0.95, eval_every=500,
                    eval_batches=8, save_every=1000, stats_every=500, eval_B=2, diag_batches=1, directions=2,
-                   train_data=OWT_TRAIN, val_data=OWT_VAL, device="cuda", threads=0, jobs=1)
+                   train_data=OWT_TRAIN, val_data=OWT_VAL, tokenizer=None, device="cuda", precision="bf16",
+                   threads=0, jobs=1)
 PRESETS = {
-    "small": dict(
-        init="l16h2c64", ln="pre,peri,post", dt="1,0.1", wd="0.1", seeds="1-3",
-        lr=1e-2, warmup=20, steps=400, B=4, T=64, clip=1.0, beta2=0.95, eval_every=100, eval_batches=16,
-        save_every=100, stats_every=20, eval_B=8, diag_batches=2, directions=4,
-        train_data="data/mobydick_train_*.bin", val_data="data/mobydick_val_*.bin", device="cpu", threads=1,
-        out="runs/small", publish="docs/small"),
+    # E1: learning-rate sensitivity of every placement and Δt.
+    "e1": dict(SMALL, experiment="e1", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS, out="runs/e1", publish="docs/e1"),
+    # E2: growth of the hidden states with depth, at init (step 0) and after 300 steps.
+    "e2": dict(SMALL, experiment="e2", ln="pre,peri", dt="1,0.1", lr="3e-3", depth="4,8,16,32", steps=300,
+               save_every=150, eval_every=150, stats_every=50, out="runs/e2", publish="docs/e2"),
+    # E3: outcomes with and without weight decay at the edge-of-stability lr of E1 (lr_from),
+    # 600 steps (the same warmup and peak lr as E1, a cosine decay twice as fast).
+    "e3": dict(SMALL, experiment="e3", ln="pre,peri", dt="1,0.1", wd="0,0.1", seeds="1-5", lr=None,
+               lr_from="runs/e1", steps=600, save_every=300, eval_every=300, out="runs/e3", publish="docs/e3"),
+    # The E1 grid on one GPU: a wider model, 4x the batch, 2000 steps, bf16 and fp32, 6 runs at once.
+    "proxy": dict(SMALL, experiment="e1", init="l8h4c256v4096", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS,
+                  precision="bf16,fp32", B=32, T=256, steps=2000, warmup=100, eval_every=500, save_every=1000,
+                  stats_every=250, eval_B=8, device="cuda", threads=2, jobs=6, out="runs/proxy", publish=None),
     "gpt2-124m": dict(GPT2_COMMON, init="d12", out="runs/gpt2-124m"),
     "gpt2-350m": dict(GPT2_COMMON, init="d24", B=8, out="runs/gpt2-350m"),
     "gpt2-774m": dict(GPT2_COMMON, init="d36", B=4, out="runs/gpt2-774m"),
@@ -81,19 +101,21 @@ PRESETS = {
 }
 
 DEFAULTS = dict(
-    init="l16h2c64", ln="pre,peri,post", dt="1,0.1", wd="0.1", seeds="1-3", lr=6e-4, lr_min=None, warmup=20,
-    steps=300, B=4, T=64, total_batch=0, clip=1.0, beta2=0.95, diverge_margin=1.0, eval_every=100,
-    eval_batches=16, save_every=100, stats_every=50, eval_B=8, diag_batches=1, directions=4, sigma=0.1,
-    noise_samples=4, train_data="data/mobydick_train_*.bin",
-    val_data="data/mobydick_val_*.bin", tokenizer=None, device="cpu", threads=1, jobs=0, out="runs/sweep",
-    publish=None)
+    init="l8h2c64v4096", ln="pre,peri,post", dt="1,0.1", wd="0.1", seeds="1-3", lr="6e-4", depth=None,
+    precision=None, lr_min_ratio=0.1, warmup=20, steps=300, B=4, T=64, total_batch=0, clip=1.0, beta2=0.95,
+    outcome_window=20, diverge_rise=1.0, spike_rise=1.0, eval_every=100, eval_batches=16, save_every=100,
+    stats_every=50, eval_B=8, diag_batches=1, directions=4, sigma=None, noise_samples=4,
+    **COMPACT, device="cpu", threads=1, jobs=0, out="runs/sweep", publish=None, experiment=None, lr_from=None)
 
 # Settings that change where and how fast runs go, not what they compute.
 EXECUTION_SETTINGS = ("device", "threads", "jobs", "out", "publish")
 
 # The settings that decide what a run computes: a rerun into the same OUT must keep them.
-TRAINING_SETTINGS = ("init", "lr", "lr_min", "warmup", "steps", "B", "T", "total_batch", "clip", "beta2",
-                     "diverge_margin", "train_data", "val_data")
+TRAINING_SETTINGS = ("init", "lr_min_ratio", "warmup", "steps", "B", "T", "total_batch", "clip", "beta2",
+                     "outcome_window", "diverge_rise", "spike_rise", "train_data", "val_data")
+
+# The grid axes: a rerun into the same OUT may add values.
+GRID_SETTINGS = ("ln", "dt", "wd", "lr", "depth", "precision", "seeds")
 
 
 # ./train -init's fresh sizes (model.h): the named ones and l{L}h{NH}c{C}[v{V}][t{maxT}]. A size
@@ -144,15 +166,38 @@ def fmt_num(x):
 
 
 class Run:
-    def __init__(self, ln, dt, wd, seed, out):
-        self.ln, self.dt, self.wd, self.seed = ln, dt, wd, seed
-        self.name = f"{ln}_dt{fmt_num(dt)}_wd{fmt_num(wd)}_s{seed}"
+    """One run of the grid: placement, Δt, weight decay, learning rate, depth (None: the depth of
+    --init), precision (None: the program's default) and seed.
+    NAME = {ln}_dt{Δt}_wd{wd}_lr{lr}[_L{depth}][_{precision}]_s{seed}."""
+    def __init__(self, ln, dt, wd, lr, depth, precision, seed, out):
+        self.ln, self.dt, self.wd, self.lr, self.depth, self.precision, self.seed = ln, dt, wd, lr, depth, precision, seed
+        self.name = (f"{ln}_dt{fmt_num(dt)}_wd{fmt_num(wd)}_lr{fmt_num(lr)}" + (f"_L{depth}" if depth else "") +
+                     (f"_{precision}" if precision else "") + f"_s{seed}")
         self.dir = os.path.join(out, "runs", self.name)
-        self.config = (ln, dt, wd)
+        self.config = (ln, dt, wd, lr, depth, precision)
+
+
+def init_for(s, depth):
+    """./train's -init for a run: --init, with its number of blocks replaced by `depth` when the
+    grid has a depth axis (--depth, which needs a size l{L}h{NH}c{C}...)."""
+    if depth is None:
+        return s.init
+    size = CUSTOM_SIZE.fullmatch(s.init)
+    if not size:
+        raise SweepError(f"--depth needs --init of the form l{{L}}h{{NH}}c{{C}}..., not {s.init}")
+    return f"l{depth}" + s.init[s.init.index("h"):]
 
 
 def make_grid(s):
     runs = []
+    depths = [int(d) for d in parse_list(s.depth, "seeds", "--depth")] if s.depth else [None]
+    if any(d < 1 for d in depths if d is not None):
+        raise SweepError("--depth: every value must be ≥ 1")
+    for d in depths:
+        init_for(s, d)
+    precisions = [p.strip() for p in s.precision.split(",") if p.strip()] if s.precision else [None]
+    if any(p not in ("bf16", "fp32", None) for p in precisions):
+        raise SweepError(f"--precision: bf16 or fp32, not {s.precision}")
     for ln in parse_list(s.ln, "ln", "--ln"):
         for dt in parse_list(s.dt, "dt", "--dt"):
             if dt <= 0:
@@ -160,8 +205,13 @@ def make_grid(s):
             for wd in parse_list(s.wd, "wd", "--wd"):
                 if wd < 0:
                     raise SweepError("--wd: every value must be ≥ 0")
-                for seed in parse_list(s.seeds, "seeds", "--seeds"):
-                    runs.append(Run(ln, dt, wd, seed, s.out))
+                for lr in parse_list(s.lr, "lr", "--lr"):
+                    if lr <= 0:
+                        raise SweepError("--lr: every value must be > 0")
+                    for depth in depths:
+                        for precision in precisions:
+                            for seed in parse_list(s.seeds, "seeds", "--seeds"):
+                                runs.append(Run(ln, dt, wd, lr, depth, precision, seed, s.out))
     return runs
 
 
@@ -220,6 +270,24 @@ def first_loss(log):
     return None
 
 
+# Run outcomes (README "Run outcomes"): ./train stops a run as nonfinite or diverged; a run that
+# finished is collapsed when its final validation loss (./eval's) is not below ./eval's
+# unigram_ce of the same tokens, else ok.
+OUTCOMES = ("ok", "collapsed", "diverged", "nonfinite")
+FINISHED = ("ok", "collapsed")
+
+
+def finished_outcome(ev, log):
+    """The result fields of a run that trained to the end, from its eval.json and log.jsonl."""
+    loss, unigram = ev.get("val_loss"), ev.get("unigram_ce")
+    spikes = next((r.get("spikes") for r in reversed(log) if r.get("event") == "outcome"), None)
+    if loss is None or not math.isfinite(loss):
+        return dict(outcome="nonfinite", stopped_step=None, reason="final validation loss is not finite", spikes=spikes)
+    collapsed = unigram is not None and loss >= unigram
+    return dict(outcome="collapsed" if collapsed else "ok", val_loss=loss, unigram_ce=unigram, spikes=spikes,
+                reason=f"val loss {loss:.4g} ≥ unigram_ce {unigram:.4g}" if collapsed else None)
+
+
 class Sweep:
     def __init__(self, s):
         self.s = s
@@ -234,15 +302,18 @@ class Sweep:
     def train_command(self, run):
         s = self.s
         cmd = [s.train_bin, "-device", s.device, "-ln", run.ln, "-dt", repr(run.dt), "-wd", repr(run.wd),
-               "-seed", str(run.seed), "-init", s.init, "-train_data", s.train_data,
+               "-seed", str(run.seed), "-init", init_for(s, run.depth), "-train_data", s.train_data,
                "-val_data", s.val_data, "-B", str(s.B), "-T", str(s.T), "-steps", str(s.steps),
-               "-lr", repr(s.lr), "-lr_min", repr(s.lr_min if s.lr_min is not None else s.lr / 10),
+               "-lr", repr(run.lr), "-lr_min", repr(run.lr * s.lr_min_ratio),
                "-warmup", str(s.warmup), "-clip", repr(s.clip), "-beta2", repr(s.beta2),
-               "-diverge_margin", repr(s.diverge_margin), "-eval_every", str(s.eval_every),
+               "-outcome_window", str(s.outcome_window), "-diverge_rise", repr(s.diverge_rise),
+               "-spike_rise", repr(s.spike_rise), "-eval_every", str(s.eval_every),
                "-eval_batches", str(s.eval_batches), "-save_every", str(s.save_every),
                "-stats_every", str(s.stats_every), "-out", run.dir, "-resume", "1"]
         if s.total_batch:
             cmd += ["-total_batch", str(s.total_batch)]
+        if run.precision:
+            cmd += ["-precision", run.precision]
         if s.threads:
             cmd += ["-threads", str(s.threads)]
         return cmd
@@ -250,11 +321,15 @@ class Sweep:
     def eval_command(self, run):
         s = self.s
         cmd = [s.eval_bin, "-device", s.device, "-model", final_model(run, s), "-val_data", s.val_data,
-               "-B", str(s.eval_B), "-T", str(s.T), "-eval_batches", str(s.eval_batches),
-               "-diag_batches", str(s.diag_batches), "-directions", str(s.directions), "-sigma", repr(s.sigma),
+               "-train_data", s.train_data, "-B", str(s.eval_B), "-T", str(s.T), "-eval_batches", str(s.eval_batches),
+               "-diag_batches", str(s.diag_batches), "-directions", str(s.directions),
                "-noise_samples", str(s.noise_samples), "-json", os.path.join(run.dir, "eval.json")]
+        if s.sigma is not None:
+            cmd += ["-sigma", repr(s.sigma)]
         if s.tokenizer:
             cmd += ["-tokenizer", s.tokenizer]
+        if run.precision:
+            cmd += ["-precision", run.precision]
         if s.threads:
             cmd += ["-threads", str(s.threads)]
         return cmd
@@ -271,7 +346,7 @@ class Sweep:
 
     def clean(self, run, keep_final):
         """Drops what a recorded run no longer needs: optimiser states, intermediate checkpoints
-        (and the final model too for a diverged run)."""
+        (and the final model too for a run that stopped early)."""
         final = os.path.basename(final_model(run, self.s))
         for name in os.listdir(run.dir):
             if name.startswith("state_") or (
@@ -288,45 +363,38 @@ class Sweep:
         os.makedirs(run.dir, exist_ok=True)
         start = time.time()
         eval_json = os.path.join(run.dir, "eval.json")
-        result = dict(name=run.name, ln=run.ln, dt=run.dt, wd=run.wd, seed=run.seed)
+        result = dict(name=run.name, ln=run.ln, dt=run.dt, wd=run.wd, lr=run.lr, depth=run.depth,
+                      precision=run.precision, seed=run.seed)
         if not os.path.exists(final_model(run, s)):
             status = self.execute(self.train_command(run), os.path.join(run.dir, "train.log"))
             log = read_jsonl(os.path.join(run.dir, "log.jsonl"))
             if status == 3:
                 event = next((r for r in reversed(log) if r.get("event") == "diverged"), {})
-                result.update(status="diverged", diverged_step=event.get("step"),
-                              reason=event.get("reason", "./train exited with status 3"))
+                result.update(outcome=event.get("outcome", "diverged"), stopped_step=event.get("step"),
+                              reason=event.get("reason", "./train exited with status 3"), spikes=event.get("spikes"))
             elif status == 2:  # bad input: every run would be refused alike
                 self.refused = refusal(os.path.join(run.dir, "train.log")) or "see " + os.path.join(run.dir, "train.log")
                 return None
             elif status != 0 or not os.path.exists(final_model(run, s)):
                 return self.failed(run, f"./train exited with status {status}", "train.log")
         result["train_seconds"] = round(time.time() - start, 1)
-        if result.get("status") != "diverged":
+        if "outcome" not in result:
             if read_json(eval_json) is None:
                 t0 = time.time()
                 status = self.execute(self.eval_command(run), os.path.join(run.dir, "eval.log"))
                 if status != 0 or read_json(eval_json) is None:
                     return self.failed(run, f"./eval exited with status {status}", "eval.log")
                 result["eval_seconds"] = round(time.time() - t0, 1)
-            ev = read_json(eval_json)
-            loss = ev.get("val_loss")
-            first = first_loss(read_jsonl(os.path.join(run.dir, "log.jsonl")))
-            if loss is None or not math.isfinite(loss):
-                result.update(status="diverged", diverged_step=s.steps, reason="final validation loss is not finite")
-            elif s.diverge_margin > 0 and first is not None and loss > first + s.diverge_margin:
-                result.update(status="diverged", diverged_step=s.steps,
-                              reason=f"final validation loss {loss:.4g} exceeds the first loss {first:.4g} + "
-                                     f"{s.diverge_margin:g}")
-            else:
-                result.update(status="finished", val_loss=loss)
+            result.update(finished_outcome(read_json(eval_json), read_jsonl(os.path.join(run.dir, "log.jsonl"))))
         write_json(result_path, result)
-        self.clean(run, keep_final=result["status"] == "finished")
+        self.clean(run, keep_final=result["outcome"] in FINISHED)
         with self.lock:
             self.done += 1
             done = self.done
-        what = (f"diverged at step {result['diverged_step']}: {result['reason']}" if result["status"] == "diverged"
-                else f"val loss {result['val_loss']:.4f}")
+        what = (f"{result['outcome']} at step {result['stopped_step']}: {result['reason']}"
+                if result["outcome"] not in FINISHED else
+                f"{result['outcome']}, val loss {result['val_loss']:.4f} (unigram_ce " +
+                (f"{result['unigram_ce']:.4f})" if result.get("unigram_ce") is not None else "not computed)"))
         self.say(f"[{done}/{total}] {run.name}: {what} ({time.time() - start:.0f} s)")
         return result
 
@@ -351,7 +419,7 @@ def run_record(run):
     if result is None:
         return None
     log = read_jsonl(os.path.join(run.dir, "log.jsonl"))
-    ev = read_json(os.path.join(run.dir, "eval.json")) if result["status"] == "finished" else None
+    ev = read_json(os.path.join(run.dir, "eval.json")) if result.get("outcome") in FINISHED else None
     steps = [(r["step"], r["loss"]) for r in log if "loss" in r and "event" not in r and r["loss"] is not None]
     return dict(run=run, result=result, log=log, eval=ev, steps=steps)
 
@@ -369,26 +437,36 @@ def layer_series(ev):
     lay, sens, unc = ev.get("layers") or {}, ev.get("sensitivity") or {}, ev.get("uncertainty") or {}
     n = len(lay.get("mean_abs", []))
     pad = lambda v: [None] + list(v) if v else [None] * n  # block quantities: none at i = 0
+    stream = lambda v: list(v) if v else [None] * n          # X_0..X_L quantities, absent in older eval.json
     return dict(mean_abs=lay.get("mean_abs", []), entry_var=lay.get("entry_var", []),
-                data_var=lay.get("data_var", []), grad_norm=lay.get("grad_norm", []),
-                param_grad_norm=pad(lay.get("param_grad_norm")), sens_mean=pad(sens.get("block_mean")),
-                sens_max=pad(sens.get("block_max")), noise_dx=unc.get("mean_dx", [None] * n),
-                w2_bound=unc.get("w2_bound", [None] * n))
+                data_var=lay.get("data_var", []), rms=stream(lay.get("rms")), grad_norm=lay.get("grad_norm", []),
+                grad_norm_scaled=stream(lay.get("grad_norm_scaled")),
+                param_grad_norm=pad(lay.get("param_grad_norm")), attn_logit_max=pad(lay.get("attn_logit_max")),
+                param_norm=pad(lay.get("param_norm")), fcproj_grad_norm=pad(lay.get("fcproj_grad_norm")),
+                mlp_hidden_rms=pad(lay.get("mlp_hidden_rms")), sens_mean=pad(sens.get("block_mean")),
+                sens_max=pad(sens.get("block_max")), noise_dx=stream(unc.get("mean_dx")),
+                w2_bound=stream(unc.get("w2_bound")),
+                relative_amplification=stream(unc.get("relative_amplification")))
 
 
-RESULT_COLUMNS = ["run", "ln", "dt", "wd", "seed", "status", "diverged_step", "reason", "final_train_loss",
-                  "val_loss", "val_ppl", "accuracy", "rouge1", "rouge2", "rougeL", "rouge1_stem", "rouge2_stem",
+RESULT_COLUMNS = ["run", "ln", "dt", "wd", "lr", "depth", "precision", "seed", "outcome", "stopped_step", "reason", "spikes",
+                  "first_train_loss", "final_train_loss", "val_loss", "unigram_ce", "bigram_ce", "val_ppl", "ppl_seq",
+                  "accuracy", "logit_max", "log_z_mean", "rouge1", "rouge2", "rougeL", "rouge1_stem", "rouge2_stem",
                   "rougeL_stem", "mean_abs_0", "mean_abs_L", "mean_abs_growth", "entry_var_L", "data_var_L",
-                  "grad_norm_0", "grad_norm_L", "sens_mean_max", "w2_bound_L", "train_stats_step",
+                  "grad_norm_0", "grad_norm_L", "grad_norm_scaled_0", "grad_norm_scaled_L", "attn_logit_max",
+                  "sens_mean_max", "w2_bound_L", "relative_amplification_L", "train_stats_step",
                   "train_mean_abs_0", "train_mean_abs_L", "train_seconds", "eval_seconds"]
-LAYER_COLUMNS = ["run", "ln", "dt", "wd", "seed", "layer", "mean_abs", "entry_var", "data_var", "grad_norm",
-                 "param_grad_norm", "sens_mean", "sens_max", "noise_dx", "w2_bound"]
+RUN_KEYS = ["run", "ln", "dt", "wd", "lr", "depth", "precision", "seed"]
+LAYER_KEYS = ["mean_abs", "entry_var", "data_var", "rms", "grad_norm", "grad_norm_scaled", "param_grad_norm",
+              "attn_logit_max", "param_norm", "fcproj_grad_norm", "mlp_hidden_rms", "sens_mean", "sens_max",
+              "noise_dx", "w2_bound", "relative_amplification"]
+LAYER_COLUMNS = RUN_KEYS + ["layer"] + LAYER_KEYS
 
 
 def result_row(rec):
     run, res, ev = rec["run"], rec["result"], rec["eval"]
-    row = dict(run=run.name, ln=run.ln, dt=run.dt, wd=run.wd, seed=run.seed, status=res["status"],
-               diverged_step=res.get("diverged_step"), reason=res.get("reason"),
+    row = dict(run_keys(run), outcome=res["outcome"], stopped_step=res.get("stopped_step"), reason=res.get("reason"),
+               spikes=res.get("spikes"), first_train_loss=first_loss(rec["log"]),
                train_seconds=res.get("train_seconds"), eval_seconds=res.get("eval_seconds"))
     stats = last_stats(rec["log"])
     if stats:
@@ -397,7 +475,8 @@ def result_row(rec):
     tail = [loss for _, loss in rec["steps"][-10:]]
     row["final_train_loss"] = statistics.fmean(tail) if tail else None
     if ev:
-        row.update(val_loss=ev.get("val_loss"), val_ppl=ev.get("val_ppl"), accuracy=ev.get("accuracy"))
+        row.update({k: ev.get(k) for k in ("val_loss", "unigram_ce", "bigram_ce", "val_ppl", "ppl_seq", "accuracy",
+                                           "logit_max", "log_z_mean")})
         for k, v in (ev.get("rouge") or {}).items():
             if k in RESULT_COLUMNS:
                 row[k] = v
@@ -407,9 +486,17 @@ def result_row(rec):
                        mean_abs_growth=ls["mean_abs"][-1] / ls["mean_abs"][0] if ls["mean_abs"][0] else None,
                        entry_var_L=ls["entry_var"][-1], data_var_L=ls["data_var"][-1],
                        grad_norm_0=ls["grad_norm"][0], grad_norm_L=ls["grad_norm"][-1],
+                       grad_norm_scaled_0=ls["grad_norm_scaled"][0], grad_norm_scaled_L=ls["grad_norm_scaled"][-1],
+                       attn_logit_max=max((x for x in ls["attn_logit_max"] if x is not None), default=None),
+                       relative_amplification_L=ls["relative_amplification"][-1],
                        sens_mean_max=max(x for x in ls["sens_mean"] if x is not None) if len(ls["sens_mean"]) > 1 else None,
                        w2_bound_L=ls["w2_bound"][-1])
     return row
+
+
+def run_keys(run):
+    return dict(run=run.name, ln=run.ln, dt=run.dt, wd=run.wd, lr=run.lr, depth=run.depth, precision=run.precision,
+                seed=run.seed)
 
 
 def csv_value(v):
@@ -437,16 +524,36 @@ def configs_in_order(runs):
 
 
 def config_label(config):
-    ln, dt, wd = config
-    return f"{PLACEMENT_LABEL[ln]} Δt={fmt_num(dt)} wd={fmt_num(wd)}"
+    ln, dt, wd, lr, depth, precision = config
+    return (f"{PLACEMENT_LABEL[ln]} Δt={fmt_num(dt)} wd={fmt_num(wd)} lr={fmt_num(lr)}" +
+            (f" L={depth}" if depth else "") + (f" {precision}" if precision else ""))
 
 
-def pm(values, digits):
+def fmt_stat(values, digits):
+    """mean ± std (n) of the finite values; "—" when there are none."""
     mean, std, n = mean_std(values)
     if mean is None:
         return "—"
-    text = f"{mean:.{digits}f}"
-    return text + (f" ± {std:.{digits}f}" if std is not None else "")
+    return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None else "") + f" ({n})"
+
+
+def outcome_counts(recs):
+    """{outcome: number of runs} over the records."""
+    counts = {k: 0 for k in OUTCOMES}
+    for rec in recs:
+        counts[rec["result"]["outcome"]] += 1
+    return counts
+
+
+def baselines_line(records):
+    """One sentence with the baselines of the evaluated tokens (the same for every run)."""
+    evs = [rec["eval"] for rec in records.values() if rec and rec["eval"]]
+    uni = [ev.get("unigram_ce") for ev in evs if ev.get("unigram_ce") is not None]
+    bi = [ev.get("bigram_ce") for ev in evs if ev.get("bigram_ce") is not None]
+    if not uni:
+        return "Baselines: none recorded."
+    return (f"Baselines on the evaluated validation tokens: unigram_ce {statistics.fmean(uni):.4f}, "
+            f"bigram_ce {statistics.fmean(bi):.4f} nats (training-shard counts; docs/experiments.md, *Baselines*).")
 
 
 def markdown(s, runs, records):
@@ -454,48 +561,45 @@ def markdown(s, runs, records):
     model = "L={}, NH={}, C={}".format(*size.groups()) if size else s.init
     tokens = s.total_batch or s.B * s.T
     lines = [
-        f"Model {model}; {s.steps} steps of {tokens} tokens; AdamW lr {s.lr:g} (warmup {s.warmup}, cosine to "
-        f"{(s.lr_min if s.lr_min is not None else s.lr / 10):g}), β2 {s.beta2:g}, clip {s.clip:g}; "
-        f"diverged = non-finite{f', or loss > first loss + {s.diverge_margin:g} after warmup' if s.diverge_margin else ''}. "
-        f"Mean ± std over the seeds that did not diverge; validation metrics over {s.eval_batches} batches of "
-        f"{s.eval_B}×{s.T} tokens; ROUGE F1 of the argmax predictions (teacher forcing), no stemming. "
-        f"The last column is X_L's mean_abs at the last stats record of training (every {s.stats_every} steps), "
-        f"mean (min–max) over all seeds, diverged ones included.",
+        f"Model {model}{' (L per row)' if s.depth else ''}; {s.steps} steps of {tokens} tokens; AdamW, warmup "
+        f"{s.warmup}, cosine to {s.lr_min_ratio:g}·lr, β2 {s.beta2:g}, clip {s.clip:g}. Outcomes per README "
+        f"*Run outcomes* (window {s.outcome_window}, divergence rise {s.diverge_rise:g} nat, spike rise "
+        f"{s.spike_rise:g} nat). Metrics are mean ± std (n) over the runs that finished (ok and collapsed); "
+        f"validation over {s.eval_batches} batches of {s.eval_B}×{s.T} tokens; ROUGE F1 of the argmax "
+        f"predictions with Porter stemming.",
         "",
-        "| LN | Δt | wd | diverged | val loss | perplexity | accuracy | ROUGE-1 | ROUGE-2 | ROUGE-L "
-        "| mean_abs X_0 → X_L | ‖∂L/∂X_0‖ / ‖∂L/∂X_L‖ | mean_abs X_L in training |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        baselines_line(records),
+        "",
+        "| LN | Δt | wd | lr | L | runs | ok | collapsed | diverged | nonfinite | spikes | val loss | val − unigram "
+        "| ppl_seq | accuracy | ROUGE-1 | ROUGE-L | mean_abs X_0 → X_L | ‖∂L/∂X_0‖·RMS / ‖∂L/∂X_L‖·RMS |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for config in configs_in_order(runs):
         recs = [records[r.name] for r in runs if r.config == config and records.get(r.name)]
         if not recs:
             continue
-        div = [rec for rec in recs if rec["result"]["status"] == "diverged"]
-        ok = [rec for rec in recs if rec["result"]["status"] == "finished"]
-        steps = sorted(rec["result"].get("diverged_step") for rec in div if rec["result"].get("diverged_step") is not None)
-        diverged = f"{len(div)}/{len(recs)}" + (f" (steps {', '.join(map(str, steps))})" if steps else "")
-        evs = [rec["eval"] for rec in ok if rec["eval"]]
+        counts = outcome_counts(recs)
+        spikes = sum(rec["result"].get("spikes") or 0 for rec in recs)
+        evs = [rec["eval"] for rec in recs if rec["eval"]]
         ls = [layer_series(ev) for ev in evs]
         growth = "—"
         if ls and ls[0]["mean_abs"]:
             m0, _, _ = mean_std([x["mean_abs"][0] for x in ls])
             mL, _, _ = mean_std([x["mean_abs"][-1] for x in ls])
             growth = f"{m0:.3g} → {mL:.3g} (×{mL / m0:.3g})"
-        ratio = "—"
-        if ls and ls[0]["grad_norm"]:
-            r, _, _ = mean_std([x["grad_norm"][0] / x["grad_norm"][-1] for x in ls if x["grad_norm"][-1]])
-            ratio = f"{r:.3g}" if r is not None else "—"
-        in_training = "—"
-        last = [(last_stats(rec["log"]) or {}).get("mean_abs") for rec in recs]
-        last = [x[-1] for x in last if x]
-        if last:
-            in_training = f"{statistics.fmean(last):.3g}" + (f" ({min(last):.3g}–{max(last):.3g})" if len(last) > 1 else "")
-        rouge = lambda key: [(ev.get("rouge") or {}).get(key) for ev in evs]
-        ln, dt, wd = config
-        lines.append(f"| {PLACEMENT_LABEL[ln]} | {fmt_num(dt)} | {fmt_num(wd)} | {diverged} | "
-                     f"{pm([ev.get('val_loss') for ev in evs], 3)} | {pm([ev.get('val_ppl') for ev in evs], 1)} | "
-                     f"{pm([ev.get('accuracy') for ev in evs], 3)} | {pm(rouge('rouge1'), 3)} | "
-                     f"{pm(rouge('rouge2'), 3)} | {pm(rouge('rougeL'), 3)} | {growth} | {ratio} | {in_training} |")
+        ratios = [x["grad_norm_scaled"][0] / x["grad_norm_scaled"][-1] for x in ls
+                  if x["grad_norm_scaled"][0] is not None and x["grad_norm_scaled"][-1]]
+        ratio = fmt_stat(ratios, 3) if ratios else "—"
+        stem = lambda key: [(ev.get("rouge") or {}).get(key) for ev in evs]
+        gap = [ev["val_loss"] - ev["unigram_ce"] for ev in evs
+               if ev.get("val_loss") is not None and ev.get("unigram_ce") is not None]
+        ln, dt, wd, lr, depth, precision = config
+        lines.append(f"| {PLACEMENT_LABEL[ln]} | {fmt_num(dt)} | {fmt_num(wd)} | {fmt_num(lr)} | "
+                     f"{depth or (size.group(1) if size else '')} | {len(recs)} | "
+                     + " | ".join(str(counts[k]) for k in OUTCOMES) + f" | {spikes} | "
+                     f"{fmt_stat([ev.get('val_loss') for ev in evs], 3)} | {fmt_stat(gap, 3)} | "
+                     f"{fmt_stat([ev.get('ppl_seq') for ev in evs], 1)} | {fmt_stat([ev.get('accuracy') for ev in evs], 3)} | "
+                     f"{fmt_stat(stem('rouge1_stem'), 3)} | {fmt_stat(stem('rougeL_stem'), 3)} | {growth} | {ratio} |")
     missing = [r.name for r in runs if not records.get(r.name)]
     if missing:
         lines += ["", f"Not recorded yet ({len(missing)}): {', '.join(missing)}"]
@@ -513,14 +617,248 @@ def collect(s, runs):
         if rec["eval"]:
             ls = layer_series(rec["eval"])
             for i in range(len(ls["mean_abs"])):
-                layer_rows.append(dict(run=r.name, ln=r.ln, dt=r.dt, wd=r.wd, seed=r.seed, layer=i,
-                                       **{k: (v[i] if i < len(v) else None) for k, v in ls.items()}))
+                layer_rows.append(dict(run_keys(r), layer=i, **{k: (v[i] if i < len(v) else None) for k, v in ls.items()}))
     write_csv(os.path.join(s.out, "results.csv"), RESULT_COLUMNS, rows)
     write_csv(os.path.join(s.out, "layers.csv"), LAYER_COLUMNS, layer_rows)
     md = markdown(s, runs, records)
     with open(os.path.join(s.out, "results.md"), "w", encoding="utf-8") as f:
         f.write(md)
-    return records, md
+    return records, md + experiment_markdown(s, runs, records)
+
+
+# ---------------------------------------------------------------------------------------------
+# Experiment reports (docs/experiments.md, "The protocol"): the tables of E1, E2 and E3, written
+# to OUT/experiment.md and OUT/{e1,e2,e3}_*.csv beside the per-run tables.
+
+def final_val_loss(rec):
+    """The final validation loss of a finished run (./eval's), else None."""
+    return rec["eval"].get("val_loss") if rec and rec["eval"] else None
+
+
+def group_without(runs, drop):
+    """Configurations with the field `drop` (an index into Run.config) left out, in grid order,
+    each with its runs."""
+    groups = {}
+    for r in runs:
+        key = tuple(v for i, v in enumerate(r.config) if i != drop)
+        groups.setdefault(key, []).append(r)
+    return groups
+
+
+def short_label(ln, dt, precision=None, depth=None):
+    return (f"{PLACEMENT_LABEL[ln]} Δt={fmt_num(dt)}" + (f" L={depth}" if depth else "") +
+            (f" {precision}" if precision else ""))
+
+
+def e1_report(s, runs, records):
+    """E1: final loss against learning rate per configuration; L*, its lr and the LR
+    sensitivity; writes lr.csv. Returns (markdown lines, rows)."""
+    lrs = sorted({r.lr for r in runs})
+    lines = ["## E1: learning-rate sensitivity", "",
+             "Final validation loss per learning rate (one run per cell; a run that stopped shows its outcome "
+             "and counts as L_init, the mean step-0 training loss; (c) = collapsed: not below unigram_ce). "
+             "LR sensitivity = mean over the grid of min(L(η), L_init) − L* (Wortsman et al. 2023).", "",
+             "| configuration | " + " | ".join(f"lr {fmt_num(lr)}" for lr in lrs) + " | L* (lr) | LR sensitivity |",
+             "|---|" + "---|" * len(lrs) + "---|---|"]
+    rows, summary = [], []
+    for key, group in group_without(runs, 3).items():
+        ln, dt, wd, depth, precision = key
+        recs = {r.lr: records.get(r.name) for r in group}
+        inits = [first_loss(rec["log"]) for rec in recs.values() if rec and first_loss(rec["log"]) is not None]
+        if not inits:
+            continue
+        l_init = statistics.fmean(inits)
+        cells, losses = [], {}
+        for lr in lrs:
+            rec = recs.get(lr)
+            if not rec:
+                cells.append("…")
+                continue
+            res = rec["result"]
+            loss = final_val_loss(rec)
+            losses[lr] = loss
+            if res["outcome"] in FINISHED:
+                cells.append(f"{loss:.3f}" + (" (c)" if res["outcome"] == "collapsed" else ""))
+            else:
+                cells.append(f"{res['outcome']} @{res.get('stopped_step')}")
+            rows.append(dict(ln=ln, dt=dt, wd=wd, depth=depth, precision=precision, lr=lr, outcome=res["outcome"],
+                             spikes=res.get("spikes"), val_loss=loss, unigram_ce=res.get("unigram_ce"),
+                             initial_loss=l_init))
+        best, best_lr, sens = analysis.lr_sensitivity(losses, l_init)
+        summary.append((best, short_label(ln, dt, precision, depth)))
+        lines.append(f"| {short_label(ln, dt, precision, depth)} | " + " | ".join(cells) + " | " +
+                     (f"{best:.3f} ({fmt_num(best_lr)})" if best is not None else "—") + " | " +
+                     (f"{sens:.3f}" if sens is not None and len(losses) == len(lrs) else
+                      f"— ({len(losses)} of {len(lrs)} lrs recorded)") + " |")
+    uni = [row["unigram_ce"] for row in rows if row.get("unigram_ce") is not None]
+    done = [x for x in summary if x[0] is not None]
+    if done and uni:
+        best, label = min(done)
+        lines += ["", f"Best configuration: {label}, L* = {best:.3f}; unigram_ce − L* = {statistics.fmean(uni) - best:.3f} "
+                      f"nats (unigram_ce {statistics.fmean(uni):.3f})."]
+    results = {}
+    for row in rows:
+        results.setdefault((row["ln"], row["lr"]), []).append((row["outcome"], row["val_loss"]))
+    edge = analysis.edge_of_stability(results, ("pre", "peri"))
+    if edge[0] is not None:
+        lines += ["", f"Edge of stability (the learning rate of E3): {fmt_num(edge[0])}, {edge[1]}."]
+    write_csv(os.path.join(s.out, "lr.csv"), ["ln", "dt", "wd", "depth", "precision", "lr", "outcome", "spikes",
+                                                 "val_loss", "unigram_ce", "initial_loss"], rows)
+    return lines, rows
+
+
+def profile(rec, stage, key):
+    """The series X_0..X_L of one run: at "init" from ./train's stats record of step 0, after
+    training ("trained") from eval.json."""
+    if stage == "init":
+        first = next((r for r in rec["log"] if r.get("event") == "stats" and r.get("step") == 0), None)
+        return first.get(key) if first else None
+    return layer_series(rec["eval"])[key] if rec["eval"] else None
+
+
+def e2_report(s, runs, records):
+    """E2: for mean_abs and entry_var of X_1..X_L (the embedding X_0 left out, so that a first-block
+    jump is not read as growth) at init and after training, the linear, quadratic and exponential
+    fits and the AICc winner per run; writes fits.csv. Returns (markdown lines, rows)."""
+    lines = ["## E2: growth of the hidden states with depth", "",
+             "Fits over the layers i = 1..L of one run each (least squares; AICc, lower is better; a law with too "
+             "few points for AICc is not compared). Rate: slope per layer (linear), curvature (quadratic) or factor "
+             "per layer e^r (exponential). ΔAICc = the runner-up's AICc minus the winner's; below 2 (marked ≈) "
+             "no law is clearly better than the next.", "",
+             "| configuration | L | stage | quantity | X_1 → X_L | winner | rate | ΔAICc | AICc lin / quad / exp |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    rows = []
+    for r in runs:
+        rec = records.get(r.name)
+        if not rec:
+            continue
+        for stage in ("init", "trained"):
+            for key in ("mean_abs", "entry_var"):
+                y = profile(rec, stage, key)
+                if not y or len(y) < 3 or any(v is None for v in y):
+                    continue
+                xs, ys = list(range(1, len(y))), y[1:]
+                fits, winner = analysis.fit_laws(xs, ys)
+                aicc = {law: fits[law]["aicc"] for law in fits}
+                kind, rate = analysis.law_rate(winner, fits[winner]["params"]) if winner else (None, None)
+                others = sorted(v for law, v in aicc.items() if v is not None and law != winner)
+                delta = others[0] - aicc[winner] if winner and others else None
+                depth = r.depth or len(y) - 1
+                rows.append(dict(run_keys(r), stage=stage, quantity=key, first=ys[0], last=ys[-1], winner=winner,
+                                 rate_kind=kind, rate=rate, delta_aicc=delta,
+                                 **{f"aicc_{law}": aicc.get(law) for law in analysis.LAWS},
+                                 **{f"{law}_{p}": v for law in fits for p, v in fits[law]["params"].items()}))
+                fmt = lambda v: "—" if v is None else f"{v:.1f}"
+                lines.append(f"| {short_label(r.ln, r.dt, r.precision)} (seed {r.seed}) | {depth} | {stage} | {key} | "
+                             f"{ys[0]:.3g} → {ys[-1]:.3g} | {(winner or '—') + (' ≈' if delta is not None and delta < 2 else '')} | "
+                             f"{'—' if rate is None else f'{kind} {rate:.3g}'} | {fmt(delta)} | "
+                             f"{' / '.join(fmt(aicc.get(law)) for law in analysis.LAWS)} |")
+    lines += ["", "After training, per run: Spearman's ρ (and p) between ‖∂L/∂W_fcproj‖ and the RMS of that MLP's "
+              "hidden activation over the blocks (does the gradient grow with the activation?), the largest block "
+              "sensitivity (mean ‖J v‖ over directions), the relative amplification of input noise at X_L "
+              "((W2 bound / RMS(X_L)) / (σ / RMS(X_0))) and the scale-free gradient ratio "
+              "‖∂L/∂X_0‖·RMS(X_0) / ‖∂L/∂X_L‖·RMS(X_L).", "",
+              "| configuration | L | ρ(grad W_fcproj, hidden RMS) | p | max block sensitivity | relative amplification X_L "
+              "| scale-free gradient X_0 / X_L |", "|---|---|---|---|---|---|---|"]
+    for r in runs:
+        rec = records.get(r.name)
+        if not rec or not rec["eval"]:
+            continue
+        ls = layer_series(rec["eval"])
+        grad, hidden = ls["fcproj_grad_norm"][1:], ls["mlp_hidden_rms"][1:]
+        rho = analysis.spearman(grad, hidden) if None not in grad + hidden else None
+        sens = [x for x in ls["sens_mean"] if x is not None]
+        amp = ls["relative_amplification"][-1]
+        g = ls["grad_norm_scaled"]
+        ratio = g[0] / g[-1] if g[0] is not None and g[-1] else None
+        num = lambda v, f: "—" if v is None else format(v, f)
+        lines.append(f"| {short_label(r.ln, r.dt, r.precision)} (seed {r.seed}) | {r.depth or len(ls['mean_abs']) - 1} | "
+                     f"{num(rho and rho[0], '.2f')} | {num(rho and rho[1], '.2g')} | {num(max(sens) if sens else None, '.3g')} | "
+                     f"{num(amp, '.3g')} | {num(ratio, '.3g')} |")
+    columns = RUN_KEYS + ["stage", "quantity", "first", "last", "winner", "rate_kind", "rate", "delta_aicc"] + \
+        [f"aicc_{law}" for law in analysis.LAWS] + ["linear_a", "linear_b", "quadratic_a", "quadratic_b", "quadratic_c",
+                                                    "exponential_a", "exponential_r"]
+    write_csv(os.path.join(s.out, "fits.csv"), columns, rows)
+    return lines, rows
+
+
+def e3_report(s, runs, records):
+    """E3: outcome counts per configuration and Fisher's exact tests (two-sided) of Pre- vs
+    Peri-LN and of weight decay on vs off; Welch tests of the final loss; writes tests.csv.
+    Returns (markdown lines, rows)."""
+    recs = [(r, records[r.name]) for r in runs if records.get(r.name)]
+    stopped = lambda rec: rec["result"]["outcome"] in ("diverged", "nonfinite")
+    not_ok = lambda rec: rec["result"]["outcome"] != "ok"
+    lines = ["## E3: divergence with and without weight decay", "",
+             f"Learning rate {', '.join(sorted({fmt_num(r.lr) for r in runs}))}; outcome counts over the seeds.", "",
+             "| configuration | wd | runs | ok | collapsed | diverged | nonfinite | spikes | val loss (finished) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for key, group in group_without(runs, 99).items():
+        got = [records[r.name] for r in group if records.get(r.name)]
+        if not got:
+            continue
+        ln, dt, wd, lr, depth, precision = key
+        counts = outcome_counts(got)
+        lines.append(f"| {short_label(ln, dt, precision, depth)} | {fmt_num(wd)} | {len(got)} | " +
+                     " | ".join(str(counts[k]) for k in OUTCOMES) +
+                     f" | {sum(rec['result'].get('spikes') or 0 for rec in got)} | "
+                     f"{fmt_stat([final_val_loss(rec) for rec in got], 3)} |")
+    rows = []
+
+    def test(name, first, second, failed, what):
+        a = sum(1 for rec in first if failed(rec))
+        c = sum(1 for rec in second if failed(rec))
+        p = analysis.fisher_exact(a, len(first) - a, c, len(second) - c)
+        rows.append(dict(test=name, counted=what, first_failed=a, first_runs=len(first), second_failed=c,
+                         second_runs=len(second), p=p))
+        lines.append(f"| {name} | {what} | {a}/{len(first)} | {c}/{len(second)} | {p:.3g} |")
+
+    lines += ["", "Fisher's exact test, two-sided (stopped = diverged or nonfinite; not ok = stopped or collapsed):", "",
+              "| comparison | counted | first | second | p |", "|---|---|---|---|---|"]
+    pick = lambda **want: [rec for r, rec in recs if all(getattr(r, k) == v for k, v in want.items())]
+    wds = sorted({r.wd for r in runs})
+    if len({r.ln for r, _ in recs}) > 1 and recs:
+        for what, failed in (("stopped", stopped), ("not ok", not_ok)):
+            test("Pre-LN vs Peri-LN (all wd, Δt)", pick(ln="pre"), pick(ln="peri"), failed, what)
+    if len(wds) == 2:
+        for ln in ("pre", "peri"):
+            for what, failed in (("stopped", stopped), ("not ok", not_ok)):
+                test(f"{PLACEMENT_LABEL[ln]}: wd {fmt_num(wds[0])} vs {fmt_num(wds[1])} (all Δt)",
+                     pick(ln=ln, wd=wds[0]), pick(ln=ln, wd=wds[1]), failed, what)
+        test(f"wd {fmt_num(wds[0])} vs {fmt_num(wds[1])} (all placements, Δt)", pick(wd=wds[0]), pick(wd=wds[1]),
+             stopped, "stopped")
+    lines += ["", "Final validation loss of the finished runs, Welch's t-test against Peri-LN Δt = 0.1 at the same wd:",
+              "", "| configuration | wd | val loss | accuracy | ROUGE-1 (stemmed) | t | p |", "|---|---|---|---|---|---|---|"]
+    for wd in wds:
+        ref = [final_val_loss(rec) for rec in pick(ln="peri", dt=0.1, wd=wd) if final_val_loss(rec) is not None]
+        for ln in ("pre", "peri"):
+            for dt in sorted({r.dt for r in runs}, reverse=True):
+                got = [rec for rec in pick(ln=ln, dt=dt, wd=wd) if rec["eval"]]
+                vals = [final_val_loss(rec) for rec in got]
+                t = analysis.welch_t(vals, ref) if not (ln == "peri" and dt == 0.1) else None
+                lines.append(f"| {short_label(ln, dt)} | {fmt_num(wd)} | {fmt_stat(vals, 3)} | "
+                             f"{fmt_stat([rec['eval'].get('accuracy') for rec in got], 3)} | "
+                             f"{fmt_stat([(rec['eval'].get('rouge') or {}).get('rouge1_stem') for rec in got], 3)} | "
+                             f"{'—' if t is None else f'{t[0]:.2f}'} | {'—' if t is None else f'{t[2]:.3g}'} |")
+    write_csv(os.path.join(s.out, "tests.csv"), ["test", "counted", "first_failed", "first_runs", "second_failed",
+                                                    "second_runs", "p"], rows)
+    return lines, rows
+
+
+EXPERIMENT_REPORTS = {"e1": e1_report, "e2": e2_report, "e3": e3_report}
+EXPERIMENT_FILES = {"e1": ("experiment.md", "lr.csv", "loss_vs_lr.png"), "e2": ("experiment.md", "fits.csv", "growth.png"),
+                    "e3": ("experiment.md", "tests.csv")}
+
+
+def experiment_markdown(s, runs, records):
+    """OUT/experiment.md for a sweep of an experiment preset ("" for other sweeps)."""
+    if not s.experiment:
+        return ""
+    lines, _ = EXPERIMENT_REPORTS[s.experiment](s, runs, records)
+    md = "\n".join(lines) + "\n"
+    with open(os.path.join(s.out, "experiment.md"), "w", encoding="utf-8") as f:
+        f.write(md)
+    return md
 
 
 # ---------------------------------------------------------------------------------------------
@@ -542,12 +880,12 @@ def draw_figures(s, runs, records):
     styles = ["-", "--", ":", "-."]
 
     def style(config):
-        ln, dt, wd = config
+        ln, dt, wd = config[:3]
         return dict(color=COLORS[ln], linestyle=styles[dts.index(dt) % 4],
                     marker="o" if len(wds) > 1 and wds.index(wd) == 0 else None, markersize=3)
 
     def stable_series(config, key):
-        """Per-layer mean over the stable seeds of a configuration, or None."""
+        """Per-layer mean over the finished runs of a configuration, or None."""
         series = [layer_series(records[r.name]["eval"])[key] for r in runs
                   if r.config == config and records.get(r.name) and records[r.name]["eval"]]
         series = [x for x in series if x]
@@ -578,7 +916,7 @@ def draw_figures(s, runs, records):
         fig.savefig(os.path.join(s.out, filename), dpi=110)
         plt.close(fig)
 
-    note = " (mean over the seeds that did not diverge)"
+    note = " (mean over the runs that finished)"
     layer_panels("hidden_states.png", [("mean_abs", "mean |X_i|"), ("entry_var", "entry_var: variance inside a token"),
                                        ("data_var", "data_var: variance across tokens")],
                  "Hidden states of the residual stream" + note)
@@ -586,7 +924,7 @@ def draw_figures(s, runs, records):
                  "Gradient norms against layer" + note)
     layer_panels("sensitivity.png", [("sens_mean", "block sensitivity: mean ‖J v‖"),
                                      ("sens_max", "block sensitivity: max ‖J v‖"),
-                                     ("w2_bound", f"noise σ={s.sigma:g} on X_0: W2 bound at X_i")],
+                                     ("w2_bound", "noise on X_0: W2 bound at X_i")],
                  "Local sensitivity and output uncertainty" + note)
 
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
@@ -603,16 +941,78 @@ def draw_figures(s, runs, records):
         st = style(r.config)
         st.pop("marker")
         ax.plot(xs, smooth, label=label, linewidth=1, alpha=0.8, **st)
-        if rec["result"]["status"] == "diverged":
+        if rec["result"]["outcome"] in ("diverged", "nonfinite"):
             ax.plot([xs[-1]], [smooth[-1]], marker="x", color=st["color"], markersize=8)
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (moving average of 10)")
-    ax.set_title("Training loss, every run (× = diverged)", fontsize=11)
+    ax.set_title("Training loss, every run (× = stopped: diverged or nonfinite)", fontsize=11)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(s.out, "loss.png"), dpi=110)
     plt.close(fig)
+    draw_experiment_figures(s, runs, records, plt)
+
+
+def draw_experiment_figures(s, runs, records, plt):
+    """loss_vs_lr.png (E1: final validation loss against learning rate) or growth.png (E2:
+    mean_abs and entry_var against layer, at init and after training, every depth)."""
+    if s.experiment == "e1":
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        for key, group in group_without(runs, 3).items():
+            ln, dt, wd, depth, precision = key
+            pts, stopped = [], []
+            for r in sorted(group, key=lambda r: r.lr):
+                rec = records.get(r.name)
+                if not rec:
+                    continue
+                loss = final_val_loss(rec)
+                (pts if loss is not None else stopped).append((r.lr, loss if loss is not None else first_loss(rec["log"])))
+            st = dict(color=COLORS[ln], linestyle="-" if dt == 1 else "--")
+            if pts:
+                ax.plot(*zip(*pts), marker="o", markersize=4, label=short_label(ln, dt, precision, depth), **st)
+            if stopped:
+                ax.plot(*zip(*stopped), linestyle="none", marker="x", markersize=9, color=COLORS[ln])
+        uni = [rec["eval"]["unigram_ce"] for rec in records.values() if rec and rec["eval"] and rec["eval"].get("unigram_ce")]
+        bi = [rec["eval"]["bigram_ce"] for rec in records.values() if rec and rec["eval"] and rec["eval"].get("bigram_ce")]
+        if uni:
+            ax.axhline(statistics.fmean(uni), color="gray", linestyle=":", label="unigram_ce")
+        if bi:
+            ax.axhline(statistics.fmean(bi), color="black", linestyle=":", label="bigram_ce")
+        ax.set_xscale("log")
+        ax.set_xlabel("peak learning rate")
+        ax.set_ylabel("final validation loss (nats)")
+        ax.set_title("E1: final loss against learning rate (× = stopped, at the initial loss)", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(s.out, "loss_vs_lr.png"), dpi=110)
+        plt.close(fig)
+    elif s.experiment == "e2":
+        fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+        depths = sorted({r.depth for r in runs if r.depth})
+        for col, key in enumerate(("mean_abs", "entry_var")):
+            for row, stage in enumerate(("init", "trained")):
+                ax = axes[row][col]
+                for r in runs:
+                    rec = records.get(r.name)
+                    y = profile(rec, stage, key) if rec else None
+                    if not y or any(v is None or v <= 0 for v in y):
+                        continue
+                    alpha = 0.35 + 0.65 * (depths.index(r.depth) + 1) / len(depths) if r.depth in depths else 1
+                    label = short_label(r.ln, r.dt) if r.depth == depths[-1] else None
+                    ax.plot(range(len(y)), y, color=COLORS[r.ln], linestyle="-" if r.dt == 1 else "--",
+                            alpha=alpha, linewidth=1.2, label=label)
+                ax.set_yscale("log")
+                ax.set_xlabel("layer i (0 = embedding)")
+                ax.set_title(f"{key} {'at init (step 0)' if stage == 'init' else 'after training'}", fontsize=10)
+                ax.grid(True, which="both", alpha=0.3)
+        axes[0][0].legend(fontsize=7)
+        fig.suptitle(f"E2: hidden states against layer, L ∈ {{{', '.join(map(str, depths))}}} (fainter = shallower)",
+                     fontsize=11)
+        fig.tight_layout()
+        fig.savefig(os.path.join(s.out, "growth.png"), dpi=110)
+        plt.close(fig)
 
 
 def figures(s, runs, records, allow_other_python=True):
@@ -635,11 +1035,12 @@ def figures(s, runs, records, allow_other_python=True):
 
 
 def publish(s):
-    """Copies results.md and the figures to PREFIX_results.md, PREFIX_*.png (e.g. docs/small_)."""
+    """Copies the tables and figures to PREFIX_NAME (e.g. docs/e1_results.md): results.md,
+    results.csv, layers.csv, the figures and the experiment's own files."""
     prefix = s.publish
     os.makedirs(os.path.dirname(prefix) or ".", exist_ok=True)
     copied = []
-    for name in ("results.md",) + FIGURES:
+    for name in ("results.md", "results.csv", "layers.csv") + FIGURES + EXPERIMENT_FILES.get(s.experiment, ()):
         src = os.path.join(s.out, name)
         if os.path.exists(src):
             shutil.copyfile(src, f"{prefix}_{name}")
@@ -662,13 +1063,19 @@ def parse_args(argv):
     g.add_argument("--ln", help="placements: pre, post, peri")
     g.add_argument("--dt", help="residual steps Δt")
     g.add_argument("--wd", help="weight decays")
+    g.add_argument("--lr", help="learning rates")
+    g.add_argument("--depth", help="numbers of blocks L (replace the L of --init l{L}h{NH}c{C}...)")
+    g.add_argument("--precision", help="CUDA precisions: bf16, fp32")
     g.add_argument("--seeds")
     t = p.add_argument_group("training (./train flags)")
     t.add_argument("--init", help="d6|d12|d24|d36|d48, a custom size l{L}h{NH}c{C}[v{V}][t{maxT}] or a checkpoint FILE")
-    for name, kind in (("lr", float), ("lr-min", float), ("warmup", int), ("steps", int), ("B", int), ("T", int),
-                       ("total-batch", int), ("clip", float), ("beta2", float), ("diverge-margin", float),
+    for name, kind in (("lr-min-ratio", float), ("warmup", int), ("steps", int), ("B", int), ("T", int),
+                       ("total-batch", int), ("clip", float), ("beta2", float), ("outcome-window", int),
+                       ("diverge-rise", float), ("spike-rise", float),
                        ("eval-every", int), ("eval-batches", int), ("save-every", int), ("stats-every", int)):
         t.add_argument("--" + name, dest=name.replace("-", "_"), type=kind)
+    t.add_argument("--lr-from", dest="lr_from", metavar="E1_OUT",
+                   help="the edge-of-stability learning rate of the E1 sweep in E1_OUT (when --lr is not given)")
     t.add_argument("--train-data", dest="train_data")
     t.add_argument("--val-data", dest="val_data")
     e = p.add_argument_group("evaluation (./eval flags)")
@@ -723,9 +1130,32 @@ def parse_args(argv):
     for name in ("steps", "B", "T", "eval_batches", "eval_B", "directions", "noise_samples"):
         if getattr(s, name) < 1:
             raise SweepError(f"--{name.replace('_', '-')}: must be ≥ 1")
-    if s.lr <= 0:
-        raise SweepError("--lr: must be > 0")
+    if s.lr is None and not s.report:
+        s.lr = edge_lr_from(s)
     return s
+
+
+def edge_lr_from(s):
+    """The learning rate of an E3-style sweep without --lr: the edge of stability of the E1
+    sweep in s.lr_from (analysis.edge_of_stability)."""
+    if not s.lr_from:
+        raise SweepError("--lr: required (or --lr-from an E1 sweep's output)")
+    folder = s.lr_from if os.path.isabs(s.lr_from) else os.path.join(REPO, s.lr_from)
+    saved = read_json(os.path.join(folder, "sweep.json"))
+    if saved is None:
+        raise SweepError(f"--lr-from {folder}: no sweep.json there (run the e1 preset first)")
+    e1 = argparse.Namespace(**{**DEFAULTS, **saved, "out": folder})
+    runs = make_grid(e1)
+    results = {}
+    for r in runs:
+        res = read_json(os.path.join(r.dir, "result.json"))
+        if res is not None:
+            results.setdefault((r.ln, r.lr), []).append((res["outcome"], res.get("val_loss")))
+    lr, why = analysis.edge_of_stability(results, placements=("pre", "peri"))
+    if lr is None:
+        raise SweepError(f"--lr-from {folder}: {why}")
+    print(f"sweep: lr {lr:g} from {folder}: {why}", flush=True)
+    return fmt_num(lr)
 
 
 def check_settings(s, write=True):
@@ -741,11 +1171,11 @@ def check_settings(s, write=True):
             raise SweepError(f"{s.out} holds runs made with other settings ({', '.join(f'{k}: {saved.get(k)} → {mine.get(k)}' for k in changed)}); "
                              f"use another --out")
         # keep the union of the grids so --report lists every run
-        grid = {k: mine[k] for k in ("ln", "dt", "wd", "seeds")}
+        grid = {k: mine[k] for k in GRID_SETTINGS}
         for k in grid:
-            old = [x.strip() for x in str(saved.get(k, "")).split(",") if x.strip()]
-            new = [x.strip() for x in str(mine[k]).split(",") if x.strip()]
-            mine[k] = ",".join(old + [x for x in new if x not in old])
+            old = [x.strip() for x in str(saved.get(k) or "").split(",") if x.strip()]
+            new = [x.strip() for x in str(mine[k] or "").split(",") if x.strip()]
+            mine[k] = ",".join(old + [x for x in new if x not in old]) or None
         if s.publish and any(mine[k] != grid[k] for k in grid):
             print(f"sweep: not publishing to {s.publish}_*: {s.out} also holds runs of another grid", flush=True)
             s.publish = mine["publish"] = None
@@ -817,7 +1247,7 @@ def main(argv):
     print(f"sweep: {len(todo) - failed} runs done in {(time.time() - start) / 60:.1f} min"
           + (f", {failed} failed (run the same command again to retry them)" if failed else ""), flush=True)
     # Report on the whole grid recorded in OUT (this invocation's and earlier ones).
-    s_all = argparse.Namespace(**{**vars(s), **{k: saved[k] for k in ("ln", "dt", "wd", "seeds")}})
+    s_all = argparse.Namespace(**{**vars(s), **{k: saved[k] for k in GRID_SETTINGS}})
     all_runs = make_grid(s_all)
     records, md = collect(s_all, all_runs)
     print(md, end="")

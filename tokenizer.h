@@ -175,7 +175,7 @@ class Tokenizer {
         size_t offset = 0;
         const std::vector<uint32_t> header = read_u32s(file, offset, kHeaderWords);
         check_header(header);
-        read_vocabulary(file, offset, header[2]);
+        read_vocabulary(file, offset, header[2], header[4] > 0);
         eot_ = static_cast<int>(header[3]);
         if (eot_ >= vocab_size()) fail("end-of-text id " + std::to_string(eot_) + " is outside the vocabulary");
         read_merges(file, offset, header[4]);
@@ -280,8 +280,9 @@ class Tokenizer {
         if (header[2] < 256) fail("vocabulary of " + std::to_string(header[2]) + " tokens cannot hold the 256 bytes");
     }
 
-    // Reads the bytes of `vocab_size` tokens, and finds the token of each single byte.
-    void read_vocabulary(const std::string& file, size_t& offset, uint32_t vocab_size) {
+    // Reads the bytes of `vocab_size` tokens, and finds the token of each single byte; every byte
+    // needs one when the file can encode (`encodes`: it has merges), not in a decode-only file.
+    void read_vocabulary(const std::string& file, size_t& offset, uint32_t vocab_size, bool encodes) {
         if (vocab_size > (file.size() - offset) / 2)  // every token takes at least 2 bytes
             fail("truncated: " + std::to_string(vocab_size) + " tokens cannot fit in " + std::to_string(file.size()) + " bytes");
         token_bytes_.resize(vocab_size);
@@ -296,7 +297,7 @@ class Tokenizer {
             if (length == 1 && byte_token_[static_cast<uint8_t>(token_bytes_[id][0])] < 0)
                 byte_token_[static_cast<uint8_t>(token_bytes_[id][0])] = static_cast<int>(id);
         }
-        for (int b = 0; b < 256; b++)
+        for (int b = 0; b < 256 && encodes; b++)
             if (byte_token_[b] < 0) fail("no token for the single byte " + std::to_string(b));
     }
 
@@ -304,6 +305,7 @@ class Tokenizer {
     // exactly the rank-by-rank result of GPT-2's encoder: each merge makes a new token that is in
     // the vocabulary, and uses only bytes or tokens made by earlier merges.
     void read_merges(const std::string& file, size_t& offset, uint32_t count) {
+        if (count == 0) return;  // decode only
         const std::vector<uint32_t> pairs = read_u32s(file, offset, 2 * size_t(count));
         std::unordered_map<std::string, int> id_of_bytes;
         for (int id = 0; id < vocab_size(); id++) id_of_bytes.emplace(token_bytes_[id], id);

@@ -5,9 +5,9 @@
 //   ./train -init d12 -train_data "owt/train_*.bin" -val_data "owt/val_*.bin" -out runs/x
 //
 // Exit status (README "Exit status"): 0 done, 1 out of memory, 2 bad input (one line naming the
-// flag or file, before any work; also a -out folder in use or holding another run), 3 diverged
-// (non-finite loss or gradient norm, or loss above the divergence threshold), 4 a write failed,
-// 130 / 143 stopped by SIGINT / SIGTERM after writing a checkpoint.
+// flag or file, before any work; also a -out folder in use or holding another run), 3 stopped as
+// nonfinite or diverged (README "Run outcomes"), 4 a write failed, 130 / 143 stopped by
+// SIGINT / SIGTERM after writing a checkpoint.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "baselines.h"
 #include "checkpoint.h"
 #include "dataloader.h"
 #include "diagnostics.h"
@@ -43,9 +44,9 @@ struct TrainOptions {
     float dt;
     bool placement_given, dt_given;
     std::string init, train_data, val_data, out_dir, device, precision;
-    int B, T, steps, warmup, eval_every, eval_batches, save_every, stats_every, threads;
+    int B, T, steps, warmup, eval_every, eval_batches, save_every, stats_every, threads, outcome_window;
     long long total_batch;
-    double lr, lr_min, wd, beta1, beta2, eps, clip, diverge_margin;
+    double lr, lr_min, wd, beta1, beta2, eps, clip, diverge_rise, spike_rise;
     uint64_t seed;
     bool shuffle, resume, overwrite, change_steps;
     std::string command;  // the command line, for config.json
@@ -60,7 +61,7 @@ static const char* USAGE =
     "  -B N  -T N  -total_batch TOKENS  micro-batch, sequence length, tokens per step (B*T)\n"
     "  -steps N (1000)  -lr X (6e-4)  -lr_min X (lr/10)  -warmup N (20, at most steps/10)  -wd X (0.1)\n"
     "  -beta1 X (0.9)  -beta2 X (0.95)  -eps X (1e-8)  -clip X (1.0; 0 = off)\n"
-    "  -diverge_margin X (1.0; 0 = off): diverged when loss > first loss + X after warmup\n"
+    "  -outcome_window N (20)  -diverge_rise X (1.0)  -spike_rise X (1.0): run outcomes (README)\n"
     "  -seed N (42)  -shuffle 0|1 (1)  -eval_every N (100)  -eval_batches N (10)\n"
     "  -save_every N (250)  -out DIR (out)  -resume 0|1 (0)\n"
     "  -overwrite 0|1 (0): remove another run's files from -out instead of refusing to start\n"
@@ -95,7 +96,9 @@ static TrainOptions parse_options(int argc, char** argv) {
     o.beta2 = f.real("beta2", 0.95, 0.0, 1.0);
     o.eps = f.real("eps", 1e-8, 0.0, 1.0, true);
     o.clip = f.real("clip", 1.0, 0.0, 1e9);
-    o.diverge_margin = f.real("diverge_margin", 1.0, 0.0, 1e9);
+    o.outcome_window = (int)f.integer("outcome_window", 20, 1, 1 << 30);
+    o.diverge_rise = f.real("diverge_rise", 1.0, 0.0, 1e9, true);
+    o.spike_rise = f.real("spike_rise", 1.0, 0.0, 1e9, true);
     o.seed = (uint64_t)f.integer("seed", 42, 0, (1LL << 62));
     o.shuffle = f.integer("shuffle", 1, 0, 1) == 1;
     o.eval_every = (int)f.integer("eval_every", 100, 0, 1 << 30);
@@ -169,7 +172,9 @@ static std::string config_text(const Run& r, Backend& model, const DataLoader& t
     field("beta2", json_number(o.beta2));
     field("eps", json_number(o.eps));
     field("clip", json_number(o.clip));
-    field("diverge_margin", json_number(o.diverge_margin));
+    field("outcome_window", std::to_string(o.outcome_window));
+    field("diverge_rise", json_number(o.diverge_rise));
+    field("spike_rise", json_number(o.spike_rise));
     field("seed", std::to_string(r.state.seed));
     field("shuffle", std::to_string((int)o.shuffle));
     field("eval_every", std::to_string(o.eval_every));
@@ -355,14 +360,18 @@ static std::string val_record(int step, double val_loss) {
         .str();
 }
 
-// The log record of a divergence at `step` (docs/logs.md §3); a non-finite loss or norm is null.
-static std::string diverged_record(int step, const std::string& reason, double loss, double grad_norm) {
+// The log record of a run stopped as `outcome` (nonfinite or diverged) at `step` (docs/logs.md
+// §3); a non-finite loss or norm is null; `spikes` counts the transient spikes before it.
+static std::string diverged_record(int step, const std::string& outcome, const std::string& reason, double loss,
+                                   double grad_norm, int spikes) {
     return JsonRecord()
         .add("step", std::to_string(step))
         .add("event", json_string("diverged"))
+        .add("outcome", json_string(outcome))
         .add("reason", json_string(reason))
         .add("loss", json_number(loss))
         .add("grad_norm", json_number(grad_norm))
+        .add("spikes", std::to_string(spikes))
         .str();
 }
 
@@ -467,6 +476,8 @@ static int train(Run& r, RunFolder& folder) {
     const int first_step = state.steps_done;
     const auto run_start = std::chrono::steady_clock::now();
     double last_loss = NAN, last_val_loss = NAN;
+    OutcomeTracker outcome({o.outcome_window, o.diverge_rise, o.spike_rise, o.warmup});
+    for (double past : log.losses()) outcome.observe(past, 0.0);  // resuming: the steps already done
     for (int step = first_step; step < o.steps; step++) {
         if (val_data && step % o.eval_every == 0) {
             const double val_loss = last_val_loss = evaluate(*model, *val_data, o.eval_batches);
@@ -493,10 +504,10 @@ static int train(Run& r, RunFolder& folder) {
         loss /= r.grad_accum;
         const double norm = model->grad_norm();
         if (step == 0) state.first_loss = loss;
-        const std::string reason = divergence_reason(loss, norm, state.first_loss, step, o.warmup, o.diverge_margin);
+        const std::string reason = outcome.observe(loss, norm);
         if (!reason.empty()) {
-            log.write(diverged_record(step, reason, loss, norm));
-            std::printf("diverged at step %d: %s\n", step, reason.c_str());
+            log.write(diverged_record(step, outcome.outcome(), reason, loss, norm, outcome.spikes()));
+            std::printf("%s at step %d: %s\n", outcome.outcome().c_str(), step, reason.c_str());
             return 3;
         }
         const double lr = learning_rate(step, o.steps, o.lr, o.lr_min, o.warmup);
@@ -528,16 +539,38 @@ static int train(Run& r, RunFolder& folder) {
             return stop_request::exit_status(sig);
         }
     }
+    // The outcome of a finished run: collapsed or ok from the final validation loss against
+    // unigram_ce of the same tokens; without validation data (-eval_every 0) only "ok".
+    double unigram = NAN;
+    std::string result = "ok";
     if (val_data && first_step < o.steps) {
         const double val_loss = last_val_loss = evaluate(*model, *val_data, o.eval_batches);
-        std::printf("step %5d | val loss %.4f | val ppl %.2f\n", o.steps, val_loss, std::exp(val_loss));
-        log.write(val_record(o.steps, val_loss));
-        if (!std::isfinite(val_loss)) {  // the last update broke the model
-            log.write(diverged_record(o.steps, "final val loss is not finite", NAN, NAN));
-            std::printf("diverged at step %d: final val loss is not finite\n", o.steps);
-            return 3;
-        }
+        unigram = evaluated_baselines(o.train_data, r.cfg.V, false, *val_data, o.eval_batches, size_t(o.B) * o.T)
+                      .unigram_ce();
+        std::printf("step %5d | val loss %.4f | val ppl %.2f | unigram_ce %.4f\n", o.steps, val_loss, std::exp(val_loss),
+                    unigram);
+        log.write(JsonRecord()
+                      .add("step", std::to_string(o.steps))
+                      .add("val_loss", json_number(val_loss))
+                      .add("val_ppl", json_number(std::exp(val_loss)))
+                      .add("unigram_ce", json_number(unigram))
+                      .str());
+        result = final_outcome(val_loss, unigram);
     }
+    if (result == "nonfinite") {  // the last update broke the model
+        log.write(diverged_record(o.steps, result, "final val loss is not finite", NAN, NAN, outcome.spikes()));
+        std::printf("nonfinite at step %d: final val loss is not finite\n", o.steps);
+        return 3;
+    }
+    log.write(JsonRecord()
+                  .add("step", std::to_string(o.steps))
+                  .add("event", json_string("outcome"))
+                  .add("outcome", json_string(result))
+                  .add("spikes", std::to_string(outcome.spikes()))
+                  .add("val_loss", json_number(last_val_loss))
+                  .add("unigram_ce", json_number(unigram))
+                  .str());
+    std::printf("outcome: %s, %d transient spike%s\n", result.c_str(), outcome.spikes(), outcome.spikes() == 1 ? "" : "s");
     print_summary(o, first_step, last_loss, last_val_loss,
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count());
     return 0;
@@ -546,6 +579,7 @@ static int train(Run& r, RunFolder& folder) {
 int main(int argc, char** argv) {
     return run_program("train", USAGE, argc, argv, [&] {
         TrainOptions opt = parse_options(argc, argv);
+        flush_subnormals_to_zero();
         if (opt.threads > 0) omp_set_num_threads(opt.threads);
         RunFolder folder(opt.out_dir, opt.resume, opt.overwrite);
         stop_request::install();

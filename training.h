@@ -1,9 +1,11 @@
 // training.h — the pieces of one optimisation step that every backend shares (SPEC §2):
-// the learning-rate schedule, gradient clipping and the divergence test.
+// the learning-rate schedule, gradient clipping and the run-outcome rules.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 // Learning rate at step s (0-based) of `steps`: linear warmup from lr/warmup to lr over
 // `warmup` steps, then cosine decay reaching lr_min exactly at the last step. When a single
@@ -21,19 +23,100 @@ inline double clip_factor(double grad_norm, double clip) {
     return (clip > 0 && grad_norm > clip) ? clip / grad_norm : 1.0;
 }
 
-// Why a step counts as diverged, or "" when it does not (README "Divergence"; sweep.py reads
-// the resulting log record): a non-finite loss or gradient norm, or, once warmup is over and
-// margin > 0, a loss above the loss of step 0 plus margin.
-inline std::string divergence_reason(double loss, double grad_norm, double first_loss, int step, int warmup,
-                                     double margin) {
-    auto text = [](double x) {
+// Run outcomes (README "Run outcomes"). A run ends as
+//   nonfinite  a training loss or gradient norm (or the final validation loss) is not finite;
+//   diverged   once warmup is over, the mean loss of the last `window` steps exceeds the best
+//              mean of `window` consecutive steps seen so far by more than `diverge_rise`;
+//   collapsed  it finished, but its final validation loss is not below unigram_ce;
+//   ok         otherwise.
+// The first two stop ./train (exit status 3). Beside the outcome, every run reports its
+// transient spikes: episodes in which the loss rose more than `spike_rise` above the mean of the
+// `window` ordinary steps before it and then came back under that line.
+struct OutcomeRules {
+    int window = 20;
+    double diverge_rise = 1.0;  // nats
+    double spike_rise = 1.0;    // nats
+    int warmup = 0;             // steps before the divergence rule applies
+};
+
+// Follows the training losses of one run, step by step from step 0.
+class OutcomeTracker {
+public:
+    explicit OutcomeTracker(const OutcomeRules& rules) : rules_(rules) {}
+
+    // Takes the loss and gradient norm of the next step. Returns "" while the run may go on,
+    // else why it stops; outcome() then says "nonfinite" or "diverged".
+    std::string observe(double loss, double grad_norm) {
+        const int step = steps_++;
+        if (!std::isfinite(loss)) return stop("nonfinite", "loss is " + std::string(std::isnan(loss) ? "nan" : "inf"));
+        if (!std::isfinite(grad_norm))
+            return stop("nonfinite", "gradient norm is " + std::string(std::isnan(grad_norm) ? "nan" : "inf"));
+        track_spikes(loss);
+        recent_.push_back(loss);
+        recent_sum_ += loss;
+        if ((int)recent_.size() > rules_.window) {
+            recent_sum_ -= recent_.front();
+            recent_.erase(recent_.begin());
+        }
+        if ((int)recent_.size() < rules_.window) return "";
+        const double mean = recent_sum_ / rules_.window;
+        best_mean_ = std::min(best_mean_, mean);
+        if (step >= rules_.warmup && mean > best_mean_ + rules_.diverge_rise)
+            return stop("diverged", "mean loss of the last " + std::to_string(rules_.window) + " steps " + text(mean) +
+                                        " exceeds the best such mean " + text(best_mean_) + " by more than " +
+                                        text(rules_.diverge_rise));
+        return "";
+    }
+
+    // "nonfinite" or "diverged" once observe() stopped the run, else "".
+    const std::string& outcome() const { return outcome_; }
+    // Spikes that recovered so far.
+    int spikes() const { return spikes_; }
+
+private:
+    // A spike starts when the loss exceeds the mean of the last `window` ordinary losses by more
+    // than spike_rise; its losses stay out of that reference, and it counts once the loss is back
+    // under the line.
+    void track_spikes(double loss) {
+        if ((int)reference_.size() == rules_.window) {
+            const double line = reference_sum_ / rules_.window + rules_.spike_rise;
+            if (loss > line) {
+                in_spike_ = true;
+                return;
+            }
+            if (in_spike_) spikes_++;
+            in_spike_ = false;
+            reference_sum_ -= reference_.front();
+            reference_.erase(reference_.begin());
+        }
+        reference_.push_back(loss);
+        reference_sum_ += loss;
+    }
+
+    std::string stop(const char* outcome, const std::string& reason) {
+        outcome_ = outcome;
+        return reason;
+    }
+
+    static std::string text(double x) {
         char buf[32];
         std::snprintf(buf, sizeof buf, "%.6g", x);
-        return std::string(buf);
-    };
-    if (!std::isfinite(loss)) return "loss is " + std::string(std::isnan(loss) ? "nan" : "inf");
-    if (!std::isfinite(grad_norm)) return "gradient norm is " + std::string(std::isnan(grad_norm) ? "nan" : "inf");
-    if (margin > 0 && step >= warmup && loss > first_loss + margin)
-        return "loss " + text(loss) + " exceeds the first loss " + text(first_loss) + " + " + text(margin);
-    return "";
+        return buf;
+    }
+
+    OutcomeRules rules_;
+    int steps_ = 0;
+    std::vector<double> recent_, reference_;  // the last `window` losses; the last ordinary ones
+    double recent_sum_ = 0, reference_sum_ = 0;
+    double best_mean_ = INFINITY;
+    bool in_spike_ = false;
+    int spikes_ = 0;
+    std::string outcome_;
+};
+
+// The outcome of a run that trained to the end, from its final validation loss and the
+// unigram cross-entropy of the same validation tokens.
+inline const char* final_outcome(double val_loss, double unigram_ce) {
+    if (!std::isfinite(val_loss)) return "nonfinite";
+    return val_loss >= unigram_ce ? "collapsed" : "ok";
 }

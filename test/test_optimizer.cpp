@@ -216,14 +216,3 @@ TEST(CpuBackendGradNorm, LargerModelWithDefaultThreads) {
 
 }  // namespace
 
-// The divergence criterion shared by ./train and sweep.py.
-TEST(Divergence, NonFiniteLossOrNormAndTheMarginAfterWarmup) {
-    EXPECT_EQ(divergence_reason(3.0, 1.0, 3.5, 10, 5, 1.0), "");
-    EXPECT_EQ(divergence_reason(NAN, 1.0, 3.5, 10, 5, 1.0), "loss is nan");
-    EXPECT_EQ(divergence_reason(INFINITY, 1.0, 3.5, 1, 5, 1.0), "loss is inf");
-    EXPECT_EQ(divergence_reason(3.0, NAN, 3.5, 1, 5, 1.0), "gradient norm is nan");
-    EXPECT_EQ(divergence_reason(4.6, 1.0, 3.5, 4, 5, 1.0), "") << "during warmup the margin does not apply";
-    EXPECT_EQ(divergence_reason(4.6, 1.0, 3.5, 5, 5, 1.0), "loss 4.6 exceeds the first loss 3.5 + 1");
-    EXPECT_EQ(divergence_reason(4.4, 1.0, 3.5, 5, 5, 1.0), "");
-    EXPECT_EQ(divergence_reason(100.0, 1.0, 3.5, 50, 5, 0.0), "") << "margin 0 turns the test off";
-}

@@ -1,7 +1,8 @@
 // sweep.py end to end, as a user runs it: a tiny grid of the real ./train and ./eval on a tiny
 // model and tiny shards made here (seconds): tables and per-run files, resuming without redoing
-// recorded runs, divergences recorded and counted, other settings refused, a preset's docs
-// published only for its own grid. Also plot.py on two ./train runs, and ./eval's outputs
+// recorded runs, run outcomes recorded and counted, other settings refused, a preset's docs
+// published only for its own grid, every preset end to end on a tiny grid with its experiment
+// report. Also plot.py on two ./train runs, and ./eval's outputs
 // (JSON, pairs, samples) and its refusals. Run from the repository root after `make` (as
 // `make test` does); needs python3.
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -39,6 +41,25 @@ size_t count(const std::string& text, const std::string& what) {
     size_t n = 0;
     for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
     return n;
+}
+
+// The cells of each results.md table row that starts with "| Pre-LN", "| Peri-LN" or "| Post-LN":
+// placement, Δt, wd, lr, L, runs, ok, collapsed, diverged, nonfinite, spikes, ...
+std::vector<std::vector<std::string>> config_rows(const std::string& md) {
+    std::vector<std::vector<std::string>> rows;
+    for (const std::string& line : lines(md)) {
+        if (line.rfind("| Pre-LN |", 0) != 0 && line.rfind("| Peri-LN |", 0) != 0 && line.rfind("| Post-LN |", 0) != 0)
+            continue;
+        std::vector<std::string> cells;
+        std::stringstream in(line.substr(1));
+        std::string cell;
+        while (std::getline(in, cell, '|')) {
+            const size_t first = cell.find_first_not_of(' '), last = cell.find_last_not_of(' ');
+            cells.push_back(first == std::string::npos ? "" : cell.substr(first, last - first + 1));
+        }
+        rows.push_back(cells);
+    }
+    return rows;
 }
 
 struct Result {
@@ -79,25 +100,35 @@ TEST_F(Sweep, RunsGridWritesTablesAndResumes) {
     ASSERT_EQ(r.status, 0) << r.out;
     EXPECT_NE(r.out.find("8 runs (0 recorded, 8 to do), 2 at once"), std::string::npos) << r.out;
 
-    // One results.csv row per run, every one finished and evaluated.
-    const std::vector<std::string> rows = lines(read_file(dir + "/s/results.csv"));
-    ASSERT_EQ(rows.size(), 9u) << read_file(dir + "/s/results.csv");
-    EXPECT_EQ(rows[0].rfind("run,ln,dt,wd,seed,status,diverged_step", 0), 0u) << rows[0];
-    EXPECT_EQ(count(read_file(dir + "/s/results.csv"), ",finished,"), 8u);
+    // One results.csv row per run, every one finished (ok or collapsed: on random tokens either
+    // may happen) and evaluated, with the baselines.
+    const std::string csv = read_file(dir + "/s/results.csv");
+    const std::vector<std::string> rows = lines(csv);
+    ASSERT_EQ(rows.size(), 9u) << csv;
+    EXPECT_EQ(rows[0].rfind("run,ln,dt,wd,lr,depth,precision,seed,outcome,stopped_step,reason,spikes", 0), 0u) << rows[0];
+    EXPECT_EQ(count(csv, ",ok,") + count(csv, ",collapsed,"), 8u) << csv;
     // layers.csv: L + 1 = 3 layers per run.
     EXPECT_EQ(lines(read_file(dir + "/s/layers.csv")).size(), 1u + 8 * 3);
-    // results.md: one line per configuration with 0 of 2 diverged.
+    // results.md: the baselines, one line per configuration with its 2 runs counted by outcome.
     const std::string md = read_file(dir + "/s/results.md");
-    EXPECT_EQ(count(md, "| 0/2 |"), 4u) << md;
-    EXPECT_NE(md.find("| Peri-LN | 0.5 | 0.1 |"), std::string::npos) << md;
+    EXPECT_NE(md.find("unigram_ce "), std::string::npos) << md;
+    EXPECT_NE(md.find("| Peri-LN | 0.5 | 0.1 | 0.001 | 2 | 2 |"), std::string::npos) << md;
+    const auto table = config_rows(md);
+    ASSERT_EQ(table.size(), 4u) << md;
+    for (const auto& row : table) {
+        EXPECT_EQ(row[5], "2") << md;
+        EXPECT_EQ(std::stoi(row[6]) + std::stoi(row[7]), 2) << "ok + collapsed: " << md;
+        EXPECT_EQ(row[8] + row[9], "00") << "none stopped: " << md;
+    }
 
-    const std::string run = dir + "/s/runs/peri_dt0.5_wd0.1_s2";
+    const std::string run = dir + "/s/runs/peri_dt0.5_wd0.1_lr0.001_s2";
     EXPECT_TRUE(exists(run + "/model_00000006.bin"));
     EXPECT_FALSE(exists(run + "/state_00000006.bin")) << "optimiser state kept";
     EXPECT_FALSE(exists(run + "/model_00000003.bin")) << "intermediate checkpoint kept";
     EXPECT_TRUE(exists(run + "/config.json")) << "the run's config.json is kept";
     const std::string ev = read_file(run + "/eval.json");
-    for (const char* key : {"\"val_loss\"", "\"rouge\"", "\"mean_abs\"", "\"sensitivity\"", "\"w2_bound\""})
+    for (const char* key : {"\"val_loss\"", "\"unigram_ce\"", "\"bigram_ce\"", "\"rouge\"", "\"mean_abs\"",
+                            "\"sensitivity\"", "\"w2_bound\""})
         EXPECT_NE(ev.find(key), std::string::npos) << key;
     EXPECT_NE(ev.find("\"placement\": \"peri\""), std::string::npos);
     EXPECT_NE(read_file(run + "/log.jsonl").find("\"event\": \"stats\""), std::string::npos);
@@ -113,33 +144,45 @@ TEST_F(Sweep, RunsGridWritesTablesAndResumes) {
     EXPECT_EQ(mtime_ns(run + "/result.json"), before);
 
     // A run whose record is lost is redone, alone (its final model is there: only evaluated).
-    std::remove((dir + "/s/runs/pre_dt1_wd0.1_s1/result.json").c_str());
+    std::remove((dir + "/s/runs/pre_dt1_wd0.1_lr0.001_s1/result.json").c_str());
     r = sweep("s", grid + " --no-figures");
     ASSERT_EQ(r.status, 0) << r.out;
     EXPECT_NE(r.out.find("(7 recorded, 1 to do)"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("pre_dt1_wd0.1_s1: val loss"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("pre_dt1_wd0.1_lr0.001_s1: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(", val loss "), std::string::npos) << r.out;
     EXPECT_EQ(mtime_ns(run + "/result.json"), before);
-    EXPECT_EQ(count(read_file(dir + "/s/results.csv"), ",finished,"), 8u);
 
-    // Other training settings into the same directory are refused.
-    r = sweep("s", "--ln pre --dt 1 --seeds 1 --steps 6 --warmup 2 --lr 2e-3");
+    // Other training settings into the same directory are refused; another learning rate is
+    // another point of the grid.
+    r = sweep("s", "--ln pre --dt 1 --seeds 1 --steps 7 --warmup 2 --lr 1e-3");
     EXPECT_EQ(r.status, 2) << r.out;
-    EXPECT_NE(r.out.find("other settings (lr: 0.001 → 0.002)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("other settings (steps: 6 → 7)"), std::string::npos) << r.out;
+    r = sweep("s", "--ln pre --dt 1 --seeds 1 --steps 6 --warmup 2 --lr 2e-3 --no-figures");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("1 runs (0 recorded, 1 to do)"), std::string::npos) << r.out;
+    EXPECT_TRUE(exists(dir + "/s/runs/pre_dt1_wd0.1_lr0.002_s1/result.json"));
 }
 
-TEST_F(Sweep, RecordsDivergencesAndDoesNotRedoThem) {
-    const std::string grid = "--ln pre,post --dt 1 --wd 0 --seeds 1-2 --steps 40 --warmup 0 --clip 0 --lr 3 --no-figures";
+TEST_F(Sweep, RecordsRunsThatStopAndDoesNotRedoThem) {
+    const std::string grid = "--ln pre,post --dt 1 --wd 0 --seeds 1-2 --steps 40 --warmup 0 --clip 0 --lr 3 "
+                             "--outcome-window 5 --no-figures";
     Result r = sweep("d", grid);
     ASSERT_EQ(r.status, 0) << r.out;
-    EXPECT_EQ(count(r.out, ": diverged at step "), 4u) << r.out;
+    EXPECT_EQ(count(r.out, ": diverged at step ") + count(r.out, ": nonfinite at step "), 4u) << r.out;
     const std::string csv = read_file(dir + "/d/results.csv");
-    EXPECT_EQ(count(csv, ",diverged,"), 4u) << csv;
+    EXPECT_EQ(count(csv, ",diverged,") + count(csv, ",nonfinite,"), 4u) << csv;
     const std::string md = read_file(dir + "/d/results.md");
-    EXPECT_EQ(count(md, "| 2/2 (steps "), 2u) << md;
-    const std::string result = read_file(dir + "/d/runs/pre_dt1_wd0_s1/result.json");
-    EXPECT_NE(result.find("\"status\": \"diverged\""), std::string::npos) << result;
-    EXPECT_NE(result.find("\"diverged_step\": "), std::string::npos) << result;
-    EXPECT_FALSE(exists(dir + "/d/runs/pre_dt1_wd0_s1/eval.json"));
+    const auto table = config_rows(md);
+    ASSERT_EQ(table.size(), 2u) << md;
+    for (const auto& row : table) {
+        EXPECT_EQ(row[5] + row[6] + row[7], "200") << "2 runs, none ok or collapsed: " << md;
+        EXPECT_EQ(std::stoi(row[8]) + std::stoi(row[9]), 2) << md;
+    }
+    const std::string result = read_file(dir + "/d/runs/pre_dt1_wd0_lr3_s1/result.json");
+    EXPECT_TRUE(result.find("\"outcome\": \"diverged\"") != std::string::npos ||
+                result.find("\"outcome\": \"nonfinite\"") != std::string::npos) << result;
+    EXPECT_NE(result.find("\"stopped_step\": "), std::string::npos) << result;
+    EXPECT_FALSE(exists(dir + "/d/runs/pre_dt1_wd0_lr3_s1/eval.json"));
     r = sweep("d", grid);
     EXPECT_NE(r.out.find("4 runs (4 recorded, 0 to do)"), std::string::npos) << r.out;
 }
@@ -148,24 +191,24 @@ TEST_F(Sweep, PresetPublishesOnlyItsOwnGrid) {
     // --dry-run runs and writes nothing; it says whether the preset's docs would be replaced.
     auto dry = [&](const std::string& flags) {
         const std::string log = dir + "/dry.out";
-        const int raw = std::system(("python3 sweep.py --preset small --dry-run --out " + dir + "/p " + flags + " > " +
+        const int raw = std::system(("python3 sweep.py --preset e1 --dry-run --out " + dir + "/p " + flags + " > " +
                                      log + " 2>&1").c_str());
         EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << read_file(log);
         return read_file(log);
     };
     EXPECT_EQ(dry("--jobs 1 --threads 2").find("not publishing"), std::string::npos);
-    EXPECT_NE(dry("--ln peri --diverge-margin 0").find("/docs/small_*: --ln, --diverge-margin differ from the preset"),
+    EXPECT_NE(dry("--ln peri --spike-rise 2").find("/docs/e1_*: --ln, --spike-rise differ from the preset"),
               std::string::npos)
         << read_file(dir + "/dry.out");
     EXPECT_NE(dry("--lr 0.02").find("--lr differs from the preset"), std::string::npos) << read_file(dir + "/dry.out");
     EXPECT_FALSE(exists(dir + "/p")) << "--dry-run wrote into OUT";
 
     // An OUT that already holds runs of the preset at other seeds: the union would be published.
-    ASSERT_EQ(std::system(("python3 -c 'import sweep; sweep.check_settings(sweep.parse_args([\"--preset\", \"small\", "
+    ASSERT_EQ(std::system(("python3 -c 'import sweep; sweep.check_settings(sweep.parse_args([\"--preset\", \"e1\", "
                            "\"--seeds\", \"4\", \"--out\", \"" + dir + "/p\"]))' > /dev/null").c_str()), 0);
-    ASSERT_EQ(std::system(("mkdir -p " + dir + "/p/runs/pre_dt1_wd0.1_s4 && touch " + dir +
-                           "/p/runs/pre_dt1_wd0.1_s4/log.jsonl").c_str()), 0);
-    EXPECT_NE(dry("").find("/docs/small_*: " + dir + "/p also holds runs of another grid"), std::string::npos)
+    ASSERT_EQ(std::system(("mkdir -p " + dir + "/p/runs/pre_dt1_wd0.1_lr0.001_s4 && touch " + dir +
+                           "/p/runs/pre_dt1_wd0.1_lr0.001_s4/log.jsonl").c_str()), 0);
+    EXPECT_NE(dry("").find("/docs/e1_*: " + dir + "/p also holds runs of another grid"), std::string::npos)
         << read_file(dir + "/dry.out");
 }
 
@@ -180,6 +223,96 @@ TEST_F(Sweep, SettingsThatTrainRefusesStopTheSweepAndCanBeCorrected) {
     r = sweep("r", grid);  // the fixture's --init l2h2c16v96t16
     EXPECT_EQ(r.status, 0) << r.out;
     EXPECT_NE(r.out.find("2 runs done"), std::string::npos) << r.out;
+}
+
+// Every preset end to end on a tiny grid (the fixture's model, data and sizes override the
+// preset's): the runs, the tables and the experiment report. E3 takes its learning rate from the
+// E1 sweep; the GPU presets run on the CPU here.
+TEST_F(Sweep, EveryPresetRunsEndToEndOnATinyGrid) {
+    const std::string tiny = " --steps 6 --warmup 1 --dt 1 --seeds 1 --total-batch 0 --device cpu --no-figures";
+    Result r = sweep("e1", "--preset e1 --ln pre,peri --lr 1e-3,3e-1" + tiny);
+    ASSERT_EQ(r.status, 0) << r.out;
+    const std::string e1 = read_file(dir + "/e1/experiment.md");
+    EXPECT_NE(e1.find("## E1: learning-rate sensitivity"), std::string::npos) << e1;
+    EXPECT_NE(e1.find("| Pre-LN Δt=1 |"), std::string::npos) << e1;
+    EXPECT_NE(e1.find("Edge of stability (the learning rate of E3): "), std::string::npos) << e1;
+    EXPECT_EQ(lines(read_file(dir + "/e1/lr.csv")).size(), 1u + 4);
+    EXPECT_NE(r.out.find("not publishing"), std::string::npos) << "a changed grid does not replace docs/e1_*";
+
+    r = sweep("e3", "--preset e3 --ln pre,peri --lr-from " + dir + "/e1" + tiny);
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("sweep: lr "), std::string::npos) << r.out;
+    const std::string e3 = read_file(dir + "/e3/experiment.md");
+    EXPECT_NE(e3.find("Fisher's exact test"), std::string::npos) << e3;
+    EXPECT_NE(e3.find("| Pre-LN vs Peri-LN (all wd, Δt) | stopped | "), std::string::npos) << e3;
+    EXPECT_EQ(lines(read_file(dir + "/e3/tests.csv")).size(), 1u + 2 + 4 + 1) << read_file(dir + "/e3/tests.csv");
+
+    r = sweep("e2", "--preset e2 --depth 2,3 --ln pre --init l2h2c16v96t16" + tiny);
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_TRUE(exists(dir + "/e2/runs/pre_dt1_wd0.1_lr0.003_L3_s1/result.json")) << r.out;
+    const std::string fits = read_file(dir + "/e2/fits.csv");
+    EXPECT_EQ(count(fits, ",init,"), 4u) << "2 runs × 2 quantities at init: " << fits;
+    EXPECT_EQ(count(fits, ",trained,"), 4u) << fits;
+
+    r = sweep("proxy", "--preset proxy --ln peri --lr 1e-3 --jobs 2 --threads 1" + tiny);
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_TRUE(exists(dir + "/proxy/runs/peri_dt1_wd0.1_lr0.001_bf16_s1/result.json")) << r.out;
+    EXPECT_TRUE(exists(dir + "/proxy/runs/peri_dt1_wd0.1_lr0.001_fp32_s1/result.json")) << r.out;
+
+    for (const char* preset : {"gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b"}) {
+        r = sweep(preset, std::string("--preset ") + preset + " --ln pre --wd 0.1 --jobs 1 --threads 1" + tiny);
+        ASSERT_EQ(r.status, 0) << preset << r.out;
+        EXPECT_NE(r.out.find("1 runs done"), std::string::npos) << preset << r.out;
+    }
+}
+
+// analysis.py against values worked out independently: Fisher's exact test (R's fisher.test on
+// the classic tables), Welch's t-test (scipy's ttest_ind(equal_var=False): t = -1.8974,
+// p = 0.1075, also by numerical integration of Student's t density), the LR sensitivity of a
+// grid by hand, the AICc winner and rate on synthetic data with a known law, and the edge of
+// stability of an E1 grid.
+TEST(Analysis, StatisticsAgainstKnownValues) {
+    const std::string program = R"PY(
+import math, random, sys
+sys.path.insert(0, ".")
+import analysis as A
+def near(x, y, tol):
+    assert abs(x - y) <= tol, (x, y)
+near(A.fisher_exact(1, 9, 11, 3), 0.002759456, 1e-9)
+near(A.fisher_exact(3, 1, 1, 3), 0.4857142857, 1e-9)
+near(A.fisher_exact(5, 0, 0, 5), 0.0079365079, 1e-9)
+near(A.fisher_exact(0, 5, 0, 5), 1.0, 1e-12)
+t, df, p = A.welch_t([1, 2, 3, 4, 5], [2, 4, 6, 8, 10])
+near(t, -1.8973665961, 1e-9); near(df, 5.8823529412, 1e-9); near(p, 0.1075312, 1e-6)
+assert A.welch_t([1.0], [2.0, 3.0]) is None
+# L(1e-3) = 5, L(1e-2) = 4, 1e-1 stopped (counts as L_init = 8): L* = 4, mean(1, 0, 4) = 5/3.
+best, lr, sens = A.lr_sensitivity({1e-3: 5.0, 1e-2: 4.0, 1e-1: None}, 8.0)
+assert (best, lr) == (4.0, 1e-2); near(sens, 5 / 3, 1e-12)
+near(A.lr_sensitivity({1e-3: 9.0, 1e-2: 4.0}, 8.0)[2], 2.0, 1e-12)  # min(L, L_init) caps a bad lr
+rng = random.Random(7)
+xs = list(range(1, 25))
+for law, f, rate in (("exponential", lambda x: 0.2 * math.exp(0.15 * x), math.exp(0.15)),
+                     ("quadratic", lambda x: 1 + 0.3 * x + 0.05 * x * x, 0.05),
+                     ("linear", lambda x: 2 + 0.7 * x, 0.7)):
+    ys = [f(x) * (1 + 0.01 * rng.gauss(0, 1)) for x in xs]
+    fits, winner = A.fit_laws(xs, ys)
+    assert winner == law, (law, winner, {k: v["aicc"] for k, v in fits.items()})
+    near(A.law_rate(winner, fits[winner]["params"])[1], rate, 0.05 * rate)
+fits, winner = A.fit_laws([1, 2, 3], [1.0, 2.0, 3.5])
+assert winner is None and fits["quadratic"]["aicc"] is None  # too few points to compare
+e1 = {("pre", 1e-3): [("ok", 5.2)], ("pre", 1e-2): [("ok", 4.8)], ("pre", 3e-2): [("diverged", None)],
+      ("peri", 1e-3): [("collapsed", 6.0)], ("peri", 1e-2): [("ok", 4.9)], ("peri", 3e-2): [("ok", 5.0)],
+      ("post", 1e-2): [("diverged", None)]}
+assert A.edge_of_stability(e1, ("pre", "peri"))[0] == 3e-2  # the collapse below the best lr does not count
+assert A.edge_of_stability({("pre", 1e-3): [("ok", 5.0)]}, ("pre", "peri"))[0] == 1e-3
+print("analysis ok")
+)PY";
+    const std::string path = testing::TempDir() + "analysis_check.py";
+    { std::ofstream(path) << program; }
+    const std::string out = testing::TempDir() + "analysis_check.out";
+    const int raw = std::system(("python3 " + path + " > " + out + " 2>&1").c_str());
+    EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << read_file(out);
+    EXPECT_NE(read_file(out).find("analysis ok"), std::string::npos) << read_file(out);
 }
 
 // plot.py on two tiny ./train runs, one with statistics: a PNG where matplotlib is installed

@@ -1,0 +1,142 @@
+// The run-outcome rules of training.h (README "Run outcomes") on synthetic loss sequences: a spike
+// that recovers, a sustained rise, a rise during warmup, a non-finite loss or gradient norm, a
+// collapse; then ./train itself: the log records and exit status of a run that stops and of one
+// that finishes, with unigram_ce computed as baselines.h computes it.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "baselines.h"
+#include "test_files.h"
+#include "training.h"
+
+namespace {
+
+// Feeds `losses` (finite gradient norms) until the tracker stops the run; returns the step it
+// stopped at, or -1.
+int feed(OutcomeTracker& t, const std::vector<double>& losses) {
+    for (size_t i = 0; i < losses.size(); i++)
+        if (!t.observe(losses[i], 1.0).empty()) return (int)i;
+    return -1;
+}
+
+std::vector<double> repeat(double loss, int n) { return std::vector<double>(n, loss); }
+
+std::vector<double> join(std::vector<double> a, const std::vector<double>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+TEST(Outcomes, SpikeThatRecoversIsCountedAndDoesNotStop) {
+    OutcomeTracker t({20, 1.0, 1.0, 0});
+    EXPECT_EQ(feed(t, join(join(repeat(5.0, 30), {7.0, 7.5}), repeat(5.0, 30))), -1);
+    EXPECT_EQ(t.spikes(), 1);
+    EXPECT_EQ(t.outcome(), "");
+}
+
+TEST(Outcomes, TwoSpikesAndSmallNoiseAreTold) {
+    OutcomeTracker t({20, 1.0, 1.0, 0});
+    std::vector<double> losses;
+    for (int i = 0; i < 100; i++) losses.push_back(5.0 + (i % 2 ? 0.4 : -0.4));  // noise under the margin
+    losses[40] = 6.6;  // 1.6 above the mean of the 20 before: a spike
+    losses[70] = 9.0;
+    EXPECT_EQ(feed(t, losses), -1);
+    EXPECT_EQ(t.spikes(), 2);
+}
+
+TEST(Outcomes, SustainedRiseDivergesWhenTheWindowMeanPassesTheMargin) {
+    // 40 steps at 5, then 6.5: the mean of the last 20 exceeds 5 + 1 once 14 of them are 6.5
+    // (5·6 + 6.5·14 = 121 > 120), at step 40 + 13.
+    OutcomeTracker t({20, 1.0, 1.0, 0});
+    EXPECT_EQ(feed(t, join(repeat(5.0, 40), repeat(6.5, 30))), 53);
+    EXPECT_EQ(t.outcome(), "diverged");
+    EXPECT_EQ(t.spikes(), 0) << "a rise that never came back is not a transient spike";
+}
+
+TEST(Outcomes, RiseDuringWarmupOnlyCountsOnceWarmupIsOver) {
+    OutcomeTracker t({20, 1.0, 1.0, 100});
+    EXPECT_EQ(feed(t, join(repeat(5.0, 40), repeat(6.5, 100))), 100);
+    EXPECT_EQ(t.outcome(), "diverged");
+}
+
+TEST(Outcomes, DecreasingLossNeverStops) {
+    OutcomeTracker t({20, 1.0, 1.0, 0});
+    std::vector<double> losses;
+    for (int i = 0; i < 500; i++) losses.push_back(8.3 * std::exp(-i / 100.0) + 4.0);
+    EXPECT_EQ(feed(t, losses), -1);
+    EXPECT_EQ(t.spikes(), 0);
+}
+
+TEST(Outcomes, NonFiniteLossOrGradientNormStopsAtOnce) {
+    OutcomeTracker a({20, 1.0, 1.0, 0});
+    EXPECT_EQ(a.observe(5.0, 1.0), "");
+    EXPECT_EQ(a.observe(NAN, 1.0), "loss is nan");
+    EXPECT_EQ(a.outcome(), "nonfinite");
+    OutcomeTracker b({20, 1.0, 1.0, 50});
+    EXPECT_EQ(b.observe(INFINITY, 1.0), "loss is inf") << "also during warmup";
+    OutcomeTracker c({20, 1.0, 1.0, 0});
+    EXPECT_EQ(c.observe(5.0, INFINITY), "gradient norm is inf");
+    EXPECT_EQ(c.outcome(), "nonfinite");
+}
+
+TEST(Outcomes, FinishedRunCollapsesUnlessBelowUnigram) {
+    EXPECT_STREQ(final_outcome(5.9, 5.86), "collapsed");
+    EXPECT_STREQ(final_outcome(5.86, 5.86), "collapsed") << "equal is not below";
+    EXPECT_STREQ(final_outcome(4.8, 5.86), "ok");
+    EXPECT_STREQ(final_outcome(NAN, 5.86), "nonfinite");
+}
+
+// ./train on a tiny model (V = 96) and random shards.
+class TrainOutcome : public ::testing::Test {
+protected:
+    std::string dir;
+    void SetUp() override {
+        dir = fresh_folder("outcomes_");
+        write_random_shard(dir + "train_000.bin", 3000, 96, 1);
+        write_random_shard(dir + "val_000.bin", 600, 96, 2);
+    }
+    int train(const std::string& flags) {
+        const char* bin = std::getenv("GPT2_BIN_DIR");
+        const std::string cmd = std::string(bin ? bin : ".") + "/train -device cpu -init l2h2c16v96t16 -B 2 -T 8 " +
+                                "-train_data '" + dir + "train_*.bin' -val_data '" + dir + "val_*.bin' -out " + dir +
+                                "out -save_every 0 -threads 1 " + flags + " > " + dir + "train.out 2>&1";
+        const int raw = std::system(cmd.c_str());
+        return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    }
+};
+
+TEST_F(TrainOutcome, FinishedRunLogsItsOutcomeWithUnigramOfTheEvaluatedTokens) {
+    ASSERT_EQ(train("-steps 4 -warmup 1 -eval_every 2 -eval_batches 3"), 0) << read_file(dir + "train.out");
+    const std::string log = read_file(dir + "out/log.jsonl");
+    const size_t at = log.find("\"event\": \"outcome\"");
+    ASSERT_NE(at, std::string::npos) << log;
+    const std::string record = log.substr(log.rfind('\n', at) + 1);
+    EXPECT_TRUE(record.find("\"outcome\": \"ok\"") != std::string::npos ||
+                record.find("\"outcome\": \"collapsed\"") != std::string::npos) << record;
+    EXPECT_NE(record.find("\"spikes\": 0"), std::string::npos) << record;
+    DataLoader val(dir + "val_*.bin", 2, 8, 96, false, 0);
+    const double expected = evaluated_baselines(dir + "train_*.bin", 96, false, val, 3, 16).unigram_ce();
+    const std::vector<double> logged = json_numbers(record, "unigram_ce");
+    ASSERT_EQ(logged.size(), 1u) << record;
+    EXPECT_NEAR(logged[0], expected, 1e-6 * expected);
+}
+
+TEST_F(TrainOutcome, RunThatStopsExitsWithStatus3AndSaysWhy) {
+    EXPECT_EQ(train("-steps 60 -lr 3 -warmup 0 -clip 0 -wd 0 -eval_every 0 -outcome_window 5"), 3)
+        << read_file(dir + "train.out");
+    const std::string log = read_file(dir + "out/log.jsonl");
+    EXPECT_NE(log.find("\"event\": \"diverged\""), std::string::npos) << log;
+    EXPECT_TRUE(log.find("\"outcome\": \"diverged\"") != std::string::npos ||
+                log.find("\"outcome\": \"nonfinite\"") != std::string::npos) << log;
+}
+
+TEST_F(TrainOutcome, OldMarginFlagIsGone) {
+    EXPECT_EQ(train("-steps 2 -diverge_margin 1"), 2);
+    EXPECT_NE(read_file(dir + "train.out").find("-diverge_margin"), std::string::npos);
+}
+
+}  // namespace
