@@ -36,6 +36,13 @@
 // than it saves (and, on a machine shared with other processes, often far more).
 constexpr size_t PARALLEL_MIN_WORK = 1 << 18;
 
+// The threshold the loops below test: PARALLEL_MIN_WORK, unless changed through this reference
+// (the tests lower it so that the threaded branches run at their small sizes).
+inline size_t& parallel_min_work() {
+    static size_t threshold = PARALLEL_MIN_WORK;
+    return threshold;
+}
+
 // Helpers for loops the compiler can vectorise.
 
 // Σ_{i<n} f(i) accumulated in REDUCE_LANES partial sums (term i goes to partial i mod 16 for
@@ -111,7 +118,7 @@ inline T exp_fast(T x) {
 // out (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T), wte (Vp,C), wpe (maxT,C).
 template <typename T>
 void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C) {
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * Tn * C >= PARALLEL_MIN_WORK)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * Tn * C >= parallel_min_work())
     for (int b = 0; b < B; b++)
         for (int t = 0; t < Tn; t++) {
             T* o = out + ((size_t)b * Tn + t) * C;
@@ -126,7 +133,7 @@ void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, 
 template <typename T>
 void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C) {
     constexpr int CB = 64;  // channels per block
-#pragma omp parallel for schedule(static) if ((size_t)B * Tn * C >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)B * Tn * C >= parallel_min_work())
     for (int c0 = 0; c0 < C; c0 += CB) {
         const int c1 = std::min(C, c0 + CB);
         for (int b = 0; b < B; b++)
@@ -149,7 +156,7 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, in
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C) {
     const T eps = T(1e-5);
-#pragma omp parallel for schedule(static) if ((size_t)N * C >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int n = 0; n < N; n++) {
         const T* x = inp + (size_t)n * C;
         const T sum = lane_sum<T>(C, [&](int c) { return x[c]; });
@@ -168,7 +175,7 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const
 template <typename T>
 void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
                         const T* rstd, int N, int C) {
-#pragma omp parallel for schedule(static) if ((size_t)N * C >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int n = 0; n < N; n++) {
         const T* x = inp + (size_t)n * C;
         const T* d = dout + (size_t)n * C;
@@ -184,7 +191,7 @@ void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, cons
     // Column sums over the N rows, in row order, for blocks of CB channels at a time (rows
     // outermost, so every read is a contiguous run of a row).
     constexpr int CB = 64;
-#pragma omp parallel for schedule(static) if ((size_t)N * C >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int c0 = 0; c0 < C; c0 += CB) {
         const int nc = std::min(CB, C - c0);
         T sum_dw[CB] = {}, sum_db[CB] = {};
@@ -211,7 +218,7 @@ template <typename T>
 void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
     gemm<T>(false, true, N, OC, IC, inp, IC, w, IC, T(0), out, OC);
     if (!bias) return;
-#pragma omp parallel for schedule(static) if ((size_t)N * OC >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * OC >= parallel_min_work())
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
 }
@@ -224,7 +231,7 @@ void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, cons
     gemm<T>(true, false, OC, IC, N, dout, OC, inp, IC, T(1), dw, IC);
     if (!dbias) return;
     constexpr int OB = 64;  // output channels per block; rows outermost, as in layernorm_backward
-#pragma omp parallel for schedule(static) if ((size_t)N * OC >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * OC >= parallel_min_work())
     for (int o0 = 0; o0 < OC; o0 += OB) {
         const int no = std::min(OB, OC - o0);
         T sum[OB] = {};
@@ -313,7 +320,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int 
 template <typename T>
 void gelu_forward(T* out, const T* inp, size_t n) {
     const T s = std::sqrt(T(2) / T(M_PI));
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
         T x = inp[i];
         T u = s * (x + T(0.044715) * x * x * x);
@@ -326,7 +333,7 @@ void gelu_forward(T* out, const T* inp, size_t n) {
 template <typename T>
 void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n) {
     const T s = std::sqrt(T(2) / T(M_PI));
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
         T x = inp[i];
         T u = s * (x + T(0.044715) * x * x * x);
@@ -341,13 +348,13 @@ void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n) {
 
 template <typename T>
 void residual_forward(T* out, const T* x, const T* f, T dt, size_t n) {
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) out[i] = x[i] + dt * f[i];
 }
 
 template <typename T>
 void residual_backward(T* dx, T* df, const T* dout, T dt, size_t n) {
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
         dx[i] += dout[i];
         df[i] += dt * dout[i];
@@ -433,7 +440,7 @@ double sum_of_squares(const T* x, size_t n) {
     static thread_local std::vector<double> partial;  // the calling thread's; shared below by pointer
     partial.assign(chunks, 0.0);
     double* part = partial.data();  // (inside the parallel region `partial` would name each thread's own)
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t k = 0; k < chunks; k++) {
         const T* xk = x + k * CHUNK;
         part[k] = lane_sum<double>((int)std::min(CHUNK, n - k * CHUNK), [&](int i) { return (double)xk[i] * xk[i]; });
@@ -454,7 +461,7 @@ void adamw_update(T* params, const T* grads, T* m, T* v, size_t n, const AdamWHy
     const double beta1 = h.beta1, beta2 = h.beta2, lr = h.lr, eps = h.eps, wd = h.weight_decay;
     const double correction1 = 1.0 - std::pow(beta1, t);
     const double correction2 = 1.0 - std::pow(beta2, t);
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
         const T g = (T)(grads[i] * grad_scale);
         const T mi = (T)(beta1 * m[i] + (1.0 - beta1) * g);
