@@ -11,6 +11,12 @@ cases (placement pre/post/peri x dt 1.0/0.1) on a tiny model it writes
                                              gradient on batch 0, and 5 AdamW steps
                                              (loss, grad norm, lr per step; final params)
 
+and one training-loop case, what ./train itself must log and save (three micro-steps per
+step over two token shards, warmup and cosine decay, weight decay, clipping on some steps):
+
+  test/golden/loop.model.bin, loop_train_000.bin, loop_train_001.bin   checkpoint and shards
+  test/golden/loop.expect.bin                per step: loss, grad norm, lr; final params
+
 test/golden/README.md documents the .expect.bin layout; test/golden.h reads it in C++.
 
 Before writing anything the script checks itself: autograd gradients against central
@@ -296,7 +302,8 @@ def global_norm(G):
 
 def step_loss_and_grads(P, placement, dt, micro_batches):
     """Loss and gradients of one optimiser step: the mean over its micro-batches (a list of
-    (inputs, targets)) of their losses, and likewise of their gradients (SPEC section 2)."""
+    (inputs, targets)) of their losses, and likewise of their gradients (gradient accumulation,
+    README.md, ./train)."""
     losses, total = [], None
     for inputs, targets in micro_batches:
         loss, G = loss_and_grads(P, placement, dt, inputs, targets)
@@ -459,8 +466,8 @@ def write_expect(path, placement, tokens, loss0, G, losses, norms, lrs, final, m
 
 
 def write_shard(path, tokens):
-    """A token shard (SPEC section 3): int32 header[256] = {20240520, 1, count, 0...}, then the
-    tokens as uint16."""
+    """A token shard in llm.c's format (README.md, Data): int32 header[256] = {20240520, 1,
+    count, 0...}, then the tokens as uint16."""
     header = [0] * 256
     header[0], header[1], header[2] = SHARD_MAGIC, 1, len(tokens)
     with open(path, "wb") as f:
@@ -473,7 +480,7 @@ def write_shard(path, tokens):
 # shard windows, the schedule, clipping, AdamW), read through its log and final checkpoint.
 # ---------------------------------------------------------------------------------------
 def shard_windows(shards):
-    """The windows of one epoch with shuffling off (SPEC section 3): the shards in order, each
+    """The windows of one epoch with shuffling off (docs/data.md): the shards in order, each
     one's consecutive windows of B*T+1 tokens starting at 0, B*T, 2*B*T, ... while they fit.
     Returns (inputs, targets) pairs, each (B,T)."""
     out = []
