@@ -8,8 +8,8 @@ Run by hand from the repository root, after `make test` has built everything onc
     python3 test/mutate.py NAME...      only those (the names are in the table below)
     python3 test/mutate.py --list       the mutants and what they change
 
-Each mutant is one small bug: a file, a piece of text that must occur exactly once in it, and
-what replaces it. For each mutant in turn the script applies it, rebuilds the programs and test
+Each mutant is one small bug: a file, a piece of text, and what replaces it everywhere in that
+file (the text must occur exactly as often as the mutant expects: once, unless it says more). For each mutant in turn the script applies it, rebuilds the programs and test
 binaries that depend on the file, runs the test binaries that cover it (whole binaries, as
 `make test` runs them) and records which tests failed; then it puts the file back. A mutant
 is "killed" when at least one test failed (a crash or a hang of a test binary counts too);
@@ -56,9 +56,8 @@ MUTANTS = [
      "        const int c1 = std::min(C, c0 + CB);\n"
      "#pragma omp parallel for schedule(static) if ((size_t)B * Tn * C >= parallel_min_work())\n"
      "        for (int b = 0; b < B; b++)", THREADED),
-    ("gelu-constant-cpu", "GELU's cubic constant 0.045 instead of 0.044715 (CPU forward)", "cpu_ops.h",
-     "        T u = s * (x + T(0.044715) * x * x * x);\n        out[i]",
-     "        T u = s * (x + T(0.045) * x * x * x);\n        out[i]", CPU_OPS),
+    ("gelu-constant-cpu", "GELU's cubic constant 0.045 instead of 0.044715 (CPU, forward and backward)",
+     "cpu_ops.h", "T(0.044715)", "T(0.045)", dict(CPU_OPS, occurrences=3)),
     ("gelu-constant-kernel", "GELU's cubic constant 0.045 instead of 0.044715 (CUDA kernels)", "gelu.cuh",
      "constexpr float GELU_CUBIC = 0.044715f;", "constexpr float GELU_CUBIC = 0.045f;", KERNELS),
     ("layernorm-eps-cpu", "LayerNorm's eps added outside the square root (CPU)", "cpu_ops.h",
@@ -129,7 +128,7 @@ def check_mutant(mutant):
     name, _, path, old, new, plan = mutant
     with open(path, encoding="utf-8") as f:
         original = f.read()
-    if original.count(old) != 1:
+    if original.count(old) != plan.get("occurrences", 1):
         return f"NOT APPLIED: the text occurs {original.count(old)} times in {path}"
     backup = path + ".mutate-backup"
     shutil.copy2(path, backup)
