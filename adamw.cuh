@@ -1,4 +1,4 @@
-// adamw.cuh — the optimiser's two passes over the parameters (SPEC §2), on fp32 master
+// adamw.cuh — the optimiser's two passes over the parameters (docs/model.md §5), on fp32 master
 // weights, fp32 gradients and fp32 moments, n elements of one tensor at a time:
 //
 //   sum of squares: Σ g² (the global gradient norm is its square root over all tensors)

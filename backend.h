@@ -1,4 +1,4 @@
-// backend.h — what ./train and ./eval need from a backend (CPU reference or CUDA), so the
+// backend.h — what ./train and ./eval need from a backend (CPU or CUDA), so the
 // training loop is written once. A backend owns the parameters, their gradients, the AdamW
 // moments and the activations of one micro-batch of fixed shape (B, T).
 #pragma once
@@ -9,11 +9,10 @@
 
 #include "model.h"
 
-// Hidden-state statistics of the residual stream X_i (N = B·T rows × C), SPEC §5.
-struct StreamStats {
-    double mean_abs = 0;   // mean over n, c of |X[n,c]|
-    double entry_var = 0;  // mean over n of the variance over c of X[n,·]
-    double data_var = 0;   // mean over c of the variance over n of X[·,c]
+// The output logits of one forward over N positions, only the V real tokens counted.
+struct LogitStats {
+    double logit_max = 0;   // the largest logit
+    double log_z_mean = 0;  // mean over positions of log Σ_{v<V} exp(logit_v)
 };
 
 class Backend {
@@ -21,8 +20,6 @@ public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;  // e.g. "cpu (fp32, 2 threads)"
     virtual const ModelConfig& config() const = 0;
-    virtual int batch_size() const = 0;    // B
-    virtual int seq_len() const = 0;       // T
 
     // Forward pass of one micro-batch: inputs, targets (B·T token ids). Keeps what backward
     // needs and returns the mean cross-entropy over the B·T positions.
@@ -35,7 +32,7 @@ public:
     // Global L2 norm of all parameter gradients.
     virtual double grad_norm() = 0;
     // AdamW update at step t (1-based), gradients multiplied by grad_scale first (clipping);
-    // weight decay on the 2-D tensors only (SPEC §2).
+    // weight decay on the 2-D tensors only (docs/model.md §5).
     virtual void update(const AdamWHyper& h, int t, double grad_scale) = 0;
 
     // Copies between the backend and host fp32 buffers in file order (num_parameters floats).
@@ -44,7 +41,8 @@ public:
     virtual void get_moments(float* m, float* v) = 0;
     virtual void set_moments(const float* m, const float* v) = 0;
 
-    // Hidden-state statistics of the residual stream in the last forward at 2L + 1 points:
+    // Hidden-state statistics (docs/statistics.md §1) of the residual stream in the last
+    // forward at 2L + 1 points:
     // j = 0 after the embedding, j = 2l + 1 after block l's attention step and j = 2l + 2 after
     // its MLP step (the block output X_{l+1}); the paper's per-layer X_i are the even j.
     virtual std::vector<StreamStats> stream_stats() = 0;
@@ -52,6 +50,22 @@ public:
     // 2L + 1 points; off by default so training pays nothing for it.
     virtual void record_stream_grads(bool on) = 0;
     virtual std::vector<double> stream_grad_norms() = 0;
+
+    // Further measurements of the last forward (docs/experiments.md, *Diagnostics*); call them
+    // before backward, which overwrites the logits:
+    // RMS of the residual stream, sqrt(mean over n, c of X[n,c]²), at the 2L + 1 points above;
+    virtual std::vector<double> stream_rms() = 0;
+    // per block l (L values), the largest pre-softmax attention logit q·k/√hs over the batch,
+    // the heads and the causal pairs t' ≤ t;
+    virtual std::vector<double> attn_logit_max() = 0;
+    // the largest output logit and the mean log-partition;
+    virtual LogitStats logit_stats() = 0;
+    // per block (L values): the RMS of the MLP's hidden activation (the GELU output) in the last
+    // forward, the norm of the block's parameters, and the norm of the gradient of its W_fcproj
+    // (the MLP's output projection weight) as accumulated since zero_grad.
+    virtual std::vector<double> mlp_hidden_rms() = 0;
+    virtual std::vector<double> block_param_norms() = 0;
+    virtual std::vector<double> fcproj_grad_norms() = 0;
 };
 
 // The CUDA backend (gpt2.cu), linked in when the Makefile finds nvcc (USE_CUDA defined).

@@ -1,4 +1,4 @@
-// bench_cpu.cpp — speed of the CPU reference trainer (issue 7).
+// bench_cpu.cpp — speed of the CPU trainer (docs/cpu_speed.md).
 //
 //   ./build/bench_cpu [-threads N] [-steps S] [-warmup W] [-models d12,d6] [-breakdown 0|1]
 //
@@ -199,6 +199,7 @@ double time_op(const std::function<void()>& op, int reps) {
 std::vector<OpRow> op_breakdown(const ModelConfig& cfg, int B, int T, int reps) {
     const int C = cfg.C, L = cfg.L, NH = cfg.NH, Vp = cfg.Vp, V = cfg.V;
     const int N = B * T;
+    using Ops = CpuOps<float>;  // the ops CpuModel<float> trains with
     const size_t NC = (size_t)N * C;
     Rng rng(7);
     auto buf = [&](size_t n, float scale) {
@@ -231,44 +232,44 @@ std::vector<OpRow> op_breakdown(const ModelConfig& cfg, int B, int T, int reps) 
         float* out = l.OC == Vp ? logits.data() : (l.OC == 4 * C ? h4.data() : (l.OC == 3 * C ? qkv.data() : y.data()));
         const float* in = l.IC == 4 * C ? g4.data() : x.data();
         add(label, l.calls, 2.0 * N * l.IC * l.OC, true,
-            [&, out, in, l] { matmul_forward(out, in, w.data(), l.has_bias ? bias.data() : nullptr, N, l.IC, l.OC); });
+            [&, out, in, l] { Ops::matmul_forward(out, in, w.data(), l.has_bias ? bias.data() : nullptr, N, l.IC, l.OC); });
     }
-    add("attention fwd", L, 4.0 * B * T * T * C, false, [&] { attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH); });
+    add("attention fwd", L, 4.0 * B * T * T * C, false, [&] { Ops::attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH); });
     add("layernorm fwd", 2 * L + 1, 0, false,
-        [&] { layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), lnw.data(), bias.data(), N, C); });
-    add("gelu fwd", L, 0, false, [&] { gelu_forward(g4.data(), h4.data(), 4 * NC); });
-    add("residual fwd", 2 * L, 0, false, [&] { residual_forward(z.data(), x.data(), y.data(), dt, NC); });
-    add("encoder fwd", 1, 0, false, [&] { encoder_forward(x.data(), tokens.data(), w.data(), wpe.data(), B, T, C); });
+        [&] { Ops::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), lnw.data(), bias.data(), N, C); });
+    add("gelu fwd", L, 0, false, [&] { Ops::gelu_forward(g4.data(), h4.data(), 4 * NC); });
+    add("residual fwd", 2 * L, 0, false, [&] { Ops::residual_forward(z.data(), x.data(), y.data(), dt, NC); });
+    add("encoder fwd", 1, 0, false, [&] { Ops::encoder_forward(x.data(), tokens.data(), w.data(), wpe.data(), B, T, C); });
     add("crossentropy fwd", 1, 0, false,
-        [&] { crossentropy_forward(losses.data(), logits.data(), tokens.data(), N, V, Vp); });
+        [&] { Ops::crossentropy_forward(losses.data(), logits.data(), tokens.data(), N, V, Vp); });
     // Backward ops.
     add("crossentropy bwd", 1, 0, false,
-        [&] { crossentropy_backward_inplace(logits.data(), tokens.data(), 1.0f / N, N, V, Vp); });
+        [&] { Ops::crossentropy_backward_inplace(logits.data(), tokens.data(), 1.0f / N, N, V, Vp); });
     for (const Lin& l : lins) {
         std::snprintf(label, sizeof label, "matmul bwd %-8s %5dx%-5d", l.name, l.IC, l.OC);
         const float* dout = l.OC == Vp ? logits.data() : (l.OC == 4 * C ? dh4.data() : (l.OC == 3 * C ? dqkv.data() : dy.data()));
         float* din = l.IC == 4 * C ? dg4.data() : dx.data();
         const float* in = l.IC == 4 * C ? g4.data() : x.data();
         add(label, l.calls, 4.0 * N * l.IC * l.OC, true, [&, dout, din, in, l] {
-            matmul_backward(din, dw.data(), l.has_bias ? dbias.data() : nullptr, dout, in, w.data(), N, l.IC, l.OC);
+            Ops::matmul_backward(din, dw.data(), l.has_bias ? dbias.data() : nullptr, dout, in, w.data(), N, l.IC, l.OC);
         });
     }
     add("attention bwd", L, 8.0 * B * T * T * C, false,
-        [&] { attention_backward(dqkv.data(), dy.data(), qkv.data(), att.data(), B, T, C, NH); });
+        [&] { Ops::attention_backward(dqkv.data(), dy.data(), qkv.data(), att.data(), B, T, C, NH); });
     add("layernorm bwd", 2 * L + 1, 0, false, [&] {
-        layernorm_backward(dx.data(), dlnw.data(), dlnb.data(), dy.data(), x.data(), lnw.data(), mean.data(),
+        Ops::layernorm_backward(dx.data(), dlnw.data(), dlnb.data(), dy.data(), x.data(), lnw.data(), mean.data(),
                            rstd.data(), N, C);
     });
-    add("gelu bwd", L, 0, false, [&] { gelu_backward(dg4.data(), dh4.data(), h4.data(), 4 * NC); });
-    add("residual bwd", 2 * L, 0, false, [&] { residual_backward(dx.data(), dy.data(), z.data(), dt, NC); });
+    add("gelu bwd", L, 0, false, [&] { Ops::gelu_backward(dg4.data(), dh4.data(), h4.data(), 4 * NC); });
+    add("residual bwd", 2 * L, 0, false, [&] { Ops::residual_backward(dx.data(), dy.data(), z.data(), dt, NC); });
     add("encoder bwd", 1, 0, false,
-        [&] { encoder_backward(dw.data(), dwpe.data(), dy.data(), tokens.data(), B, T, C); });
+        [&] { Ops::encoder_backward(dw.data(), dwpe.data(), dy.data(), tokens.data(), B, T, C); });
     // Optimiser over all parameters (the bench's buffers stand in for params/grads/moments).
     {
         const size_t P = num_parameters(cfg);
         std::vector<float> p(P, 0.01f), g(P, 0.001f), m(P, 0.0f), v(P, 0.0f);
         add("grad norm + AdamW", 1, 0, false, [&] {
-            const double norm = std::sqrt(sum_of_squares(g.data(), P));
+            const double norm = std::sqrt(fast::sum_of_squares(g.data(), P));
             const AdamWHyper h{3e-4, 0.9, 0.95, 1e-8, 0.1};
             adamw_update(p.data(), g.data(), m.data(), v.data(), P, h, 1, norm > 1 ? 1 / norm : 1.0);
         });

@@ -1,115 +1,38 @@
-// cpu_ops.h — the CPU reference of every forward and backward op of the model, written to be
-// read: plain loops, one op per function, OpenMP over independent rows or channels.
+// cpu_ops.h — the textbook reference of every forward and backward op of the model: plain loops
+// that follow the equations of docs/model.md one line at a time, std::exp, std::tanh, one op per
+// function. They are what the double-precision gradient checks certify and what the CUDA
+// kernels and the fast CPU ops (cpu_fast_ops.h) are tested against.
 //
-// Every op is a template on the element type T: float for training, double for the
-// finite-difference tests. Backward ops ACCUMULATE (+=) into their gradient outputs, because
-// a tensor can feed several consumers and gradients are summed over micro-batches.
+// Every op is a template on the element type T: double for the gradient checks, float where a
+// test compares it with a faster op. Backward ops ACCUMULATE (+=) into their gradient outputs,
+// because a tensor can feed several consumers and gradients are summed over micro-batches.
 //
 // Shapes: B batch, T time, C channels, NH heads (head size hs = C/NH), N = B·T positions,
 // V real vocabulary, Vp padded vocabulary, OC/IC output/input channels of a linear layer.
-// Every parallel loop gives each thread its own outputs and fixes the order of every sum, so
-// results do not depend on the number of threads.
+// Loops over independent rows may run on several OpenMP threads; each thread then writes its
+// own outputs and every sum runs in one fixed order, so results do not depend on the number
+// of threads.
 //
-// Speed (issue 7, docs/cpu_speed.md): the matrix products, attention's included, go through
-// gemm (matmul.h); the other loops are arranged so the compiler vectorises them — sums along a
-// row go through lane_sum (a fixed number of partial sums, added in a fixed order), column sums
-// run with channels innermost, and the exponentials of softmax, cross-entropy and GELU use
-// exp_fast (plain arithmetic instead of an opaque libm call). None of it depends on the thread
-// count.
+// The optimiser pieces at the end (sum_of_squares, adamw_update) and the hidden-state
+// statistics serve both CPU paths.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 #include <vector>
 
-#include "matmul.h"
-#include "backend.h"
 #include "model.h"
-
-// ---------------------------------------------------------------------------------------------
-// Helpers.
 
 // Loops over fewer elements than this run on one thread: waking and joining a team costs more
 // than it saves (and, on a machine shared with other processes, often far more).
 constexpr size_t PARALLEL_MIN_WORK = 1 << 18;
 
-// The threshold the loops below test: PARALLEL_MIN_WORK, unless changed through this reference
-// (the tests lower it so that the threaded branches run at their small sizes).
+// The threshold the loops here and in cpu_fast_ops.h test: PARALLEL_MIN_WORK, unless changed
+// through this reference (the tests lower it so that the threaded branches run at small sizes).
 inline size_t& parallel_min_work() {
     static size_t threshold = PARALLEL_MIN_WORK;
     return threshold;
-}
-
-// Helpers for loops the compiler can vectorise.
-
-// Σ_{i<n} f(i) accumulated in REDUCE_LANES partial sums (term i goes to partial i mod 16 for
-// the full groups of 16, the tail to partials 0, 1, …), then added in order. A single running
-// sum is a dependency chain the compiler may not reorder; 16 independent ones map onto vector
-// registers. The order is fixed by n alone.
-constexpr int REDUCE_LANES = 16;
-
-template <typename T, typename F>
-inline T lane_sum(int n, F f) {
-    T part[REDUCE_LANES] = {};
-    int i = 0;
-    for (; i + REDUCE_LANES <= n; i += REDUCE_LANES)
-#pragma omp simd
-        for (int l = 0; l < REDUCE_LANES; l++) part[l] += f(i + l);
-    for (int l = 0; i < n; i++, l++) part[l] += f(i);
-    T s = 0;
-    for (int l = 0; l < REDUCE_LANES; l++) s += part[l];
-    return s;
-}
-
-// max_{i<n} x[i] in REDUCE_LANES running maxima (NaNs are skipped, as std::max(m, NaN) = m).
-template <typename T>
-inline T row_max(const T* x, int n) {
-    T part[REDUCE_LANES];
-    for (int l = 0; l < REDUCE_LANES; l++) part[l] = -INFINITY;
-    int i = 0;
-    for (; i + REDUCE_LANES <= n; i += REDUCE_LANES)
-#pragma omp simd
-        for (int l = 0; l < REDUCE_LANES; l++) part[l] = std::max(part[l], x[i + l]);
-    for (int l = 0; i < n; i++, l++) part[l] = std::max(part[l], x[i]);
-    T m = -INFINITY;
-    for (int l = 0; l < REDUCE_LANES; l++) m = std::max(m, part[l]);
-    return m;
-}
-
-// e^x. For float, in plain arithmetic so loops calling it vectorise (libm's expf is a call):
-// x = n·ln2 + r with n = round(x/ln2) and |r| ≤ ln2/2 (ln2 split in a high part with few
-// bits, so n·ln2_hi is exact), e^r by its Taylor series to r⁷ (truncation < 1e-8, below
-// float's rounding), and 2ⁿ written straight into the exponent bits. Accurate to a couple of
-// ulp; x is clamped to [−87, 88] so 2ⁿ stays a normal float (e^−87 ≈ 2e−38 stands in for
-// anything smaller); NaN stays NaN. double (the finite-difference tests) keeps std::exp.
-template <typename T>
-inline T exp_fast(T x) {
-    if constexpr (std::is_same<T, float>::value) {
-        x = std::min(std::max(x, -87.0f), 88.0f);
-        const float shifter = 12582912.0f;  // 1.5·2²³: adding it rounds to an integer
-        const float t = x * 1.44269504f + shifter;
-        const float n = t - shifter;  // round(x / ln2)
-        const float r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-6f;
-        float p = 1.0f / 5040;
-        p = p * r + 1.0f / 720;
-        p = p * r + 1.0f / 120;
-        p = p * r + 1.0f / 24;
-        p = p * r + 1.0f / 6;
-        p = p * r + 0.5f;
-        p = p * r + 1.0f;
-        p = p * r + 1.0f;
-        uint32_t bits;  // t's low mantissa bits hold n: bits(t) = bits(shifter) + n
-        std::memcpy(&bits, &t, sizeof bits);
-        const uint32_t scale_bits = (bits - 0x4B400000u + 127u) << 23;  // 2ⁿ
-        float scale;
-        std::memcpy(&scale, &scale_bits, sizeof scale);
-        return p * scale;
-    } else {
-        return std::exp(x);
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -155,14 +78,16 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, in
 
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C) {
-    const T eps = T(1e-5);
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int n = 0; n < N; n++) {
         const T* x = inp + (size_t)n * C;
-        const T sum = lane_sum<T>(C, [&](int c) { return x[c]; });
-        const T m = sum / C;
-        const T sq = lane_sum<T>(C, [&](int c) { return (x[c] - m) * (x[c] - m); });
-        const T s = T(1) / std::sqrt(sq / C + eps);
+        T m = 0;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        T var = 0;
+        for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
+        var /= C;
+        const T s = T(1) / std::sqrt(var + T(1e-5));
         T* y = out + (size_t)n * C;
         for (int c = 0; c < C; c++) y[c] = (x[c] - m) * s * w[c] + b[c];
         mean[n] = m;
@@ -179,34 +104,26 @@ void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, cons
     for (int n = 0; n < N; n++) {
         const T* x = inp + (size_t)n * C;
         const T* d = dout + (size_t)n * C;
-        const T mu = mean[n], rs = rstd[n];
-        const T g_mean = lane_sum<T>(C, [&](int c) { return d[c] * w[c]; }) / C;
-        const T gx_mean = lane_sum<T>(C, [&](int c) { return d[c] * w[c] * (x[c] - mu) * rs; }) / C;
+        T g_mean = 0, gx_mean = 0;
+        for (int c = 0; c < C; c++) {
+            const T xhat = (x[c] - mean[n]) * rstd[n];
+            g_mean += d[c] * w[c];
+            gx_mean += d[c] * w[c] * xhat;
+        }
+        g_mean /= C;
+        gx_mean /= C;
         T* dx = dinp + (size_t)n * C;
         for (int c = 0; c < C; c++) {
-            T xhat = (x[c] - mu) * rs;
-            dx[c] += rs * (d[c] * w[c] - g_mean - xhat * gx_mean);
+            const T xhat = (x[c] - mean[n]) * rstd[n];
+            dx[c] += rstd[n] * (d[c] * w[c] - g_mean - xhat * gx_mean);
         }
     }
-    // Column sums over the N rows, in row order, for blocks of CB channels at a time (rows
-    // outermost, so every read is a contiguous run of a row).
-    constexpr int CB = 64;
-#pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
-    for (int c0 = 0; c0 < C; c0 += CB) {
-        const int nc = std::min(CB, C - c0);
-        T sum_dw[CB] = {}, sum_db[CB] = {};
-        for (int n = 0; n < N; n++) {
-            const T* d = dout + (size_t)n * C + c0;
-            const T* x = inp + (size_t)n * C + c0;
-            const T mu = mean[n], rs = rstd[n];
-            for (int c = 0; c < nc; c++) {
-                sum_dw[c] += d[c] * (x[c] - mu) * rs;
-                sum_db[c] += d[c];
-            }
-        }
-        for (int c = 0; c < nc; c++) {
-            dw[c0 + c] += sum_dw[c];
-            db[c0 + c] += sum_db[c];
+    for (int n = 0; n < N; n++) {  // the weight gradients: sums over rows, in row order
+        const T* x = inp + (size_t)n * C;
+        const T* d = dout + (size_t)n * C;
+        for (int c = 0; c < C; c++) {
+            dw[c] += d[c] * (x[c] - mean[n]) * rstd[n];
+            db[c] += d[c];
         }
     }
 }
@@ -216,135 +133,150 @@ void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, cons
 
 template <typename T>
 void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
-    gemm<T>(false, true, N, OC, IC, inp, IC, w, IC, T(0), out, OC);
-    if (!bias) return;
-#pragma omp parallel for schedule(static) if ((size_t)N * OC >= parallel_min_work())
+#pragma omp parallel for schedule(static) if ((size_t)N * OC * IC >= parallel_min_work())
     for (int n = 0; n < N; n++)
-        for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
+        for (int o = 0; o < OC; o++) {
+            T s = bias ? bias[o] : T(0);
+            for (int i = 0; i < IC; i++) s += inp[(size_t)n * IC + i] * w[(size_t)o * IC + i];
+            out[(size_t)n * OC + o] = s;
+        }
 }
 
 // dinp (N,IC) += dout · w;  dw (OC,IC) += doutᵀ · inp;  dbias (OC) += Σ_n dout.
 template <typename T>
 void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IC,
                      int OC) {
-    gemm<T>(false, false, N, IC, OC, dout, OC, w, IC, T(1), dinp, IC);
-    gemm<T>(true, false, OC, IC, N, dout, OC, inp, IC, T(1), dw, IC);
-    if (!dbias) return;
-    constexpr int OB = 64;  // output channels per block; rows outermost, as in layernorm_backward
-#pragma omp parallel for schedule(static) if ((size_t)N * OC >= parallel_min_work())
-    for (int o0 = 0; o0 < OC; o0 += OB) {
-        const int no = std::min(OB, OC - o0);
-        T sum[OB] = {};
-        for (int n = 0; n < N; n++) {
-            const T* d = dout + (size_t)n * OC + o0;
-            for (int o = 0; o < no; o++) sum[o] += d[o];
+#pragma omp parallel for schedule(static) if ((size_t)N * OC * IC >= parallel_min_work())
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < IC; i++) {
+            T s = 0;
+            for (int o = 0; o < OC; o++) s += dout[(size_t)n * OC + o] * w[(size_t)o * IC + i];
+            dinp[(size_t)n * IC + i] += s;
         }
-        for (int o = 0; o < no; o++) dbias[o0 + o] += sum[o];
+#pragma omp parallel for schedule(static) if ((size_t)N * OC * IC >= parallel_min_work())
+    for (int o = 0; o < OC; o++) {
+        for (int i = 0; i < IC; i++) {
+            T s = 0;
+            for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o] * inp[(size_t)n * IC + i];
+            dw[(size_t)o * IC + i] += s;
+        }
+        if (dbias) {
+            T s = 0;
+            for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
+            dbias[o] += s;
+        }
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Causal multi-head self-attention on the packed projections qkv (B,T,3C) = [q | k | v].
-// For head h and time t: att[b,h,t,t'] = softmax_{t' ≤ t}(q·k / sqrt(hs)) (0 for t' > t),
-// out[b,t,h·hs:(h+1)·hs] = Σ_{t'} att · v. att (B,NH,T,T) is kept for the backward pass.
-//
-// Per (b, h) this is two matrix products around a row softmax, S = Q·Kᵀ and out = P·V, with
-// Q, K, V the head's (T × hs) slices of qkv (row stride 3C). They go through gemm (run
-// serially inside this loop over heads); P is zero above the diagonal, so P·V only sums t' ≤ t.
+// For head h and time t: att[b,h,t,t'] = softmax_{t' ≤ t}(q_t·k_t' / sqrt(hs)) (0 for t' > t),
+// out[b,t,h·hs:(h+1)·hs] = Σ_{t' ≤ t} att[b,h,t,t'] · v_t'. att (B,NH,T,T) is kept for backward.
+
 template <typename T>
 void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int NH) {
     const int hs = C / NH;
     const T scale = T(1) / std::sqrt(T(hs));
-    const int C3 = 3 * C;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(3) schedule(static)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const T* q = qkv + (size_t)b * Tn * C3 + h * hs;  // row t of Q at q + t·3C; K at +C, V at +2C
-            T* a = att + ((size_t)b * NH + h) * Tn * Tn;      // (T × T)
-            gemm<T>(false, true, Tn, Tn, hs, q, C3, q + C, C3, T(0), a, Tn);  // a = Q·Kᵀ
+        for (int h = 0; h < NH; h++)
             for (int t = 0; t < Tn; t++) {
-                T* row = a + (size_t)t * Tn;
-                for (int t2 = 0; t2 <= t; t2++) row[t2] *= scale;
-                const T max_score = row_max(row, t + 1);
-                for (int t2 = 0; t2 <= t; t2++) row[t2] = exp_fast(row[t2] - max_score);
-                const T sum = lane_sum<T>(t + 1, [&](int t2) { return row[t2]; });
-                for (int t2 = 0; t2 <= t; t2++) row[t2] /= sum;
-                for (int t2 = t + 1; t2 < Tn; t2++) row[t2] = 0;
+                const T* q = qkv + ((size_t)b * Tn + t) * 3 * C + h * hs;
+                T* a = att + (((size_t)b * NH + h) * Tn + t) * Tn;
+                T max_score = -INFINITY;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const T* k = qkv + ((size_t)b * Tn + t2) * 3 * C + C + h * hs;
+                    T s = 0;
+                    for (int i = 0; i < hs; i++) s += q[i] * k[i];
+                    a[t2] = s * scale;
+                    max_score = std::max(max_score, a[t2]);
+                }
+                T sum = 0;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    a[t2] = std::exp(a[t2] - max_score);
+                    sum += a[t2];
+                }
+                for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
+                for (int t2 = t + 1; t2 < Tn; t2++) a[t2] = 0;
+                T* o = out + ((size_t)b * Tn + t) * C + h * hs;
+                for (int i = 0; i < hs; i++) {
+                    T s = 0;
+                    for (int t2 = 0; t2 <= t; t2++) s += a[t2] * qkv[((size_t)b * Tn + t2) * 3 * C + 2 * C + h * hs + i];
+                    o[i] = s;
+                }
             }
-            gemm<T>(false, false, Tn, hs, Tn, a, Tn, q + 2 * C, C3, T(0), out + (size_t)b * Tn * C + h * hs, C);
-        }
 }
 
-// dqkv (B,T,3C) += gradient of attention_forward given dout (B,T,C). Through the softmax:
-// dscore[t'] = att[t'] · (datt[t'] − Σ_u att[u]·datt[u]) with datt[t'] = dout·v[t'].
-// Per (b, h), with dO the head's slice of dout and dS the (scaled) dscores, zero above the
-// diagonal: datt = dO·Vᵀ, then dQ += dS·K, dK += dSᵀ·Q, dV += Pᵀ·dO.
+// dqkv (B,T,3C) += gradient of attention_forward given dout (B,T,C). For each (b, h, t):
+// datt[t'] = dout_t · v_t';  through the softmax dscore[t'] = att[t'] · (datt[t'] − Σ_u att[u]·datt[u]);
+// then dq_t += Σ_t' dscore[t']·k_t' / sqrt(hs), dk_t' += dscore[t']·q_t / sqrt(hs), dv_t' += att[t']·dout_t.
+// One thread owns a whole (b, h): the times t' it adds into belong to that head only.
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int B, int Tn, int C, int NH) {
     const int hs = C / NH;
     const T scale = T(1) / std::sqrt(T(hs));
-    const int C3 = 3 * C;
-#pragma omp parallel
-    {
-        static thread_local std::vector<T> datt, dscore;  // (T × T) each, per thread
-        datt.resize((size_t)Tn * Tn);
-        dscore.resize((size_t)Tn * Tn);
-#pragma omp for collapse(2) schedule(static)
-        for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++) {
-                const T* q = qkv + (size_t)b * Tn * C3 + h * hs;
-                T* dq = dqkv + (size_t)b * Tn * C3 + h * hs;
-                const T* d = dout + (size_t)b * Tn * C + h * hs;
-                const T* a = att + ((size_t)b * NH + h) * Tn * Tn;
-                gemm<T>(false, true, Tn, Tn, hs, d, C, q + 2 * C, C3, T(0), datt.data(), Tn);  // dO·Vᵀ
-                for (int t = 0; t < Tn; t++) {
-                    const T* arow = a + (size_t)t * Tn;
-                    const T* da = datt.data() + (size_t)t * Tn;
-                    T* ds = dscore.data() + (size_t)t * Tn;
-                    const T weighted = lane_sum<T>(t + 1, [&](int t2) { return arow[t2] * da[t2]; });
-                    for (int t2 = 0; t2 <= t; t2++) ds[t2] = arow[t2] * (da[t2] - weighted) * scale;
-                    for (int t2 = t + 1; t2 < Tn; t2++) ds[t2] = 0;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            std::vector<T> datt(Tn);
+            for (int t = 0; t < Tn; t++) {
+                const T* a = att + (((size_t)b * NH + h) * Tn + t) * Tn;
+                const T* d = dout + ((size_t)b * Tn + t) * C + h * hs;
+                const T* q = qkv + ((size_t)b * Tn + t) * 3 * C + h * hs;
+                T* dq = dqkv + ((size_t)b * Tn + t) * 3 * C + h * hs;
+                T weighted = 0;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const T* v = qkv + ((size_t)b * Tn + t2) * 3 * C + 2 * C + h * hs;
+                    T s = 0;
+                    for (int i = 0; i < hs; i++) s += d[i] * v[i];
+                    datt[t2] = s;
+                    weighted += a[t2] * s;
                 }
-                gemm<T>(false, false, Tn, hs, Tn, dscore.data(), Tn, q + C, C3, T(1), dq, C3);        // dQ += dS·K
-                gemm<T>(true, false, Tn, hs, Tn, dscore.data(), Tn, q, C3, T(1), dq + C, C3);         // dK += dSᵀ·Q
-                gemm<T>(true, false, Tn, hs, Tn, a, Tn, d, C, T(1), dq + 2 * C, C3);                  // dV += Pᵀ·dO
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const size_t row2 = ((size_t)b * Tn + t2) * 3 * C + h * hs;
+                    const T dscore = a[t2] * (datt[t2] - weighted) * scale;
+                    for (int i = 0; i < hs; i++) {
+                        dq[i] += dscore * qkv[row2 + C + i];
+                        dqkv[row2 + C + i] += dscore * q[i];
+                        dqkv[row2 + 2 * C + i] += a[t2] * d[i];
+                    }
+                }
             }
-    }
+        }
 }
 
 // ---------------------------------------------------------------------------------------------
 // GELU, tanh approximation (GPT-2's): y = ½·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³).
-// n elements. Evaluated as y = x·σ(2u) with σ(a) = 1/(1 + e^−a) — the same function, since
-// 1 + tanh(u) = 2σ(2u) — so it needs one exp_fast instead of a libm tanh call.
+// n elements.
 
 template <typename T>
 void gelu_forward(T* out, const T* inp, size_t n) {
     const T s = std::sqrt(T(2) / T(M_PI));
 #pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
-        T x = inp[i];
-        T u = s * (x + T(0.044715) * x * x * x);
-        out[i] = x / (T(1) + exp_fast(T(-2) * u));
+        const T x = inp[i];
+        const T u = s * (x + T(0.044715) * x * x * x);
+        out[i] = T(0.5) * x * (T(1) + std::tanh(u));
     }
 }
 
-// dinp += dout · dy/dx, dy/dx = ½(1 + tanh u) + ½x(1 − tanh²u)·du/dx = σ + 2x·σ(1 − σ)·du/dx
-// with σ = σ(2u) (½(1 + tanh u) = σ and 1 − tanh²u = 4σ(1 − σ)).
+// dinp += dout · dy/dx with dy/dx = ½(1 + tanh u) + ½x·(1 − tanh²u)·du/dx,
+// du/dx = √(2/π)·(1 + 3·0.044715·x²).
 template <typename T>
 void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n) {
     const T s = std::sqrt(T(2) / T(M_PI));
 #pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
-        T x = inp[i];
-        T u = s * (x + T(0.044715) * x * x * x);
-        T sig = T(1) / (T(1) + exp_fast(T(-2) * u));
-        T du = s * (T(1) + T(3) * T(0.044715) * x * x);
-        dinp[i] += dout[i] * (sig + T(2) * x * sig * (T(1) - sig) * du);
+        const T x = inp[i];
+        const T th = std::tanh(s * (x + T(0.044715) * x * x * x));
+        const T du = s * (T(1) + T(3) * T(0.044715) * x * x);
+        dinp[i] += dout[i] * (T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * du);
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Residual step: out = x + Δt · f over n elements; backward dx += dout, df += Δt · dout.
+// Residual add of one step: out = x + Δt · f over n elements; backward dx += dout,
+// df += Δt · dout.
 
 template <typename T>
 void residual_forward(T* out, const T* x, const T* f, T dt, size_t n) {
@@ -363,40 +295,42 @@ void residual_backward(T* dx, T* df, const T* dout, T dt, size_t n) {
 
 // ---------------------------------------------------------------------------------------------
 // Softmax + cross-entropy over the real vocabulary. logits (N,Vp); only columns < V count.
-// losses (N) = log Σ_v exp(logit_v) − logit_target.
+// losses (N) = log Σ_v exp(logit_v) − logit_target, computed around the row's maximum.
 
 template <typename T>
 void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const T* z = logits + (size_t)n * Vp;
-        const T max_z = row_max(z, V);
-        const T sum = lane_sum<T>(V, [&](int v) { return exp_fast(z[v] - max_z); });
+        T max_z = -INFINITY;
+        for (int v = 0; v < V; v++) max_z = std::max(max_z, z[v]);
+        T sum = 0;
+        for (int v = 0; v < V; v++) sum += std::exp(z[v] - max_z);
         losses[n] = std::log(sum) + max_z - z[targets[n]];
     }
 }
 
 // Overwrites logits (N,Vp) with d(Σ_n dloss·loss_n)/dlogits = dloss·(softmax − onehot(target))
-// for columns < V and 0 for the padding columns, recomputing the softmax (no stored probs):
-// the row's exponentials are written over it once, summed, then scaled.
+// for columns < V and 0 for the padding columns.
 template <typename T>
 void crossentropy_backward_inplace(T* logits, const int32_t* targets, T dloss, int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         T* z = logits + (size_t)n * Vp;
-        const T max_z = row_max(z, V);
-        for (int v = 0; v < V; v++) z[v] = exp_fast(z[v] - max_z);
-        const T sum = lane_sum<T>(V, [&](int v) { return z[v]; });
-        for (int v = 0; v < V; v++) z[v] = dloss * z[v] / sum;
+        T max_z = -INFINITY;
+        for (int v = 0; v < V; v++) max_z = std::max(max_z, z[v]);
+        T sum = 0;
+        for (int v = 0; v < V; v++) sum += std::exp(z[v] - max_z);
+        for (int v = 0; v < V; v++) z[v] = dloss * std::exp(z[v] - max_z) / sum;
         z[targets[n]] -= dloss;
         for (int v = V; v < Vp; v++) z[v] = 0;
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hidden-state statistics of a residual stream X (N,C), SPEC §5, accumulated in double:
-// mean |X|, the mean over rows of the variance across channels (entry_var) and the mean over
-// channels of the variance across rows (data_var); variances are biased (divide by C or N).
+// Hidden-state statistics of a residual stream X (N,C), docs/statistics.md §1, accumulated in
+// double: mean |X|, the mean over rows of the variance across channels (entry_var) and the mean
+// over channels of the variance across rows (data_var); variances are biased (divide by C or N).
 template <typename T>
 StreamStats stream_statistics(const T* x, int N, int C) {
     std::vector<double> col_sum(C, 0.0), col_sq(C, 0.0);
@@ -428,23 +362,23 @@ StreamStats stream_statistics(const T* x, int N, int C) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Optimiser pieces (SPEC §2).
+// Optimiser pieces (docs/model.md §5).
 
-// Σ x² over n elements in double, summed in fixed chunks (each with lane_sum) so the result
-// is the same for any number of threads.
+// Σ x² over n elements in double, summed in fixed chunks of SUM_CHUNK elements (one chunk per
+// loop iteration, so any number of threads), then the chunk sums in order.
+constexpr size_t SUM_CHUNK = 1 << 16;
+
 template <typename T>
 double sum_of_squares(const T* x, size_t n) {
-    constexpr size_t CHUNK = 1 << 16;
-    const size_t chunks = (n + CHUNK - 1) / CHUNK;
-    double total = 0;
-    static thread_local std::vector<double> partial;  // the calling thread's; shared below by pointer
-    partial.assign(chunks, 0.0);
-    double* part = partial.data();  // (inside the parallel region `partial` would name each thread's own)
+    const size_t chunks = (n + SUM_CHUNK - 1) / SUM_CHUNK;
+    std::vector<double> partial(chunks, 0.0);
 #pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t k = 0; k < chunks; k++) {
-        const T* xk = x + k * CHUNK;
-        part[k] = lane_sum<double>((int)std::min(CHUNK, n - k * CHUNK), [&](int i) { return (double)xk[i] * xk[i]; });
+        double s = 0;
+        for (size_t i = k * SUM_CHUNK; i < std::min(n, (k + 1) * SUM_CHUNK); i++) s += (double)x[i] * x[i];
+        partial[k] = s;
     }
+    double total = 0;
     for (double s : partial) total += s;
     return total;
 }

@@ -1,4 +1,4 @@
-// dataloader.h — serves training batches from token shards (SPEC §3: llm.c's format).
+// dataloader.h — serves training batches from token shards (docs/formats.md §1: llm.c's format).
 //
 // A shard is int32 header[256] = {20240520, 1, token count, ...} followed by that many uint16
 // tokens. A batch is a window of B*T+1 consecutive tokens of one shard: inputs are its first
@@ -8,7 +8,7 @@
 //
 // One epoch visits every window of every shard once:
 //   shuffle off: the shards in sorted file-name order, each one's windows from its start
-//                (SPEC §3), and after the last shard back to the first;
+//                (docs/formats.md §1), and after the last shard back to the first;
 //   shuffle on:  the shards in a random order, each one's windows in a random order, both drawn
 //                afresh for every epoch from (seed, epoch), so a run is reproducible.
 // With data parallelism the epochs form one stream of windows dealt out in turn: rank r of

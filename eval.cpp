@@ -1,12 +1,14 @@
 // eval.cpp — ./eval: loads a checkpoint and reports, on validation shards, its loss and
-// perplexity, teacher-forced next-token accuracy, ROUGE of the argmax predictions against the
-// targets, and the stability diagnostics of stability.h (hidden-state statistics, gradient norms,
-// local sensitivity and output uncertainty, per layer); optionally text pairs for external
-// scorers and sampled continuations.
+// perplexity (of the mean loss and per sequence), the output logits' maximum and mean
+// log-partition, teacher-forced next-token accuracy, ROUGE of the argmax predictions against the
+// targets, and the stability diagnostics of stability.h and diagnostics.h (hidden-state
+// statistics, raw and scale-free gradient norms, attention-logit maxima, block norms, local
+// sensitivity and output uncertainty, per layer); optionally text pairs for external scorers
+// and sampled continuations.
 //
 //   ./eval -model out/model_00001000.bin [-val_data GLOB] [-eval_batches N] [-json FILE]
 //
-// The loss and perplexity come from the chosen backend (-device). Everything else runs on the
+// The loss and val_ppl come from the chosen backend (-device). Everything else runs on the
 // CPU reference model (CpuModel<float>): on the CPU backend that is the same model, on CUDA a
 // second copy of the weights on the host.
 //
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint.h"
 #include "dataloader.h"
 #include "flags.h"
 #include "json.h"
@@ -39,7 +42,7 @@ struct EvalOptions {
     bool tokenizer_given;
     int B, T, eval_batches, threads, diag_batches, directions, noise_samples;
     int samples, sample_len, prompt_len, top_k;
-    double sigma, temperature;
+    double sigma_rel, sigma, temperature;  // sigma: absolute, 0 when not given
     uint64_t seed;
 };
 
@@ -52,7 +55,8 @@ static const char* USAGE =
     "  -json FILE         write every result as one JSON object\n"
     "  -diag_batches N (1; 0 = off)  batches for statistics, gradient norms, sensitivity, uncertainty\n"
     "  -directions N (4)  random directions per block for the sensitivity ||J v||\n"
-    "  -sigma X (0.1)  -noise_samples N (4)  Gaussian noise on the embedding output\n"
+    "  -sigma_rel X (0.01)  -noise_samples N (4)  Gaussian noise on the embedding output,\n"
+    "                     sigma = X * RMS(X_0) of each batch; or -sigma X, an absolute sigma instead\n"
     "  -pairs FILE        prediction/reference text pairs as JSONL (for BERTScore etc.)\n"
     "  -samples N (0)  -sample_len N (64)  -prompt_len N (32)  -temperature X (1.0; 0 = greedy)\n"
     "  -top_k N (40; 0 = all)  sampled continuations of validation prompts\n"
@@ -72,7 +76,9 @@ static EvalOptions parse_options(int argc, char** argv) {
     o.json_path = f.str("json", "");
     o.diag_batches = (int)f.integer("diag_batches", 1, 0, 1 << 20);
     o.directions = (int)f.integer("directions", 4, 1, 100000);
-    o.sigma = f.real("sigma", 0.1, 0.0, 1e6);
+    o.sigma_rel = f.real("sigma_rel", 0.01, 0.0, 1e6, true);
+    o.sigma = f.real("sigma", 0.0, 0.0, 1e6, true);
+    const bool both_sigmas = f.given("sigma") && f.given("sigma_rel");
     o.noise_samples = (int)f.integer("noise_samples", 4, 1, 100000);
     o.pairs_path = f.str("pairs", "");
     o.samples = (int)f.integer("samples", 0, 0, 100000);
@@ -85,6 +91,7 @@ static EvalOptions parse_options(int argc, char** argv) {
     o.seed = (uint64_t)f.integer("seed", 1234, 0, 1LL << 62);
     f.finish();
     if (o.model_path.empty()) throw InputError("flag -model: a checkpoint file is required");
+    if (both_sigmas) throw InputError("flag -sigma: give -sigma (absolute) or -sigma_rel (relative), not both");
     return o;
 }
 
@@ -93,6 +100,8 @@ static EvalOptions parse_options(int argc, char** argv) {
 
 struct Results {
     double val_loss = 0, accuracy = 0;
+    double ppl_seq = 0;  // mean over sequences of exp(the sequence's mean token loss)
+    LogitStats logits;   // over every evaluated position
     long long tokens = 0;
     // ROUGE F1, mean over sequences: [0] plain, [1] Porter-stemmed; each rouge1, rouge2, rougeL.
     bool have_rouge = false;
@@ -102,6 +111,8 @@ struct Results {
     // Diagnostics, averaged over the diagnostic batches.
     int diag_batches = 0;
     std::vector<double> mean_abs, entry_var, data_var, grad_norm, param_grad_norm;  // half-block series
+    std::vector<double> rms, grad_norm_scaled;                                        // half-block series
+    std::vector<double> attn_logit_max, param_norm, fcproj_grad_norm, mlp_hidden_rms;  // per block
     stability::Sensitivity sensitivity;
     stability::Uncertainty uncertainty;
     std::vector<std::pair<std::string, std::string>> samples;  // prompt, continuation
@@ -145,13 +156,18 @@ static int sample_token(const float* logits, int V, double temperature, int top_
 static void evaluate_metrics(const EvalOptions& o, Backend& backend, CpuModel<float>& ref, bool same_model,
                              DataLoader& val, const Tokenizer* tok, Results& r) {
     const int B = ref.B, T = ref.Tn, V = ref.cfg.V;
-    double loss_sum = 0;
+    double loss_sum = 0, ppl_sum = 0, log_z_sum = 0;
     long long correct = 0;
+    r.logits.logit_max = -INFINITY;
     val.reset();
     for (int i = 0; i < o.eval_batches; i++) {
         val.next_batch();
         loss_sum += backend.forward(val.inputs(), val.targets());
         if (!same_model) ref.forward(val.inputs(), val.targets());
+        ppl_sum += diag::sequence_perplexity_sum(ref.losses_data(), B, T);
+        const LogitStats z = diag::model_logit_statistics(ref);
+        r.logits.logit_max = std::max(r.logits.logit_max, z.logit_max);
+        log_z_sum += z.log_z_mean;
         const float* logits = ref.logits_data();
         const int32_t* targets = val.targets();
         std::vector<int> pred(B * T);
@@ -177,6 +193,8 @@ static void evaluate_metrics(const EvalOptions& o, Backend& backend, CpuModel<fl
         }
     }
     r.val_loss = loss_sum / o.eval_batches;
+    r.ppl_seq = ppl_sum / ((double)o.eval_batches * B);
+    r.logits.log_z_mean = log_z_sum / o.eval_batches;
     r.tokens = (long long)o.eval_batches * B * T;
     r.accuracy = (double)correct / r.tokens;
     r.have_rouge = tok != nullptr;
@@ -185,7 +203,9 @@ static void evaluate_metrics(const EvalOptions& o, Backend& backend, CpuModel<fl
             for (double& x : row) x /= r.sequences;
 }
 
-// Statistics, gradient norms, sensitivity and uncertainty on the first diag_batches batches.
+// Statistics, gradient norms, sensitivity and uncertainty on the first diag_batches batches:
+// each a mean over the batches, except attn_logit_max (their maximum) and param_norm (of the
+// weights). The scale-free gradient is each batch's ‖∂L/∂X_i‖·RMS(X_i), then averaged.
 static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataLoader& val, Results& r) {
     r.diag_batches = o.diag_batches;
     if (o.diag_batches == 0) return;
@@ -205,6 +225,12 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         accumulate(r.mean_abs, mean_abs);
         accumulate(r.entry_var, entry_var);
         accumulate(r.data_var, data_var);
+        const std::vector<double> rms = diag::half_stream_rms(m);
+        accumulate(r.rms, rms);
+        accumulate(r.mlp_hidden_rms, diag::mlp_hidden_rms(m));
+        const std::vector<double> attn = diag::attention_logit_maxima(m);
+        if (r.attn_logit_max.empty()) r.attn_logit_max = attn;
+        for (size_t l = 0; l < attn.size(); l++) r.attn_logit_max[l] = std::max(r.attn_logit_max[l], attn[l]);
         // Sensitivity and uncertainty before backward: backward leaves the activations alone, but
         // keep the order obvious (the tangent pass reads the clean forward's activations).
         const stability::Sensitivity s = stability::local_sensitivity(m, o.directions, directions);
@@ -213,8 +239,12 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         if (sens.block_max.empty()) { sens.block_max = s.block_max; sens.step_max = s.step_max; }
         for (size_t k = 0; k < s.block_max.size(); k++) sens.block_max[k] = std::max(sens.block_max[k], s.block_max[k]);
         for (size_t k = 0; k < s.step_max.size(); k++) sens.step_max[k] = std::max(sens.step_max[k], s.step_max[k]);
-        const stability::Uncertainty u = stability::output_uncertainty(m, o.sigma, o.noise_samples, noise);
+        const double sigma_rel = o.sigma > 0 ? o.sigma / rms[0] : o.sigma_rel;
+        const stability::Uncertainty u = stability::relative_output_uncertainty(m, sigma_rel, o.noise_samples, noise);
+        unc.sigma += u.sigma;
+        unc.sigma_rel += u.sigma_rel;
         accumulate(unc.mean_dx, u.mean_dx);
+        accumulate(unc.relative_amplification, u.relative_amplification);
         std::vector<double> sq = u.w2_bound;
         for (double& x : sq) x *= x;
         accumulate(unc.w2_bound, sq);  // mean of squares, rooted below
@@ -223,15 +253,20 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         m.backward(1.0f);
         m.record_stream_grads = false;
         accumulate(r.grad_norm, m.stream_grad_norm);
+        accumulate(r.grad_norm_scaled, diag::products(m.stream_grad_norm, rms));
         accumulate(r.param_grad_norm, stability::block_param_grad_norms(m));
+        accumulate(r.fcproj_grad_norm, diag::fcproj_grad_norms(m));
     }
+    r.param_norm = diag::block_param_norms(m);
     const double inv = 1.0 / o.diag_batches;
-    for (auto* v : {&r.mean_abs, &r.entry_var, &r.data_var, &r.grad_norm, &r.param_grad_norm, &sens.block_mean,
-                    &sens.step_mean, &unc.mean_dx, &unc.w2_bound})
+    for (auto* v : {&r.mean_abs, &r.entry_var, &r.data_var, &r.grad_norm, &r.param_grad_norm, &r.rms,
+                    &r.grad_norm_scaled, &r.fcproj_grad_norm, &r.mlp_hidden_rms, &sens.block_mean, &sens.step_mean,
+                    &unc.mean_dx, &unc.w2_bound, &unc.relative_amplification})
         scale(*v, inv);
     for (double& x : unc.w2_bound) x = std::sqrt(x);
     sens.directions = o.directions;
-    unc.sigma = o.sigma;
+    unc.sigma *= inv;  // the means of the batches' absolute and relative σ
+    unc.sigma_rel *= inv;
     unc.samples = o.noise_samples;
     r.sensitivity = sens;
     r.uncertainty = unc;
@@ -269,8 +304,9 @@ static void generate_samples(const EvalOptions& o, int T, const ModelConfig& cfg
 // Reporting
 
 static void print_table(const Results& r, int L) {
-    std::printf("val loss %.4f | val ppl %.2f | accuracy %.4f (%lld tokens)\n", r.val_loss, std::exp(r.val_loss),
-                r.accuracy, r.tokens);
+    std::printf("val loss %.4f | val ppl %.2f | ppl per sequence %.2f | accuracy %.4f (%lld tokens)\n", r.val_loss,
+                std::exp(r.val_loss), r.ppl_seq, r.accuracy, r.tokens);
+    std::printf("output logits: largest %.4g | mean log-partition %.4f\n", r.logits.logit_max, r.logits.log_z_mean);
     if (r.have_rouge) {
         std::printf("ROUGE F1 (argmax predictions vs targets, %lld sequences):  rouge1   rouge2   rougeL\n", r.sequences);
         for (int stem = 0; stem < 2; stem++)
@@ -292,8 +328,20 @@ static void print_table(const Results& r, int L) {
             std::printf("%10.4g %10.4g\n", r.uncertainty.mean_dx[i], r.uncertainty.w2_bound[i]);
         }
         std::printf("  sensitivity: mean/max of ||J v|| over %d random directions (unit per token) and all tokens;\n"
-                    "  noise: sigma %g on X_0, %d samples; w2_bound = sqrt(mean ||dx||^2)\n",
-                    r.sensitivity.directions, r.uncertainty.sigma, r.uncertainty.samples);
+                    "  noise: sigma %g (= %g RMS(X_0)) on X_0, %d samples; w2_bound = sqrt(mean ||dx||^2)\n",
+                    r.sensitivity.directions, r.uncertainty.sigma, r.uncertainty.sigma_rel, r.uncertainty.samples);
+        std::printf("scale-free (i as above):\n  %5s %10s %12s %10s | %10s %10s %10s %10s\n", "i", "rms",
+                    "grad*rms", "rel_amp", "attn_max", "param_norm", "fcproj_g", "mlp_rms");
+        for (int i = 0; i <= L; i++) {
+            std::printf("  %5d %10.4g %12.4g %10.4g | ", i, r.rms[2 * i], r.grad_norm_scaled[2 * i],
+                        r.uncertainty.relative_amplification[i]);
+            if (i == 0) std::printf("%10s %10s %10s %10s\n", "-", "-", "-", "-");
+            else
+                std::printf("%10.4g %10.4g %10.4g %10.4g\n", r.attn_logit_max[i - 1], r.param_norm[i - 1],
+                            r.fcproj_grad_norm[i - 1], r.mlp_hidden_rms[i - 1]);
+        }
+        std::printf("  grad*rms = ||dL/dX_i|| * RMS(X_i); rel_amp = (w2_bound/sqrt(C)/RMS(X_i)) / sigma_rel;\n"
+                    "  attn_max = largest q.k/sqrt(hs); fcproj_g = ||dL/dW_fcproj||; mlp_rms = RMS of the GELU output\n");
     }
     for (size_t i = 0; i < r.samples.size(); i++)
         std::printf("sample %zu: %s[[%s]]\n", i, r.samples[i].first.c_str(), r.samples[i].second.c_str());
@@ -313,6 +361,9 @@ static std::string to_json(const EvalOptions& o, const ModelConfig& cfg, const s
     field("tokens", std::to_string(r.tokens));
     field("val_loss", json_number(r.val_loss));
     field("val_ppl", json_number(std::exp(r.val_loss)));
+    field("ppl_seq", json_number(r.ppl_seq));
+    field("logit_max", json_number(r.logits.logit_max));
+    field("log_z_mean", json_number(r.logits.log_z_mean));
     field("accuracy", json_number(r.accuracy));
     if (r.have_rouge) {
         const char* names[3] = {"rouge1", "rouge2", "rougeL"};
@@ -329,10 +380,16 @@ static std::string to_json(const EvalOptions& o, const ModelConfig& cfg, const s
     if (r.diag_batches > 0) {
         std::string s = "{";
         const std::pair<const char*, const std::vector<double>*> series[] = {
-            {"mean_abs", &r.mean_abs}, {"entry_var", &r.entry_var}, {"data_var", &r.data_var}, {"grad_norm", &r.grad_norm}};
+            {"mean_abs", &r.mean_abs}, {"entry_var", &r.entry_var}, {"data_var", &r.data_var}, {"grad_norm", &r.grad_norm},
+            {"rms", &r.rms}, {"grad_norm_scaled", &r.grad_norm_scaled}};
         for (const auto& [name, v] : series) s += std::string(s.size() > 1 ? ",\n    " : "\n    ") + "\"" + name + "\": " + json_array(*v, 0, 2);
         for (const auto& [name, v] : series) s += std::string(",\n    \"") + name + "_half\": " + json_array(*v);
-        s += ",\n    \"param_grad_norm\": " + json_array(r.param_grad_norm) + "}";
+        const std::pair<const char*, const std::vector<double>*> blocks[] = {
+            {"param_grad_norm", &r.param_grad_norm}, {"attn_logit_max", &r.attn_logit_max},
+            {"param_norm", &r.param_norm}, {"fcproj_grad_norm", &r.fcproj_grad_norm},
+            {"mlp_hidden_rms", &r.mlp_hidden_rms}};
+        for (const auto& [name, v] : blocks) s += std::string(",\n    \"") + name + "\": " + json_array(*v);
+        s += "}";
         field("layers", s);
         const stability::Sensitivity& se = r.sensitivity;
         field("sensitivity", "{\"directions\": " + std::to_string(se.directions) + ",\n    \"block_mean\": " +
@@ -340,8 +397,10 @@ static std::string to_json(const EvalOptions& o, const ModelConfig& cfg, const s
                                  ",\n    \"step_mean\": " + json_array(se.step_mean) + ",\n    \"step_max\": " +
                                  json_array(se.step_max) + "}");
         const stability::Uncertainty& u = r.uncertainty;
-        field("uncertainty", "{\"sigma\": " + json_number(u.sigma) + ", \"samples\": " + std::to_string(u.samples) +
-                                 ",\n    \"mean_dx\": " + json_array(u.mean_dx) + ",\n    \"w2_bound\": " + json_array(u.w2_bound) + "}");
+        field("uncertainty", "{\"sigma_rel\": " + json_number(u.sigma_rel) + ", \"sigma\": " + json_number(u.sigma) +
+                                 ", \"samples\": " + std::to_string(u.samples) + ",\n    \"mean_dx\": " +
+                                 json_array(u.mean_dx) + ",\n    \"w2_bound\": " + json_array(u.w2_bound) +
+                                 ",\n    \"relative_amplification\": " + json_array(u.relative_amplification) + "}");
     } else {
         field("layers", "null");
         field("sensitivity", "null");

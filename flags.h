@@ -1,4 +1,4 @@
-// flags.h — command-line flags of the form `-name value` (SPEC §4).
+// flags.h — command-line flags of the form `-name value` (docs/cli.md §1).
 //
 // The program asks for each flag it knows, with its default and allowed range; afterwards
 // finish() refuses any flag nobody asked for. Every problem is an InputError naming the flag,

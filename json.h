@@ -1,6 +1,6 @@
 // json.h — the few JSON pieces ./train and ./eval write by hand (log.jsonl records, config.json,
-// eval -json and -pairs): numbers, arrays of numbers and strings, each as JSON text, and an
-// object built one member at a time.
+// eval -json and -pairs): numbers, arrays of numbers and strings, each as JSON text, and objects
+// built one member at a time (over several lines, or on one line for a log record).
 #pragma once
 #include <cmath>
 #include <cstdio>
@@ -63,6 +63,23 @@ public:
 
     // The closed object, with a final newline.
     std::string str() const { return (text_.empty() ? "{" : text_) + "\n}\n"; }
+
+private:
+    std::string text_;
+};
+
+// A JSON object on one line, {"a": 1, "b": [2, 3]}, members in the order added: one record of
+// log.jsonl (docs/logs.md).
+class JsonRecord {
+public:
+    // Adds "name": value, where value is JSON text already (json_number, json_string, ...).
+    JsonRecord& add(const std::string& name, const std::string& value) {
+        text_ += (text_.empty() ? "{" : ", ") + json_string(name) + ": " + value;
+        return *this;
+    }
+
+    // The closed object, without a newline.
+    std::string str() const { return text_.empty() ? "{}" : text_ + "}"; }
 
 private:
     std::string text_;

@@ -1,5 +1,4 @@
-// layernorm.cuh — LayerNorm over the C channels of each of N = B·T rows, and the residual add
-// scaled by Δt. Every LayerNorm of every placement (ln1/ln2 on a module's input in Pre- and
+// layernorm.cuh — LayerNorm over the C channels of each of N = B·T rows. Every LayerNorm of every placement (ln1/ln2 on a module's input in Pre- and
 // Peri-LN, after the add in Post-LN, ln1o/ln2o on a module's output in Peri-LN, the final lnf)
 // is this one op applied to a different tensor; gpt2.cu decides which.
 //
@@ -7,8 +6,6 @@
 //                       biased; mean and rstd (N) are kept, in fp32, for the backward pass.
 //   layernorm backward: dinp (N,C) += rstd·(g − mean_c(g) − x̂·mean_c(g·x̂)) with g = dout·w and
 //                       x̂ = (x − mean)·rstd;  dw (C) += Σ_n dout·x̂;  db (C) += Σ_n dout.
-//   residual forward:   out = x + Δt·f                 (n elements)
-//   residual backward:  dx += dout;  df += Δt·dout
 // Elements are T (float or bf16); statistics, sums and the weight gradients dw, db are fp32.
 // Backward ops add (+=) into their gradients, as the CPU reference does.
 #pragma once
@@ -96,23 +93,6 @@ __global__ void layernorm_backward_weights_kernel(float* partial, const T* dout,
     }
 }
 
-// out = x + Δt·f, one thread per element.
-template <typename T>
-__global__ void residual_forward_kernel(T* out, const T* x, const T* f, float dt, size_t n) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = from_float<T>(to_float(x[i]) + dt * to_float(f[i]));
-}
-
-// dx += dout; df += Δt·dout, one thread per element.
-template <typename T>
-__global__ void residual_backward_kernel(T* dx, T* df, const T* dout, float dt, size_t n) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const float d = to_float(dout[i]);
-    dx[i] = from_float<T>(to_float(dx[i]) + d);
-    df[i] = from_float<T>(to_float(df[i]) + dt * d);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
@@ -139,20 +119,6 @@ void layernorm_backward(T* dinp, float* dw, float* db, const T* dout, const T* i
     cudaCheck(cudaGetLastError());
     add_column_partials(dw, partial, chunks, 2 * C, C, stream);
     add_column_partials(db, partial + C, chunks, 2 * C, C, stream);
-}
-
-// out = x + Δt·f over n elements.
-template <typename T>
-void residual_forward(T* out, const T* x, const T* f, float dt, size_t n, cudaStream_t stream) {
-    residual_forward_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(out, x, f, dt, n);
-    cudaCheck(cudaGetLastError());
-}
-
-// dx += dout; df += Δt·dout over n elements.
-template <typename T>
-void residual_backward(T* dx, T* df, const T* dout, float dt, size_t n, cudaStream_t stream) {
-    residual_backward_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(dx, df, dout, dt, n);
-    cudaCheck(cudaGetLastError());
 }
 
 }  // namespace gpu

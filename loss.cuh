@@ -18,7 +18,24 @@ namespace gpu {
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
-// One warp per row: the row maximum, then Σ exp(z − max), each a warp reduction.
+// A row's maximum and log Σ exp over its first V entries, computed by the warp that owns the
+// row (lane: this thread's lane): the maximum, then Σ exp(z − max), each a warp reduction.
+// Every lane gets both.
+struct RowLogSumExp {
+    float max, log_sum;
+};
+template <typename T>
+__device__ inline RowLogSumExp row_log_sum_exp(const T* z, int V, int lane) {
+    float max_z = -INFINITY;
+    for (int v = lane; v < V; v += WARP_SIZE) max_z = fmaxf(max_z, to_float(z[v]));
+    max_z = warp_max(max_z);
+    float sum = 0.0f;
+    for (int v = lane; v < V; v += WARP_SIZE) sum += expf(to_float(z[v]) - max_z);
+    sum = warp_sum(sum);
+    return {max_z, logf(sum) + max_z};
+}
+
+// One warp per row: lse and the loss from row_log_sum_exp.
 template <typename T>
 __global__ void crossentropy_forward_kernel(float* losses, float* lse, const T* logits, const int32_t* targets, int N,
                                             int V, int Vp) {
@@ -26,16 +43,10 @@ __global__ void crossentropy_forward_kernel(float* losses, float* lse, const T* 
     const int lane = threadIdx.x % WARP_SIZE;
     if (n >= N) return;
     const T* z = logits + (size_t)n * Vp;
-    float max_z = -INFINITY;
-    for (int v = lane; v < V; v += WARP_SIZE) max_z = fmaxf(max_z, to_float(z[v]));
-    max_z = warp_max(max_z);
-    float sum = 0.0f;
-    for (int v = lane; v < V; v += WARP_SIZE) sum += expf(to_float(z[v]) - max_z);
-    sum = warp_sum(sum);
+    const RowLogSumExp row = row_log_sum_exp(z, V, lane);
     if (lane == 0) {
-        const float log_sum = logf(sum) + max_z;
-        lse[n] = log_sum;
-        losses[n] = log_sum - to_float(z[targets[n]]);
+        lse[n] = row.log_sum;
+        losses[n] = row.log_sum - to_float(z[targets[n]]);
     }
 }
 

@@ -1,4 +1,5 @@
-// matmul.h — the one general matrix product the CPU reference uses.
+// matmul.h — the one general matrix product of the fast CPU ops (cpu_fast_ops.h): linear layers
+// and attention.
 //
 //   C (M, N) = beta · C + op(A) (M, K) · op(B) (K, N)        all row-major, beta ∈ {0, 1}
 //
@@ -38,7 +39,8 @@
 //
 // The only intrinsics are inside micro_kernel (AVX-512, when the compiler targets it); its
 // portable fallback is plain C++ that the compiler vectorises. float is the fast path; double
-// (used by the gradient checks) runs the same blocking with the portable kernel.
+// runs the same blocking with the portable kernel, so the blocking itself can be tested in double
+// against a naive product (test/test_gradcheck_ops.cpp).
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -66,7 +68,7 @@ struct Blocking<float> {
     static constexpr int KC = 256, MC = 256, NC = 1536;
 };
 template <>
-struct Blocking<double> {  // the portable kernel only (gradient checks)
+struct Blocking<double> {  // the portable kernel only (tests of the blocking)
     static constexpr int MR = 4, NR = 16;
     static constexpr int KC = 256, MC = 128, NC = 1024;
 };

@@ -1,8 +1,12 @@
-// model.h — the model description shared by every backend (CPU reference and CUDA):
-//   * ModelConfig: sizes, LayerNorm placement and residual step Δt (SPEC §1);
+// model.h — the model's sizes and parameters, shared by every backend (CPU and CUDA):
+//   * ModelConfig: sizes, LayerNorm placement and residual step Δt (docs/model.md §1, §4);
+//   * the parts of a block: its two halves and the LayerNorms of each (docs/block.md);
 //   * the parameter layout: which tensors exist, their shapes, their order in one flat
-//     buffer and in checkpoint files (SPEC §3), and which ones get weight decay (SPEC §2);
-//   * fresh initialisation (SPEC §1) and checkpoint read/write (SPEC §3).
+//     buffer and in checkpoint files (docs/formats.md §2), and which ones get weight decay
+//     (docs/model.md §5);
+//   * fresh initialisation (docs/model.md §3);
+//   * StreamStats, the hidden-state statistics every backend reports (docs/statistics.md §1).
+// The files that store a model are read and written by checkpoint.h.
 // Shapes use B (batch), T (time), C (channels), NH (heads), L (layers), V (vocabulary),
 // Vp (vocabulary padded for the embedding table), maxT (longest sequence).
 #pragma once
@@ -22,8 +26,8 @@
 // ---------------------------------------------------------------------------------------------
 // Configuration
 
-// Where the LayerNorms sit in each residual step (SPEC §1). The integer values are the ones
-// stored in checkpoint header[8].
+// Where the LayerNorms sit in each residual step (docs/model.md §1). The integer values are
+// the ones stored in checkpoint header[8].
 enum class Placement : int { Pre = 0, Post = 1, Peri = 2 };
 
 inline const char* placement_name(Placement p) {
@@ -54,8 +58,8 @@ struct ModelConfig {
     float dt = 1.0f;  // residual step Δt: every residual branch is scaled by it
 };
 
-// Which LayerNorms one residual step x → x' has, for each placement (SPEC §1). Every block is
-// two such steps, around attention and around the MLP:
+// Which LayerNorms one residual step x → x' has, for each placement (docs/model.md §1). Every
+// block is two such steps (halves), around attention and around the MLP:
 //
 //                  LN on the module's input   LN on the module's output   LN after the add
 //     Pre-LN               yes (ln1/ln2)                 -                         -
@@ -74,7 +78,13 @@ inline NormPlan norm_plan(Placement p) {
     return {false, false, false};
 }
 
-// The model sizes of SPEC §1 by name, plus "d6", the small default for CPU-only machines.
+// The two halves of a block: the residual step around attention, then the one around the MLP.
+enum class Half : int { Attention = 0, Mlp = 1 };
+
+// The three places a LayerNorm can have in a residual step (the columns of NormPlan).
+enum class StepNorm { Input, Output, AfterAdd };
+
+// The model sizes of docs/model.md §4 by name, plus "d6", the small default for CPU-only machines.
 // Returns false for an unknown name.
 inline bool named_model_size(const std::string& name, ModelConfig* cfg) {
     struct Size { const char* name; int L, NH, C; };
@@ -141,13 +151,13 @@ inline void validate_config(const ModelConfig& c, const std::string& where) {
     if (!(c.dt > 0.0f) || !std::isfinite(c.dt)) throw InputError(where + ": residual step dt must be > 0");
 }
 
-// AdamW hyperparameters of one update (SPEC §2); weight_decay is the value for decaying tensors.
+// AdamW hyperparameters of one update (docs/model.md §5); weight_decay is the value for decaying tensors.
 struct AdamWHyper {
     double lr, beta1, beta2, eps, weight_decay;
 };
 
 // ---------------------------------------------------------------------------------------------
-// Parameter layout (SPEC §3): the tensors in file order. The four Peri-LN output norms have
+// Parameter layout (docs/formats.md §2): the tensors in file order. The four Peri-LN output norms have
 // size 0 for the other placements, so every backend indexes tensors the same way.
 
 enum ParamIndex {
@@ -163,7 +173,7 @@ inline const char* param_name(int i) {
     return names[i];
 }
 
-// Weight decay applies to the 2-D tensors only (SPEC §2).
+// Weight decay applies to the 2-D tensors only (docs/model.md §5).
 inline bool param_decays(int i) {
     return i == P_WTE || i == P_WPE || i == P_QKVW || i == P_ATTPROJW || i == P_FCW || i == P_FCPROJW;
 }
@@ -209,23 +219,26 @@ ParamTensors<T> param_tensors(T* base, const ModelConfig& m) {
             p[P_LNFW], p[P_LNFB], p[P_LN1OW], p[P_LN1OB], p[P_LN2OW], p[P_LN2OB]};
 }
 
-// Gain and bias of one LayerNorm of block l in a view of weights or gradients: step 0 is the
-// attention step (ln1, or ln1o on the module's output), step 1 the MLP step (ln2 / ln2o).
+// Gain and bias of one LayerNorm (C each), in a view of weights or of gradients.
 template <typename T>
 struct NormWeights {
     T *w, *b;
 };
 
+// The LayerNorm `which` of one half of block l in a view of weights or gradients. The input
+// LayerNorm and the one after the add (Post-LN) are both ln1 (attention half) or ln2 (MLP
+// half); no placement has both. The output LayerNorm (Peri-LN) is ln1o or ln2o.
 template <typename T>
-NormWeights<T> block_norm(const ParamTensors<T>& t, int l, int C, int step, bool module_output) {
+NormWeights<T> step_norm(const ParamTensors<T>& t, int l, int C, Half half, StepNorm which) {
     const size_t o = (size_t)l * C;
-    if (module_output)
-        return step == 0 ? NormWeights<T>{t.ln1ow + o, t.ln1ob + o} : NormWeights<T>{t.ln2ow + o, t.ln2ob + o};
-    return step == 0 ? NormWeights<T>{t.ln1w + o, t.ln1b + o} : NormWeights<T>{t.ln2w + o, t.ln2b + o};
+    const bool attention = half == Half::Attention;
+    if (which == StepNorm::Output)
+        return attention ? NormWeights<T>{t.ln1ow + o, t.ln1ob + o} : NormWeights<T>{t.ln2ow + o, t.ln2ob + o};
+    return attention ? NormWeights<T>{t.ln1w + o, t.ln1b + o} : NormWeights<T>{t.ln2w + o, t.ln2b + o};
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fresh initialisation (SPEC §1): weights N(0, 0.02); the residual output projections
+// Fresh initialisation (docs/model.md §3): weights N(0, 0.02); the residual output projections
 // (attprojw, fcprojw) N(0, 0.02/sqrt(2L)); biases 0; LayerNorm gains 1 and biases 0.
 // Tensors are filled in file order from one seeded stream, so a seed names one model.
 inline void init_parameters(const ModelConfig& m, float* params, uint64_t seed) {
@@ -245,97 +258,9 @@ inline void init_parameters(const ModelConfig& m, float* params, uint64_t seed) 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Checkpoints (SPEC §3): int32 header[256] then float32 parameters in file order.
-// Version 3 is llm.c's GPT-2 file (Pre-LN, Δt = 1); version 100 records placement and Δt.
-
-constexpr int CHECKPOINT_MAGIC = 20240326;
-constexpr int CHECKPOINT_VERSION_LLMC = 3;
-constexpr int CHECKPOINT_VERSION_LN = 100;
-constexpr size_t HEADER_INTS = 256;
-
-// Builds the header for a model.
-inline std::array<int32_t, HEADER_INTS> checkpoint_header(const ModelConfig& m) {
-    std::array<int32_t, HEADER_INTS> h{};
-    bool llmc = m.placement == Placement::Pre && m.dt == 1.0f;
-    h[0] = CHECKPOINT_MAGIC;
-    h[1] = llmc ? CHECKPOINT_VERSION_LLMC : CHECKPOINT_VERSION_LN;
-    h[2] = m.maxT; h[3] = m.V; h[4] = m.L; h[5] = m.NH; h[6] = m.C; h[7] = m.Vp;
-    if (!llmc) {
-        h[8] = (int32_t)m.placement;
-        std::memcpy(&h[9], &m.dt, sizeof(float));
-    }
-    return h;
-}
-
-// Reads and validates a checkpoint header; the file size must match it exactly.
-inline ModelConfig read_checkpoint_config(const std::string& path) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) throw InputError(path + ": cannot open checkpoint");
-    std::array<int32_t, HEADER_INTS> h{};
-    size_t got = std::fread(h.data(), sizeof(int32_t), HEADER_INTS, f);
-    std::fseek(f, 0, SEEK_END);
-    long long file_bytes = std::ftell(f);
-    std::fclose(f);
-    if (got != HEADER_INTS) throw InputError(path + ": truncated checkpoint header");
-    if (h[0] != CHECKPOINT_MAGIC)
-        throw InputError(path + ": not a model checkpoint (bad magic " + std::to_string(h[0]) + ")");
-    ModelConfig m;
-    m.maxT = h[2]; m.V = h[3]; m.L = h[4]; m.NH = h[5]; m.C = h[6]; m.Vp = h[7];
-    if (h[1] == CHECKPOINT_VERSION_LLMC) {
-        m.placement = Placement::Pre; m.dt = 1.0f;
-    } else if (h[1] == CHECKPOINT_VERSION_LN) {
-        if (h[8] < 0 || h[8] > 2) throw InputError(path + ": unknown placement " + std::to_string(h[8]));
-        m.placement = (Placement)h[8];
-        std::memcpy(&m.dt, &h[9], sizeof(float));
-    } else {
-        throw InputError(path + ": unsupported checkpoint version " + std::to_string(h[1]));
-    }
-    validate_config(m, path);
-    long long expected = (long long)(HEADER_INTS * sizeof(int32_t) + num_parameters(m) * sizeof(float));
-    if (file_bytes != expected)
-        throw InputError(path + ": file is " + std::to_string(file_bytes) + " bytes but its header needs " +
-                         std::to_string(expected));
-    return m;
-}
-
-// Reads a whole checkpoint: its configuration and parameters (file order).
-inline ModelConfig read_checkpoint(const std::string& path, std::vector<float>* params) {
-    ModelConfig m = read_checkpoint_config(path);
-    params->resize(num_parameters(m));
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) throw InputError(path + ": cannot open checkpoint");
-    std::fseek(f, (long)(HEADER_INTS * sizeof(int32_t)), SEEK_SET);
-    size_t got = std::fread(params->data(), sizeof(float), params->size(), f);
-    std::fclose(f);
-    if (got != params->size()) throw InputError(path + ": truncated checkpoint");
-    return m;
-}
-
-// Writes `bytes` pieces to `path` so the file appears whole or not at all: everything goes to
-// path.tmp, which is flushed and renamed over path only when complete.
-struct FilePiece { const void* data; size_t bytes; };
-inline void write_file_atomically(const std::string& path, const std::vector<FilePiece>& pieces) {
-    std::string tmp = path + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) throw InputError(tmp + ": cannot open for writing");
-    bool ok = true;
-    for (const FilePiece& p : pieces)  // (an empty piece may have no data pointer: fwrite must not see it)
-        ok = ok && (p.bytes == 0 || std::fwrite(p.data, 1, p.bytes, f) == p.bytes);
-    ok = (std::fflush(f) == 0) && ok;
-    ok = (std::fclose(f) == 0) && ok;
-    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw InputError(path + ": write failed (disk full or not writable?)");
-    }
-}
-
-// Writes `text` to `path` the same way: whole or not at all.
-inline void write_text_atomically(const std::string& path, const std::string& text) {
-    write_file_atomically(path, {{text.data(), text.size()}});
-}
-
-// Writes a checkpoint of the model with the given parameters (file order).
-inline void write_checkpoint(const std::string& path, const ModelConfig& m, const float* params) {
-    std::array<int32_t, HEADER_INTS> h = checkpoint_header(m);
-    write_file_atomically(path, {{h.data(), sizeof(h)}, {params, num_parameters(m) * sizeof(float)}});
-}
+// Hidden-state statistics of the residual stream X_i (N = B·T rows × C), docs/statistics.md §1.
+struct StreamStats {
+    double mean_abs = 0;   // mean over n, c of |X[n,c]|
+    double entry_var = 0;  // mean over n of the variance over c of X[n,·]
+    double data_var = 0;   // mean over c of the variance over n of X[·,c]
+};

@@ -5,7 +5,7 @@
     python3 prepare_data.py FILE_OR_FOLDER ...       # your own .txt / .jsonl files
     python3 prepare_data.py openwebtext              # OpenWebText from Hugging Face (needs `datasets`)
 
-Shards are SPEC §3's (llm.c's) format: int32 header[256] = {20240520, 1, token count, 0...},
+Shards are llm.c's format (docs/formats.md §1): int32 header[256] = {20240520, 1, token count, 0...},
 then the tokens as uint16. Every document is preceded by the end-of-text token 50256.
 Output names are OUT/NAME_train_000000.bin, OUT/NAME_val_000000.bin, ... (shards of at most
 --shard_size tokens). The tokenizer is GPT-2's byte-level BPE, built in (standard library
@@ -308,7 +308,7 @@ def write_file_atomically(path, data):
 
 
 def write_shard(path, tokens):
-    """Writes one token shard (SPEC §3) holding `tokens` (a non-empty uint16 array)."""
+    """Writes one token shard (docs/formats.md §1) holding `tokens` (a non-empty uint16 array)."""
     header = [0] * HEADER_WORDS
     header[:3] = [SHARD_MAGIC, SHARD_VERSION, len(tokens)]
     body = array.array("H", tokens)

@@ -3,12 +3,14 @@
 //
 //   * hidden-state statistics of the residual stream (SPEC §5) at every layer and half-layer;
 //   * gradient norms per layer: ‖∂loss/∂X_i‖ (SPEC §5) and the norm of each block's parameter
-//     gradient;
+//     gradient (the per-block parameter norms, ‖∂loss/∂W_fcproj‖ and the MLP's hidden RMS are in
+//     diagnostics.h);
 //   * local sensitivity: ‖J v‖ for random directions v, J the Jacobian of one block (or of one
 //     residual step) at the data, computed EXACTLY by a forward-mode tangent pass (a Jacobian-
 //     vector product) that reuses the activations saved by the last forward;
 //   * output uncertainty: Gaussian noise N(0, σ²) added to the embedding output X_0, pushed
-//     through the blocks; the mean ‖Δx_i‖ per layer and the W2 bound it gives.
+//     through the blocks; the mean ‖Δx_i‖ per layer and the W2 bound it gives; with σ relative
+//     to RMS(X_0), the relative amplification of that noise per layer.
 //
 // Why a tangent pass and not finite differences: the JVP of a block costs about one block
 // forward, has no step size to tune and is accurate to the working precision (float: ~1e-6
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "cpu_ops.h"
+#include "diagnostics.h"
 #include "gpt2_cpu.h"
 #include "model.h"
 #include "rng.h"
@@ -102,62 +105,82 @@ void attention_tangent(T* dout, const T* dqkv, const T* qkv, const T* att, int B
 // Buffers for the tangent pass of one model (sized once).
 template <typename T>
 struct TangentScratch {
-    std::vector<T> du, dF, df, ds, dwide, dwide2, dheads;
+    std::vector<T> dnorm[3];  // the tangent after each LayerNorm of a step (indexed by StepNorm)
+    std::vector<T> dF, ds, dwide, dwide2, dheads;
     explicit TangentScratch(size_t NC)
-        : du(NC), dF(NC), df(NC), ds(NC), dwide(4 * NC), dwide2(4 * NC), dheads(NC) {}
+        : dnorm{std::vector<T>(NC), std::vector<T>(NC), std::vector<T>(NC)}, dF(NC), ds(NC), dwide(4 * NC),
+          dwide2(4 * NC), dheads(NC) {}
 };
 
-// Jacobian-vector product of one residual step of block l (which = 0 attention, 1 MLP) at the
-// point of the model's last forward: dy (N,C) = J · dx. x is that step's input as saved
-// (X_l for the attention step, the attention step's output for the MLP step).
-//   u = LN_in(x)?   f = LN_out(F(u))?   s = x + Δt·f   x' = LN_after(s)?      (NormPlan)
+// The pieces of one residual step of block l as the tangent pass runs them: each maps the
+// tangent of its input to the tangent of its output, at the point saved by the model's last
+// forward. residual_step (gpt2.h) walks them in the forward pass's order.
 template <typename T>
-void step_jvp(const CpuModel<T>& m, int l, int which, const T* dx, T* dy, TangentScratch<T>& s) {
-    const ModelConfig& cfg = m.cfg;
-    const int N = m.N, C = cfg.C;
-    const size_t NC = (size_t)N * C, lc = (size_t)l * C;
-    const NormPlan plan = norm_plan(cfg.placement);
-    const typename CpuModel<T>::BlockActs& acts = m.block_activations(l);
-    const typename CpuModel<T>::StepActs& st = which == 0 ? acts.attn_step : acts.mlp_step;
-    const T* x = which == 0 ? m.stream(l) : m.half_stream(2 * l + 1);
-    const T* in_w = (which == 0 ? m.p.ln1w : m.p.ln2w) + lc;  // ln1/ln2: input LN, or after-add LN (Post)
+struct TangentStep {
+    const CpuModel<T>& m;
+    int l;
+    Half half;
+    TangentScratch<T>& s;
 
-    const T* du = dx;
-    if (plan.input) {
-        layernorm_tangent(s.du.data(), dx, x, in_w, st.in.mean.data(), st.in.rstd.data(), N, C);
-        du = s.du.data();
+    const typename CpuModel<T>::StepActs& acts() const { return m.block_activations(l).step(half); }
+
+    // LayerNorm `which`, linearised at its saved input, mean and rstd.
+    const T* norm(StepNorm which, const T* dx) {
+        const auto& st = acts();
+        const T* x = which == StepNorm::Input ? m.step_input(l, half)
+                     : which == StepNorm::Output ? st.module_out.data() : st.sum.data();
+        const auto& n = st.norm(which);
+        T* dy = s.dnorm[(int)which].data();
+        layernorm_tangent(dy, dx, x, step_norm(m.p, l, m.cfg.C, half, which).w, n.mean.data(), n.rstd.data(), m.N,
+                          m.cfg.C);
+        return dy;
     }
-    const T* nobias = nullptr;
-    if (which == 0) {
-        matmul_forward(s.dwide.data(), du, m.p.qkvw + (size_t)l * 3 * C * C, nobias, N, C, 3 * C);
-        attention_tangent(s.dheads.data(), s.dwide.data(), acts.qkv.data(), acts.att.data(), m.B, m.Tn, C, cfg.NH);
-        matmul_forward(s.dF.data(), s.dheads.data(), m.p.attprojw + (size_t)l * C * C, nobias, N, C, C);
-    } else {
-        matmul_forward(s.dwide.data(), du, m.p.fcw + (size_t)l * 4 * C * C, nobias, N, C, 4 * C);
-        std::fill(s.dwide2.begin(), s.dwide2.end(), T(0));
-        gelu_backward(s.dwide2.data(), s.dwide.data(), acts.fc.data(), 4 * NC);  // gelu'(fc) ⊙ dfc
-        matmul_forward(s.dF.data(), s.dwide2.data(), m.p.fcprojw + (size_t)l * 4 * C * C, nobias, N, 4 * C, C);
+    // The module, linearised: its matrix products without bias, attention or GELU in between.
+    const T* module(const T* du) {
+        const int N = m.N, C = m.cfg.C;
+        const auto& a = m.block_activations(l);
+        const T* nobias = nullptr;
+        if (half == Half::Attention) {
+            m.ops.matmul_forward(s.dwide.data(), du, m.p.qkvw + (size_t)l * 3 * C * C, nobias, N, C, 3 * C);
+            attention_tangent(s.dheads.data(), s.dwide.data(), a.qkv.data(), a.att.data(), m.B, m.Tn, C, m.cfg.NH);
+            m.ops.matmul_forward(s.dF.data(), s.dheads.data(), m.p.attprojw + (size_t)l * C * C, nobias, N, C, C);
+        } else {
+            m.ops.matmul_forward(s.dwide.data(), du, m.p.fcw + (size_t)l * 4 * C * C, nobias, N, C, 4 * C);
+            std::fill(s.dwide2.begin(), s.dwide2.end(), T(0));
+            m.ops.gelu_backward(s.dwide2.data(), s.dwide.data(), a.fc.data(), 4 * (size_t)N * C);  // gelu'(fc) ⊙ dfc
+            m.ops.matmul_forward(s.dF.data(), s.dwide2.data(), m.p.fcprojw + (size_t)l * 4 * C * C, nobias, N, 4 * C, C);
+        }
+        return s.dF.data();
     }
-    const T* df = s.dF.data();
-    if (plan.output) {
-        const T* out_w = (which == 0 ? m.p.ln1ow : m.p.ln2ow) + lc;
-        layernorm_tangent(s.df.data(), s.dF.data(), st.module_out.data(), out_w, st.out.mean.data(),
-                          st.out.rstd.data(), N, C);
-        df = s.df.data();
+    // ds = dx + Δt·df.
+    const T* add(const T* dx, const T* df) {
+        const T dt = (T)m.cfg.dt;
+        for (size_t i = 0; i < s.ds.size(); i++) s.ds[i] = dx[i] + dt * df[i];
+        return s.ds.data();
     }
-    const T dt = (T)cfg.dt;
-    T* sum = plan.after_add ? s.ds.data() : dy;
-    for (size_t i = 0; i < NC; i++) sum[i] = dx[i] + dt * df[i];
-    if (plan.after_add)
-        layernorm_tangent(dy, s.ds.data(), st.sum.data(), in_w, st.after.mean.data(), st.after.rstd.data(), N, C);
+};
+
+// Jacobian-vector product of one residual step of block l at the point of the model's last
+// forward: dy (N,C) = J · dx, J the Jacobian of the step at its saved input (X_l for the
+// attention step, the attention step's output for the MLP step). (half as an int: 0
+// attention, 1 MLP.)
+template <typename T>
+void step_jvp(const CpuModel<T>& m, int l, Half half, const T* dx, T* dy, TangentScratch<T>& s) {
+    TangentStep<T> pass{m, l, half, s};
+    const T* out = residual_step(norm_plan(m.cfg.placement), pass, dx);
+    std::copy(out, out + (size_t)m.N * m.cfg.C, dy);
+}
+template <typename T>
+void step_jvp(const CpuModel<T>& m, int l, int half, const T* dx, T* dy, TangentScratch<T>& s) {
+    step_jvp(m, l, (Half)half, dx, dy, s);
 }
 
 // Jacobian-vector product of the whole block l: attention step, then MLP step. `mid` (N,C)
 // receives the attention step's tangent.
 template <typename T>
 void block_jvp(const CpuModel<T>& m, int l, const T* dx, T* dy, T* mid, TangentScratch<T>& s) {
-    step_jvp(m, l, 0, dx, mid, s);
-    step_jvp(m, l, 1, mid, dy, s);
+    step_jvp(m, l, Half::Attention, dx, mid, s);
+    step_jvp(m, l, Half::Mlp, mid, dy, s);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -246,6 +269,9 @@ struct Uncertainty {
     double sigma = 0;
     int samples = 0;
     std::vector<double> mean_dx, w2_bound;
+    // Filled by relative_output_uncertainty only (σ = sigma_rel · RMS(X_0)).
+    double sigma_rel = 0;
+    std::vector<double> relative_amplification;
 };
 
 // Uses and then restores the residual streams of the model's last forward (the blocks' saved
@@ -286,6 +312,25 @@ Uncertainty output_uncertainty(CpuModel<T>& m, double sigma, int samples, Rng& r
     return u;
 }
 
+// Output uncertainty at a noise level relative to the embedding's scale: σ = sigma_rel ·
+// RMS(X_0), then output_uncertainty, and per layer i = 0..L the relative amplification
+//   relative_amplification_i = (W2_i / (√C · RMS(X_i))) / (σ / RMS(X_0)),
+// the noise's size relative to the state's size at X_i over the same ratio at the input. W2_i
+// (w2_bound) is a norm over a token's C channels, so W2_i/√C is per entry like RMS and σ; at
+// i = 0 the ratio is the sample RMS of the unit draws (≈ 1), and a block that only rescales its
+// input leaves it unchanged. Uses and then restores the model's last forward.
+template <typename T>
+Uncertainty relative_output_uncertainty(CpuModel<T>& m, double sigma_rel, int samples, Rng& rng) {
+    const int L = m.cfg.L, C = m.cfg.C;
+    const size_t NC = (size_t)m.N * C;
+    std::vector<double> rms;
+    for (int i = 0; i <= L; i++) rms.push_back(diag::root_mean_square(m.stream(i), NC));
+    Uncertainty u = output_uncertainty(m, sigma_rel * rms[0], samples, rng);
+    u.sigma_rel = sigma_rel;
+    for (int i = 0; i <= L; i++) u.relative_amplification.push_back(u.w2_bound[i] / (std::sqrt((double)C) * rms[i]) / sigma_rel);
+    return u;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Statistics and gradient norms
 
@@ -301,17 +346,7 @@ std::vector<StreamStats> half_stream_stats(const CpuModel<T>& m) {
 // ‖gradient‖ of the parameters of each block l (every per-layer tensor's slice l), from m.grads.
 template <typename T>
 std::vector<double> block_param_grad_norms(const CpuModel<T>& m) {
-    const int L = m.cfg.L;
-    const auto sizes = param_sizes(m.cfg);
-    const auto offsets = param_offsets(m.cfg);
-    std::vector<double> sq(L, 0.0);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        if (i == P_WTE || i == P_WPE || i == P_LNFW || i == P_LNFB || sizes[i] == 0) continue;
-        const size_t per_layer = sizes[i] / L;
-        for (int l = 0; l < L; l++) sq[l] += sum_of_squares(m.grads.data() + offsets[i] + l * per_layer, per_layer);
-    }
-    for (double& s : sq) s = std::sqrt(s);
-    return sq;
+    return diag::block_norms(m.grads.data(), m.cfg);
 }
 
 }  // namespace stability

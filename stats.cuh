@@ -1,4 +1,4 @@
-// stats.cuh — hidden-state statistics of a residual stream X (N,C), N = B·T rows (SPEC §5):
+// stats.cuh — hidden-state statistics of a residual stream X (N,C), N = B·T rows (docs/statistics.md §1):
 //
 //   mean_abs  = mean over n, c of |X[n,c]|
 //   entry_var = mean over n of the variance over c of X[n,·]   (spread inside one hidden state)
@@ -10,7 +10,7 @@
 #pragma once
 #include <vector>
 
-#include "backend.h"
+#include "model.h"
 #include "cuda_common.cuh"
 
 namespace gpu {

@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "backend.h"
+#include "checkpoint.h"
 #include "dataloader.h"
+#include "diagnostics.h"
 #include "errors.h"
 #include "flags.h"
 #include "json.h"
@@ -105,61 +107,6 @@ static TrainOptions parse_options(int argc, char** argv) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Optimiser state files: state_%08d.bin beside model_%08d.bin, the number being the steps done.
-// int32 header[256]: [0] magic, [1] version, [2] steps done, [3] placement; [4..5] num params,
-// [6..7] seed, [8..9] loader epoch, [10..11] loader cursor (uint64 as two int32), [12..13]
-// first loss (double bits); then float32 m[num params], v[num params] in file order.
-
-constexpr int32_t STATE_MAGIC = 20251129;
-constexpr int32_t STATE_VERSION = 1;
-
-struct TrainState {
-    int steps_done = 0;
-    uint64_t seed = 0;
-    LoaderState loader{};
-    double first_loss = 0;
-    std::vector<float> m, v;
-};
-
-static void put_u64(int32_t* h, uint64_t x) { std::memcpy(h, &x, sizeof x); }
-static uint64_t get_u64(const int32_t* h) {
-    uint64_t x;
-    std::memcpy(&x, h, sizeof x);
-    return x;
-}
-
-static void write_state(const std::string& path, const TrainState& s, Placement placement) {
-    int32_t h[HEADER_INTS] = {};
-    h[0] = STATE_MAGIC; h[1] = STATE_VERSION; h[2] = s.steps_done; h[3] = (int32_t)placement;
-    put_u64(&h[4], s.m.size()); put_u64(&h[6], s.seed);
-    put_u64(&h[8], s.loader.epoch); put_u64(&h[10], s.loader.cursor);
-    std::memcpy(&h[12], &s.first_loss, sizeof(double));
-    write_file_atomically(path, {{h, sizeof h}, {s.m.data(), s.m.size() * sizeof(float)},
-                                 {s.v.data(), s.v.size() * sizeof(float)}});
-}
-
-// Reads a state file written for a model of num_params parameters; throws InputError if it
-// does not match.
-static TrainState read_state(const std::string& path, size_t num_params) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(path + ": cannot open optimiser state");
-    int32_t h[HEADER_INTS];
-    if (!in.read((char*)h, sizeof h)) throw InputError(path + ": truncated optimiser state");
-    if (h[0] != STATE_MAGIC || h[1] != STATE_VERSION) throw InputError(path + ": not an optimiser state file");
-    if (get_u64(&h[4]) != num_params) throw InputError(path + ": parameter count does not match its model file");
-    TrainState s;
-    s.steps_done = h[2];
-    s.seed = get_u64(&h[6]);
-    s.loader = {get_u64(&h[8]), get_u64(&h[10])};
-    std::memcpy(&s.first_loss, &h[12], sizeof(double));
-    s.m.resize(num_params);
-    s.v.resize(num_params);
-    if (!in.read((char*)s.m.data(), num_params * sizeof(float)) || !in.read((char*)s.v.data(), num_params * sizeof(float)))
-        throw InputError(path + ": truncated optimiser state");
-    if (in.peek() != EOF) throw InputError(path + ": file is longer than its header says");
-    return s;
-}
-
 static std::string numbered(const std::string& dir, const char* stem, int step) {
     char name[64];
     std::snprintf(name, sizeof name, "/%s_%08d.bin", stem, step);
@@ -381,21 +328,66 @@ static void save_checkpoint(Backend& model, const Run& r, TrainState& state, con
     write_state(numbered(r.opt.out_dir, "state", state.steps_done), state, r.cfg.placement);
 }
 
-// The `stats` record of SPEC §5 for the current micro-batch: per layer (the residual stream
-// X_0 .. X_L) and, with suffix _half, at all 2L + 1 half-block points.
-static std::string stats_record(int step, const std::vector<StreamStats>& stats, const std::vector<double>& grad_norms) {
+// What a `stats` record holds besides the gradient norms, read from the first micro-batch of
+// the step between its forward and its backward.
+struct ForwardStats {
+    std::vector<StreamStats> stream;  // 2L + 1 half-block points
+    std::vector<double> rms;          // RMS of the residual stream, same points
+    std::vector<double> attn_logit_max, mlp_hidden_rms, param_norm;  // per block (L)
+    LogitStats logits;
+};
+
+static ForwardStats forward_stats(Backend& model) {
+    return {model.stream_stats(), model.stream_rms(), model.attn_logit_max(), model.mlp_hidden_rms(),
+            model.block_param_norms(), model.logit_stats()};
+}
+
+// The `stats` record for the current micro-batch (README, *Outputs*): per layer (the residual
+// stream X_0 .. X_L) and, with suffix _half, at all 2L + 1 half-block points; then per block
+// and for the output logits. fcproj_grad_norms is of the whole step's gradient.
+static std::string stats_record(int step, const ForwardStats& f, const std::vector<double>& grad_norms,
+                                const std::vector<double>& fcproj_grad_norms) {
+    const std::vector<StreamStats>& stats = f.stream;
     std::vector<double> mean_abs, entry_var, data_var;
     for (const StreamStats& s : stats) {
         mean_abs.push_back(s.mean_abs);
         entry_var.push_back(s.entry_var);
         data_var.push_back(s.data_var);
     }
-    std::string r = "{\"step\": " + std::to_string(step) + ", \"event\": \"stats\"";
+    JsonRecord r;
+    r.add("step", std::to_string(step)).add("event", json_string("stats"));
+    const std::vector<double> grad_norm_scaled = diag::products(grad_norms, f.rms);
     const std::pair<const char*, const std::vector<double>*> series[] = {
-        {"mean_abs", &mean_abs}, {"entry_var", &entry_var}, {"data_var", &data_var}, {"grad_norm", &grad_norms}};
-    for (const auto& [name, values] : series) r += std::string(", \"") + name + "\": " + json_array(*values, 0, 2);
-    for (const auto& [name, values] : series) r += std::string(", \"") + name + "_half\": " + json_array(*values);
-    return r + "}";
+        {"mean_abs", &mean_abs}, {"entry_var", &entry_var}, {"data_var", &data_var}, {"grad_norm", &grad_norms},
+        {"rms", &f.rms}, {"grad_norm_scaled", &grad_norm_scaled}};
+    for (const auto& [name, values] : series) r.add(name, json_array(*values, 0, 2));
+    for (const auto& [name, values] : series) r.add(std::string(name) + "_half", json_array(*values));
+    const std::pair<const char*, const std::vector<double>*> blocks[] = {
+        {"attn_logit_max", &f.attn_logit_max}, {"param_norm", &f.param_norm},
+        {"fcproj_grad_norm", &fcproj_grad_norms}, {"mlp_hidden_rms", &f.mlp_hidden_rms}};
+    for (const auto& [name, values] : blocks) r.add(name, json_array(*values));
+    r.add("logit_max", json_number(f.logits.logit_max)).add("log_z_mean", json_number(f.logits.log_z_mean));
+    return r.str();
+}
+
+// The log record of an evaluation at `step` (docs/logs.md §2).
+static std::string val_record(int step, double val_loss) {
+    return JsonRecord()
+        .add("step", std::to_string(step))
+        .add("val_loss", json_number(val_loss))
+        .add("val_ppl", json_number(std::exp(val_loss)))
+        .str();
+}
+
+// The log record of a divergence at `step` (docs/logs.md §3); a non-finite loss or norm is null.
+static std::string diverged_record(int step, const std::string& reason, double loss, double grad_norm) {
+    return JsonRecord()
+        .add("step", std::to_string(step))
+        .add("event", json_string("diverged"))
+        .add("reason", json_string(reason))
+        .add("loss", json_number(loss))
+        .add("grad_norm", json_number(grad_norm))
+        .str();
 }
 
 static int train(Run& r) {
@@ -438,33 +430,31 @@ static int train(Run& r) {
         if (val_data && step % o.eval_every == 0) {
             const double val_loss = evaluate(*model, *val_data, o.eval_batches);
             std::printf("step %5d | val loss %.4f | val ppl %.2f\n", step, val_loss, std::exp(val_loss));
-            log.write("{\"step\": " + std::to_string(step) + ", \"val_loss\": " + json_number(val_loss) +
-                      ", \"val_ppl\": " + json_number(std::exp(val_loss)) + "}");
+            log.write(val_record(step, val_loss));
         }
         const auto start = std::chrono::steady_clock::now();
         model->zero_grad();
         double loss = 0;
         const bool stats_step = o.stats_every > 0 && step % o.stats_every == 0;
-        std::vector<StreamStats> stats;
+        ForwardStats stats;
         for (int micro = 0; micro < r.grad_accum; micro++) {
             train_data.next_batch();
             loss += model->forward(train_data.inputs(), train_data.targets());
-            if (stats_step && micro == 0) stats = model->stream_stats();
+            if (stats_step && micro == 0) stats = forward_stats(*model);
             model->record_stream_grads(stats_step && micro == 0);
             model->backward(1.0f / r.grad_accum);
         }
         if (stats_step) {
             std::vector<double> grad_norms = model->stream_grad_norms();  // of loss / grad_accum
             for (double& g : grad_norms) g *= r.grad_accum;
-            log.write(stats_record(step, stats, grad_norms));
+            log.write(stats_record(step, stats, grad_norms, model->fcproj_grad_norms()));
         }
         loss /= r.grad_accum;
         const double norm = model->grad_norm();
         if (step == 0) state.first_loss = loss;
         const std::string reason = divergence_reason(loss, norm, state.first_loss, step, o.warmup, o.diverge_margin);
         if (!reason.empty()) {
-            log.write("{\"step\": " + std::to_string(step) + ", \"event\": \"diverged\", \"reason\": \"" + reason +
-                      "\", \"loss\": " + json_number(loss) + ", \"grad_norm\": " + json_number(norm) + "}");
+            log.write(diverged_record(step, reason, loss, norm));
             std::printf("diverged at step %d: %s\n", step, reason.c_str());
             return 3;
         }
@@ -477,8 +467,14 @@ static int train(Run& r) {
         std::printf("step %5d/%d | loss %.4f | lr %.2e | grad norm %.4f | %.1f ms | %.0f tok/s\n", step, o.steps, loss,
                     lr, norm, ms, tok_s);
         std::fflush(stdout);
-        log.write("{\"step\": " + std::to_string(step) + ", \"loss\": " + json_number(loss) + ", \"lr\": " + json_number(lr) +
-                  ", \"grad_norm\": " + json_number(norm) + ", \"ms\": " + json_number(ms) + ", \"tok_s\": " + json_number(tok_s) + "}");
+        log.write(JsonRecord()
+                      .add("step", std::to_string(step))
+                      .add("loss", json_number(loss))
+                      .add("lr", json_number(lr))
+                      .add("grad_norm", json_number(norm))
+                      .add("ms", json_number(ms))
+                      .add("tok_s", json_number(tok_s))
+                      .str());
         const bool last = state.steps_done == o.steps;
         if (last || (o.save_every > 0 && state.steps_done % o.save_every == 0)) {
             save_checkpoint(*model, r, state, train_data);
@@ -488,11 +484,9 @@ static int train(Run& r) {
     if (val_data && first_step < o.steps) {
         const double val_loss = evaluate(*model, *val_data, o.eval_batches);
         std::printf("step %5d | val loss %.4f | val ppl %.2f\n", o.steps, val_loss, std::exp(val_loss));
-        log.write("{\"step\": " + std::to_string(o.steps) + ", \"val_loss\": " + json_number(val_loss) +
-                  ", \"val_ppl\": " + json_number(std::exp(val_loss)) + "}");
+        log.write(val_record(o.steps, val_loss));
         if (!std::isfinite(val_loss)) {  // the last update broke the model
-            log.write("{\"step\": " + std::to_string(o.steps) + ", \"event\": \"diverged\", \"reason\": " +
-                      "\"final val loss is not finite\", \"loss\": null, \"grad_norm\": null}");
+            log.write(diverged_record(o.steps, "final val loss is not finite", NAN, NAN));
             std::printf("diverged at step %d: final val loss is not finite\n", o.steps);
             return 3;
         }

@@ -26,6 +26,7 @@
 #include "gelu.cuh"
 #include "layernorm.cuh"
 #include "loss.cuh"
+#include "residual.cuh"
 #include "matmul.cuh"
 #include "rng.h"
 #include "stats.cuh"

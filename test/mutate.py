@@ -33,11 +33,15 @@ EMU_CLI = "CUDA_BIN_DIR=build/emu:build/test_cli_cuda"   # the CUDA programs, em
 EMU_KERNELS = "SIMT_ORDER=forward:build/emu/cuda_test_kernels"
 TRAIN_LOOP = dict(targets=["train", "build/emu/train"], runs=["build/test_cli", EMU_CLI])
 THREADED = dict(targets=["train", "build/test_threads"], runs=["build/test_threads", "build/test_cli"])
-CPU_OPS = dict(targets=["build/test_gradcheck_ops", "build/test_golden", "build/test_gradcheck_model"],
-               runs=["build/test_gradcheck_ops", "build/test_golden", "build/test_gradcheck_model"])
+REFERENCE = dict(targets=["build/test_gradcheck_ops", "build/test_golden", "build/test_gradcheck_model"],
+                 runs=["build/test_gradcheck_ops", "build/test_golden", "build/test_gradcheck_model"])
+FAST = dict(targets=["train", "build/test_fast_ops", "build/test_gradcheck_ops"],
+            runs=["build/test_fast_ops", "build/test_gradcheck_ops", "build/test_cli"])
 KERNELS = dict(targets=["build/emu/cuda_test_kernels"], runs=[EMU_KERNELS])
 
-# (name, what the bug is, file, exact text, replacement, targets and runs)
+# (name, what the bug is, file, exact text, replacement, targets and runs). A bug in an op that
+# has a textbook version (cpu_ops.h, what the double-precision checks run) and a fast one
+# (cpu_fast_ops.h, what ./train runs) is planted in each separately.
 MUTANTS = [
     ("loop-backward-weight", "each micro-step's gradient weighted 1 instead of 1/grad_accum", "train.cpp",
      "model->backward(1.0f / r.grad_accum);", "model->backward(1.0f);", TRAIN_LOOP),
@@ -45,8 +49,12 @@ MUTANTS = [
      "o.wd}, step + 1, clip_factor", "o.wd}, step + 2, clip_factor", TRAIN_LOOP),
     ("loop-lr-next-step", "the learning rate of step + 1 used at each step", "train.cpp",
      "learning_rate(step, o.steps,", "learning_rate(step + 1, o.steps,", TRAIN_LOOP),
-    ("sumsq-parallel-index", "sum_of_squares' parallel branch writes each thread's own (empty) partial sums",
-     "cpu_ops.h", "        part[k] = lane_sum<double>", "        partial[k] = lane_sum<double>", THREADED),
+    ("sumsq-parallel-index-fast", "sum_of_squares' parallel branch writes each thread's own (empty) partial sums (fast)",
+     "cpu_fast_ops.h", "        part[k] = lane_sum<double>", "        partial[k] = lane_sum<double>", THREADED),
+    ("sumsq-parallel-index-reference",
+     "sum_of_squares' partial sums thread_local, so the worker threads write their own, empty ones (reference)",
+     "cpu_ops.h", "    std::vector<double> partial(chunks, 0.0);\n",
+     "    static thread_local std::vector<double> partial;\n    partial.assign(chunks, 0.0);\n", THREADED),
     ("encoder-backward-race", "encoder_backward's threads split the batch, so two add into one row", "cpu_ops.h",
      "#pragma omp parallel for schedule(static) if ((size_t)B * Tn * C >= parallel_min_work())\n"
      "    for (int c0 = 0; c0 < C; c0 += CB) {\n"
@@ -56,22 +64,26 @@ MUTANTS = [
      "        const int c1 = std::min(C, c0 + CB);\n"
      "#pragma omp parallel for schedule(static) if ((size_t)B * Tn * C >= parallel_min_work())\n"
      "        for (int b = 0; b < B; b++)", THREADED),
-    ("gelu-constant-cpu", "GELU's cubic constant 0.045 instead of 0.044715 (CPU, forward and backward)",
-     "cpu_ops.h", "T(0.044715)", "T(0.045)", dict(CPU_OPS, occurrences=3)),
+    ("gelu-constant-reference", "GELU's cubic constant 0.045 instead of 0.044715 (reference, forward and backward)",
+     "cpu_ops.h", "T(0.044715)", "T(0.045)", dict(REFERENCE, occurrences=3)),
+    ("gelu-constant-fast", "GELU's cubic constant 0.045 instead of 0.044715 (fast ops, forward and backward)",
+     "cpu_fast_ops.h", "0.044715f", "0.045f", dict(FAST, occurrences=3)),
     ("gelu-constant-kernel", "GELU's cubic constant 0.045 instead of 0.044715 (CUDA kernels)", "gelu.cuh",
      "constexpr float GELU_CUBIC = 0.044715f;", "constexpr float GELU_CUBIC = 0.045f;", KERNELS),
-    ("layernorm-eps-cpu", "LayerNorm's eps added outside the square root (CPU)", "cpu_ops.h",
-     "const T s = T(1) / std::sqrt(sq / C + eps);", "const T s = T(1) / (std::sqrt(sq / C) + eps);", CPU_OPS),
+    ("layernorm-eps-reference", "LayerNorm's eps added outside the square root (reference)", "cpu_ops.h",
+     "const T s = T(1) / std::sqrt(var + T(1e-5));", "const T s = T(1) / (std::sqrt(var) + T(1e-5));", REFERENCE),
+    ("layernorm-eps-fast", "LayerNorm's eps added outside the square root (fast ops)", "cpu_fast_ops.h",
+     "const float s = 1.0f / std::sqrt(sq / C + eps);", "const float s = 1.0f / (std::sqrt(sq / C) + eps);", FAST),
     ("layernorm-eps-kernel", "LayerNorm's eps added outside the square root (CUDA kernel)", "layernorm.cuh",
      "1.0f / sqrtf(warp_sum(sq) / C + 1e-5f);", "1.0f / (sqrtf(warp_sum(sq) / C) + 1e-5f);", KERNELS),
-    ("adamw-eps-cpu", "AdamW's eps inside the square root, m/sqrt(v + eps) (CPU)", "cpu_ops.h",
+    ("adamw-eps-cpu", "AdamW's eps inside the square root, m/sqrt(v + eps) (CPU, both models)", "cpu_ops.h",
      "(m_hat / (std::sqrt(v_hat) + eps)", "(m_hat / std::sqrt(v_hat + eps)",
      dict(targets=["build/test_gradcheck_ops", "build/test_optimizer"],
           runs=["build/test_gradcheck_ops", "build/test_optimizer"])),
     ("adamw-eps-kernel", "AdamW's eps inside the square root, m/sqrt(v + eps) (CUDA kernel)", "adamw.cuh",
      "(m_hat / (sqrtf(v_hat) + h.eps)", "(m_hat / sqrtf(v_hat + h.eps)", KERNELS),
-    ("exp-fast-coefficient", "exp_fast's r^4 coefficient 1/25 instead of 1/24", "cpu_ops.h",
-     "p = p * r + 1.0f / 24;", "p = p * r + 1.0f / 25;", CPU_OPS),
+    ("exp-fast-coefficient", "exp_fast's r^4 coefficient 1/25 instead of 1/24", "cpu_fast_ops.h",
+     "p = p * r + 1.0f / 24;", "p = p * r + 1.0f / 25;", FAST),
     ("cuda-falls-back-to-cpu", "-device cuda without a device silently trains on the CPU", "setup.h",
      'if (device == "cuda" && !present) throw', 'if (false) throw',
      dict(targets=["train"], runs=["build/test_cli"])),

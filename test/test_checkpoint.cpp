@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "model.h"
+#include "checkpoint.h"
 #include "rng.h"
 
 namespace {

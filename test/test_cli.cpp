@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint.h"
 #include "loop_fixture.h"
-#include "model.h"
 #include "rng.h"
 #include "test_files.h"
 

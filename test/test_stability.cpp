@@ -4,7 +4,11 @@
 //     central-difference Jacobian of a tiny float64 model, for every placement and Δt;
 //   * the sensitivity estimate (mean, max of ‖J v‖) against the same dense Jacobian applied to
 //     the same directions, and the float model against the double one;
-//   * the gradient norms and the output-uncertainty pass against direct computations.
+//   * the gradient norms and the output-uncertainty pass against direct computations;
+//   * the measurements of diagnostics.h (attention-logit maximum, output-logit statistics,
+//     per-sequence perplexity, RMS and scale-free gradients) and the per-block norms and the
+//     relative noise amplification of stability.h, against hand-worked values, finite
+//     differences or the direct formulas.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -386,6 +390,245 @@ TEST(Uncertainty, ZeroNoiseGivesZero) {
     Rng rng(1);
     const stability::Uncertainty u = stability::output_uncertainty(m, 0.0, 2, rng);
     for (double v : u.w2_bound) EXPECT_EQ(v, 0.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The measurements of diagnostics.h and the per-block ones of stability.h
+
+TEST(AttentionLogitMax, HandBuiltQkvHonoursTheCausalMaskHeadsAndScale) {
+    // B = 2, T = 2, C = 4, NH = 2 (hs = 2, scale 1/√2); every entry 0 unless set.
+    const int B = 2, T = 2, C = 4, NH = 2;
+    std::vector<double> qkv(B * T * 3 * C, 0.0);
+    auto q = [&](int b, int t, int h) { return &qkv[(b * T + t) * 3 * C + h * 2]; };
+    auto k = [&](int b, int t, int h) { return &qkv[(b * T + t) * 3 * C + C + h * 2]; };
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) qkv[(b * T + t) * 3 * C + 2 * C + c] = 1000;  // v never enters
+    q(0, 0, 0)[0] = 10;  // with k(0, 1, 0) a product of 100, but t' = 1 > t = 0: masked
+    k(0, 1, 0)[0] = 10;
+    q(1, 1, 1)[0] = 1;  // batch 1, head 1, t = 1, t' = 0: (1, 2)·(3, 1) = 5, the answer
+    q(1, 1, 1)[1] = 2;
+    k(1, 0, 1)[0] = 3;
+    k(1, 0, 1)[1] = 1;
+    q(1, 1, 0)[0] = 4;  // head 0 of the same pair: (4, 0)·(−1, 0) = −4; mixing heads would give 1
+    k(1, 0, 0)[0] = -1;
+    EXPECT_NEAR(diag::attention_logit_max(qkv.data(), B, T, C, NH), 5 / std::sqrt(2.0), 1e-14);
+    // A single negative logit stays negative: (1, 0)·(−2, 0)/√2.
+    const std::vector<double> one = {1, 0, -2, 0, 9, 9};
+    EXPECT_NEAR(diag::attention_logit_max(one.data(), 1, 1, 2, 1), -2 / std::sqrt(2.0), 1e-14);
+}
+
+TEST(AttentionLogitMax, ZeroQueryKeyWeightsGiveTheBiasProduct) {
+    // With W_qkv = 0 every token's q and k are the bias, so every logit of head h is
+    // q_h·k_h/√hs and the block's maximum is the largest over the heads.
+    for (Placement p : {Placement::Pre, Placement::Post, Placement::Peri}) {
+        Tiny t = make_tiny(p, 0.5f, 3);
+        ParamTensors<float> w = param_tensors(t.params.data(), t.cfg);
+        const int C = t.cfg.C, NH = t.cfg.NH, hs = C / NH;
+        std::fill(w.qkvw, w.qkvw + (size_t)t.cfg.L * 3 * C * C, 0.0f);
+        CpuModel<double> m = load<double>(t);
+        const std::vector<double> got = diag::attention_logit_maxima(m);
+        ASSERT_EQ(got.size(), 3u);
+        for (int l = 0; l < t.cfg.L; l++) {
+            const double* bias = m.p.qkvb + (size_t)l * 3 * C;
+            double want = -INFINITY;
+            for (int h = 0; h < NH; h++) {
+                double s = 0;
+                for (int i = 0; i < hs; i++) s += bias[h * hs + i] * bias[C + h * hs + i];
+                want = std::max(want, s / std::sqrt((double)hs));
+            }
+            EXPECT_NEAR(got[l], want, 1e-12) << placement_name(p) << " block " << l;
+        }
+    }
+}
+
+TEST(LogitStatistics, HandWorkedRowsIgnoreThePadding) {
+    // V = 2 real tokens, Vp = 3: the third column is padding. Row 0: log(e^0 + e^ln3) = ln 4;
+    // row 1: 5 + ln 2. Largest real logit 5.
+    const std::vector<double> z = {0, std::log(3.0), 100, 5, 5, 200};
+    const LogitStats s = diag::logit_statistics(z.data(), 2, 2, 3);
+    EXPECT_DOUBLE_EQ(s.logit_max, 5.0);
+    EXPECT_NEAR(s.log_z_mean, (std::log(4.0) + 5 + std::log(2.0)) / 2, 1e-14);
+}
+
+TEST(LogitStatistics, LogPartitionIsLossPlusTargetLogit) {
+    // loss_n = log Z_n − z_n[target]: the mean log-partition from the model's own losses.
+    for (Placement p : {Placement::Pre, Placement::Peri}) {
+        const Tiny t = make_tiny(p, 1.0f);
+        CpuModel<double> m = load<double>(t);
+        const int Vp = m.cfg.Vp;
+        double want = 0, largest = -INFINITY;
+        for (int n = 0; n < m.N; n++) {
+            want += (m.losses_data()[n] + m.logits_data()[(size_t)n * Vp + t.targets[n]]) / m.N;
+            for (int v = 0; v < m.cfg.V; v++) largest = std::max(largest, m.logits_data()[(size_t)n * Vp + v]);
+        }
+        const LogitStats s = diag::model_logit_statistics(m);
+        EXPECT_NEAR(s.log_z_mean, want, 1e-12) << placement_name(p);
+        EXPECT_EQ(s.logit_max, largest) << placement_name(p);
+    }
+}
+
+TEST(SequencePerplexity, HandWorked) {
+    // Two sequences of two tokens: mean losses ln 3 and ln 2, so Σ exp = 3 + 2.
+    const std::vector<double> losses = {0, 2 * std::log(3.0), std::log(2.0), std::log(2.0)};
+    EXPECT_NEAR(diag::sequence_perplexity_sum(losses.data(), 2, 2), 5.0, 1e-14);
+}
+
+// Mean loss of the tiny batch as a function of the residual stream at half-block point j
+// (x (N,C) replaces it): runs the rest of the model and the head (LNf, tied logits, loss).
+double loss_from_half_point(CpuModel<double>& m, const Tiny& t, int j, const std::vector<double>& x) {
+    const int L = m.cfg.L, N = m.N, C = m.cfg.C, Vp = m.cfg.Vp;
+    std::vector<double> cur = x;
+    auto keep = [&](const double* out) { cur.assign(out, out + (size_t)N * C); };
+    int next_block = j / 2;
+    if (j % 2 == 1) {
+        keep(m.run_step((j - 1) / 2, 1, cur.data()));
+        next_block = (j + 1) / 2;
+    }
+    for (int l = next_block; l < L; l++) keep(m.run_block(l, cur.data()));
+    std::vector<double> u((size_t)N * C), mean(N), rstd(N), logits((size_t)N * Vp), losses(N);
+    layernorm_forward(u.data(), mean.data(), rstd.data(), cur.data(), m.p.lnfw, m.p.lnfb, N, C);
+    matmul_forward(logits.data(), u.data(), m.p.wte, (const double*)nullptr, N, C, Vp);
+    crossentropy_forward(losses.data(), logits.data(), t.targets.data(), N, m.cfg.V, Vp);
+    double total = 0;
+    for (double l : losses) total += l;
+    return total / N;
+}
+
+TEST(ScaledGradients, MatchFiniteDifferenceGradientTimesRms) {
+    // At every half-block point j: ‖∂L/∂X_j‖ by central differences over all N·C entries, and
+    // RMS(X_j) = sqrt(mean X²) written out; grad_norm_scaled = their product.
+    for (Placement p : {Placement::Pre, Placement::Post, Placement::Peri}) {
+        const Tiny t = make_tiny(p, 0.5f);
+        CpuModel<double> m = load<double>(t);
+        const int L = m.cfg.L;
+        const size_t NC = (size_t)m.N * m.cfg.C;
+        const std::vector<double> rms = diag::half_stream_rms(m);
+        std::vector<std::vector<double>> points;
+        for (int j = 0; j <= 2 * L; j++) points.emplace_back(m.half_stream(j), m.half_stream(j) + NC);
+        std::fill(m.grads.begin(), m.grads.end(), 0.0);
+        m.record_stream_grads = true;
+        m.backward(1.0);
+        const std::vector<double> scaled = diag::products(m.stream_grad_norm, rms);
+        ASSERT_EQ(scaled.size(), (size_t)(2 * L + 1));
+        for (int j = 0; j <= 2 * L; j++) {
+            double sq = 0, grad_sq = 0;
+            for (double v : points[j]) sq += v * v;
+            std::vector<double> x = points[j];
+            for (size_t k = 0; k < NC; k++) {
+                const double h = 1e-5;
+                x[k] = points[j][k] + h;
+                const double plus = loss_from_half_point(m, t, j, x);
+                x[k] = points[j][k] - h;
+                const double minus = loss_from_half_point(m, t, j, x);
+                x[k] = points[j][k];
+                grad_sq += std::pow((plus - minus) / (2 * h), 2);
+            }
+            const double want_rms = std::sqrt(sq / NC), want = std::sqrt(grad_sq) * want_rms;
+            EXPECT_NEAR(rms[j], want_rms, 1e-13 * want_rms) << placement_name(p) << " j " << j;
+            EXPECT_NEAR(scaled[j], want, 1e-7 * want) << placement_name(p) << " j " << j;
+        }
+    }
+}
+
+TEST(BlockNorms, ParameterNormOfConstantWeightsCountsTheBlocksParameters) {
+    // Every parameter 2: ‖θ_l‖ = 2·sqrt(number of block parameters), counted by hand for C = 8:
+    // qkv 3C² + 3C, attention projection C² + C, fc 4C² + 4C, fc projection 4C² + C, two
+    // LayerNorms 4C, and with Peri-LN two output LayerNorms 4C more.
+    for (Placement p : {Placement::Pre, Placement::Peri}) {
+        Tiny t = make_tiny(p, 1.0f, 3);
+        std::fill(t.params.begin(), t.params.end(), 2.0f);
+        const CpuModel<double> m = load<double>(t);
+        const double C = 8, count = 12 * C * C + 13 * C + (p == Placement::Peri ? 4 * C : 0);
+        const std::vector<double> norms = diag::block_param_norms(m);
+        ASSERT_EQ(norms.size(), 3u);
+        for (double n : norms) EXPECT_NEAR(n, 2 * std::sqrt(count), 1e-12) << placement_name(p);
+    }
+}
+
+TEST(FcprojGradNorm, MatchesFiniteDifferences) {
+    // ‖∂L/∂W_fcproj‖ of each block against central differences over its 4C·C weights.
+    for (Placement p : {Placement::Pre, Placement::Post, Placement::Peri}) {
+        const Tiny t = make_tiny(p, 0.5f);
+        CpuModel<double> m = load<double>(t);
+        std::fill(m.grads.begin(), m.grads.end(), 0.0);
+        m.backward(1.0);
+        const std::vector<double> got = diag::fcproj_grad_norms(m);
+        const std::vector<double> whole = stability::block_param_grad_norms(m);
+        const size_t size = (size_t)4 * m.cfg.C * m.cfg.C;
+        for (int l = 0; l < m.cfg.L; l++) {
+            double sq = 0;
+            for (size_t k = 0; k < size; k++) {
+                double& w = m.p.fcprojw[l * size + k];
+                const double saved = w, h = 1e-5;
+                w = saved + h;
+                const double plus = m.forward(t.tokens.data(), t.targets.data());
+                w = saved - h;
+                const double minus = m.forward(t.tokens.data(), t.targets.data());
+                w = saved;
+                sq += std::pow((plus - minus) / (2 * h), 2);
+            }
+            EXPECT_NEAR(got[l], std::sqrt(sq), 1e-7 * std::sqrt(sq)) << placement_name(p) << " block " << l;
+            EXPECT_LT(got[l], whole[l]);  // a part of the block's gradient
+        }
+    }
+}
+
+TEST(MlpHiddenRms, IsTheRmsOfGeluOfTheFcActivation) {
+    const Tiny t = make_tiny(Placement::Pre, 1.0f);
+    CpuModel<double> m = load<double>(t);
+    const std::vector<double> got = diag::mlp_hidden_rms(m);
+    for (int l = 0; l < m.cfg.L; l++) {
+        double sq = 0;
+        const std::vector<double>& fc = m.block_activations(l).fc;
+        for (double x : fc) {
+            const double y = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+            sq += y * y;
+        }
+        const double want = std::sqrt(sq / fc.size());
+        EXPECT_NEAR(got[l], want, 1e-12 * want) << l;
+    }
+}
+
+TEST(RelativeAmplification, IdentityBlocksGiveTheSampleRmsOfTheNoise) {
+    // Pre-LN with Δt = 0 leaves X_i = X_0: the noise reaches every layer unchanged, so each
+    // relative amplification is sqrt(mean ε²) of the unit draws, about 1.
+    Tiny t = make_tiny(Placement::Pre, 0.0f, 3);
+    CpuModel<double> m = load<double>(t);
+    const size_t NC = (size_t)m.N * m.cfg.C;
+    const int samples = 4;
+    Rng rng(8), replay(8);
+    const stability::Uncertainty u = stability::relative_output_uncertainty(m, 0.01, samples, rng);
+    double sq = 0;
+    for (size_t k = 0; k < samples * NC; k++) sq += std::pow(replay.normal(), 2);
+    const double want = std::sqrt(sq / (samples * NC));
+    ASSERT_EQ(u.relative_amplification.size(), 4u);
+    for (double a : u.relative_amplification) EXPECT_NEAR(a, want, 1e-9);
+    EXPECT_NEAR(want, 1.0, 0.25);
+    EXPECT_EQ(u.sigma_rel, 0.01);
+    EXPECT_NEAR(u.sigma, 0.01 * diag::root_mean_square(m.stream(0), NC), 1e-15);
+}
+
+TEST(RelativeAmplification, IsTheW2BoundOverTheStateScaleOverTheInputRatio) {
+    // Against output_uncertainty at the absolute σ = sigma_rel·RMS(X_0) with the same draws.
+    const Tiny t = make_tiny(Placement::Peri, 1.0f, 3);
+    CpuModel<double> m = load<double>(t), ref = load<double>(t);
+    const int C = m.cfg.C;
+    const size_t NC = (size_t)m.N * C;
+    std::vector<double> rms;
+    for (int i = 0; i <= m.cfg.L; i++) {
+        double sq = 0;
+        for (size_t k = 0; k < NC; k++) sq += m.stream(i)[k] * m.stream(i)[k];
+        rms.push_back(std::sqrt(sq / NC));
+    }
+    Rng a(3), b(3);
+    const stability::Uncertainty u = stability::relative_output_uncertainty(m, 0.02, 3, a);
+    const stability::Uncertainty v = stability::output_uncertainty(ref, 0.02 * rms[0], 3, b);
+    for (int i = 0; i <= m.cfg.L; i++) {
+        EXPECT_NEAR(u.w2_bound[i], v.w2_bound[i], 1e-12 * v.w2_bound[i]) << i;
+        const double want = (v.w2_bound[i] / std::sqrt((double)C) / rms[i]) / (0.02 * rms[0] / rms[0]);
+        EXPECT_NEAR(u.relative_amplification[i], want, 1e-10 * want) << i;
+    }
 }
 
 }  // namespace

@@ -1,0 +1,94 @@
+// diagnostics.cuh — the measurements of diagnostics.h for the CUDA backend's `stats` records
+// (docs/experiments.md, *Diagnostics*), on the device:
+//
+//   attention_logit_max  max over b, h and t' ≤ t of q_t·k_t'/√hs, from qkv (B,T,3C)
+//   logit_statistics     the largest logit and the mean of log Σ_{v<V} exp(z_v) over N rows
+//
+// One warp per row computes the row's maximum (and log-partition) in fp32; the host downloads
+// the per-row values and reduces them in double. They run only at stats time, so the attention
+// kernel recomputes the dot products plainly (no tensor cores, no score buffer).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend.h"
+#include "cuda_common.cuh"
+#include "loss.cuh"
+
+namespace gpu {
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+// One warp per row r = (b·NH + h)·T + t: row_max[r] = max over t' ≤ t of q_t·k_t'·scale, the
+// lanes striding over t'.
+template <typename T>
+__global__ void attention_logit_row_max_kernel(float* row_max, const T* qkv, int B, int Tn, int C, int NH,
+                                               float scale) {
+    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    const int lane = threadIdx.x % WARP_SIZE;
+    if (row >= B * NH * Tn) return;
+    const int hs = C / NH, t = row % Tn, h = row / Tn % NH, b = row / (Tn * NH);
+    const T* q = qkv + ((size_t)b * Tn + t) * 3 * C + h * hs;
+    float best = -INFINITY;
+    for (int t2 = lane; t2 <= t; t2 += WARP_SIZE) {
+        const T* k = qkv + ((size_t)b * Tn + t2) * 3 * C + C + h * hs;
+        float s = 0.0f;
+        for (int i = 0; i < hs; i++) s += to_float(q[i]) * to_float(k[i]);
+        best = fmaxf(best, s * scale);
+    }
+    best = warp_max(best);
+    if (lane == 0) row_max[row] = best;
+}
+
+// One warp per row n of logits (N,Vp): row_max[n] = max_{v<V} z, row_lse[n] = log Σ_{v<V} exp(z).
+template <typename T>
+__global__ void logit_row_stats_kernel(float* row_max, float* row_lse, const T* logits, int N, int V, int Vp) {
+    const int n = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    const int lane = threadIdx.x % WARP_SIZE;
+    if (n >= N) return;
+    const RowLogSumExp row = row_log_sum_exp(logits + (size_t)n * Vp, V, lane);
+    if (lane == 0) {
+        row_max[n] = row.max;
+        row_lse[n] = row.log_sum;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launchers (each waits for its result)
+
+// Floats of scratch the two launchers need for a model of these sizes.
+inline size_t diagnostics_scratch(int B, int Tn, int NH) { return (size_t)B * Tn * std::max(NH, 2); }
+
+// The largest pre-softmax attention logit of one block from its qkv (B,T,3C).
+template <typename T>
+double attention_logit_max(const T* qkv, int B, int Tn, int C, int NH, float* scratch, cudaStream_t stream) {
+    const int rows = B * NH * Tn;
+    attention_logit_row_max_kernel<T><<<ceil_div(rows, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
+        scratch, qkv, B, Tn, C, NH, 1.0f / std::sqrt((float)(C / NH)));
+    cudaCheck(cudaGetLastError());
+    std::vector<float> host(rows);
+    cudaCheck(cudaMemcpyAsync(host.data(), scratch, rows * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+    return *std::max_element(host.begin(), host.end());
+}
+
+// Largest logit and mean log-partition of logits (N,Vp) over the V real tokens.
+template <typename T>
+LogitStats logit_statistics(const T* logits, int N, int V, int Vp, float* scratch, cudaStream_t stream) {
+    logit_row_stats_kernel<T><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
+        scratch, scratch + N, logits, N, V, Vp);
+    cudaCheck(cudaGetLastError());
+    std::vector<float> host(2 * (size_t)N);
+    cudaCheck(cudaMemcpyAsync(host.data(), scratch, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+    LogitStats st;
+    st.logit_max = *std::max_element(host.begin(), host.begin() + N);
+    double lse_sum = 0;
+    for (int n = 0; n < N; n++) lse_sum += host[N + n];
+    st.log_z_mean = lse_sum / N;
+    return st;
+}
+
+}  // namespace gpu

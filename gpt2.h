@@ -1,0 +1,407 @@
+// gpt2.h — the model, written once for both backends: GPT-2 with Pre-, Post- or Peri-LN and
+// residual step Δt (docs/model.md §1), its activations, forward and backward passes, the block
+// with its two residual steps, and the attention and MLP modules. docs/block.md walks through it.
+//
+// Gpt2<Ops> runs on whatever the ops object `Ops` provides; every op has the same name and
+// arguments in each set:
+//   * the CPU ops (gpt2_cpu.h): the textbook reference of cpu_ops.h (CpuModel<double>, for the
+//     gradient checks) or the fast ops of cpu_fast_ops.h (CpuModel<float>, for training);
+//   * the CUDA ops (gpt2.cu): the kernels of the .cuh files and cuBLAS; the ops object holds
+//     the cuBLAS handle, the stream and the scratch memory the kernels need.
+// Ops also names the element types and the array type:
+//   Act       activations and the weights the passes read (CPU: T; CUDA: float or bf16);
+//   Acc       master weights, their gradients, LayerNorm statistics and losses (CPU: T; CUDA: fp32);
+//   Array<U>  an owning buffer of U (std::vector on the CPU, DeviceArray on the GPU).
+//
+// All buffers are allocated once, for micro-batches of shape (B, T); N = B·T positions.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "model.h"
+
+// One residual step x → x' as a sequence of its pieces, with the LayerNorms that NormPlan
+// switches on (docs/block.md §1):
+//
+//   u = LN_in(x)?    F = module(u)    f = LN_out(F)?    s = x + Δt·f    x' = LN_after(s)?
+//
+// `pass` says what each piece does to its values: the forward pass computes them (Gpt2's
+// ForwardStep), the tangent pass of stability.h pushes a direction through them. Both walk
+// this one description.
+template <class Pass, class Value>
+Value residual_step(const NormPlan& plan, Pass& pass, Value x) {
+    Value u = plan.input ? pass.norm(StepNorm::Input, x) : x;
+    Value f = pass.module(u);
+    if (plan.output) f = pass.norm(StepNorm::Output, f);
+    Value s = pass.add(x, f);
+    return plan.after_add ? pass.norm(StepNorm::AfterAdd, s) : s;
+}
+
+template <class Ops>
+class Gpt2 {
+public:
+    using Act = typename Ops::Act;
+    using Acc = typename Ops::Acc;
+    template <class U>
+    using Array = typename Ops::template Array<U>;
+
+    // Saved values of one LayerNorm application over N rows: its output and statistics.
+    struct NormActs {
+        Array<Act> out;         // (N,C)
+        Array<Acc> mean, rstd;  // (N)
+    };
+    // Saved values of one residual step x → x' (only the LayerNorms its placement uses are
+    // allocated).
+    struct StepActs {
+        NormActs in, out, after;  // LN_in, LN_out, LN_after
+        Array<Act> module_out;    // F(u) before any output LN (N,C)
+        Array<Act> sum;           // s = x + Δt·f (N,C)
+        const NormActs& norm(StepNorm which) const {
+            return which == StepNorm::Input ? in : which == StepNorm::Output ? out : after;
+        }
+        NormActs& norm(StepNorm which) { return const_cast<NormActs&>(std::as_const(*this).norm(which)); }
+    };
+    // Saved values of one block.
+    struct BlockActs {
+        StepActs attn_step, mlp_step;
+        Array<Act> qkv;    // (N,3C)
+        Array<Act> att;    // attention probabilities (B,NH,T,T)
+        Array<Act> heads;  // attention output before its projection (N,C)
+        Array<Act> fc;     // (N,4C) before GELU
+        Array<Act> gelu;   // (N,4C)
+        const StepActs& step(Half half) const { return half == Half::Attention ? attn_step : mlp_step; }
+        StepActs& step(Half half) { return half == Half::Attention ? attn_step : mlp_step; }
+    };
+
+    Ops ops;  // declared first: built before, and destroyed after, every buffer it allocates
+    ModelConfig cfg;
+    int B, Tn, N;
+    Array<Acc> params, grads;  // master weights and their gradients, flat, file order
+    ParamTensors<Act> p;       // named views of the weights the passes read
+    ParamTensors<Acc> g;       // named views of grads
+
+    // When true, backward stores ‖∂loss/∂X‖ at the 2L + 1 half_stream points in stream_grad_norm.
+    bool record_stream_grads = false;
+    std::vector<double> stream_grad_norm;
+
+    Gpt2(const ModelConfig& config, int batch, int seq_len)
+        : ops(config, batch, seq_len), cfg(config), B(batch), Tn(seq_len), N(batch * seq_len),
+          params(alloc<Acc>(num_parameters(config))), grads(alloc<Acc>(num_parameters(config))) {
+        if constexpr (!std::is_same<Act, Acc>::value) weights = alloc<Act>(params.size());
+        p = param_tensors(weight_storage(), cfg);
+        g = param_tensors(grads.data(), cfg);
+        const size_t C = cfg.C, NC = (size_t)N * C;
+        const NormPlan plan = norm_plan(cfg.placement);
+        blocks.resize(cfg.L);
+        for (BlockActs& a : blocks) {
+            for (StepActs* s : {&a.attn_step, &a.mlp_step}) {
+                if (plan.input) alloc_norm(s->in);
+                if (plan.output) alloc_norm(s->out);
+                if (plan.after_add) alloc_norm(s->after);
+                s->module_out = alloc<Act>(NC);
+                s->sum = alloc<Act>(NC);
+            }
+            a.qkv = alloc<Act>(3 * NC);
+            a.att = alloc<Act>((size_t)B * cfg.NH * Tn * Tn);
+            a.heads = alloc<Act>(NC);
+            a.fc = alloc<Act>(4 * NC);
+            a.gelu = alloc<Act>(4 * NC);
+        }
+        embedded = alloc<Act>(NC);
+        alloc_norm(final_norm);
+        logits = alloc<Act>((size_t)N * cfg.Vp);
+        losses = alloc<Acc>(N);
+        tokens = alloc<int32_t>(N);
+        targets = alloc<int32_t>(N);
+        for (Array<Act>* v : {&d_stream, &d_stream_next, &d_h, &d_sum, &d_f, &d_mod, &d_u, &d_heads})
+            *v = alloc<Act>(NC);
+        d_qkv = alloc<Act>(3 * NC);
+        d_fc = alloc<Act>(4 * NC);
+        d_gelu = alloc<Act>(4 * NC);
+        ops.finish();
+    }
+
+    // After params changed: the weights the passes read become their rounded copy (nothing to
+    // do when they are params itself).
+    void sync_weights() {
+        if constexpr (!std::is_same<Act, Acc>::value) ops.convert(weights.data(), params.data(), params.size());
+    }
+    // The rounded copy of the weights at file offset o, which an optimiser step refreshes along
+    // with params; null when the passes read params itself.
+    Act* weight_copy(size_t o) {
+        if constexpr (std::is_same<Act, Acc>::value) return nullptr;
+        else return weights.data() + o;
+    }
+
+    // Residual stream X_i (N,C) of the last forward: i = 0 after the embedding, i = l after block l.
+    const Act* stream(int i) const { return i == 0 ? embedded.data() : block_output(blocks[i - 1]); }
+
+    // The residual stream at half-block resolution, j = 0 .. 2L: j = 2l + 1 after block l's
+    // attention step, j = 2l + 2 after its MLP step.
+    const Act* half_stream(int j) const {
+        if (j == 0) return embedded.data();
+        const BlockActs& a = blocks[(j - 1) / 2];
+        return step_output(j % 2 ? a.attn_step : a.mlp_step);
+    }
+
+    // Hidden-state statistics (docs/statistics.md §1) of the last forward at the 2L + 1
+    // half_stream points.
+    std::vector<StreamStats> half_stream_stats() {
+        std::vector<StreamStats> out;
+        for (int j = 0; j <= 2 * cfg.L; j++) out.push_back(ops.stream_statistics(half_stream(j), N, cfg.C));
+        return out;
+    }
+
+    // Global L2 norm of all parameter gradients.
+    double grad_norm() { return ops.norm(grads); }
+
+    // ---- diagnostics (stability.h, ./eval): run parts of the model on given inputs ----------
+    // These reuse the block and its residual steps unchanged; each call replaces the saved
+    // activations of the block(s) it runs, so a later backward would see them.
+
+    // Logits (N,Vp) of the last forward (backward overwrites them with their gradient).
+    const Act* logits_data() const { return logits.data(); }
+    // Per-position losses (N) of the last forward (./eval's per-sequence perplexity).
+    const Acc* losses_data() const { return losses.data(); }
+    // Saved values of block l from the last forward (read by the tangent pass in stability.h).
+    const BlockActs& block_activations(int l) const { return blocks[l]; }
+    // The input (N,C) that one half of block l saw in the last forward: X_l for the attention
+    // step, the attention step's output for the MLP step.
+    const Act* step_input(int l, Half half) const {
+        return half == Half::Attention ? stream(l) : half_stream(2 * l + 1);
+    }
+    // Runs block l alone on x (N,C); returns its output (N,C), valid until block l runs again.
+    const Act* run_block(int l, const Act* x) {
+        block_forward(l, x);
+        return block_output(blocks[l]);
+    }
+    // Runs one residual step of block l on x (N,C); returns x' (N,C), valid until that step
+    // runs again. (half as an int: 0 attention, 1 MLP.)
+    const Act* run_step(int l, Half half, const Act* x) { return step_forward(l, half, x); }
+    const Act* run_step(int l, int half, const Act* x) { return step_forward(l, (Half)half, x); }
+    // Runs every block from X_0 = x0 (N,C) in place of the embedding; stream(i) then holds X_i.
+    // The final LayerNorm, logits and losses are left as they were.
+    void run_blocks_from(const Act* x0) {
+        ops.copy(embedded.data(), x0, (size_t)N * cfg.C);
+        for (int l = 0; l < cfg.L; l++) block_forward(l, stream(l));
+    }
+
+    // ---- the whole model -----------------------------------------------------------------------
+
+    // Forward pass: tokens, targets (B·T, host memory). Returns the mean cross-entropy:
+    //   X_0 = wte[token] + wpe[t];  X_{l+1} = block_l(X_l);  loss = CE(LNf(X_L)·wteᵀ, target)
+    Acc forward(const int32_t* host_tokens, const int32_t* host_targets) {
+        const int C = cfg.C;
+        ops.load_batch(tokens, targets, host_tokens, host_targets);
+        ops.encoder_forward(embedded.data(), tokens.data(), p.wte, p.wpe, B, Tn, C);
+        for (int l = 0; l < cfg.L; l++) block_forward(l, stream(l));
+        ops.layernorm_forward(final_norm.out.data(), final_norm.mean.data(), final_norm.rstd.data(), stream(cfg.L),
+                              p.lnfw, p.lnfb, N, C);
+        ops.matmul_forward(logits.data(), final_norm.out.data(), p.wte, (const Act*)nullptr, N, C, cfg.Vp);
+        ops.crossentropy_forward(losses.data(), logits.data(), targets.data(), N, cfg.V, cfg.Vp);
+        return ops.mean(losses);
+    }
+
+    // Backward pass of the last forward: grads += loss_weight · d(mean loss)/d(params).
+    // Consumes the logits (they become their gradient).
+    void backward(Acc loss_weight) {
+        const int C = cfg.C;
+        ops.crossentropy_backward_inplace(logits.data(), targets.data(), loss_weight / N, N, cfg.V, cfg.Vp);
+        ops.zero(d_u);
+        ops.matmul_backward(d_u.data(), g.wte, (Acc*)nullptr, logits.data(), final_norm.out.data(), p.wte, N, C,
+                            cfg.Vp);
+        ops.zero(d_stream);
+        ops.layernorm_backward(d_stream.data(), g.lnfw, g.lnfb, d_u.data(), stream(cfg.L), p.lnfw,
+                               final_norm.mean.data(), final_norm.rstd.data(), N, C);
+        if (record_stream_grads) stream_grad_norm.assign(2 * cfg.L + 1, 0.0);
+        for (int l = cfg.L - 1; l >= 0; l--) {
+            if (record_stream_grads) stream_grad_norm[2 * l + 2] = ops.norm(d_stream);
+            ops.zero(d_stream_next);
+            block_backward(l, stream(l), d_stream.data(), d_stream_next.data());
+            if (record_stream_grads) stream_grad_norm[2 * l + 1] = ops.norm(d_h);
+            d_stream.swap(d_stream_next);
+        }
+        if (record_stream_grads) stream_grad_norm[0] = ops.norm(d_stream);
+        ops.encoder_backward(g.wte, g.wpe, d_stream.data(), tokens.data(), B, Tn, C);
+    }
+
+private:
+    Array<Act> weights;  // the rounded copy of params the passes read, when Act is not Acc
+    std::vector<BlockActs> blocks;
+    Array<Act> embedded;    // X_0 (N,C)
+    NormActs final_norm;    // LNf
+    Array<Act> logits;      // (N,Vp), gradient after backward
+    Array<Acc> losses;      // (N)
+    Array<int32_t> tokens, targets;  // this batch (B·T), where the ops read them
+    // Gradient scratch, reused by every block (all (N,C) unless noted).
+    Array<Act> d_stream, d_stream_next, d_h, d_sum, d_f, d_mod, d_u, d_heads;
+    Array<Act> d_qkv;         // (N,3C)
+    Array<Act> d_fc, d_gelu;  // (N,4C)
+
+    template <class U>
+    Array<U> alloc(size_t n) {
+        return ops.template alloc<U>(n);
+    }
+    void alloc_norm(NormActs& n) {
+        n.out = alloc<Act>((size_t)N * cfg.C);
+        n.mean = alloc<Acc>(N);
+        n.rstd = alloc<Acc>(N);
+    }
+    Act* weight_storage() {
+        if constexpr (std::is_same<Act, Acc>::value) return params.data();
+        else return weights.data();
+    }
+
+    const Act* step_output(const StepActs& s) const {
+        return norm_plan(cfg.placement).after_add ? s.after.out.data() : s.sum.data();
+    }
+    const Act* block_output(const BlockActs& a) const { return step_output(a.mlp_step); }
+
+    // ---- the block ------------------------------------------------------------------------------
+    //
+    //   Pre-LN:  h = x + Δt·Attn(LN1(x));            x' = h + Δt·MLP(LN2(h))
+    //   Post-LN: h = LN1(x + Δt·Attn(x));            x' = LN2(h + Δt·MLP(h))
+    //   Peri-LN: h = x + Δt·LN1o(Attn(LN1(x)));      x' = h + Δt·LN2o(MLP(LN2(h)))
+    //
+    // Each half is one residual step (residual_step above) around its module.
+
+    // Block l forward: x (N,C) → the block's output (kept in blocks[l]).
+    void block_forward(int l, const Act* x) {
+        const Act* h = step_forward(l, Half::Attention, x);
+        step_forward(l, Half::Mlp, h);
+    }
+
+    // Block l backward: given d(block output) (N,C), adds d(block input) into dx (N,C).
+    void block_backward(int l, const Act* x, const Act* dout, Act* dx) {
+        const Act* h = step_output(blocks[l].attn_step);
+        ops.zero(d_h);
+        step_backward(l, Half::Mlp, h, dout, d_h.data());
+        step_backward(l, Half::Attention, x, d_h.data(), dx);
+    }
+
+    // The pieces of one residual step as the forward pass runs them, saving what backward needs
+    // in blocks[l].step(half).
+    struct ForwardStep {
+        Gpt2& m;
+        int l;
+        Half half;
+        const Act* norm(StepNorm which, const Act* x) { return m.norm_forward(l, half, which, x); }
+        const Act* module(const Act* u) {
+            Act* f = m.blocks[l].step(half).module_out.data();
+            if (half == Half::Attention) m.attention_forward(l, u, f);
+            else m.mlp_forward(l, u, f);
+            return f;
+        }
+        const Act* add(const Act* x, const Act* f) {
+            Act* s = m.blocks[l].step(half).sum.data();
+            m.ops.residual_forward(s, x, f, m.cfg.dt, (size_t)m.N * m.cfg.C);
+            return s;
+        }
+    };
+
+    // One residual step of block l forward, on its input x (N,C); returns x' (N,C).
+    const Act* step_forward(int l, Half half, const Act* x) {
+        ForwardStep pass{*this, l, half};
+        return residual_step(norm_plan(cfg.placement), pass, x);
+    }
+
+    // One residual step of block l backward, on the same input x (N,C) as its forward: given
+    // dx' (N,C), adds dx (N,C). The forward's pieces in reverse (docs/block.md §2):
+    //   ds = LN_after'(dx')?   dx += ds, df = Δt·ds   dF = LN_out'(df)?   du = F'(dF)   dx += LN_in'(du)?
+    void step_backward(int l, Half half, const Act* x, const Act* dxout, Act* dx) {
+        const NormPlan plan = norm_plan(cfg.placement);
+        const StepActs& s = blocks[l].step(half);
+        const Act* ds = dxout;
+        if (plan.after_add) {
+            ops.zero(d_sum);
+            norm_backward(l, half, StepNorm::AfterAdd, d_sum.data(), dxout, s.sum.data());
+            ds = d_sum.data();
+        }
+        ops.zero(d_f);
+        ops.residual_backward(dx, d_f.data(), ds, cfg.dt, (size_t)N * cfg.C);
+        const Act* dmod = d_f.data();
+        if (plan.output) {
+            ops.zero(d_mod);
+            norm_backward(l, half, StepNorm::Output, d_mod.data(), d_f.data(), s.module_out.data());
+            dmod = d_mod.data();
+        }
+        if (plan.input) {
+            ops.zero(d_u);
+            module_backward(l, half, s.in.out.data(), dmod, d_u.data());
+            norm_backward(l, half, StepNorm::Input, dx, d_u.data(), x);
+        } else {
+            module_backward(l, half, x, dmod, dx);
+        }
+    }
+
+    // LayerNorm `which` of one half of block l on x (N,C); returns its output, saved in blocks[l].
+    const Act* norm_forward(int l, Half half, StepNorm which, const Act* x) {
+        NormActs& n = blocks[l].step(half).norm(which);
+        const NormWeights<Act> w = step_norm(p, l, cfg.C, half, which);
+        ops.layernorm_forward(n.out.data(), n.mean.data(), n.rstd.data(), x, w.w, w.b, N, cfg.C);
+        return n.out.data();
+    }
+    // Its backward: given dout (N,C) and the forward's input x, adds dx (N,C) and the gradients
+    // of its gain and bias.
+    void norm_backward(int l, Half half, StepNorm which, Act* dx, const Act* dout, const Act* x) {
+        const NormActs& n = blocks[l].step(half).norm(which);
+        const NormWeights<Act> w = step_norm(p, l, cfg.C, half, which);
+        const NormWeights<Acc> dw = step_norm(g, l, cfg.C, half, which);
+        ops.layernorm_backward(dx, dw.w, dw.b, dout, x, w.w, n.mean.data(), n.rstd.data(), N, cfg.C);
+    }
+
+    void module_backward(int l, Half half, const Act* u, const Act* df, Act* du) {
+        if (half == Half::Attention) attention_backward(l, u, df, du);
+        else mlp_backward(l, u, df, du);
+    }
+
+    // ---- the two modules ------------------------------------------------------------------------
+
+    // Attention of block l: u (N,C) → f (N,C) = proj(attention(qkv(u))).
+    void attention_forward(int l, const Act* u, Act* f) {
+        BlockActs& a = blocks[l];
+        const size_t C = cfg.C;
+        ops.matmul_forward(a.qkv.data(), u, p.qkvw + l * 3 * C * C, p.qkvb + l * 3 * C, N, (int)C, (int)(3 * C));
+        ops.attention_forward(a.heads.data(), a.att.data(), a.qkv.data(), B, Tn, (int)C, cfg.NH);
+        ops.matmul_forward(f, a.heads.data(), p.attprojw + l * C * C, p.attprojb + l * C, N, (int)C, (int)C);
+    }
+
+    // Given df (N,C), adds du (N,C) and the attention weights' gradients.
+    void attention_backward(int l, const Act* u, const Act* df, Act* du) {
+        BlockActs& a = blocks[l];
+        const size_t C = cfg.C;
+        ops.zero(d_heads);
+        ops.matmul_backward(d_heads.data(), g.attprojw + l * C * C, g.attprojb + l * C, df, a.heads.data(),
+                            p.attprojw + l * C * C, N, (int)C, (int)C);
+        ops.zero(d_qkv);
+        ops.attention_backward(d_qkv.data(), d_heads.data(), a.qkv.data(), a.att.data(), B, Tn, (int)C, cfg.NH);
+        ops.matmul_backward(du, g.qkvw + l * 3 * C * C, g.qkvb + l * 3 * C, d_qkv.data(), u, p.qkvw + l * 3 * C * C,
+                            N, (int)C, (int)(3 * C));
+    }
+
+    // MLP of block l: u (N,C) → f (N,C) = fcproj(GELU(fc(u))).
+    void mlp_forward(int l, const Act* u, Act* f) {
+        BlockActs& a = blocks[l];
+        const size_t C = cfg.C;
+        ops.matmul_forward(a.fc.data(), u, p.fcw + l * 4 * C * C, p.fcb + l * 4 * C, N, (int)C, (int)(4 * C));
+        ops.gelu_forward(a.gelu.data(), a.fc.data(), (size_t)N * 4 * C);
+        ops.matmul_forward(f, a.gelu.data(), p.fcprojw + l * 4 * C * C, p.fcprojb + l * C, N, (int)(4 * C), (int)C);
+    }
+
+    // Given df (N,C), adds du (N,C) and the MLP weights' gradients.
+    void mlp_backward(int l, const Act* u, const Act* df, Act* du) {
+        BlockActs& a = blocks[l];
+        const size_t C = cfg.C;
+        ops.zero(d_gelu);
+        ops.matmul_backward(d_gelu.data(), g.fcprojw + l * 4 * C * C, g.fcprojb + l * C, df, a.gelu.data(),
+                            p.fcprojw + l * 4 * C * C, N, (int)(4 * C), (int)C);
+        ops.zero(d_fc);
+        ops.gelu_backward(d_fc.data(), d_gelu.data(), a.fc.data(), (size_t)N * 4 * C);
+        ops.matmul_backward(du, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, d_fc.data(), u, p.fcw + l * 4 * C * C, N,
+                            (int)C, (int)(4 * C));
+    }
+};
