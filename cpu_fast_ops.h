@@ -100,7 +100,7 @@ inline float exp_fast(float x) {
 
 inline void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N, int C) {
     const float eps = 1e-5f;
-#pragma omp parallel for schedule(static) if ((size_t)N * C >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int n = 0; n < N; n++) {
         const float* x = inp + (size_t)n * C;
         const float sum = lane_sum<float>(C, [&](int c) { return x[c]; });
@@ -118,7 +118,7 @@ inline void layernorm_forward(float* out, float* mean, float* rstd, const float*
 // x̂ = (x − mean)·rstd; dw += Σ_n dout·x̂; db += Σ_n dout.
 inline void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w, const float* mean,
                         const float* rstd, int N, int C) {
-#pragma omp parallel for schedule(static) if ((size_t)N * C >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int n = 0; n < N; n++) {
         const float* x = inp + (size_t)n * C;
         const float* d = dout + (size_t)n * C;
@@ -134,7 +134,7 @@ inline void layernorm_backward(float* dinp, float* dw, float* db, const float* d
     // Column sums over the N rows, in row order, for blocks of CB channels at a time (rows
     // outermost, so every read is a contiguous run of a row).
     constexpr int CB = 64;
-#pragma omp parallel for schedule(static) if ((size_t)N * C >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int c0 = 0; c0 < C; c0 += CB) {
         const int nc = std::min(CB, C - c0);
         float sum_dw[CB] = {}, sum_db[CB] = {};
@@ -160,7 +160,7 @@ inline void layernorm_backward(float* dinp, float* dw, float* db, const float* d
 inline void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC, int OC) {
     gemm<float>(false, true, N, OC, IC, inp, IC, w, IC, 0.0f, out, OC);
     if (!bias) return;
-#pragma omp parallel for schedule(static) if ((size_t)N * OC >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * OC >= parallel_min_work())
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
 }
@@ -172,7 +172,7 @@ inline void matmul_backward(float* dinp, float* dw, float* dbias, const float* d
     gemm<float>(true, false, OC, IC, N, dout, OC, inp, IC, 1.0f, dw, IC);
     if (!dbias) return;
     constexpr int OB = 64;  // output channels per block; rows outermost, as in layernorm_backward
-#pragma omp parallel for schedule(static) if ((size_t)N * OC >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * OC >= parallel_min_work())
     for (int o0 = 0; o0 < OC; o0 += OB) {
         const int no = std::min(OB, OC - o0);
         float sum[OB] = {};
@@ -255,7 +255,7 @@ inline void attention_backward(float* dqkv, const float* dout, const float* qkv,
 
 inline void gelu_forward(float* out, const float* inp, size_t n) {
     const float s = std::sqrt(2.0f / (float)M_PI);
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = s * (x + 0.044715f * x * x * x);
@@ -267,7 +267,7 @@ inline void gelu_forward(float* out, const float* inp, size_t n) {
 // with σ = σ(2u) (½(1 + tanh u) = σ and 1 − tanh²u = 4σ(1 − σ)).
 inline void gelu_backward(float* dinp, const float* dout, const float* inp, size_t n) {
     const float s = std::sqrt(2.0f / (float)M_PI);
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = s * (x + 0.044715f * x * x * x);
@@ -319,7 +319,7 @@ inline double sum_of_squares(const float* x, size_t n) {
     static thread_local std::vector<double> partial;  // the calling thread's; shared below by pointer
     partial.assign(chunks, 0.0);
     double* part = partial.data();  // (inside the parallel region `partial` would name each thread's own)
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t k = 0; k < chunks; k++) {
         const float* xk = x + k * CHUNK;
         part[k] = lane_sum<double>((int)std::min(CHUNK, n - k * CHUNK), [&](int i) { return (double)xk[i] * xk[i]; });

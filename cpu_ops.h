@@ -28,13 +28,20 @@
 // than it saves (and, on a machine shared with other processes, often far more).
 constexpr size_t PARALLEL_MIN_WORK = 1 << 18;
 
+// The threshold the loops here and in cpu_fast_ops.h test: PARALLEL_MIN_WORK, unless changed
+// through this reference (the tests lower it so that the threaded branches run at small sizes).
+inline size_t& parallel_min_work() {
+    static size_t threshold = PARALLEL_MIN_WORK;
+    return threshold;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Encoder: token embedding plus position embedding.
 
 // out (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T), wte (Vp,C), wpe (maxT,C).
 template <typename T>
 void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C) {
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * Tn * C >= PARALLEL_MIN_WORK)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * Tn * C >= parallel_min_work())
     for (int b = 0; b < B; b++)
         for (int t = 0; t < Tn; t++) {
             T* o = out + ((size_t)b * Tn + t) * C;
@@ -49,7 +56,7 @@ void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, 
 template <typename T>
 void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C) {
     constexpr int CB = 64;  // channels per block
-#pragma omp parallel for schedule(static) if ((size_t)B * Tn * C >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)B * Tn * C >= parallel_min_work())
     for (int c0 = 0; c0 < C; c0 += CB) {
         const int c1 = std::min(C, c0 + CB);
         for (int b = 0; b < B; b++)
@@ -71,7 +78,7 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, in
 
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C) {
-#pragma omp parallel for schedule(static) if ((size_t)N * C >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int n = 0; n < N; n++) {
         const T* x = inp + (size_t)n * C;
         T m = 0;
@@ -93,7 +100,7 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const
 template <typename T>
 void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
                         const T* rstd, int N, int C) {
-#pragma omp parallel for schedule(static) if ((size_t)N * C >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int n = 0; n < N; n++) {
         const T* x = inp + (size_t)n * C;
         const T* d = dout + (size_t)n * C;
@@ -126,7 +133,7 @@ void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, cons
 
 template <typename T>
 void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
-#pragma omp parallel for schedule(static) if ((size_t)N * OC * IC >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * OC * IC >= parallel_min_work())
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) {
             T s = bias ? bias[o] : T(0);
@@ -139,14 +146,14 @@ void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int 
 template <typename T>
 void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IC,
                      int OC) {
-#pragma omp parallel for schedule(static) if ((size_t)N * OC * IC >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * OC * IC >= parallel_min_work())
     for (int n = 0; n < N; n++)
         for (int i = 0; i < IC; i++) {
             T s = 0;
             for (int o = 0; o < OC; o++) s += dout[(size_t)n * OC + o] * w[(size_t)o * IC + i];
             dinp[(size_t)n * IC + i] += s;
         }
-#pragma omp parallel for schedule(static) if ((size_t)N * OC * IC >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if ((size_t)N * OC * IC >= parallel_min_work())
     for (int o = 0; o < OC; o++) {
         for (int i = 0; i < IC; i++) {
             T s = 0;
@@ -245,7 +252,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int 
 template <typename T>
 void gelu_forward(T* out, const T* inp, size_t n) {
     const T s = std::sqrt(T(2) / T(M_PI));
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
         const T x = inp[i];
         const T u = s * (x + T(0.044715) * x * x * x);
@@ -258,7 +265,7 @@ void gelu_forward(T* out, const T* inp, size_t n) {
 template <typename T>
 void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n) {
     const T s = std::sqrt(T(2) / T(M_PI));
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
         const T x = inp[i];
         const T th = std::tanh(s * (x + T(0.044715) * x * x * x));
@@ -273,13 +280,13 @@ void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n) {
 
 template <typename T>
 void residual_forward(T* out, const T* x, const T* f, T dt, size_t n) {
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) out[i] = x[i] + dt * f[i];
 }
 
 template <typename T>
 void residual_backward(T* dx, T* df, const T* dout, T dt, size_t n) {
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
         dx[i] += dout[i];
         df[i] += dt * dout[i];
@@ -365,7 +372,7 @@ template <typename T>
 double sum_of_squares(const T* x, size_t n) {
     const size_t chunks = (n + SUM_CHUNK - 1) / SUM_CHUNK;
     std::vector<double> partial(chunks, 0.0);
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t k = 0; k < chunks; k++) {
         double s = 0;
         for (size_t i = k * SUM_CHUNK; i < std::min(n, (k + 1) * SUM_CHUNK); i++) s += (double)x[i] * x[i];
@@ -388,7 +395,7 @@ void adamw_update(T* params, const T* grads, T* m, T* v, size_t n, const AdamWHy
     const double beta1 = h.beta1, beta2 = h.beta2, lr = h.lr, eps = h.eps, wd = h.weight_decay;
     const double correction1 = 1.0 - std::pow(beta1, t);
     const double correction2 = 1.0 - std::pow(beta2, t);
-#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
         const T g = (T)(grads[i] * grad_scale);
         const T mi = (T)(beta1 * m[i] + (1.0 - beta1) * g);

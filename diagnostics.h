@@ -50,19 +50,23 @@ double attention_logit_max(const T* qkv, int B, int Tn, int C, int NH) {
 }
 
 // Largest logit and mean log-partition of logits (N,Vp) over the V real tokens of each row
-// (the padding columns V..Vp−1 are ignored). In double.
+// (the padding columns V..Vp−1 are ignored). In double. The rows' log-partitions are summed in
+// row order after the parallel loop, so the mean is the same for any number of threads.
 template <typename T>
 LogitStats logit_statistics(const T* logits, int N, int V, int Vp) {
-    double best = -std::numeric_limits<double>::infinity(), lse_sum = 0;
-#pragma omp parallel for reduction(max : best) reduction(+ : lse_sum) schedule(static)
+    double best = -std::numeric_limits<double>::infinity();
+    std::vector<double> log_z(N);
+#pragma omp parallel for reduction(max : best) schedule(static)
     for (int n = 0; n < N; n++) {
         const T* z = logits + (size_t)n * Vp;
         const double row_max = *std::max_element(z, z + V);
         double sum = 0;
         for (int v = 0; v < V; v++) sum += std::exp((double)z[v] - row_max);
         best = std::max(best, row_max);
-        lse_sum += row_max + std::log(sum);
+        log_z[n] = row_max + std::log(sum);
     }
+    double lse_sum = 0;
+    for (double l : log_z) lse_sum += l;
     return {best, lse_sum / N};
 }
 

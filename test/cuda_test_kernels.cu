@@ -187,49 +187,64 @@ TYPED_TEST(Kernel, EncoderBackward) {
     expect_close(d_dwpe, dwpe, tolerance<T>(), "encoder dwpe");
 }
 
+// LayerNorm inputs: spread 1.5 around 0.3, and spread 1e-3 around 0 (variance 1e-6, below
+// ε = 1e-5, so that ε matters at first order: a kernel with another ε, or ε outside the square
+// root, fails). The small spread is centred on 0: around 0.3, x − mean would lose digits to
+// cancellation in float, and the two sides would differ by that rounding, not by a bug.
+struct LayerNormInputs {
+    float spread, offset;
+};
+constexpr LayerNormInputs kLayerNormInputs[] = {{1.5f, 0.3f}, {1e-3f, 0.0f}};
+
 TYPED_TEST(Kernel, LayerNormForward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(3);
-    const std::vector<float> x = rounded<T>(random_vector(rng, (size_t)N * C, 1.5f, 0.3f));
-    const std::vector<float> w = rounded<T>(random_vector(rng, C, 0.2f, 1.0f));
-    const std::vector<float> b = rounded<T>(random_vector(rng, C, 0.2f));
-    std::vector<float> want((size_t)N * C), want_mean(N), want_rstd(N);
-    ::layernorm_forward(want.data(), want_mean.data(), want_rstd.data(), x.data(), w.data(), b.data(), N, C);
+    for (const LayerNormInputs& in : kLayerNormInputs) {
+        SCOPED_TRACE("input spread " + std::to_string(in.spread));
+        const std::vector<float> x = rounded<T>(random_vector(rng, (size_t)N * C, in.spread, in.offset));
+        const std::vector<float> w = rounded<T>(random_vector(rng, C, 0.2f, 1.0f));
+        const std::vector<float> b = rounded<T>(random_vector(rng, C, 0.2f));
+        std::vector<float> want((size_t)N * C), want_mean(N), want_rstd(N);
+        ::layernorm_forward(want.data(), want_mean.data(), want_rstd.data(), x.data(), w.data(), b.data(), N, C);
 
-    auto out = poisoned<T>((size_t)N * C);
-    auto mean = poisoned<float>(N), rstd = poisoned<float>(N);
-    gpu::layernorm_forward(out.data(), mean.data(), rstd.data(), to_device<T>(x).data(), to_device<T>(w).data(),
-                           to_device<T>(b).data(), N, C, kStream);
-    expect_close(out, want, tolerance<T>(), "layernorm out");
-    expect_close(mean, want_mean, tolerance<T>(), "layernorm mean");
-    expect_close(rstd, want_rstd, tolerance<T>(), "layernorm rstd");
+        auto out = poisoned<T>((size_t)N * C);
+        auto mean = poisoned<float>(N), rstd = poisoned<float>(N);
+        gpu::layernorm_forward(out.data(), mean.data(), rstd.data(), to_device<T>(x).data(), to_device<T>(w).data(),
+                               to_device<T>(b).data(), N, C, kStream);
+        expect_close(out, want, tolerance<T>(), "layernorm out");
+        expect_close(mean, want_mean, tolerance<T>(), "layernorm mean");
+        expect_close(rstd, want_rstd, tolerance<T>(), "layernorm rstd");
+    }
 }
 
 TYPED_TEST(Kernel, LayerNormBackward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(4);
-    const std::vector<float> x = rounded<T>(random_vector(rng, (size_t)N * C, 1.5f, 0.3f));
-    const std::vector<float> w = rounded<T>(random_vector(rng, C, 0.2f, 1.0f));
-    const std::vector<float> b = rounded<T>(random_vector(rng, C, 0.2f));
-    const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)N * C));
-    std::vector<float> y((size_t)N * C), mean(N), rstd(N);
-    ::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
-    std::vector<float> dinp = rounded<T>(random_vector(rng, (size_t)N * C));
-    std::vector<float> dw = random_vector(rng, C), db = random_vector(rng, C);
-    auto d_dinp = to_device<T>(dinp);
-    auto d_dw = to_device<float>(dw), d_db = to_device<float>(db);
-    ::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(),
-                         N, C);
+    for (const LayerNormInputs& in : kLayerNormInputs) {
+        SCOPED_TRACE("input spread " + std::to_string(in.spread));
+        const std::vector<float> x = rounded<T>(random_vector(rng, (size_t)N * C, in.spread, in.offset));
+        const std::vector<float> w = rounded<T>(random_vector(rng, C, 0.2f, 1.0f));
+        const std::vector<float> b = rounded<T>(random_vector(rng, C, 0.2f));
+        const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)N * C));
+        std::vector<float> y((size_t)N * C), mean(N), rstd(N);
+        ::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+        std::vector<float> dinp = rounded<T>(random_vector(rng, (size_t)N * C));
+        std::vector<float> dw = random_vector(rng, C), db = random_vector(rng, C);
+        auto d_dinp = to_device<T>(dinp);
+        auto d_dw = to_device<float>(dw), d_db = to_device<float>(db);
+        ::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                             rstd.data(), N, C);
 
-    DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * 2 * C);
-    gpu::layernorm_backward(d_dinp.data(), d_dw.data(), d_db.data(), to_device<T>(dout).data(), to_device<T>(x).data(),
-                            to_device<T>(w).data(), to_device<float>(mean).data(), to_device<float>(rstd).data(), N, C,
-                            partial.data(), kStream);
-    expect_close(d_dinp, dinp, tolerance<T>(), "layernorm dinp");
-    expect_close(d_dw, dw, tolerance<T>(), "layernorm dw");
-    expect_close(d_db, db, tolerance<T>(), "layernorm db");
+        DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * 2 * C);
+        gpu::layernorm_backward(d_dinp.data(), d_dw.data(), d_db.data(), to_device<T>(dout).data(),
+                                to_device<T>(x).data(), to_device<T>(w).data(), to_device<float>(mean).data(),
+                                to_device<float>(rstd).data(), N, C, partial.data(), kStream);
+        expect_close(d_dinp, dinp, tolerance<T>(), "layernorm dinp");
+        expect_close(d_dw, dw, tolerance<T>(), "layernorm dw");
+        expect_close(d_db, db, tolerance<T>(), "layernorm db");
+    }
 }
 
 TYPED_TEST(Kernel, ResidualForwardAndBackward) {
@@ -375,29 +390,42 @@ TYPED_TEST(Kernel, CrossEntropyForwardAndBackward) {
     expect_close(d_logits, want_dlogits, tolerance<T>(), "crossentropy dlogits");
 }
 
+// Two gradient sizes: 0.01 (√v̂ ≫ ε) and 1e-8 (√v̂ about ε, where ε's place in m̂/(√v̂ + ε)
+// decides the update). The update itself (new − old parameters) is compared too, relative to
+// its own size: against parameters of size 1 a wrong update of size lr would hide.
 TYPED_TEST(Kernel, AdamW) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(12);
     const size_t n = 1003;
-    std::vector<float> params = random_vector(rng, n), grads = random_vector(rng, n, 0.01f);
-    std::vector<float> m = random_vector(rng, n, 0.001f), v = random_vector(rng, n, 1e-4f);
-    for (float& x : v) x *= x;  // second moments are squares
-    auto d_params = to_device<float>(params), d_m = to_device<float>(m), d_v = to_device<float>(v);
-    const AdamWHyper h{1e-3, 0.9, 0.95, 1e-8, 0.1};
-    const int t = 3;
-    const double grad_scale = 0.7;
-    ::adamw_update(params.data(), grads.data(), m.data(), v.data(), n, h, t, grad_scale);
+    for (float grad_size : {0.01f, 1e-8f}) {
+        SCOPED_TRACE("gradients of size " + std::to_string(grad_size));
+        const std::vector<float> params0 = random_vector(rng, n), grads = random_vector(rng, n, grad_size);
+        std::vector<float> params = params0, m = random_vector(rng, n, 0.1f * grad_size),
+                           v = random_vector(rng, n, 0.01f * grad_size);
+        for (float& x : v) x *= x;  // second moments are squares
+        auto d_params = to_device<float>(params), d_m = to_device<float>(m), d_v = to_device<float>(v);
+        const AdamWHyper h{1e-3, 0.9, 0.95, 1e-8, 0.1};
+        const int t = 3;
+        const double grad_scale = 0.7;
+        ::adamw_update(params.data(), grads.data(), m.data(), v.data(), n, h, t, grad_scale);
 
-    // bf16 mode refreshes the bf16 copy of the weights; fp32 mode has none.
-    const bool has_copy = !std::is_same<T, float>::value;
-    auto copy = poisoned<T>(has_copy ? n : 0);
-    gpu::adamw_update(d_params.data(), has_copy ? copy.data() : nullptr, to_device<float>(grads).data(), d_m.data(),
-                      d_v.data(), n, h, t, grad_scale, kStream);
-    expect_close(d_params, params, 1e-5, "adamw params");
-    expect_close(d_m, m, 1e-5, "adamw m");
-    expect_close(d_v, v, 1e-5, "adamw v");
-    if (has_copy) expect_close(copy, rounded<T>(params), tolerance<T>(), "adamw bf16 copy");
+        // bf16 mode refreshes the bf16 copy of the weights; fp32 mode has none.
+        const bool has_copy = !std::is_same<T, float>::value;
+        auto copy = poisoned<T>(has_copy ? n : 0);
+        gpu::adamw_update(d_params.data(), has_copy ? copy.data() : nullptr, to_device<float>(grads).data(), d_m.data(),
+                          d_v.data(), n, h, t, grad_scale, kStream);
+        expect_close(d_params, params, 1e-5, "adamw params");
+        expect_close(d_m, m, 1e-5, "adamw m");
+        expect_close(d_v, v, 1e-5, "adamw v");
+        std::vector<float> got_update = to_host(d_params), want_update = params;
+        for (size_t i = 0; i < n; i++) {
+            got_update[i] -= params0[i];
+            want_update[i] -= params0[i];
+        }
+        expect_close(got_update, want_update, 1e-3, "adamw update");
+        if (has_copy) expect_close(copy, rounded<T>(params), tolerance<T>(), "adamw bf16 copy");
+    }
 }
 
 TYPED_TEST(Kernel, SumOfSquares) {

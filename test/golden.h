@@ -52,6 +52,7 @@ struct GoldenExpect {
     std::vector<double> step_grad_norm;  // per step: global gradient norm before clipping
     std::vector<double> step_lr;         // per step: learning rate used
     std::vector<double> final_params;    // parameters after the last step, num_params entries
+    int micro_steps = 1;                 // batches per step (header[6]; 0 there means 1)
 };
 
 namespace golden_detail {
@@ -81,9 +82,10 @@ inline GoldenExpect read_golden_expect(const std::string& path) {
     size_t pos = 0;
     std::vector<int32_t> h = take<int32_t>(buf, &pos, 16, path);
     if (h[0] != kGoldenExpectMagic) throw std::runtime_error("bad magic in golden file: " + path);
-    const int32_t B = h[1], T = h[2], num_tokens = h[3], steps = h[4], num_params = h[5];
-    if (B <= 0 || T <= 0 || steps <= 0 || num_params <= 0 || num_tokens <= 0 ||
-        (int64_t)num_tokens < (int64_t)steps * B * T + 1)
+    const int32_t B = h[1], T = h[2], num_tokens = h[3], steps = h[4], num_params = h[5], micro_steps = h[6];
+    // The model cases hold their token stream; the training-loop case (micro_steps > 0) none.
+    const bool tokens_ok = micro_steps > 0 ? num_tokens == 0 : (int64_t)num_tokens >= (int64_t)steps * B * T + 1;
+    if (B <= 0 || T <= 0 || steps <= 0 || num_params <= 0 || micro_steps < 0 || !tokens_ok)
         throw std::runtime_error("bad header in golden file: " + path);
     const uint64_t expected = 4ull * (16 + (uint64_t)num_tokens) +
                               8ull * (1 + 2 * (uint64_t)num_params + 3 * (uint64_t)steps);
@@ -93,6 +95,7 @@ inline GoldenExpect read_golden_expect(const std::string& path) {
     g.B = B;
     g.T = T;
     g.steps = steps;
+    g.micro_steps = micro_steps > 0 ? micro_steps : 1;
     g.tokens = take<int32_t>(buf, &pos, num_tokens, path);
     g.loss0 = take<double>(buf, &pos, 1, path)[0];
     g.grads = take<double>(buf, &pos, num_params, path);

@@ -11,6 +11,12 @@ cases (placement pre/post/peri x dt 1.0/0.1) on a tiny model it writes
                                              gradient on batch 0, and 5 AdamW steps
                                              (loss, grad norm, lr per step; final params)
 
+and one training-loop case, what ./train itself must log and save (three micro-steps per
+step over two token shards, warmup and cosine decay, weight decay, clipping on some steps):
+
+  test/golden/loop.model.bin, loop_train_000.bin, loop_train_001.bin   checkpoint and shards
+  test/golden/loop.expect.bin                per step: loss, grad norm, lr; final params
+
 test/golden/README.md documents the .expect.bin layout; test/golden.h reads it in C++.
 
 Before writing anything the script checks itself: autograd gradients against central
@@ -43,6 +49,21 @@ DTS = (1.0, 0.1)
 
 CKPT_MAGIC = 20240326
 EXPECT_MAGIC = 20251129
+SHARD_MAGIC = 20240520
+
+# The training-loop case (loop.*): the same model sizes and optimiser settings, a Peri-LN
+# model run by ./train over two shards with gradient accumulation (test/golden/README.md).
+LOOP_PLACEMENT, LOOP_DT = "peri", 0.5
+LOOP_PARAM_SEED = PARAM_SEED_BASE + 6             # after the six model cases
+LOOP_TOKEN_SEED = 4343
+LOOP_SHARD_TOKENS = (100, 180)                    # 6 and 11 windows of B*T+1 tokens
+LOOP_MICRO = 3                                    # micro-steps per step: total_batch = 3*B*T
+LOOP_STEPS = 6                                    # 18 windows: the 18th is the first again
+LOOP_CLIP = 0.85                                  # crossed by some steps, not by others
+# AdamW's eps: 1e-6, not 1e-8. The gradient of the key biases is exactly 0 in exact arithmetic
+# (softmax ignores a shift shared by all scores of a row), so in float32 it is rounding noise,
+# which AdamW divides by sqrt(v_hat) + eps: a larger eps keeps that noise from moving them.
+LOOP_EPS = 1e-6
 
 # Parameter tensors in SPEC section 3 order: (name, shape, kind). kind says how the
 # tensor is initialised: "w" N(0,0.02), "wres" N(0,0.02/sqrt(2L)), "bias" N(0,0.02)
@@ -264,14 +285,14 @@ def loss_and_grads(P, placement, dt, inputs, targets, fn=forward_loss):
 # ---------------------------------------------------------------------------------------
 # Optimiser (SPEC section 2).
 # ---------------------------------------------------------------------------------------
-def lr_at(s):
-    """Learning rate of 0-based step s: linear warmup lr*(s+1)/warmup for s < warmup,
-    then cosine decay reaching exactly lr_min at the last step (s = STEPS-1)."""
-    if s < WARMUP:
-        return LR * (s + 1) / WARMUP
-    span = STEPS - 1 - WARMUP
-    ratio = (s - WARMUP) / span if span > 0 else 0.0
-    return LR_MIN + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (LR - LR_MIN)
+def lr_at(s, steps=STEPS, lr=LR, lr_min=LR_MIN, warmup=WARMUP):
+    """Learning rate of 0-based step s of `steps`: linear warmup lr*(s+1)/warmup for
+    s < warmup, then cosine decay reaching exactly lr_min at the last step (s = steps-1)."""
+    if s < warmup:
+        return lr * (s + 1) / warmup
+    span = steps - 1 - warmup
+    ratio = (s - warmup) / span if span > 0 else 0.0
+    return lr_min + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - lr_min)
 
 
 def global_norm(G):
@@ -279,21 +300,34 @@ def global_norm(G):
     return math.sqrt(sum(float((g * g).sum()) for g in G.values()))
 
 
-def train(P0, placement, dt, tokens):
-    """STEPS steps of clipped AdamW from P0: step s uses batch s and lr_at(s). Returns
-    (per-step losses, grad norms before clipping, lrs, clipped flags, final params)."""
+def step_loss_and_grads(P, placement, dt, micro_batches):
+    """Loss and gradients of one optimiser step: the mean over its micro-batches (a list of
+    (inputs, targets)) of their losses, and likewise of their gradients (gradient accumulation,
+    README.md, ./train)."""
+    losses, total = [], None
+    for inputs, targets in micro_batches:
+        loss, G = loss_and_grads(P, placement, dt, inputs, targets)
+        losses.append(loss)
+        total = G if total is None else {k: total[k] + G[k] for k in G}
+    k = len(micro_batches)
+    return sum(losses) / k, {name: g / k for name, g in total.items()}
+
+
+def train(P0, placement, dt, step_batches, clip=CLIP, lr_of_step=lr_at, eps=EPS):
+    """Clipped AdamW from P0, one step per entry of step_batches (each a list of micro-batch
+    (inputs, targets)), step s at lr_of_step(s). Returns (per-step losses, grad norms before
+    clipping, lrs, clipped flags, final params)."""
     P = {k: v.clone() for k, v in P0.items()}
     m = {k: torch.zeros_like(v) for k, v in P.items()}
     v2 = {k: torch.zeros_like(v) for k, v in P.items()}
     losses, norms, lrs, clipped = [], [], [], []
-    for s in range(STEPS):
-        inputs, targets = batch(tokens, s)
-        loss, G = loss_and_grads(P, placement, dt, inputs, targets)
+    for s, micro_batches in enumerate(step_batches):
+        loss, G = step_loss_and_grads(P, placement, dt, micro_batches)
         norm = global_norm(G)
-        did_clip = CLIP > 0 and norm > CLIP
+        did_clip = clip > 0 and norm > clip
         if did_clip:
-            G = {k: g * (CLIP / norm) for k, g in G.items()}
-        lr = lr_at(s)
+            G = {k: g * (clip / norm) for k, g in G.items()}
+        lr = lr_of_step(s)
         t = s + 1
         for k in P:
             m[k] = BETA1 * m[k] + (1 - BETA1) * G[k]
@@ -301,7 +335,7 @@ def train(P0, placement, dt, tokens):
             mhat = m[k] / (1 - BETA1 ** t)
             vhat = v2[k] / (1 - BETA2 ** t)
             wd = WD if k in DECAYED else 0.0
-            P[k] = P[k] - lr * (mhat / (torch.sqrt(vhat) + EPS) + wd * P[k])
+            P[k] = P[k] - lr * (mhat / (torch.sqrt(vhat) + eps) + wd * P[k])
         losses.append(loss)
         norms.append(norm)
         lrs.append(lr)
@@ -309,25 +343,26 @@ def train(P0, placement, dt, tokens):
     return losses, norms, lrs, clipped, P
 
 
-def train_with_torch_adamw(P0, placement, dt, tokens):
-    """The same training run with torch.optim.AdamW (two groups: decayed / not) and manual
-    clipping by clip/norm; only used to cross-check train(). Returns the final params."""
+def train_with_torch_adamw(P0, placement, dt, step_batches, clip=CLIP, lr_of_step=lr_at, eps=EPS):
+    """The same training run with torch.optim.AdamW (two groups: decayed / not), gradients
+    accumulated by autograd over the micro-batches (each loss divided by their number) and
+    manual clipping by clip/norm; only used to cross-check train(). Returns the final params."""
     Q = {k: v.clone().requires_grad_(True) for k, v in P0.items()}
     groups = [
         {"params": [Q[k] for k in Q if k in DECAYED], "weight_decay": WD},
         {"params": [Q[k] for k in Q if k not in DECAYED], "weight_decay": 0.0},
     ]
-    opt = torch.optim.AdamW(groups, lr=LR, betas=(BETA1, BETA2), eps=EPS, foreach=False)
-    for s in range(STEPS):
-        inputs, targets = batch(tokens, s)
+    opt = torch.optim.AdamW(groups, lr=LR, betas=(BETA1, BETA2), eps=eps, foreach=False)
+    for s, micro_batches in enumerate(step_batches):
         opt.zero_grad(set_to_none=True)
-        forward_loss(Q, placement, dt, inputs, targets).backward()
+        for inputs, targets in micro_batches:
+            (forward_loss(Q, placement, dt, inputs, targets) / len(micro_batches)).backward()
         norm = math.sqrt(sum(float((q.grad ** 2).sum()) for q in Q.values()))
-        if CLIP > 0 and norm > CLIP:
+        if clip > 0 and norm > clip:
             for q in Q.values():
-                q.grad.mul_(CLIP / norm)
+                q.grad.mul_(clip / norm)
         for gr in opt.param_groups:
-            gr["lr"] = lr_at(s)
+            gr["lr"] = lr_of_step(s)
         opt.step()
     return {k: q.detach() for k, q in Q.items()}
 
@@ -408,23 +443,94 @@ def flat64(D, placement):
                     for name, _, _ in param_specs(placement))
 
 
-def write_expect(path, placement, tokens, loss0, G, losses, norms, lrs, final):
-    """The .expect.bin layout documented in test/golden/README.md."""
+def write_expect(path, placement, tokens, loss0, G, losses, norms, lrs, final, micro_steps=0):
+    """The .expect.bin layout documented in test/golden/README.md. tokens may be empty (the
+    training-loop case keeps its tokens in shard files); micro_steps goes to header[6]
+    (0 in the six model cases: one batch per step)."""
     n_params = sum(math.prod(shape) for _, shape, _ in param_specs(placement))
+    n_tokens, steps = len(tokens), len(losses)
     header = [0] * 16
     header[0], header[1], header[2] = EXPECT_MAGIC, B, T
-    header[3], header[4], header[5] = NUM_TOKENS, STEPS, n_params
+    header[3], header[4], header[5], header[6] = n_tokens, steps, n_params, micro_steps
     with open(path, "wb") as f:
         f.write(struct.pack("<16i", *header))
-        f.write(struct.pack(f"<{NUM_TOKENS}i", *tokens.tolist()))
+        f.write(struct.pack(f"<{n_tokens}i", *tokens.tolist()))
         f.write(struct.pack("<d", loss0))
         f.write(flat64(G, placement))
-        f.write(struct.pack(f"<{STEPS}d", *losses))
-        f.write(struct.pack(f"<{STEPS}d", *norms))
-        f.write(struct.pack(f"<{STEPS}d", *lrs))
+        f.write(struct.pack(f"<{steps}d", *losses))
+        f.write(struct.pack(f"<{steps}d", *norms))
+        f.write(struct.pack(f"<{steps}d", *lrs))
         f.write(flat64(final, placement))
-    expected = 4 * (16 + NUM_TOKENS) + 8 * (1 + 2 * n_params + 3 * STEPS)
+    expected = 4 * (16 + n_tokens) + 8 * (1 + 2 * n_params + 3 * steps)
     assert os.path.getsize(path) == expected, path
+
+
+def write_shard(path, tokens):
+    """A token shard in llm.c's format (README.md, Data): int32 header[256] = {20240520, 1,
+    count, 0...}, then the tokens as uint16."""
+    header = [0] * 256
+    header[0], header[1], header[2] = SHARD_MAGIC, 1, len(tokens)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(struct.pack(f"<{len(tokens)}H", *tokens.tolist()))
+
+
+# ---------------------------------------------------------------------------------------
+# The training-loop case: what ./train itself must produce (gradient accumulation over
+# shard windows, the schedule, clipping, AdamW), read through its log and final checkpoint.
+# ---------------------------------------------------------------------------------------
+def shard_windows(shards):
+    """The windows of one epoch with shuffling off (docs/data.md): the shards in order, each
+    one's consecutive windows of B*T+1 tokens starting at 0, B*T, 2*B*T, ... while they fit.
+    Returns (inputs, targets) pairs, each (B,T)."""
+    out = []
+    for tokens in shards:
+        start = 0
+        while start + B * T + 1 <= len(tokens):
+            w = tokens[start: start + B * T + 1]
+            out.append((w[:-1].reshape(B, T), w[1:].reshape(B, T)))
+            start += B * T
+    return out
+
+
+def loop_step_batches(shards):
+    """The micro-batches of every step: micro-step j of the run (j = s*LOOP_MICRO + i) reads
+    window j of the epoch order, going back to the first window after the last."""
+    windows = shard_windows(shards)
+    return [[windows[(s * LOOP_MICRO + i) % len(windows)] for i in range(LOOP_MICRO)]
+            for s in range(LOOP_STEPS)]
+
+
+def loop_lr(s):
+    """The learning rate of step s of the training-loop case."""
+    return lr_at(s, LOOP_STEPS)
+
+
+def make_loop_case():
+    """The training-loop case: parameters, shards and the result of LOOP_STEPS steps, checked
+    against torch.optim.AdamW. Returns what main() writes."""
+    g = torch.Generator().manual_seed(LOOP_TOKEN_SEED)
+    shards = [torch.randint(0, V, (n,), generator=g, dtype=torch.int64) for n in LOOP_SHARD_TOKENS]
+    windows = shard_windows(shards)
+    # the run must cross from the first shard to the second and wrap around to the first
+    assert len(windows) < LOOP_STEPS * LOOP_MICRO < len(windows) + LOOP_MICRO * LOOP_STEPS
+    dt = struct.unpack("<f", struct.pack("<f", LOOP_DT))[0]
+    P = make_params(LOOP_PLACEMENT, LOOP_PARAM_SEED)
+    step_batches = loop_step_batches(shards)
+    loss0, G = step_loss_and_grads(P, LOOP_PLACEMENT, dt, step_batches[0])
+    losses, norms, lrs, clipped, final = train(P, LOOP_PLACEMENT, dt, step_batches, LOOP_CLIP, loop_lr, LOOP_EPS)
+    assert losses[0] == loss0
+    ref = train_with_torch_adamw(P, LOOP_PLACEMENT, dt, step_batches, LOOP_CLIP, loop_lr, LOOP_EPS)
+    for k in final:
+        d = float((final[k] - ref[k]).abs().max())
+        assert d < 1e-12, f"loop: AdamW mismatch vs torch.optim.AdamW on {k}: {d}"
+    # clipping must trigger on some steps and not on others
+    assert any(clipped) and not all(clipped), f"loop: clipped {clipped} (norms {norms})"
+    print(f"{'loop':12s} windows/epoch={len(windows)} micro_steps={LOOP_MICRO} loss0={loss0:.10f} "
+          f"clipped_steps={[s for s in range(LOOP_STEPS) if clipped[s]]}")
+    print(f"{'':12s} step_loss={['%.6f' % x for x in losses]} "
+          f"grad_norm={['%.4f' % x for x in norms]} lr={lrs}")
+    return shards, P, loss0, G, losses, norms, lrs, final
 
 
 def main():
@@ -447,9 +553,10 @@ def main():
         loss0, G = loss_and_grads(P, placement, dt, inputs, targets)
         fd_err = check_finite_differences(P, placement, dt, inputs, targets, G, seed=7 + i)
         check_functional(P, placement, dt, inputs, targets, loss0, G)
-        losses, norms, lrs, clipped, final = train(P, placement, dt, tokens)
+        step_batches = [[batch(tokens, s)] for s in range(STEPS)]
+        losses, norms, lrs, clipped, final = train(P, placement, dt, step_batches)
         assert losses[0] == loss0
-        ref = train_with_torch_adamw(P, placement, dt, tokens)
+        ref = train_with_torch_adamw(P, placement, dt, step_batches)
         for k in final:
             d = float((final[k] - ref[k]).abs().max())
             assert d < 1e-12, f"AdamW mismatch vs torch.optim.AdamW on {k}: {d}"
@@ -462,11 +569,19 @@ def main():
               f"grad_norm={['%.4f' % x for x in norms]} lr={lrs}")
         results.append((name, placement, dt_nominal, P, loss0, G, losses, norms, lrs, final))
 
+    loop = make_loop_case()
+
     for name, placement, dt_nominal, P, loss0, G, losses, norms, lrs, final in results:
         write_checkpoint(os.path.join(out_dir, name + ".model.bin"), P, placement, dt_nominal)
         write_expect(os.path.join(out_dir, name + ".expect.bin"), placement, tokens,
                      loss0, G, losses, norms, lrs, final)
-    print(f"wrote {2 * len(results)} files to {out_dir}")
+    shards, P, loss0, G, losses, norms, lrs, final = loop
+    for i, tokens in enumerate(shards):
+        write_shard(os.path.join(out_dir, f"loop_train_{i:03d}.bin"), tokens)
+    write_checkpoint(os.path.join(out_dir, "loop.model.bin"), P, LOOP_PLACEMENT, LOOP_DT)
+    write_expect(os.path.join(out_dir, "loop.expect.bin"), LOOP_PLACEMENT, torch.zeros(0, dtype=torch.int64),
+                 loss0, G, losses, norms, lrs, final, micro_steps=LOOP_MICRO)
+    print(f"wrote {2 * len(results) + 2 + len(shards)} files to {out_dir}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "loop_fixture.h"
 #include "rng.h"
 #include "test_files.h"
 
@@ -245,15 +246,50 @@ TEST_F(Cli, RefusesTokenIdOutsideVocabulary) {
 }
 
 TEST_F(Cli, RefusesCudaWithoutDevice) {
-    Result r = train("-steps 1 -device cuda");
-    if (r.status == 0) GTEST_SKIP() << "a CUDA device is present";
+    // -device cuda alone: on a machine with a GPU the run trains on it (and says so); anywhere
+    // else it must be refused, never fall back to the CPU.
+    Result r = run("./train", "-device cuda -init " + dir + "/tiny.bin -train_data " + dir + "/train_*.bin -val_data " +
+                                  dir + "/val_*.bin -B 2 -T 8 -steps 1 -eval_every 0 -out " + dir + "/out");
+    if (r.status == 0 && r.out.find("backend: cuda") != std::string::npos) GTEST_SKIP() << "a CUDA device is present";
     expect_refused(r, "-device");
+    EXPECT_NE(r.err.find("cuda"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, EvalReportsLossOfCheckpoint) {
-    Result r = run("./eval", "-device cpu -model " + dir + "/tiny.bin -val_data " + dir + "/val_*.bin -B 2 -T 8 -eval_batches 3");
+    // The training-loop fixture's first loss is PyTorch's mean loss of its checkpoint over the
+    // first three windows of its first shard: what ./eval must report for three batches.
+    const GoldenExpect g = read_golden_expect(loop_fixture_path("loop.expect.bin"));
+    ASSERT_EQ(g.micro_steps, 3);
+    Result r = run("./eval", "-device cpu -model " + loop_fixture_path("loop.model.bin") + " -val_data " +
+                                 loop_fixture_path("loop_train_000.bin") + " -B 2 -T 8 -eval_batches 3 -diag_batches 0 "
+                                 "-json " + dir + "/eval.json");
     ASSERT_EQ(r.status, 0) << r.err;
-    EXPECT_NE(r.out.find("val loss"), std::string::npos) << r.out;
+    EXPECT_NEAR(json_number(read_file(dir + "/eval.json"), "val_loss"), g.step_loss[0], 1e-5);
+    char printed[64];
+    std::snprintf(printed, sizeof printed, "val loss %.4f", g.step_loss[0]);
+    EXPECT_NE(r.out.find(printed), std::string::npos) << "no '" << printed << "' in:\n" << r.out;
+}
+
+TEST_F(Cli, TrainingLoopMatchesTheFixture) {
+    const GoldenExpect g = read_golden_expect(loop_fixture_path("loop.expect.bin"));
+    Result r = run("./train", "-device cpu -threads 2 " + loop_fixture_flags(g) + " -out " + dir + "/out");
+    ASSERT_EQ(r.status, 0) << r.err;
+    expect_run_matches_loop_fixture(dir + "/out", g);
+}
+
+TEST_F(Cli, TrainsWithTwoThreadsAtARealisticSize) {
+    // B·T·C = 8·256·128 = 2^18 activations and 0.45M parameters: every threaded loop of the CPU
+    // ops takes its parallel branch. The log must not depend on the thread count.
+    const std::string args = "-device cpu -init l2h2c128v96t256 -B 8 -T 256 -steps 2 -eval_every 0 -save_every 0 "
+                             "-shuffle 0 -train_data " + dir + "/train_*.bin -val_data " + dir + "/val_*.bin -out " + dir;
+    Result two = run("./train", "-threads 2 " + args + "/two");
+    ASSERT_EQ(two.status, 0) << two.err;
+    Result three = run("./train", "-threads 3 " + args + "/three");
+    ASSERT_EQ(three.status, 0) << three.err;
+    const std::vector<std::string> a = losses(read_file(dir + "/two/log.jsonl"));
+    EXPECT_EQ(a.size(), 2u);
+    EXPECT_EQ(a, losses(read_file(dir + "/three/log.jsonl")));
+    EXPECT_EQ(read_file(dir + "/two/model_00000002.bin"), read_file(dir + "/three/model_00000002.bin"));
 }
 
 TEST_F(Cli, EvalRefusesUnknownFlagAndMissingModel) {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "loop_fixture.h"
 #include "test_files.h"
 
 namespace {
@@ -27,16 +28,6 @@ struct Result {
     int status;
     std::string out, err;
 };
-
-// The lines of a log.jsonl that contain `marker`.
-std::vector<std::string> log_lines(const std::string& log, const std::string& marker) {
-    std::vector<std::string> out;
-    std::stringstream in(log);
-    std::string line;
-    while (std::getline(in, line))
-        if (line.find(marker) != std::string::npos) out.push_back(line);
-    return out;
-}
 
 class CliCuda : public ::testing::Test {
 protected:
@@ -49,7 +40,6 @@ protected:
         write_random_shard(dir + "train_000.bin", 3000, 96, 1);
         write_random_shard(dir + "val_000.bin", 500, 96, 2);
     }
-    void TearDown() override { std::system(("rm -rf " + dir).c_str()); }
 
     Result run(const std::string& command) const {
         const std::string out = dir + "stdout", err = dir + "stderr";
@@ -59,19 +49,22 @@ protected:
 
     // ./train on `device` (the CUDA programs for "cuda"): a fresh tiny Peri-LN model, two
     // micro-steps per step, evaluation every 3 steps, statistics every 2, checkpoints every 3.
-    Result train(const std::string& device, const std::string& out, const std::string& extra = "") const {
+    std::string train_command(const std::string& device, const std::string& out, const std::string& extra) const {
         const std::string program = device == "cuda" ? cuda_bin + "/train" : "./train";
-        return run(program + " -device " + device + " -threads 1 -init l2h2c16v96t16 -ln peri -dt 0.5 -B 2 -T 8 "
-                   "-total_batch 32 -steps 6 -warmup 2 -lr 3e-3 -save_every 3 -stats_every 2 -eval_every 3 "
-                   "-eval_batches 2 -train_data '" + dir + "train_*.bin' -val_data '" + dir + "val_*.bin' -out " +
-                   dir + out + " " + extra);
+        return program + " -device " + device + " -threads 1 -init l2h2c16v96t16 -ln peri -dt 0.5 -B 2 -T 8 "
+               "-total_batch 32 -steps 6 -warmup 2 -lr 3e-3 -save_every 3 -stats_every 2 -eval_every 3 "
+               "-eval_batches 2 -train_data '" + dir + "train_*.bin' -val_data '" + dir + "val_*.bin' -out " + dir +
+               out + " " + extra;
+    }
+    Result train(const std::string& device, const std::string& out, const std::string& extra = "") const {
+        return run(train_command(device, out, extra));
     }
 
-    // Skips the test when the real ./train finds no device (a machine without a GPU); fails on
-    // any other error, and on "no device" from programs named by CUDA_BIN_DIR (the emulated
-    // ones always have one).
-    bool cuda_run(const std::string& out, const std::string& extra, Result* r) const {
-        *r = train("cuda", out, extra);
+    // Runs `command` (a CUDA program) into *r. False when the real ./train finds no device (a
+    // machine without a GPU: the test skips); a failure on any other error, and on "no device"
+    // from programs named by CUDA_BIN_DIR (the emulated ones always have one).
+    bool cuda_run(const std::string& command, Result* r) const {
+        *r = run(command);
         if (!std::getenv("CUDA_BIN_DIR") && r->status == 2 && r->err.find("no CUDA device") != std::string::npos)
             return false;
         EXPECT_EQ(r->status, 0) << r->err;
@@ -79,13 +72,16 @@ protected:
     }
 };
 
-#define CUDA_RUN_OR_SKIP(out, extra, r)                                          \
+#define CUDA_COMMAND_OR_SKIP(command, r)                                         \
     do {                                                                         \
-        if (!cuda_run(out, extra, r)) {                                          \
+        if (!cuda_run(command, r)) {                                             \
             if (!HasFailure()) GTEST_SKIP() << "no CUDA device: " << (r)->err;   \
             return;                                                              \
         }                                                                        \
     } while (0)
+
+// train("cuda", out, extra) into *r, or skip (see cuda_run).
+#define CUDA_RUN_OR_SKIP(out, extra, r) CUDA_COMMAND_OR_SKIP(train_command("cuda", out, extra), r)
 
 // Every number that `key` holds in the records with `marker`, CUDA against CPU, within `tol`
 // relative to the largest CPU value of that key.
@@ -117,6 +113,16 @@ TEST_F(CliCuda, Fp32TrainsLikeTheCpuStepForStep) {
     for (const char* key : {"mean_abs", "entry_var", "data_var", "grad_norm", "mean_abs_half", "grad_norm_half"})
         expect_log_close(a, b, "\"stats\"", key, 1e-5);
     EXPECT_EQ(log_lines(a, "\"tok_s\"").size(), 6u);
+}
+
+TEST_F(CliCuda, Fp32TrainingLoopMatchesTheFixture) {
+    // The PyTorch float64 run of test/golden/loop.* (loop_fixture.h), on the CUDA program in fp32.
+    const GoldenExpect g = read_golden_expect(loop_fixture_path("loop.expect.bin"));
+    Result r;
+    CUDA_COMMAND_OR_SKIP(cuda_bin + "/train -device cuda -precision fp32 " + loop_fixture_flags(g) + " -out " + dir + "loop",
+                         &r);
+    EXPECT_NE(r.out.find("backend: cuda"), std::string::npos) << r.out;
+    expect_run_matches_loop_fixture(dir + "loop", g);
 }
 
 TEST_F(CliCuda, Bf16TrainsLikeTheCpuWithinBf16Tolerance) {

@@ -1,17 +1,18 @@
 // The fast CPU ops (cpu_fast_ops.h, what CpuModel<float> trains with) against the textbook
 // reference (cpu_ops.h) at the sizes of a real step (d12's C = 768, B·T = 512 positions, GPT-2's
-// vocabulary), with 1, 2 and 3 OpenMP threads:
+// vocabulary), with the default number of OpenMP threads:
 //   * the fast op in float is close to the reference run in double: norm-wise relative error
 //     ‖fast − ref64‖/‖ref64‖ ≤ 2e-6 for the elementwise ops, 1e-5 for sums over hundreds of
 //     terms (matmul, attention, the loss), and at most 10× that of the reference run in float;
-//   * the fast op gives the same bits for every thread count;
+//   * exp_fast against std::exp over its whole range;
 //   * a whole model on the fast ops agrees with the same model on the reference ops.
+// That every fast op gives the same bits for 1, 2 and 3 threads, on its parallel branches, is
+// checked in test_threads.cpp.
 #include <gtest/gtest.h>
-#include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -48,25 +49,12 @@ double rel_error(const F& got, const D& want) {
     return std::sqrt(d / r);
 }
 
-// Runs `op` (which fills its outputs from fresh copies of its inputs) with 1, 2 and 3 threads;
-// checks every run gives the same bits as the first, against `want` within `tol`, and that the
-// reference in float (`ref32`, run once) is not much better than the fast op.
-void check_threads(const char* name, const std::function<F()>& op, const D& want, double tol, const F& ref32) {
-    const int saved = omp_get_max_threads();
-    F first;
-    for (int threads = 1; threads <= 3; threads++) {
-        omp_set_num_threads(threads);
-        const F got = op();
-        ASSERT_EQ(got.size(), want.size()) << name;
-        if (threads == 1) {
-            first = got;
-        } else {
-            EXPECT_EQ(0, std::memcmp(got.data(), first.data(), got.size() * sizeof(float)))
-                << name << ": " << threads << " threads differ from 1 thread";
-        }
-    }
-    omp_set_num_threads(saved);
-    const double fast_err = rel_error(first, want), ref_err = rel_error(ref32, want);
+// Runs `op` (which fills its outputs from fresh copies of its inputs) and checks its result
+// against `want` within `tol`, and that the reference in float (`ref32`) is not much better.
+void check(const char* name, const std::function<F()>& op, const D& want, double tol, const F& ref32) {
+    const F got = op();
+    ASSERT_EQ(got.size(), want.size()) << name;
+    const double fast_err = rel_error(got, want), ref_err = rel_error(ref32, want);
     std::printf("[fast-ops] %-28s fast %.2e  reference(float) %.2e  (vs reference in double)\n", name, fast_err, ref_err);
     EXPECT_LE(fast_err, tol) << name;
     EXPECT_LE(fast_err, 10 * ref_err + 1e-7) << name << ": the fast op is much less accurate than the reference";
@@ -89,8 +77,8 @@ TEST(FastOps, LayerNormForwardAndBackward) {
         y.assign(NC, 0); m.assign(N, 0); r.assign(N, 0);
         fast::layernorm_forward(y.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
     };
-    check_threads("layernorm fwd out", [&] { F y, m, r; forward(y, m, r); return y; }, out, kElementwiseTol, out32);
-    check_threads("layernorm fwd rstd", [&] { F y, m, r; forward(y, m, r); return r; }, rstd, kElementwiseTol, rstd32);
+    check("layernorm fwd out", [&] { F y, m, r; forward(y, m, r); return y; }, out, kElementwiseTol, out32);
+    check("layernorm fwd rstd", [&] { F y, m, r; forward(y, m, r); return r; }, rstd, kElementwiseTol, rstd32);
     auto backward = [&](int which) {
         F y, m, r;
         forward(y, m, r);
@@ -99,9 +87,9 @@ TEST(FastOps, LayerNormForwardAndBackward) {
                                  N, C);
         return which == 0 ? gx : which == 1 ? gw : gb;
     };
-    check_threads("layernorm bwd dx", [&] { return backward(0); }, dx, kSumTol, dx32);
-    check_threads("layernorm bwd dw", [&] { return backward(1); }, dw, kSumTol, dw32);
-    check_threads("layernorm bwd db", [&] { return backward(2); }, db, kSumTol, db32);
+    check("layernorm bwd dx", [&] { return backward(0); }, dx, kSumTol, dx32);
+    check("layernorm bwd dw", [&] { return backward(1); }, dw, kSumTol, dw32);
+    check("layernorm bwd db", [&] { return backward(2); }, db, kSumTol, db32);
 }
 
 TEST(FastOps, MatmulForwardAndBackward) {
@@ -116,7 +104,7 @@ TEST(FastOps, MatmulForwardAndBackward) {
     F out32((size_t)N * OC), dinp32((size_t)N * IC, 0.0f), dw32((size_t)OC * IC, 0.0f), dbias32(OC, 0.0f);
     ::matmul_forward(out32.data(), inp.data(), w.data(), bias.data(), N, IC, OC);
     ::matmul_backward(dinp32.data(), dw32.data(), dbias32.data(), dout.data(), inp.data(), w.data(), N, IC, OC);
-    check_threads("matmul fwd", [&] {
+    check("matmul fwd", [&] {
         F y((size_t)N * OC);
         fast::matmul_forward(y.data(), inp.data(), w.data(), bias.data(), N, IC, OC);
         return y;
@@ -126,9 +114,9 @@ TEST(FastOps, MatmulForwardAndBackward) {
         fast::matmul_backward(gi.data(), gw.data(), gb.data(), dout.data(), inp.data(), w.data(), N, IC, OC);
         return which == 0 ? gi : which == 1 ? gw : gb;
     };
-    check_threads("matmul bwd dinp", [&] { return backward(0); }, dinp, kSumTol, dinp32);
-    check_threads("matmul bwd dw", [&] { return backward(1); }, dw, kSumTol, dw32);
-    check_threads("matmul bwd dbias", [&] { return backward(2); }, dbias, kSumTol, dbias32);
+    check("matmul bwd dinp", [&] { return backward(0); }, dinp, kSumTol, dinp32);
+    check("matmul bwd dw", [&] { return backward(1); }, dw, kSumTol, dw32);
+    check("matmul bwd dbias", [&] { return backward(2); }, dbias, kSumTol, dbias32);
 }
 
 TEST(FastOps, AttentionForwardAndBackward) {
@@ -148,9 +136,9 @@ TEST(FastOps, AttentionForwardAndBackward) {
         if (which == 2) fast::attention_backward(g.data(), dout.data(), qkv.data(), a.data(), B, Tn, C, NH);
         return which == 0 ? y : which == 1 ? a : g;
     };
-    check_threads("attention fwd out", [&] { return run(0); }, out, kSumTol, out32);
-    check_threads("attention fwd att", [&] { return run(1); }, att, kSumTol, att32);
-    check_threads("attention bwd dqkv", [&] { return run(2); }, dqkv, kSumTol, dqkv32);
+    check("attention fwd out", [&] { return run(0); }, out, kSumTol, out32);
+    check("attention fwd att", [&] { return run(1); }, att, kSumTol, att32);
+    check("attention bwd dqkv", [&] { return run(2); }, dqkv, kSumTol, dqkv32);
 }
 
 TEST(FastOps, GeluForwardAndBackward) {
@@ -164,9 +152,9 @@ TEST(FastOps, GeluForwardAndBackward) {
     F out32(n), dx32(n, 0.0f);
     ::gelu_forward(out32.data(), x.data(), n);
     ::gelu_backward(dx32.data(), dout.data(), x.data(), n);
-    check_threads("gelu fwd", [&] { F y(n); fast::gelu_forward(y.data(), x.data(), n); return y; }, out,
+    check("gelu fwd", [&] { F y(n); fast::gelu_forward(y.data(), x.data(), n); return y; }, out,
                   kElementwiseTol, out32);
-    check_threads("gelu bwd", [&] { F g(n, 0.0f); fast::gelu_backward(g.data(), dout.data(), x.data(), n); return g; },
+    check("gelu bwd", [&] { F g(n, 0.0f); fast::gelu_backward(g.data(), dout.data(), x.data(), n); return g; },
                   dx, kElementwiseTol, dx32);
 }
 
@@ -184,12 +172,12 @@ TEST(FastOps, CrossEntropyForwardAndBackward) {
     F losses32(rows), grad32 = logits;
     ::crossentropy_forward(losses32.data(), logits.data(), targets.data(), rows, V, Vp);
     ::crossentropy_backward_inplace(grad32.data(), targets.data(), (float)dloss, rows, V, Vp);
-    check_threads("crossentropy fwd", [&] {
+    check("crossentropy fwd", [&] {
         F l(rows);
         fast::crossentropy_forward(l.data(), logits.data(), targets.data(), rows, V, Vp);
         return l;
     }, losses, kSumTol, losses32);
-    check_threads("crossentropy bwd", [&] {
+    check("crossentropy bwd", [&] {
         F g = logits;
         fast::crossentropy_backward_inplace(g.data(), targets.data(), (float)dloss, rows, V, Vp);
         return g;
@@ -201,9 +189,31 @@ TEST(FastOps, SumOfSquares) {
     const F x = random_floats(rng, 3 * NC + 17);
     const D want = {::sum_of_squares(widen(x).data(), x.size())};
     const F ref32 = {(float)::sum_of_squares(x.data(), x.size())};
-    check_threads("sum of squares", [&] { return F{(float)fast::sum_of_squares(x.data(), x.size())}; }, want,
+    check("sum of squares", [&] { return F{(float)fast::sum_of_squares(x.data(), x.size())}; }, want,
                   kElementwiseTol, ref32);
 }
+
+// ---------------------------------------------------------------------------------------------
+// exp_fast: e^x for float by range reduction and a polynomial (cpu_fast_ops.h)
+
+// Every 1/1024 of [−87, 88] (180,000 points, the whole range it serves without clamping) against
+// std::exp in double: within 4·2⁻²⁴ relative (a couple of float ulp). Outside it clamps: e^−87
+// below, e^88 above; NaN stays NaN; e^0 is exactly 1.
+TEST(FastOps, ExpFastMatchesStdExpOverItsRange) {
+    double worst = 0;
+    for (int i = -87 * 1024; i <= 88 * 1024; i++) {
+        const float x = (float)i / 1024;
+        const double want = std::exp((double)x);
+        worst = std::max(worst, std::fabs(fast::exp_fast(x) - want) / want);
+    }
+    std::printf("[exp_fast] worst relative error over [-87, 88]: %.3g (%.2f float ulp)\n", worst, worst * (1 << 24));
+    EXPECT_LT(worst, 4.0 / (1 << 24));
+    EXPECT_EQ(fast::exp_fast(0.0f), 1.0f);
+    EXPECT_NEAR(fast::exp_fast(-1000.0f), std::exp(-87.0), 4e-7 * std::exp(-87.0));
+    EXPECT_NEAR(fast::exp_fast(1000.0f), std::exp(88.0), 4e-7 * std::exp(88.0));
+    EXPECT_TRUE(std::isnan(fast::exp_fast(NAN)));
+}
+
 
 // A small whole model, once on the fast ops (CpuModel<float>) and once on the reference ops in
 // float: the loss and every gradient agree (norm-wise over each tensor).

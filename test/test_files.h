@@ -1,10 +1,11 @@
 // test_files.h: the file helpers several tests share: reading a whole file, checking that a path
-// exists, a fresh scratch folder per test, writing token shards in SPEC §3's layout (an int32
-// header[256], then the uint16 tokens), valid or deliberately broken, and reading numbers out of
-// the JSON the programs write. Header-only, C++17.
+// exists, a fresh scratch folder per test (removed when the test ends), writing token shards in
+// SPEC §3's layout (an int32 header[256], then the uint16 tokens), valid or deliberately broken,
+// and reading numbers and lines out of the JSON the programs write. Header-only, C++17.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -30,14 +32,43 @@ inline bool exists(const std::string& path) {
     return stat(path.c_str(), &st) == 0;
 }
 
-// A fresh, empty folder for the current test's files, under testing::TempDir() and named
-// `prefix` + the test's name; the path ends in "/".
+namespace test_files_detail {
+
+// Removes, when a test ends, the folders fresh_folder made for it.
+class FolderRemover : public testing::EmptyTestEventListener {
+public:
+    std::vector<std::string> folders;
+    void OnTestEnd(const testing::TestInfo&) override {
+        std::error_code ignored;
+        for (const std::string& folder : folders) std::filesystem::remove_all(folder, ignored);
+        folders.clear();
+    }
+};
+
+// The one FolderRemover, registered with GoogleTest (which owns it) on first use.
+inline FolderRemover& folder_remover() {
+    static FolderRemover* remover = [] {
+        auto* r = new FolderRemover;
+        testing::UnitTest::GetInstance()->listeners().Append(r);
+        return r;
+    }();
+    return *remover;
+}
+
+}  // namespace test_files_detail
+
+// A fresh, empty folder for the current test's files, made by mkdtemp under testing::TempDir()
+// with a name that starts with `prefix` + the test's name, so that two runs of the suite at once
+// never share one; it is removed with everything in it when the test ends. The path ends in "/".
 inline std::string fresh_folder(const std::string& prefix) {
     const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    const std::string folder = testing::TempDir() + prefix + info->name() + "/";
-    std::filesystem::remove_all(folder);
-    std::filesystem::create_directories(folder);
-    return folder;
+    std::string name = prefix + (info ? info->name() : "") + ".XXXXXX";
+    for (char& c : name)
+        if (c == '/') c = '_';  // parameterised tests are named "Name/Param"
+    std::string folder = testing::TempDir() + name;
+    if (!mkdtemp(folder.data())) throw std::runtime_error("mkdtemp failed for " + folder);
+    test_files_detail::folder_remover().folders.push_back(folder);
+    return folder + "/";
 }
 
 // Writes a shard file: `header_words` (magic, version, count, ...; missing ones are 0) then `tokens`.
@@ -55,6 +86,16 @@ inline void write_random_shard(const std::string& path, int n, int vocab, uint64
     std::vector<uint16_t> tokens(n);
     for (auto& t : tokens) t = (uint16_t)rng.below(vocab);
     write_token_shard(path, {20240520, 1, n}, tokens);
+}
+
+// The lines of `text` (a log.jsonl) that contain `marker`, in order.
+inline std::vector<std::string> log_lines(const std::string& text, const std::string& marker) {
+    std::vector<std::string> out;
+    std::stringstream in(text);
+    std::string line;
+    while (std::getline(in, line))
+        if (line.find(marker) != std::string::npos) out.push_back(line);
+    return out;
 }
 
 // The numbers of the first `"key": x` or `"key": [x, y, ...]` (flat) in JSON text, null as NaN;

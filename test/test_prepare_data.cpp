@@ -98,8 +98,15 @@ TEST(PrepareData, TokenisesALocalTextFileIntoTrainAndVal) {
 }
 
 TEST(PrepareData, BuiltInBpeMatchesTheReferenceIds) {
+    // The built-in BPE, whatever is installed: a stand-in tiktoken module whose encoder refuses
+    // to load comes first on the path, so a run that reached for tiktoken (or for the network,
+    // where tiktoken fetches its tables) fails instead of testing another tokenizer.
     const std::string folder = fresh_folder("prepare_data_");
-    const ScriptRun run = prepare_data("test/fixtures/tokenizer_text.txt --name fixture --val_fraction 0 --workers 1 --out " + folder, folder);
+    std::filesystem::create_directories(folder + "no_tiktoken");
+    write_file(folder + "no_tiktoken/tiktoken.py",
+               "def get_encoding(name):\n    raise RuntimeError('tiktoken is hidden: this test checks the built-in BPE')\n");
+    const ScriptRun run = prepare_data("test/fixtures/tokenizer_text.txt --name fixture --val_fraction 0 --workers 1 --out " + folder,
+                                       folder, "PYTHONPATH=" + folder + "no_tiktoken");
     ASSERT_EQ(run.status, 0) << run.errors;
     std::ifstream ids_file("test/fixtures/tokenizer_ids.txt");
     std::vector<int> expected{50256};

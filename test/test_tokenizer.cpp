@@ -14,17 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "test_files.h"
 #include "tokenizer.h"
 
 namespace {
 
 const char* kTokenizerPath = "data/gpt2_tokenizer.bin";
-
-// The whole content of a file (empty when it cannot be read).
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // Writes `content` to `path`.
 void write_file(const std::string& path, const std::string& content) {
@@ -65,7 +60,7 @@ std::string tokenizer_file(const std::vector<std::string>& extra_tokens,
 // A small tokenizer: tokens 256 "bc", 257 "ab", 258 "abc", 259 "aa", 260 "aaaa", 261 "<eot>";
 // merges by rank: (b,c) (a,b) (a,bc) (a,a) (aa,aa).
 Tokenizer tiny_tokenizer() {
-    const std::string path = testing::TempDir() + "tiny_tokenizer.bin";
+    const std::string path = fresh_folder("tokenizer_") + "tiny_tokenizer.bin";
     write_file(path, tokenizer_file({"bc", "ab", "abc", "aa", "aaaa", "<eot>"},
                                     {{'b', 'c'}, {'a', 'b'}, {'a', 256}, {'a', 'a'}, {259, 259}}));
     return Tokenizer(path);
@@ -73,7 +68,7 @@ Tokenizer tiny_tokenizer() {
 
 // The message of the InputError that reading `file_content` as a tokenizer file throws.
 std::string load_error(const std::string& file_content) {
-    const std::string path = testing::TempDir() + "bad_tokenizer.bin";
+    const std::string path = fresh_folder("tokenizer_") + "bad_tokenizer.bin";
     write_file(path, file_content);
     try {
         Tokenizer tokenizer(path);
@@ -229,7 +224,7 @@ TEST(Tokenizer, ReportsBadFiles) {
 
 TEST(Tokenizer, DecodesWithLlmcDecodeOnlyFile) {
     // llm.c's gpt2_tokenizer.bin has the same layout with no merges (header[4] = 0).
-    const std::string path = testing::TempDir() + "llmc_tokenizer.bin";
+    const std::string path = fresh_folder("tokenizer_") + "llmc_tokenizer.bin";
     write_file(path, tokenizer_file({"ab", "<|endoftext|>"}, {}));
     const Tokenizer decode_only(path);
     EXPECT_EQ(decode_only.decode({'x', 256, 257}), "xab<|endoftext|>");
@@ -238,8 +233,8 @@ TEST(Tokenizer, DecodesWithLlmcDecodeOnlyFile) {
 
 TEST(Tokenizer, FrontEndPrintsIdsAndDecodes) {
     if (!std::ifstream("tokenize")) GTEST_SKIP() << "./tokenize is not built";
-    const std::string ids_path = testing::TempDir() + "fixture_ids.txt";
-    const std::string text_path = testing::TempDir() + "fixture_text.txt";
+    const std::string folder = fresh_folder("tokenizer_");
+    const std::string ids_path = folder + "fixture_ids.txt", text_path = folder + "fixture_text.txt";
     ASSERT_EQ(std::system(("./tokenize < test/fixtures/tokenizer_text.txt > " + ids_path).c_str()), 0);
     EXPECT_EQ(read_file(ids_path), read_file("test/fixtures/tokenizer_ids.txt"));
     ASSERT_EQ(std::system(("./tokenize -d < " + ids_path + " > " + text_path).c_str()), 0);
