@@ -238,7 +238,7 @@ endif
 .PHONY: bench
 # ---- end CUDA rules ----
 
-# ---- fuzzing (issue 13) ----
+# ---- fuzzing ----
 # Every test/fuzz_*.cpp is a libFuzzer target (README "Fuzzing"), built by clang++ with
 # -fsanitize=fuzzer,address,undefined into build/fuzz/ when clang's libFuzzer runtime is found
 # (Debian: clang, libclang-rt-14-dev, libomp-14-dev). `make fuzz` runs each for FUZZ_SECONDS on

@@ -498,7 +498,7 @@ def prepare_local(args):
 
 
 def read_shard(path):
-    """The tokens of one token shard (SPEC §3), as a uint16 array."""
+    """The tokens of one token shard (docs/formats.md), as a uint16 array."""
     data = read_headed_file(path, "token shard")
     magic, version, count = struct.unpack_from("<3i", data)
     if (magic, version) != (SHARD_MAGIC, SHARD_VERSION) or len(data) != 4 * HEADER_WORDS + 2 * count:

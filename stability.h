@@ -1,8 +1,8 @@
 // stability.h — the forward- and backward-stability diagnostics that ./eval reports, computed on
 // the CPU reference model (CpuModel<T>) at one batch of data:
 //
-//   * hidden-state statistics of the residual stream (SPEC §5) at every layer and half-layer;
-//   * gradient norms per layer: ‖∂loss/∂X_i‖ (SPEC §5) and the norm of each block's parameter
+//   * hidden-state statistics of the residual stream (docs/statistics.md) at every layer and half-layer;
+//   * gradient norms per layer: ‖∂loss/∂X_i‖ (docs/statistics.md) and the norm of each block's parameter
 //     gradient (the per-block parameter norms, ‖∂loss/∂W_fcproj‖ and the MLP's hidden RMS are in
 //     diagnostics.h);
 //   * local sensitivity: ‖J v‖ for random directions v, J the Jacobian of one block (or of one
@@ -334,7 +334,7 @@ Uncertainty relative_output_uncertainty(CpuModel<T>& m, double sigma_rel, int sa
 // ---------------------------------------------------------------------------------------------
 // Statistics and gradient norms
 
-// SPEC §5 statistics of the residual stream of the last forward at the 2L + 1 half-block points
+// docs/statistics.md statistics of the residual stream of the last forward at the 2L + 1 half-block points
 // (j = 0 embedding, 2l + 1 after block l's attention step, 2l + 2 = X_{l+1}).
 template <typename T>
 std::vector<StreamStats> half_stream_stats(const CpuModel<T>& m) {

@@ -1,5 +1,5 @@
 // train.cpp — ./train: trains GPT-2 with Pre-, Post- or Peri-LN and residual step Δt
-// (SPEC §2, §4) on the CPU reference or the CUDA backend.
+// (docs/model.md §5, docs/cli.md) on the CPU reference or the CUDA backend.
 //
 //   ./train -ln peri -dt 0.1                      the bundled corpus, default sizes
 //   ./train -init d12 -train_data "owt/train_*.bin" -val_data "owt/val_*.bin" -out runs/x

@@ -1,4 +1,4 @@
-// training.h — the pieces of one optimisation step that every backend shares (SPEC §2):
+// training.h — the pieces of one optimisation step that every backend shares (docs/model.md §5):
 // the learning-rate schedule, gradient clipping and the run-outcome rules.
 #pragma once
 #include <algorithm>

@@ -1,8 +1,8 @@
 // golden.h: reads the golden fixtures in test/golden/ written by test/make_golden.py
-// (a float64 PyTorch implementation of SPEC sections 1-2). Header-only, C++17.
+// (a float64 PyTorch implementation of docs/model.md). Header-only, C++17.
 //
 // Each case <placement>_dt<1.0|0.1> has two files:
-//   <case>.model.bin   the initial checkpoint (SPEC section 3): load it with the project's reader
+//   <case>.model.bin   the initial checkpoint (docs/formats.md §2): load it with the project's reader
 //   <case>.expect.bin  what the model and optimiser must produce from it; read_golden_expect()
 // The layout of .expect.bin is documented in test/golden/README.md.
 #pragma once
@@ -42,7 +42,7 @@ inline double golden_lr(int s, int steps) {
 }
 
 // Contents of one .expect.bin file. Arrays over parameters hold every float of the model
-// in SPEC section 3 checkpoint order (padded wte rows included; their gradient is 0).
+// in docs/formats.md §2 order (padded wte rows included; their gradient is 0).
 struct GoldenExpect {
     int B = 0, T = 0, steps = 0;
     std::vector<int32_t> tokens;         // the token stream; batch s = tokens[s*B*T, s*B*T + B*T + 1)

@@ -3,10 +3,10 @@
 /usr/bin/python3 test/make_golden.py from the repository root).
 
 This is an independent float64 PyTorch implementation of the model and optimiser of
-SPEC.md sections 1 and 2, written straight from the equations there. For each of the six
+docs/model.md (the model; §5 the optimiser and schedule), written straight from the equations there. For each of the six
 cases (placement pre/post/peri x dt 1.0/0.1) on a tiny model it writes
 
-  test/golden/<placement>_dt<dt>.model.bin   the initial checkpoint, SPEC section 3 format
+  test/golden/<placement>_dt<dt>.model.bin   the initial checkpoint, docs/formats.md §2 format
   test/golden/<placement>_dt<dt>.expect.bin  the tokens, the loss and every parameter
                                              gradient on batch 0, and 5 AdamW steps
                                              (loss, grad norm, lr per step; final params)
@@ -65,7 +65,7 @@ LOOP_CLIP = 0.85                                  # crossed by some steps, not b
 # which AdamW divides by sqrt(v_hat) + eps: a larger eps keeps that noise from moving them.
 LOOP_EPS = 1e-6
 
-# Parameter tensors in SPEC section 3 order: (name, shape, kind). kind says how the
+# Parameter tensors in docs/formats.md §2 order: (name, shape, kind). kind says how the
 # tensor is initialised: "w" N(0,0.02), "wres" N(0,0.02/sqrt(2L)), "bias" N(0,0.02)
 # (perturbed from 0), "gain" 1+N(0,0.1), "lnbias" N(0,0.05) (perturbed from 1 and 0).
 BASE_PARAMS = [
@@ -92,7 +92,7 @@ PERI_PARAMS = [
     ("ln2ow", (L, C), "gain"),
     ("ln2ob", (L, C), "lnbias"),
 ]
-# SPEC section 2: weight decay only on these (the 2-D matrices; stacked over layers here).
+# docs/model.md §5: weight decay only on these (the 2-D matrices; stacked over layers here).
 DECAYED = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}
 
 
@@ -115,7 +115,7 @@ def param_specs(placement):
 
 
 def make_params(placement, seed):
-    """Draw the parameters of one case: SPEC init, then biases and LN gains/biases
+    """Draw the parameters of one case: the documented init (docs/model.md §3), then biases and LN gains/biases
     perturbed away from 0/1 so every code path matters; rounded to float32 (as they are
     stored) and returned as float64 tensors in checkpoint order."""
     g = torch.Generator().manual_seed(seed)
@@ -151,7 +151,7 @@ def batch(tokens, s):
 
 
 # ---------------------------------------------------------------------------------------
-# The model, explicit formulas (SPEC section 1).
+# The model, explicit formulas (docs/model.md §1–§2).
 # ---------------------------------------------------------------------------------------
 def layernorm(x, w, b):
     """LN(x) = (x - mean)/sqrt(var + 1e-5)*w + b over the last axis, biased variance."""
@@ -202,7 +202,7 @@ def cross_entropy(logits, targets):
 
 def forward_loss(P, placement, dt, inputs, targets):
     """Mean cross-entropy loss of the model with parameters P (dict of float64 tensors) on
-    inputs/targets (B,T), for a placement and residual step dt, per SPEC section 1."""
+    inputs/targets (B,T), for a placement and residual step dt, per docs/model.md §1–§2."""
     Bx, Tx = inputs.shape
     x = P["wte"][inputs] + P["wpe"][:Tx]
     for l in range(L):
@@ -283,7 +283,7 @@ def loss_and_grads(P, placement, dt, inputs, targets, fn=forward_loss):
 
 
 # ---------------------------------------------------------------------------------------
-# Optimiser (SPEC section 2).
+# Optimiser (docs/model.md §5).
 # ---------------------------------------------------------------------------------------
 def lr_at(s, steps=STEPS, lr=LR, lr_min=LR_MIN, warmup=WARMUP):
     """Learning rate of 0-based step s of `steps`: linear warmup lr*(s+1)/warmup for
@@ -421,7 +421,7 @@ def float32_bits(x):
 
 
 def write_checkpoint(path, P, placement, dt):
-    """The SPEC section 3 fp32 checkpoint: int32 header[256], then every parameter as
+    """The docs/formats.md §2 fp32 checkpoint: int32 header[256], then every parameter as
     float32 in checkpoint order."""
     header = [0] * 256
     header[0] = CKPT_MAGIC

@@ -1,9 +1,9 @@
-// Model checkpoints (SPEC §3), fresh initialisation (SPEC §1) and atomic file writes:
+// Model checkpoints (docs/formats.md), fresh initialisation (docs/model.md §1–§4) and atomic file writes:
 //   * write_checkpoint / read_checkpoint round-trip for each placement, header version 3 for
 //     Pre-LN with Δt = 1 (llm.c's file) and 100 otherwise, placement and Δt kept bit for bit;
 //   * refusal, with an InputError naming the file, of broken files;
 //   * an llm.c version-3 file built here by hand reads as Pre-LN, Δt = 1, same floats;
-//   * init_parameters follows SPEC §1; model_size reads the fresh sizes ./train -init takes;
+//   * init_parameters follows docs/model.md §1–§4; model_size reads the fresh sizes ./train -init takes;
 //   * write_file_atomically leaves no temporary behind and never a partial target.
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -177,7 +177,7 @@ TEST(CheckpointLayout, PeriHasFourExtraLayerNormTensors) {
     const size_t L = pre.L, C = pre.C;
     EXPECT_EQ(num_parameters(post), num_parameters(pre));
     EXPECT_EQ(num_parameters(peri), num_parameters(pre) + 4 * L * C);
-    // SPEC §3 order and sizes, written out.
+    // docs/formats.md §2 order and sizes, written out.
     const size_t Vp = pre.Vp, maxT = pre.maxT;
     const size_t sizes[] = {Vp * C, maxT * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C, L * C, L * C,
                             L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C, C, C, L * C, L * C, L * C, L * C};
@@ -317,7 +317,7 @@ TEST_F(CheckpointTest, RefusesImpossibleSizesAndDt) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fresh initialisation (SPEC §1)
+// Fresh initialisation (docs/model.md §1–§4)
 
 // Sample mean and standard deviation of n floats.
 void moments(const float* x, size_t n, double* mean, double* std) {

@@ -1,4 +1,4 @@
-// Tests of dataloader.h: SPEC §3's sequential order, validation of shard files, reproducible
+// Tests of dataloader.h: docs/formats.md §1's sequential order, validation of shard files, reproducible
 // shuffling, resuming, and the split of windows between data-parallel ranks.
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // test_files.h: the file helpers several tests share: reading a whole file, checking that a path
 // exists, a fresh scratch folder per test (removed when the test ends), writing token shards in
-// SPEC §3's layout (an int32 header[256], then the uint16 tokens), valid or deliberately broken,
+// docs/formats.md §1's layout (an int32 header[256], then the uint16 tokens), valid or deliberately broken,
 // and reading numbers and lines out of the JSON the programs write. Header-only, C++17.
 #pragma once
 

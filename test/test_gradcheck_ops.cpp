@@ -666,7 +666,7 @@ TEST(GradcheckOps, CrossEntropy) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hidden-state statistics (SPEC §5)
+// Hidden-state statistics (docs/statistics.md)
 
 TEST(StreamStatistics, SmallKnownTensor) {
     // X = [[1, -2, 3], [4, 6, -8]] (N = 2 tokens, C = 3 channels)
@@ -723,7 +723,7 @@ TEST(SumOfSquares, SmallVector) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// AdamW (SPEC §2)
+// AdamW (docs/model.md §5)
 
 // Step 1 with β1 = 0.9, β2 = 0.999: m = 0.1·g, v = 0.001·g², m̂ = g, v̂ = g², so
 // p1 = p0 − lr·(g/(|g| + ε) + wd·p0) with g the scaled gradient.
@@ -755,7 +755,7 @@ TEST(AdamW, HandComputedScalarsOverThreeSteps) {
         const double p2_0 = p1[0] - 0.1 * ((0.04 / 0.19) / (std::sqrt(0.001249 / 0.001999) + 1e-8) + wd * p1[0]);
         EXPECT_NEAR(p[0], p2_0, 1e-15);
 
-        // Steps 2 and 3 for every parameter against the SPEC formulas written out.
+        // Steps 2 and 3 for every parameter against the docs/model.md §5 formulas written out.
         double rp[3] = {p1[0], p1[1], p1[2]}, rm[3] = {m1[0], m1[1], m1[2]}, rv[3] = {v1[0], v1[1], v1[2]};
         for (int t = 2; t <= 3; t++) {
             if (t == 3) adamw_update(p, g[2], m, v, 3, h, 3, grad_scale);

@@ -1,4 +1,4 @@
-// The optimiser pieces of SPEC §2: the learning-rate schedule, gradient clipping, and
+// The optimiser pieces of docs/model.md §5: the learning-rate schedule, gradient clipping, and
 // CpuBackend::update (AdamW with weight decay on the 2-D tensors only) and grad_norm.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -87,7 +87,7 @@ TEST(ClipFactor, ClipOverNormWhenAbove) {
 // ---------------------------------------------------------------------------------------------
 // CpuBackend::update and grad_norm
 
-// The tensors SPEC §2 decays, by name (independent of param_decays()).
+// The tensors docs/model.md §5 decays, by name (independent of param_decays()).
 const std::set<std::string> kDecaying = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"};
 
 ModelConfig tiny_peri() {
@@ -139,7 +139,7 @@ TEST(CpuBackendUpdate, DecayTouchesOnlyTheTwoDimensionalTensors) {
     EXPECT_EQ(decayed, 6);
 }
 
-// Two AdamW steps with non-zero gradients and grad_scale ≠ 1, against SPEC §2 written out in
+// Two AdamW steps with non-zero gradients and grad_scale ≠ 1, against docs/model.md §5 written out in
 // double for every parameter, with weight decay chosen by tensor name.
 TEST(CpuBackendUpdate, TwoStepsMatchAdamWReferencePerTensor) {
     const ModelConfig cfg = tiny_peri();

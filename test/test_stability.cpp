@@ -1,5 +1,5 @@
 // The diagnostics of stability.h against independent computations:
-//   * the SPEC §5 statistics against direct two-pass formulas and a hand-worked tensor;
+//   * the docs/statistics.md statistics against direct two-pass formulas and a hand-worked tensor;
 //   * the exact tangent pass (JVP) of every block and residual step against a dense
 //     central-difference Jacobian of a tiny float64 model, for every placement and Δt;
 //   * the sensitivity estimate (mean, max of ‖J v‖) against the same dense Jacobian applied to
@@ -29,7 +29,7 @@ const int one_thread = (omp_set_num_threads(1), 1);
 // ---------------------------------------------------------------------------------------------
 // Statistics
 
-// Direct, two-pass versions of SPEC §5's formulas.
+// Direct, two-pass versions of docs/statistics.md's formulas.
 StreamStats direct_stats(const std::vector<double>& x, int N, int C) {
     StreamStats s;
     for (double v : x) s.mean_abs += std::fabs(v);

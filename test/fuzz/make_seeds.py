@@ -1,5 +1,5 @@
 """Writes the seed corpora of the fuzz targets (README "Fuzzing") into test/fuzz/<target>/:
-small valid files of each format (SPEC layouts as README and docs/data.md give them) and a few
+small valid files of each format (the layouts of docs/formats.md) and a few
 broken ones. Run from the repository root: python3 test/fuzz/make_seeds.py"""
 import os
 import struct
