@@ -34,12 +34,8 @@ protected:
     void SetUp() override {
         char tmpl[] = "/tmp/gpt2cli.XXXXXX";
         dir = mkdtemp(tmpl);
-        cfg.maxT = 16; cfg.V = 96; cfg.Vp = 128; cfg.L = 2; cfg.NH = 2; cfg.C = 16;
-        cfg.placement = Placement::Peri;
-        cfg.dt = 0.5f;
-        std::vector<float> params(num_parameters(cfg));
-        init_parameters(cfg, params.data(), 7);
-        write_checkpoint(dir + "/tiny.bin", cfg, params.data());
+        cfg = tiny_model(2, Placement::Peri);
+        write_fresh_checkpoint(dir + "/tiny.bin", cfg, 7);
         write_shard(dir + "/train_000.bin", random_tokens(3000, 1), 20240520, 1);
         write_shard(dir + "/val_000.bin", random_tokens(500, 2), 20240520, 1);
     }

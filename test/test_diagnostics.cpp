@@ -32,12 +32,8 @@ protected:
 
     void SetUp() override {
         dir = fresh_folder("diagnostics_");
-        cfg.maxT = 16; cfg.V = 96; cfg.Vp = 128; cfg.L = 3; cfg.NH = 2; cfg.C = 16;
-        cfg.placement = Placement::Pre;
-        cfg.dt = 0.5f;
-        std::vector<float> params(num_parameters(cfg));
-        init_parameters(cfg, params.data(), 4);
-        write_checkpoint(dir + "tiny.bin", cfg, params.data());
+        cfg = tiny_model(3, Placement::Pre);
+        write_fresh_checkpoint(dir + "tiny.bin", cfg, 4);
         write_random_shard(dir + "train_000.bin", 3000, cfg.V, 1);
         write_random_shard(dir + "val_000.bin", 500, cfg.V, 2);
     }

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint.h"
+#include "model.h"
 #include "rng.h"
 
 // The whole content of a file (empty when it cannot be read).
@@ -121,4 +123,21 @@ inline std::vector<double> json_numbers(const std::string& text, const std::stri
 inline double json_number(const std::string& text, const std::string& key) {
     const std::vector<double> v = json_numbers(text, key);
     return v.empty() ? NAN : v[0];
+}
+
+// The tiny model the program tests run: V = 96 (Vp = 128), maxT = 16, NH = 2, C = 16, L blocks,
+// the given placement, Δt = 0.5.
+inline ModelConfig tiny_model(int L, Placement placement) {
+    ModelConfig cfg;
+    cfg.maxT = 16; cfg.V = 96; cfg.Vp = 128; cfg.L = L; cfg.NH = 2; cfg.C = 16;
+    cfg.placement = placement;
+    cfg.dt = 0.5f;
+    return cfg;
+}
+
+// Writes a fresh initialisation of cfg (drawn with `seed`) as a checkpoint at path.
+inline void write_fresh_checkpoint(const std::string& path, const ModelConfig& cfg, uint64_t seed) {
+    std::vector<float> params(num_parameters(cfg));
+    init_parameters(cfg, params.data(), seed);
+    write_checkpoint(path, cfg, params.data());
 }

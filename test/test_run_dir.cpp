@@ -58,13 +58,8 @@ protected:
 
     void SetUp() override {
         dir = fresh_folder("run_dir_");
-        ModelConfig cfg;
-        cfg.maxT = 16; cfg.V = 96; cfg.Vp = 128; cfg.L = 2; cfg.NH = 2; cfg.C = 16;
-        cfg.placement = Placement::Peri;
-        cfg.dt = 0.5f;
-        std::vector<float> params(num_parameters(cfg));
-        init_parameters(cfg, params.data(), 7);
-        write_checkpoint(dir + "tiny.bin", cfg, params.data());
+        const ModelConfig cfg = tiny_model(2, Placement::Peri);
+        write_fresh_checkpoint(dir + "tiny.bin", cfg, 7);
         write_random_shard(dir + "train_000.bin", 3000, cfg.V, 1);
         write_random_shard(dir + "other_000.bin", 3000, cfg.V, 3);
         write_random_shard(dir + "val_000.bin", 500, cfg.V, 2);

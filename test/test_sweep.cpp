@@ -356,12 +356,8 @@ protected:
 
     void SetUp() override {
         Sweep::SetUp();
-        cfg.maxT = 16; cfg.V = 96; cfg.Vp = 128; cfg.L = 3; cfg.NH = 2; cfg.C = 16;
-        cfg.placement = Placement::Post;
-        cfg.dt = 0.5f;
-        std::vector<float> params(num_parameters(cfg));
-        init_parameters(cfg, params.data(), 3);
-        write_checkpoint(dir + "/tiny.bin", cfg, params.data());
+        cfg = tiny_model(3, Placement::Post);
+        write_fresh_checkpoint(dir + "/tiny.bin", cfg, 3);
     }
 
     Result eval(const std::string& extra) const {
