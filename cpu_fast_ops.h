@@ -72,27 +72,25 @@ inline T row_max(const T* x, int n) {
 // ulp; x is clamped to [−87, 88] so 2ⁿ stays a normal float (e^−87 ≈ 2e−38 stands in for
 // anything smaller); NaN stays NaN.
 inline float exp_fast(float x) {
-    {
-        x = std::min(std::max(x, -87.0f), 88.0f);
-        const float shifter = 12582912.0f;  // 1.5·2²³: adding it rounds to an integer
-        const float t = x * 1.44269504f + shifter;
-        const float n = t - shifter;  // round(x / ln2)
-        const float r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-6f;
-        float p = 1.0f / 5040;
-        p = p * r + 1.0f / 720;
-        p = p * r + 1.0f / 120;
-        p = p * r + 1.0f / 24;
-        p = p * r + 1.0f / 6;
-        p = p * r + 0.5f;
-        p = p * r + 1.0f;
-        p = p * r + 1.0f;
-        uint32_t bits;  // t's low mantissa bits hold n: bits(t) = bits(shifter) + n
-        std::memcpy(&bits, &t, sizeof bits);
-        const uint32_t scale_bits = (bits - 0x4B400000u + 127u) << 23;  // 2ⁿ
-        float scale;
-        std::memcpy(&scale, &scale_bits, sizeof scale);
-        return p * scale;
-    }
+    x = std::min(std::max(x, -87.0f), 88.0f);
+    const float shifter = 12582912.0f;  // 1.5·2²³: adding it rounds to an integer
+    const float t = x * 1.44269504f + shifter;
+    const float n = t - shifter;  // round(x / ln2)
+    const float r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-6f;
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    uint32_t bits;  // t's low mantissa bits hold n: bits(t) = bits(shifter) + n
+    std::memcpy(&bits, &t, sizeof bits);
+    const uint32_t scale_bits = (bits - 0x4B400000u + 127u) << 23;  // 2ⁿ
+    float scale;
+    std::memcpy(&scale, &scale_bits, sizeof scale);
+    return p * scale;
 }
 
 // ---------------------------------------------------------------------------------------------
