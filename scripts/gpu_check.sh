@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh — first contact of the CUDA backend with a real GPU, in about 8 minutes
-# on one H100/H200 with 16 cores and no network (docs/cuda.md §6):
+# on one H100/H200 with 16 cores and no network (docs/cuda.md §8):
 #   1. checks the driver (nvidia-smi) and builds train, eval, the benchmark and the GPU tests
 #      for sm_90; GoogleTest is taken from the system, else built from /usr/src/googletest,
 #      else the GoogleTest binaries are skipped (said in the summary) and the rest still runs;
