@@ -110,7 +110,7 @@ void expect_tensors_close(const ModelConfig& cfg, const std::vector<float>& got,
 // The statistics and gradient norms at the stream points, [1] (CUDA) against [0] (CPU). The two
 // variances are measured against the larger of them: data_var can be a thousandth of entry_var
 // (Peri-LN's output norms add nearly the same vector to every token), and then the rounding of
-// a bf16 stream, about 2e-3 of its values, swamps data_var on its own.
+// the bf16 module outputs added into the stream, about 2e-3 of their values, swamps data_var.
 void expect_stream_points_close(const std::vector<StreamStats> (&stats)[2], const std::vector<double> (&grad_norms)[2],
                                 int points, double tol) {
     ASSERT_EQ(stats[0].size(), (size_t)points);
