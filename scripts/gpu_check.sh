@@ -112,7 +112,8 @@ for test in "${TESTS[@]}"; do run_test "$(basename "$test")" "$test"; done
 # 3. The precision test alone, with its numbers.
 if [ "$GTEST" != none ]; then
   run_test precision build/cuda/cuda_test_model --gtest_filter='CudaMixedPrecision.*'
-  SUMMARY[-1]+="; $(grep -o 'precision: [A-Za-z]*-LN.*' "$OUT/precision.log" | sed 's/.*precision: \([A-Za-z]*-LN\).*fp32 stream (bf16 run) \([^,]*\), bf16 stream \(.*\)/\1 fp32 stream \2, bf16 stream \3/' | paste -sd ';' -)"
+  numbers=$(grep -o 'precision: [A-Za-z]*-LN.*' "$OUT/precision.log" | sed 's/.*precision: \([A-Za-z]*-LN\).*fp32 stream (bf16 run) \([^,]*\), bf16 stream \(.*\)/\1 fp32 stream \2, bf16 stream \3/' | paste -sd ';' -)
+  [ -n "$numbers" ] && SUMMARY[-1]+="; $numbers"
 fi
 
 # 4. d12 for 20 steps on the device against the CPU backend's first 3 losses (steps 1-3 see
