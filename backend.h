@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "memory_plan.h"
 #include "model.h"
 
 // The output logits of one forward over N positions, only the V real tokens counted.
@@ -74,3 +75,7 @@ public:
 // the device; bf16 = bf16 weights/activations with fp32 master weights, else full fp32.
 bool cuda_device_available(std::string* description);
 std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool bf16);
+// The device memory make_cuda_backend would allocate, counted without a device (docs/cuda.md §4).
+MemoryPlan cuda_memory_plan(const ModelConfig& cfg, int B, int T, bool bf16);
+// Free bytes on CUDA device 0.
+uint64_t cuda_free_memory();

@@ -5,9 +5,12 @@
 // forward, backward, gradient norm and AdamW update, on random tokens.
 //
 //   build/bench_gpu [-init d12|SIZE] [-B N] [-T N] [-steps N] [-warmup N] [-precision bf16|fp32] [-ln pre|post|peri]
+//   build/bench_gpu -plan [-init SIZE] [-B N] [-T N] [-precision P] [-fit GIB]
 //
-// B defaults to the largest power of two up to 64 whose memory fits (measured by building the
-// model at B = 1 and B = 2). On a machine without a CUDA device it says so and exits 0.
+// B defaults to 64, halved until the memory plan fits the free device memory (fit_batch,
+// memory_plan.h). On a machine without a CUDA device it says so and exits 0.
+// -plan prints the device memory the backend would allocate, by category, without a GPU
+// (docs/cuda.md §4): B defaults to ./train's 32; -fit GIB adds the largest B that fits GIB.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,19 +34,29 @@ const char* USAGE =
     "usage: build/bench_gpu [-name value ...]\n"
     "  -init d12|SIZE (d12)  model: a named size (d6..d48) or l{L}h{NH}c{C}[v{V}][t{maxT}]\n"
     "  -B N (largest that fits, up to 64)  -T N (1024, at most maxT)  -steps N (20)  -warmup N (3)\n"
-    "  -precision bf16|fp32 (bf16)  -ln pre|post|peri (pre)\n";
+    "  -precision bf16|fp32 (bf16)  -ln pre|post|peri (pre)\n"
+    "  -plan  print the planned device memory by category instead (B defaults to 32; no GPU needed)\n"
+    "  -fit GIB  with -plan: also the largest B whose plan fits GIB\n";
 
 struct Options {
     std::string init;
     int B, T, steps, warmup;
     bool bf16;
     Placement placement;
+    bool plan = false;
+    double fit_gib;
 };
 
-// Parses the flags of USAGE; anything else is an InputError.
+// Parses the flags of USAGE (-plan, which takes no value, is taken out first); anything else
+// is an InputError.
 Options parse(int argc, char** argv) {
-    Flags f(argc, argv);
+    std::vector<char*> args;
     Options o;
+    for (int i = 0; i < argc; i++) {
+        if (i > 0 && std::strcmp(argv[i], "-plan") == 0) o.plan = true;
+        else args.push_back(argv[i]);
+    }
+    Flags f((int)args.size(), args.data());
     o.init = f.str("init", "d12");
     o.B = (int)f.integer("B", 0, 1, 1 << 20);
     o.T = (int)f.integer("T", 1024, 1, 1 << 20);
@@ -51,6 +64,7 @@ Options parse(int argc, char** argv) {
     o.warmup = (int)f.integer("warmup", 3, 0, 1 << 20);
     o.bf16 = f.str("precision", "bf16", {"bf16", "fp32"}) == "bf16";
     parse_placement(f.str("ln", "pre", {"pre", "post", "peri"}), &o.placement);
+    o.fit_gib = f.real("fit", 0, 0, 1 << 20);
     f.finish();
     return o;
 }
@@ -77,21 +91,29 @@ size_t device_memory_used() {
     return total - free;
 }
 
-// The largest power-of-two B ≤ 64 whose model fits in 90% of the free memory, from the memory
-// the backend takes at B = 1 and B = 2 (a fixed part plus a part per sequence).
-int largest_batch(const ModelConfig& cfg, int T, bool bf16) {
-    size_t free = 0, total = 0;
-    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 1;
-    auto bytes_at = [&](int B) {
-        const size_t before = device_memory_used();
-        std::unique_ptr<Backend> probe = make_cuda_backend(cfg, B, T, bf16);
-        return device_memory_used() - before;
-    };
-    const size_t one = bytes_at(1), two = bytes_at(2);
-    const size_t per_sequence = two > one ? two - one : 1, fixed = one - std::min(one, per_sequence);
-    int B = 1;
-    while (B < 64 && fixed + 2 * B * per_sequence <= free / 10 * 9) B *= 2;
-    return B;
+// -plan: the device memory of the backend for (cfg, B, T) by category, and its total as the
+// last line; with -fit, first the largest B whose plan fits that many GiB.
+int print_plan(const ModelConfig& cfg, const Options& o) {
+    const int B = o.B > 0 ? o.B : 32;
+    const MemoryPlan plan = cuda_memory_plan(cfg, B, o.T, o.bf16);
+    std::printf("plan: %s (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n", o.init.c_str(), num_parameters(cfg) / 1e6,
+                placement_name(cfg.placement), o.bf16 ? "bf16" : "fp32", B, o.T);
+    for (int c = 0; c < NUM_MEMORY_CATEGORIES; c++)
+        std::printf("  %-32s %16llu bytes  %8.2f GiB\n", memory_category_name((MemoryCategory)c),
+                    (unsigned long long)plan.bytes[c], gib(plan.bytes[c]));
+    if (o.fit_gib > 0) {
+        const uint64_t room = (uint64_t)(o.fit_gib * (uint64_t(1) << 30));
+        auto fits = [&](int b) { return cuda_memory_plan(cfg, b, o.T, o.bf16).total() <= room; };
+        int lo = 0, hi = 1;  // fits(lo) (or lo = 0), !fits(hi)
+        while (hi < (1 << 16) && fits(hi)) lo = hi, hi *= 2;
+        while (hi - lo > 1) {
+            const int mid = lo + (hi - lo) / 2;
+            (fits(mid) ? lo : hi) = mid;
+        }
+        std::printf("largest B that fits %g GiB: %d\n", o.fit_gib, lo);
+    }
+    std::printf("planned device memory: %.2f GiB\n", gib(plan.total()));
+    return 0;
 }
 
 // One training step on one micro-batch; returns the loss.
@@ -109,12 +131,15 @@ int run(const Options& o) {
     if (!model_size(o.init, &cfg)) throw InputError("flag -init: '" + o.init + "' is not a model size");
     cfg.placement = o.placement;
     if (o.T > cfg.maxT) throw InputError("flag -T: at most " + std::to_string(cfg.maxT));
+    if (o.plan) return print_plan(cfg, o);
     std::string device;
     if (!cuda_device_available(&device)) {
         std::printf("bench: needs a CUDA GPU (%s); nothing to measure\n", device.c_str());
         return 0;
     }
-    const int B = o.B > 0 ? o.B : largest_batch(cfg, o.T, o.bf16);
+    const int B = o.B > 0 ? o.B
+                          : fit_batch(64, false, cuda_free_memory(),
+                                      [&](int b) { return cuda_memory_plan(cfg, b, o.T, o.bf16).total(); });
 
     std::unique_ptr<Backend> model = make_cuda_backend(cfg, B, o.T, o.bf16);
     std::vector<float> params(num_parameters(cfg));

@@ -6,7 +6,9 @@
 //   * warp reductions (sum, max) and a block sum in fp32 on __shfl_xor_sync;
 //   * deterministic column sums of an (N, width) matrix over its N rows, in two stages and
 //     without atomics, which every weight gradient that sums over positions uses;
-//   * convert (one element type to another) and DeviceArray, an owning device buffer.
+//   * convert (one element type to another) and DeviceArray, an owning device buffer;
+//   * the device ledger: while a MemoryPlan is being counted, DeviceArray adds up the bytes it
+//     would allocate instead of allocating them (docs/cuda.md §4).
 //
 // These headers define kernels and host functions, so each program includes them in exactly
 // one translation unit (gpt2.cu, or one test file).
@@ -19,9 +21,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <type_traits>
 #include <utility>
+
+#include "memory_plan.h"
 
 // ---------------------------------------------------------------------------------------------
 // Errors: a failed CUDA or cuBLAS call is a bug or a broken device, never bad user input, so
@@ -171,18 +176,56 @@ void convert(TOut* out, const TIn* in, size_t n, cudaStream_t stream) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The device ledger. Normally `plan` is null and buffers are allocated. While a CountingScope
+// lives, every DeviceArray adds its bytes to plan under `category` instead (the model sets
+// the category before each of its buffers), and the ops launch nothing: the backend can be
+// built, without a device, only to learn what it would allocate.
+
+struct DeviceLedger {
+    MemoryPlan* plan = nullptr;
+    MemoryCategory category = MemoryCategory::Scratch;
+};
+
+inline DeviceLedger& device_ledger() {
+    static DeviceLedger ledger;
+    return ledger;
+}
+
+// True while device memory is only being counted.
+inline bool counting_device_memory() { return device_ledger().plan != nullptr; }
+
+// Counts into `plan` for as long as it lives; buffers made before any category is set count
+// as scratch.
+class CountingScope {
+public:
+    explicit CountingScope(MemoryPlan* plan) { device_ledger() = {plan, MemoryCategory::Scratch}; }
+    ~CountingScope() { device_ledger() = {}; }
+    CountingScope(const CountingScope&) = delete;
+    CountingScope& operator=(const CountingScope&) = delete;
+};
+
+// ---------------------------------------------------------------------------------------------
 // DeviceArray<T>: n elements of device memory, freed with the object; movable, not copyable.
-// upload/download copy to and from host memory and return when the copy is done.
+// upload/download copy to and from host memory and return when the copy is done. Made while
+// counting, it holds no memory: data() is then a placeholder address that nothing may read
+// (offsets into it, as the model's tensor views take, stay well-defined).
 
 template <typename T>
 class DeviceArray {
 public:
     DeviceArray() = default;
     explicit DeviceArray(size_t n) : n_(n) {
-        if (n > 0) cudaCheck(cudaMalloc(&ptr_, n * sizeof(T)));
+        if (n == 0) return;
+        if (counting_device_memory()) {
+            device_ledger().plan->add(device_ledger().category, n * sizeof(T));
+            counted_ = true;
+            ptr_ = reinterpret_cast<T*>(uintptr_t(1) << 44);  // never dereferenced
+            return;
+        }
+        cudaCheck(cudaMalloc(&ptr_, n * sizeof(T)));
     }
     ~DeviceArray() {
-        if (ptr_) cudaFree(ptr_);
+        if (ptr_ && !counted_) cudaFree(ptr_);
     }
     DeviceArray(DeviceArray&& other) noexcept { swap(other); }
     DeviceArray& operator=(DeviceArray&& other) noexcept {
@@ -197,6 +240,7 @@ public:
     void swap(DeviceArray& other) noexcept {
         std::swap(ptr_, other.ptr_);
         std::swap(n_, other.n_);
+        std::swap(counted_, other.counted_);
     }
 
     void upload(const T* host, cudaStream_t stream) {
@@ -211,4 +255,5 @@ public:
 private:
     T* ptr_ = nullptr;
     size_t n_ = 0;
+    bool counted_ = false;  // made while counting: no memory behind ptr_
 };

@@ -2,6 +2,8 @@
 //
 //   forward:  out (B,T,C) = wte[tokens[b,t]] + wpe[t];  tokens (B,T), wte (Vp,C), wpe (maxT,C)
 //   backward: dwte[tokens[b,t]] += dout[b,t];  dwpe[t] += dout[b,t]   (dwte, dwpe fp32)
+// out and dout are the residual stream X_0 and its gradient (fp32 in both precisions, its
+// element type S); the weights are of type W (the bf16 copy in bf16 mode).
 //
 // The same token can sit at many positions, so its dwte row gathers several rows of dout. To
 // sum them without atomics, in a fixed order, the positions are grouped by token on the host
@@ -51,13 +53,13 @@ struct TokenBuckets {
 // Kernels
 
 // One thread per output element (n, c), n = b·T + t.
-template <typename T>
-__global__ void encoder_forward_kernel(T* out, const int32_t* tokens, const T* wte, const T* wpe, int N, int Tn,
+template <typename S, typename W>
+__global__ void encoder_forward_kernel(S* out, const int32_t* tokens, const W* wte, const W* wpe, int N, int Tn,
                                        int C) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)N * C) return;
     const int n = (int)(i / C), c = (int)(i % C), t = n % Tn;
-    out[i] = from_float<T>(to_float(wte[(size_t)tokens[n] * C + c]) + to_float(wpe[(size_t)t * C + c]));
+    out[i] = from_float<S>(to_float(wte[(size_t)tokens[n] * C + c]) + to_float(wpe[(size_t)t * C + c]));
 }
 
 // dwpe[t, c] += Σ_b dout[b, t, c], one thread per (t, c).
@@ -87,11 +89,11 @@ __global__ void wte_backward_kernel(float* dwte, const T* dout, const int32_t* t
 // Launchers
 
 // out (B,T,C) from tokens (B,T) on the device.
-template <typename T>
-void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C,
+template <typename S, typename W>
+void encoder_forward(S* out, const int32_t* tokens, const W* wte, const W* wpe, int B, int Tn, int C,
                      cudaStream_t stream) {
     const size_t n = (size_t)B * Tn * C;
-    encoder_forward_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(out, tokens, wte, wpe, B * Tn, Tn, C);
+    encoder_forward_kernel<S, W><<<ceil_div(n, 256), 256, 0, stream>>>(out, tokens, wte, wpe, B * Tn, Tn, C);
     cudaCheck(cudaGetLastError());
 }
 

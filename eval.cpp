@@ -486,7 +486,7 @@ static int evaluate(EvalOptions o) {
         tok_problem = e.what();
     }
 
-    o.B = o.B ? o.B : default_batch(8, T, {o.val_data});
+    o.B = fit_device_batch(device, o.precision, cfg, o.B ? o.B : default_batch(8, T, {o.val_data}), o.B != 0, T);
     DataLoader val(o.val_data, o.B, T, cfg.V, false, 0);
     const std::string batches = batches_read(o, val.num_windows());
     std::unique_ptr<Backend> backend = make_backend(device, o.precision, cfg, o.B, T);

@@ -5,17 +5,21 @@
 // modules, the same order of gradient accumulation. Only the ops differ: here they are the
 // kernels of the .cuh files (namespace gpu) and cuBLAS.
 //
-// T is the element type of the weights the passes read and of every activation:
-//   bf16 (the default): bf16 weights and activations; fp32 master weights, gradients of the
-//                       parameters and AdamW moments; AdamW refreshes the bf16 weights;
+// T is the element type of the weights the passes read and of the activations between them:
+//   bf16 (the default): mixed precision as PyTorch's autocast does it (docs/cuda.md §2): bf16
+//                       weights, LayerNorm outputs and matrix-product inputs and outputs; the
+//                       residual stream, its adds and its gradients fp32; fp32 master weights,
+//                       gradients of the parameters and AdamW moments; AdamW refreshes the
+//                       bf16 weights;
 //   float:              everything fp32, matrix products included (no TF32).
 // LayerNorm statistics, softmax and loss sums, norms and weight-gradient reductions are fp32
 // in both modes (docs/model.md §6).
 //
-// Device memory, allocated once for micro-batches of shape (B, T), N = B·T:
+// Device memory, allocated once for micro-batches of shape (B, T), N = B·T (cuda_memory_plan
+// counts it without allocating, docs/cuda.md §4):
 //   params, grads, m, v     fp32, num_parameters floats each, in checkpoint order (model.h)
 //   weights                 bf16 mode only: the bf16 copy of params
-//   per block               the activations Gpt2 keeps (T), LayerNorm mean/rstd (fp32)
+//   per block               the activations Gpt2 keeps (T; the stream fp32), LayerNorm mean/rstd (fp32)
 //   shared by all blocks    gradients of activations, attention scratch, reduction scratch
 // Everything runs in order on one CUDA stream; the host waits only for the loss, the norms and
 // the statistics it returns.
@@ -45,13 +49,16 @@
 #include "stats.cuh"
 
 // The CUDA ops as the model calls them: the kernels on DeviceArray buffers, activations in T,
-// statistics, losses and parameter gradients in fp32. The object owns the stream every op runs
-// on, the cuBLAS handle and the scratch memory the kernels need between and within ops.
+// the residual stream, statistics, losses and parameter gradients in fp32. The object owns the
+// stream every op runs on, the cuBLAS handle and the scratch memory the kernels need between
+// and within ops. Built while device memory is being counted (cuda_common.cuh), it only
+// counts: no stream, no handle, no launch.
 template <typename T>
 class CudaOps {
 public:
     using Act = T;
     using Acc = float;
+    using Stream = float;
     template <class U>
     using Array = DeviceArray<U>;
 
@@ -62,19 +69,24 @@ public:
         : attention_scratch(B, Tn, cfg.C, cfg.NH), buckets(B * Tn), lse(B * Tn),
           partial((size_t)MAX_ROW_CHUNKS * 4 * cfg.C), norm_partial(gpu::SUMSQ_MAX_BLOCKS),
           stats_scratch(gpu::stream_statistics_scratch(B * Tn, cfg.C)) {
+        if (counting_device_memory()) return;
         cudaCheck(cudaStreamCreate(&stream));
         cublasCheck(cublasCreate(&cublas));
         cublasCheck(cublasSetStream(cublas, stream));
-        cublasCheck(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH));  // fp32 products stay fp32
+        // fp32 products stay fp32 (no TF32); bf16 products accumulate in fp32 all the way,
+        // with no reduced-precision steps inside a split-K reduction.
+        cublasCheck(cublasSetMathMode(
+            cublas, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
     }
     ~CudaOps() {
-        cublasDestroy(cublas);
-        cudaStreamDestroy(stream);
+        if (cublas) cublasDestroy(cublas);
+        if (stream) cudaStreamDestroy(stream);
     }
     CudaOps(const CudaOps&) = delete;
     CudaOps& operator=(const CudaOps&) = delete;
 
-    // Buffers and copies.
+    // Buffers and copies. The buffers the model allocates next count under `category`.
+    void memory_category(MemoryCategory category) { device_ledger().category = category; }
     template <class U>
     Array<U> alloc(size_t n) {  // zero-filled
         Array<U> a(n);
@@ -83,12 +95,16 @@ public:
     }
     template <class U>
     void zero(Array<U>& a) {
-        cudaCheck(cudaMemsetAsync(a.data(), 0, a.size() * sizeof(U), stream));
+        if (!counting_device_memory()) cudaCheck(cudaMemsetAsync(a.data(), 0, a.size() * sizeof(U), stream));
     }
-    void copy(T* dst, const T* src, size_t n) {
-        cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+    template <class U>
+    void copy(U* dst, const U* src, size_t n) {
+        cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(U), cudaMemcpyDeviceToDevice, stream));
     }
-    void finish() { cudaCheck(cudaStreamSynchronize(stream)); }
+    void finish() {
+        if (!counting_device_memory()) cudaCheck(cudaStreamSynchronize(stream));
+    }
+    // dst = src rounded to T (the bf16 weights from params, a matrix product's input from the stream).
     void convert(T* dst, const float* src, size_t n) { ::convert(dst, src, n, stream); }
     // Uploads the batch and groups its positions by token, for encoder_backward.
     void load_batch(Array<int32_t>& tokens, Array<int32_t>& targets, const int32_t* host_tokens,
@@ -111,29 +127,35 @@ public:
     double norm(const Array<U>& a) {
         return std::sqrt(gpu::sum_of_squares(a.data(), a.size(), norm_partial.data(), stream));
     }
-    StreamStats stream_statistics(const T* x, int N, int C) {
+    StreamStats stream_statistics(const float* x, int N, int C) {
         return gpu::stream_statistics(x, N, C, stats_scratch.data(), stream);
     }
 
-    // The model's ops (the .cuh files).
-    void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C) {
+    // The model's ops (the .cuh files). The stream (X_0, residual sums, the after-add LayerNorm's
+    // output and their gradients) is float; a LayerNorm's input, output and their gradients are
+    // the stream's or the activations' type, whichever the model hands it (I, O, D, G below).
+    void encoder_forward(float* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C) {
         gpu::encoder_forward(out, tokens, wte, wpe, B, Tn, C, stream);
     }
     // tokens: the batch of the last load_batch, whose positions it grouped by token.
-    void encoder_backward(float* dwte, float* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C) {
+    void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int Tn, int C) {
         gpu::encoder_backward(dwte, dwpe, dout, buckets, B, Tn, C, stream);
     }
-    void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, int N, int C) {
+    template <class O, class I>
+    void layernorm_forward(O* out, float* mean, float* rstd, const I* x, const T* w, const T* b, int N, int C) {
         gpu::layernorm_forward(out, mean, rstd, x, w, b, N, C, stream);
     }
-    void layernorm_backward(T* dx, float* dw, float* db, const T* dout, const T* x, const T* w, const float* mean,
+    template <class D, class G, class I>
+    void layernorm_backward(D* dx, float* dw, float* db, const G* dout, const I* x, const T* w, const float* mean,
                             const float* rstd, int N, int C) {
         gpu::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, partial.data(), stream);
     }
     void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         gpu::matmul_forward(cublas, out, inp, w, bias, N, IC, OC, stream);
     }
-    void matmul_backward(T* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N, int IC,
+    // dinp is T, or float where it is the stream's gradient (a module without an input LayerNorm).
+    template <class D>
+    void matmul_backward(D* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N, int IC,
                          int OC) {
         gpu::matmul_backward(cublas, dinp, dw, dbias, dout, inp, w, N, IC, OC, partial.data(), stream);
     }
@@ -145,10 +167,10 @@ public:
     }
     void gelu_forward(T* out, const T* x, size_t n) { gpu::gelu_forward(out, x, n, stream); }
     void gelu_backward(T* dx, const T* dout, const T* x, size_t n) { gpu::gelu_backward(dx, dout, x, n, stream); }
-    void residual_forward(T* out, const T* x, const T* f, float dt, size_t n) {
+    void residual_forward(float* out, const float* x, const T* f, float dt, size_t n) {
         gpu::residual_forward(out, x, f, dt, n, stream);
     }
-    void residual_backward(T* dx, T* df, const T* dout, float dt, size_t n) {
+    void residual_backward(float* dx, T* df, const float* dout, float dt, size_t n) {
         gpu::residual_backward(dx, df, dout, dt, n, stream);
     }
     // Keeps log Σ exp(logits) per row in lse, for the backward.
@@ -176,9 +198,8 @@ template <typename T>
 class CudaBackend : public Backend {
 public:
     CudaBackend(const ModelConfig& cfg, int B, int T_, const std::string& device)
-        : model(cfg, B, T_), m(model.ops.template alloc<float>(model.params.size())),
-          v(model.ops.template alloc<float>(model.params.size())), device(device),
-          diag_scratch(std::max<size_t>(gpu::diagnostics_scratch(B, T_, cfg.NH), gpu::SUMSQ_MAX_BLOCKS)) {
+        : model(cfg, B, T_), m(moment_buffer()), v(moment_buffer()), device(device),
+          diag_scratch(scratch_buffer(std::max<size_t>(gpu::diagnostics_scratch(B, T_, cfg.NH), gpu::SUMSQ_MAX_BLOCKS))) {
         model.ops.finish();
     }
 
@@ -266,6 +287,16 @@ private:
     std::string device;       // the GPU's description
     DeviceArray<float> diag_scratch;  // the diagnostics: sums of squares, per-row maxima
 
+    // One AdamW moment (num_parameters floats, zeroed), counted with the parameters.
+    DeviceArray<float> moment_buffer() {
+        model.ops.memory_category(MemoryCategory::Parameters);
+        return model.ops.template alloc<float>(model.params.size());
+    }
+    DeviceArray<float> scratch_buffer(size_t n) {
+        model.ops.memory_category(MemoryCategory::Scratch);
+        return DeviceArray<float>(n);
+    }
+
     // Σ x² and sqrt(mean x²) of n device elements.
     template <typename E>
     double sum_sq(const E* x, size_t n) {
@@ -298,6 +329,23 @@ bool cuda_device_available(std::string* description) {
         if (prop.major < 8) *description += ": bf16 tensor cores need sm_80 or newer";
     }
     return prop.major >= 8;
+}
+
+// The device memory a CudaBackend for micro-batches (B, T) allocates, by category: the backend
+// built while counting (cuda_common.cuh), so no device is needed and none is touched.
+MemoryPlan cuda_memory_plan(const ModelConfig& cfg, int B, int T, bool use_bf16) {
+    MemoryPlan plan;
+    CountingScope counting(&plan);
+    if (use_bf16) CudaBackend<bf16>(cfg, B, T, "plan");
+    else CudaBackend<float>(cfg, B, T, "plan");
+    return plan;
+}
+
+uint64_t cuda_free_memory() {
+    size_t free = 0, total = 0;
+    cudaCheck(cudaSetDevice(0));
+    cudaCheck(cudaMemGetInfo(&free, &total));
+    return free;
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool use_bf16) {

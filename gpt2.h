@@ -11,9 +11,13 @@
 // Ops also names the element types and the array type:
 //   Act       activations and the weights the passes read (CPU: T; CUDA: float or bf16);
 //   Acc       master weights, their gradients, LayerNorm statistics and losses (CPU: T; CUDA: fp32);
+//   Stream    the residual stream X, the residual sums, the after-add LayerNorm's output and
+//             the stream's gradients (CPU: T; CUDA: fp32 in both precisions, docs/cuda.md §2);
 //   Array<U>  an owning buffer of U (std::vector on the CPU, DeviceArray on the GPU).
 //
-// All buffers are allocated once, for micro-batches of shape (B, T); N = B·T positions.
+// All buffers are allocated once, for micro-batches of shape (B, T); N = B·T positions. Before
+// each group of allocations the model tells the ops its MemoryCategory (memory_plan.h), so the
+// CUDA ops can count the bytes of each category (./bench_gpu -plan) as well as allocate them.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -22,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "memory_plan.h"
 #include "model.h"
 
 // One residual step x → x' as a sequence of its pieces, with the LayerNorms that NormPlan
@@ -32,13 +37,14 @@
 // `pass` says what each piece does to its values: the forward pass computes them (Gpt2's
 // ForwardStep), the tangent pass of stability.h pushes a direction through them. Both walk
 // this one description.
+// The stream values x, s, x' may be of another type than u, F, f (the CUDA model keeps the
+// stream in fp32 under bf16), so each LayerNorm is named at compile time.
 template <class Pass, class Value>
 Value residual_step(const NormPlan& plan, Pass& pass, Value x) {
-    Value u = plan.input ? pass.norm(StepNorm::Input, x) : x;
-    Value f = pass.module(u);
-    if (plan.output) f = pass.norm(StepNorm::Output, f);
+    auto f = plan.input ? pass.module(pass.template norm<StepNorm::Input>(x)) : pass.module(x);
+    if (plan.output) f = pass.template norm<StepNorm::Output>(f);
     Value s = pass.add(x, f);
-    return plan.after_add ? pass.norm(StepNorm::AfterAdd, s) : s;
+    return plan.after_add ? pass.template norm<StepNorm::AfterAdd>(s) : s;
 }
 
 template <class Ops>
@@ -46,24 +52,40 @@ class Gpt2 {
 public:
     using Act = typename Ops::Act;
     using Acc = typename Ops::Acc;
+    using Stream = typename Ops::Stream;
     template <class U>
     using Array = typename Ops::template Array<U>;
+    // True when the stream is kept in another type than the activations (CUDA bf16).
+    static constexpr bool separate_stream = !std::is_same<Act, Stream>::value;
 
-    // Saved values of one LayerNorm application over N rows: its output and statistics.
+    // Saved values of one LayerNorm application over N rows: its output (of type E) and
+    // statistics.
+    template <class E>
     struct NormActs {
-        Array<Act> out;         // (N,C)
+        Array<E> out;           // (N,C)
         Array<Acc> mean, rstd;  // (N)
     };
     // Saved values of one residual step x → x' (only the LayerNorms its placement uses are
     // allocated).
     struct StepActs {
-        NormActs in, out, after;  // LN_in, LN_out, LN_after
+        NormActs<Act> in, out;    // LN_in, LN_out: inputs of a matrix product or of the add
+        NormActs<Stream> after;   // LN_after: its output is the stream
+        Array<Act> module_in;     // the module's input u = x rounded to Act, when there is no
+                                  // LN_in and the stream has its own type (N,C)
         Array<Act> module_out;    // F(u) before any output LN (N,C)
-        Array<Act> sum;           // s = x + Δt·f (N,C)
-        const NormActs& norm(StepNorm which) const {
-            return which == StepNorm::Input ? in : which == StepNorm::Output ? out : after;
+        Array<Stream> sum;        // s = x + Δt·f (N,C)
+        template <StepNorm which>
+        const auto& norm() const {
+            if constexpr (which == StepNorm::Input) return in;
+            else if constexpr (which == StepNorm::Output) return out;
+            else return after;
         }
-        NormActs& norm(StepNorm which) { return const_cast<NormActs&>(std::as_const(*this).norm(which)); }
+        template <StepNorm which>
+        auto& norm() {
+            if constexpr (which == StepNorm::Input) return in;
+            else if constexpr (which == StepNorm::Output) return out;
+            else return after;
+        }
     };
     // Saved values of one block.
     struct BlockActs {
@@ -90,38 +112,42 @@ public:
 
     Gpt2(const ModelConfig& config, int batch, int seq_len)
         : ops(config, batch, seq_len), cfg(config), B(batch), Tn(seq_len), N(batch * seq_len),
-          params(alloc<Acc>(num_parameters(config))), grads(alloc<Acc>(num_parameters(config))) {
-        if constexpr (!std::is_same<Act, Acc>::value) weights = alloc<Act>(params.size());
+          params(alloc<Acc>(MemoryCategory::Parameters, num_parameters(config))),
+          grads(alloc<Acc>(MemoryCategory::Parameters, num_parameters(config))) {
+        if constexpr (!std::is_same<Act, Acc>::value) weights = alloc<Act>(MemoryCategory::Parameters, params.size());
         p = param_tensors(weight_storage(), cfg);
         g = param_tensors(grads.data(), cfg);
         const size_t C = cfg.C, NC = (size_t)N * C;
         const NormPlan plan = norm_plan(cfg.placement);
+        const auto act = MemoryCategory::Activations;
         blocks.resize(cfg.L);
         for (BlockActs& a : blocks) {
             for (StepActs* s : {&a.attn_step, &a.mlp_step}) {
                 if (plan.input) alloc_norm(s->in);
                 if (plan.output) alloc_norm(s->out);
                 if (plan.after_add) alloc_norm(s->after);
-                s->module_out = alloc<Act>(NC);
-                s->sum = alloc<Act>(NC);
+                if (separate_stream && !plan.input) s->module_in = alloc<Act>(act, NC);
+                s->module_out = alloc<Act>(act, NC);
+                s->sum = alloc<Stream>(act, NC);
             }
-            a.qkv = alloc<Act>(3 * NC);
-            a.att = alloc<Act>((size_t)B * cfg.NH * Tn * Tn);
-            a.heads = alloc<Act>(NC);
-            a.fc = alloc<Act>(4 * NC);
-            a.gelu = alloc<Act>(4 * NC);
+            a.qkv = alloc<Act>(act, 3 * NC);
+            a.att = alloc<Act>(MemoryCategory::AttentionState, (size_t)B * cfg.NH * Tn * Tn);
+            a.heads = alloc<Act>(act, NC);
+            a.fc = alloc<Act>(act, 4 * NC);
+            a.gelu = alloc<Act>(act, 4 * NC);
         }
-        embedded = alloc<Act>(NC);
+        embedded = alloc<Stream>(act, NC);
         alloc_norm(final_norm);
-        logits = alloc<Act>((size_t)N * cfg.Vp);
-        losses = alloc<Acc>(N);
-        tokens = alloc<int32_t>(N);
-        targets = alloc<int32_t>(N);
-        for (Array<Act>* v : {&d_stream, &d_stream_next, &d_h, &d_sum, &d_f, &d_mod, &d_u, &d_heads})
-            *v = alloc<Act>(NC);
-        d_qkv = alloc<Act>(3 * NC);
-        d_fc = alloc<Act>(4 * NC);
-        d_gelu = alloc<Act>(4 * NC);
+        logits = alloc<Act>(MemoryCategory::Logits, (size_t)N * cfg.Vp);
+        losses = alloc<Acc>(MemoryCategory::Logits, N);
+        tokens = alloc<int32_t>(act, N);
+        targets = alloc<int32_t>(act, N);
+        const auto scratch = MemoryCategory::Scratch;
+        for (Array<Stream>* v : {&d_stream, &d_stream_next, &d_h, &d_sum}) *v = alloc<Stream>(scratch, NC);
+        for (Array<Act>* v : {&d_f, &d_mod, &d_u, &d_heads}) *v = alloc<Act>(scratch, NC);
+        d_qkv = alloc<Act>(scratch, 3 * NC);
+        d_fc = alloc<Act>(scratch, 4 * NC);
+        d_gelu = alloc<Act>(scratch, 4 * NC);
         ops.finish();
     }
 
@@ -138,11 +164,11 @@ public:
     }
 
     // Residual stream X_i (N,C) of the last forward: i = 0 after the embedding, i = l after block l.
-    const Act* stream(int i) const { return i == 0 ? embedded.data() : block_output(blocks[i - 1]); }
+    const Stream* stream(int i) const { return i == 0 ? embedded.data() : block_output(blocks[i - 1]); }
 
     // The residual stream at half-block resolution, j = 0 .. 2L: j = 2l + 1 after block l's
     // attention step, j = 2l + 2 after its MLP step.
-    const Act* half_stream(int j) const {
+    const Stream* half_stream(int j) const {
         if (j == 0) return embedded.data();
         const BlockActs& a = blocks[(j - 1) / 2];
         return step_output(j % 2 ? a.attn_step : a.mlp_step);
@@ -171,21 +197,21 @@ public:
     const BlockActs& block_activations(int l) const { return blocks[l]; }
     // The input (N,C) that one half of block l saw in the last forward: X_l for the attention
     // step, the attention step's output for the MLP step.
-    const Act* step_input(int l, Half half) const {
+    const Stream* step_input(int l, Half half) const {
         return half == Half::Attention ? stream(l) : half_stream(2 * l + 1);
     }
     // Runs block l alone on x (N,C); returns its output (N,C), valid until block l runs again.
-    const Act* run_block(int l, const Act* x) {
+    const Stream* run_block(int l, const Stream* x) {
         block_forward(l, x);
         return block_output(blocks[l]);
     }
     // Runs one residual step of block l on x (N,C); returns x' (N,C), valid until that step
     // runs again. (half as an int: 0 attention, 1 MLP.)
-    const Act* run_step(int l, Half half, const Act* x) { return step_forward(l, half, x); }
-    const Act* run_step(int l, int half, const Act* x) { return step_forward(l, (Half)half, x); }
+    const Stream* run_step(int l, Half half, const Stream* x) { return step_forward(l, half, x); }
+    const Stream* run_step(int l, int half, const Stream* x) { return step_forward(l, (Half)half, x); }
     // Runs every block from X_0 = x0 (N,C) in place of the embedding; stream(i) then holds X_i.
     // The final LayerNorm, logits and losses are left as they were.
-    void run_blocks_from(const Act* x0) {
+    void run_blocks_from(const Stream* x0) {
         ops.copy(embedded.data(), x0, (size_t)N * cfg.C);
         for (int l = 0; l < cfg.L; l++) block_forward(l, stream(l));
     }
@@ -232,34 +258,44 @@ public:
 private:
     Array<Act> weights;  // the rounded copy of params the passes read, when Act is not Acc
     std::vector<BlockActs> blocks;
-    Array<Act> embedded;    // X_0 (N,C)
-    NormActs final_norm;    // LNf
+    Array<Stream> embedded;  // X_0 (N,C)
+    NormActs<Act> final_norm;  // LNf
     Array<Act> logits;      // (N,Vp), gradient after backward
     Array<Acc> losses;      // (N)
     Array<int32_t> tokens, targets;  // this batch (B·T), where the ops read them
-    // Gradient scratch, reused by every block (all (N,C) unless noted).
-    Array<Act> d_stream, d_stream_next, d_h, d_sum, d_f, d_mod, d_u, d_heads;
+    // Gradient scratch, reused by every block (all (N,C) unless noted): of the stream, and of
+    // the activations.
+    Array<Stream> d_stream, d_stream_next, d_h, d_sum;
+    Array<Act> d_f, d_mod, d_u, d_heads;
     Array<Act> d_qkv;         // (N,3C)
     Array<Act> d_fc, d_gelu;  // (N,4C)
 
     template <class U>
-    Array<U> alloc(size_t n) {
+    Array<U> alloc(MemoryCategory category, size_t n) {
+        ops.memory_category(category);
         return ops.template alloc<U>(n);
     }
-    void alloc_norm(NormActs& n) {
-        n.out = alloc<Act>((size_t)N * cfg.C);
-        n.mean = alloc<Acc>(N);
-        n.rstd = alloc<Acc>(N);
+    template <class E>
+    void alloc_norm(NormActs<E>& n) {
+        n.out = alloc<E>(MemoryCategory::Activations, (size_t)N * cfg.C);
+        n.mean = alloc<Acc>(MemoryCategory::Activations, N);
+        n.rstd = alloc<Acc>(MemoryCategory::Activations, N);
     }
     Act* weight_storage() {
         if constexpr (std::is_same<Act, Acc>::value) return params.data();
         else return weights.data();
     }
 
-    const Act* step_output(const StepActs& s) const {
+    const Stream* step_output(const StepActs& s) const {
         return norm_plan(cfg.placement).after_add ? s.after.out.data() : s.sum.data();
     }
-    const Act* block_output(const BlockActs& a) const { return step_output(a.mlp_step); }
+    const Stream* block_output(const BlockActs& a) const { return step_output(a.mlp_step); }
+    // The input u the module of step s multiplies: x itself, or its rounded copy module_in
+    // when the stream has its own type (x is the stream here: the step has no LN_in).
+    const Act* module_input(const StepActs& s, const Stream* x) const {
+        if constexpr (separate_stream) return s.module_in.data();
+        else return x;
+    }
 
     // ---- the block ------------------------------------------------------------------------------
     //
@@ -270,14 +306,14 @@ private:
     // Each half is one residual step (residual_step above) around its module.
 
     // Block l forward: x (N,C) → the block's output (kept in blocks[l]).
-    void block_forward(int l, const Act* x) {
-        const Act* h = step_forward(l, Half::Attention, x);
+    void block_forward(int l, const Stream* x) {
+        const Stream* h = step_forward(l, Half::Attention, x);
         step_forward(l, Half::Mlp, h);
     }
 
     // Block l backward: given d(block output) (N,C), adds d(block input) into dx (N,C).
-    void block_backward(int l, const Act* x, const Act* dout, Act* dx) {
-        const Act* h = step_output(blocks[l].attn_step);
+    void block_backward(int l, const Stream* x, const Stream* dout, Stream* dx) {
+        const Stream* h = step_output(blocks[l].attn_step);
         ops.zero(d_h);
         step_backward(l, Half::Mlp, h, dout, d_h.data());
         step_backward(l, Half::Attention, x, d_h.data(), dx);
@@ -289,22 +325,30 @@ private:
         Gpt2& m;
         int l;
         Half half;
-        const Act* norm(StepNorm which, const Act* x) { return m.norm_forward(l, half, which, x); }
-        const Act* module(const Act* u) {
-            Act* f = m.blocks[l].step(half).module_out.data();
-            if (half == Half::Attention) m.attention_forward(l, u, f);
-            else m.mlp_forward(l, u, f);
+        template <StepNorm which, class In>
+        const auto* norm(const In* x) { return m.template norm_forward<which>(l, half, x); }
+        // The module on u: the LN_in output, or the stream itself (rounded to Act first when
+        // the stream has its own type: one extra (N,C) pass and buffer per step).
+        template <class In>
+        const Act* module(const In* u) {
+            StepActs& s = m.blocks[l].step(half);
+            const Act* in = s.module_in.data();
+            if constexpr (std::is_same<In, Act>::value) in = u;
+            else m.ops.convert(s.module_in.data(), u, (size_t)m.N * m.cfg.C);
+            Act* f = s.module_out.data();
+            if (half == Half::Attention) m.attention_forward(l, in, f);
+            else m.mlp_forward(l, in, f);
             return f;
         }
-        const Act* add(const Act* x, const Act* f) {
-            Act* s = m.blocks[l].step(half).sum.data();
+        const Stream* add(const Stream* x, const Act* f) {
+            Stream* s = m.blocks[l].step(half).sum.data();
             m.ops.residual_forward(s, x, f, m.cfg.dt, (size_t)m.N * m.cfg.C);
             return s;
         }
     };
 
     // One residual step of block l forward, on its input x (N,C); returns x' (N,C).
-    const Act* step_forward(int l, Half half, const Act* x) {
+    const Stream* step_forward(int l, Half half, const Stream* x) {
         ForwardStep pass{*this, l, half};
         return residual_step(norm_plan(cfg.placement), pass, x);
     }
@@ -312,13 +356,13 @@ private:
     // One residual step of block l backward, on the same input x (N,C) as its forward: given
     // dx' (N,C), adds dx (N,C). The forward's pieces in reverse (docs/block.md §2):
     //   ds = LN_after'(dx')?   dx += ds, df = Δt·ds   dF = LN_out'(df)?   du = F'(dF)   dx += LN_in'(du)?
-    void step_backward(int l, Half half, const Act* x, const Act* dxout, Act* dx) {
+    void step_backward(int l, Half half, const Stream* x, const Stream* dxout, Stream* dx) {
         const NormPlan plan = norm_plan(cfg.placement);
         const StepActs& s = blocks[l].step(half);
-        const Act* ds = dxout;
+        const Stream* ds = dxout;
         if (plan.after_add) {
             ops.zero(d_sum);
-            norm_backward(l, half, StepNorm::AfterAdd, d_sum.data(), dxout, s.sum.data());
+            norm_backward<StepNorm::AfterAdd>(l, half, d_sum.data(), dxout, s.sum.data());
             ds = d_sum.data();
         }
         ops.zero(d_f);
@@ -326,35 +370,38 @@ private:
         const Act* dmod = d_f.data();
         if (plan.output) {
             ops.zero(d_mod);
-            norm_backward(l, half, StepNorm::Output, d_mod.data(), d_f.data(), s.module_out.data());
+            norm_backward<StepNorm::Output>(l, half, d_mod.data(), d_f.data(), s.module_out.data());
             dmod = d_mod.data();
         }
         if (plan.input) {
             ops.zero(d_u);
             module_backward(l, half, s.in.out.data(), dmod, d_u.data());
-            norm_backward(l, half, StepNorm::Input, dx, d_u.data(), x);
+            norm_backward<StepNorm::Input>(l, half, dx, d_u.data(), x);
         } else {
-            module_backward(l, half, x, dmod, dx);
+            module_backward(l, half, module_input(s, x), dmod, dx);
         }
     }
 
     // LayerNorm `which` of one half of block l on x (N,C); returns its output, saved in blocks[l].
-    const Act* norm_forward(int l, Half half, StepNorm which, const Act* x) {
-        NormActs& n = blocks[l].step(half).norm(which);
+    template <StepNorm which, class In>
+    const auto* norm_forward(int l, Half half, const In* x) {
+        auto& n = blocks[l].step(half).template norm<which>();
         const NormWeights<Act> w = step_norm(p, l, cfg.C, half, which);
         ops.layernorm_forward(n.out.data(), n.mean.data(), n.rstd.data(), x, w.w, w.b, N, cfg.C);
         return n.out.data();
     }
     // Its backward: given dout (N,C) and the forward's input x, adds dx (N,C) and the gradients
     // of its gain and bias.
-    void norm_backward(int l, Half half, StepNorm which, Act* dx, const Act* dout, const Act* x) {
-        const NormActs& n = blocks[l].step(half).norm(which);
+    template <StepNorm which, class D, class G, class X>
+    void norm_backward(int l, Half half, D* dx, const G* dout, const X* x) {
+        const auto& n = blocks[l].step(half).template norm<which>();
         const NormWeights<Act> w = step_norm(p, l, cfg.C, half, which);
         const NormWeights<Acc> dw = step_norm(g, l, cfg.C, half, which);
         ops.layernorm_backward(dx, dw.w, dw.b, dout, x, w.w, n.mean.data(), n.rstd.data(), N, cfg.C);
     }
 
-    void module_backward(int l, Half half, const Act* u, const Act* df, Act* du) {
+    template <class D>
+    void module_backward(int l, Half half, const Act* u, const Act* df, D* du) {
         if (half == Half::Attention) attention_backward(l, u, df, du);
         else mlp_backward(l, u, df, du);
     }
@@ -371,7 +418,8 @@ private:
     }
 
     // Given df (N,C), adds du (N,C) and the attention weights' gradients.
-    void attention_backward(int l, const Act* u, const Act* df, Act* du) {
+    template <class D>
+    void attention_backward(int l, const Act* u, const Act* df, D* du) {
         BlockActs& a = blocks[l];
         const size_t C = cfg.C;
         ops.zero(d_heads);
@@ -393,7 +441,8 @@ private:
     }
 
     // Given df (N,C), adds du (N,C) and the MLP weights' gradients.
-    void mlp_backward(int l, const Act* u, const Act* df, Act* du) {
+    template <class D>
+    void mlp_backward(int l, const Act* u, const Act* df, D* du) {
         BlockActs& a = blocks[l];
         const size_t C = cfg.C;
         ops.zero(d_gelu);

@@ -20,15 +20,17 @@
 #include "model.h"
 
 // The reference CPU ops as the model calls them: the functions of cpu_ops.h on std::vector
-// buffers of T, everything (activations, gradients, statistics) in T.
+// buffers of T, everything (activations, the stream, gradients, statistics) in T.
 template <typename T>
 struct ReferenceOps {
     using Act = T;
     using Acc = T;
+    using Stream = T;
     template <class U>
     using Array = std::vector<U>;
 
     ReferenceOps(const ModelConfig&, int, int) {}
+    static void memory_category(MemoryCategory) {}  // host memory is not planned
 
     // Buffers and copies.
     template <class U>

@@ -6,8 +6,11 @@
 //                       biased; mean and rstd (N) are kept, in fp32, for the backward pass.
 //   layernorm backward: dinp (N,C) += rstd·(g − mean_c(g) − x̂·mean_c(g·x̂)) with g = dout·w and
 //                       x̂ = (x − mean)·rstd;  dw (C) += Σ_n dout·x̂;  db (C) += Σ_n dout.
-// Elements are T (float or bf16); statistics, sums and the weight gradients dw, db are fp32.
-// Backward ops add (+=) into their gradients, as the CPU reference does.
+// Elements are float or bf16, each tensor its own type: in bf16 mode a LayerNorm on the stream
+// reads fp32 (X, its gradient) and writes the bf16 input of a matrix product, the after-add
+// LayerNorm of Post-LN writes the fp32 stream, the output LayerNorms of Peri-LN are bf16
+// throughout. Statistics, sums and the weight gradients dw, db are fp32. Backward ops add (+=)
+// into their gradients, as the CPU reference does.
 #pragma once
 #include "cuda_common.cuh"
 
@@ -18,13 +21,13 @@ namespace gpu {
 
 // One warp per row: the mean, then the variance around it (two passes, as the CPU does), then
 // the normalised row.
-template <typename T>
-__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* w, const T* b,
+template <typename O, typename X, typename W>
+__global__ void layernorm_forward_kernel(O* out, float* mean, float* rstd, const X* inp, const W* w, const W* b,
                                          int N, int C) {
     const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     if (row >= N) return;
-    const T* x = inp + (size_t)row * C;
+    const X* x = inp + (size_t)row * C;
     float sum = 0.0f;
     for (int c = lane; c < C; c += WARP_SIZE) sum += to_float(x[c]);
     const float m = warp_sum(sum) / C;
@@ -34,9 +37,9 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
         sq += d * d;
     }
     const float s = 1.0f / sqrtf(warp_sum(sq) / C + 1e-5f);
-    T* y = out + (size_t)row * C;
+    O* y = out + (size_t)row * C;
     for (int c = lane; c < C; c += WARP_SIZE)
-        y[c] = from_float<T>((to_float(x[c]) - m) * s * to_float(w[c]) + to_float(b[c]));
+        y[c] = from_float<O>((to_float(x[c]) - m) * s * to_float(w[c]) + to_float(b[c]));
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = s;
@@ -44,14 +47,14 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
 }
 
 // dinp, one warp per row: the two row means of g and g·x̂, then the gradient.
-template <typename T>
-__global__ void layernorm_backward_input_kernel(T* dinp, const T* dout, const T* inp, const T* w, const float* mean,
+template <typename D, typename G, typename X, typename W>
+__global__ void layernorm_backward_input_kernel(D* dinp, const G* dout, const X* inp, const W* w, const float* mean,
                                                 const float* rstd, int N, int C) {
     const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     if (row >= N) return;
-    const T* x = inp + (size_t)row * C;
-    const T* d = dout + (size_t)row * C;
+    const X* x = inp + (size_t)row * C;
+    const G* d = dout + (size_t)row * C;
     const float m = mean[row], s = rstd[row];
     float g_sum = 0.0f, gx_sum = 0.0f;
     for (int c = lane; c < C; c += WARP_SIZE) {
@@ -60,18 +63,18 @@ __global__ void layernorm_backward_input_kernel(T* dinp, const T* dout, const T*
         gx_sum += g * (to_float(x[c]) - m) * s;
     }
     const float g_mean = warp_sum(g_sum) / C, gx_mean = warp_sum(gx_sum) / C;
-    T* dx = dinp + (size_t)row * C;
+    D* dx = dinp + (size_t)row * C;
     for (int c = lane; c < C; c += WARP_SIZE) {
         const float xhat = (to_float(x[c]) - m) * s;
         const float g = to_float(d[c]) * to_float(w[c]);
-        dx[c] = from_float<T>(to_float(dx[c]) + s * (g - g_mean - xhat * gx_mean));
+        dx[c] = from_float<D>(to_float(dx[c]) + s * (g - g_mean - xhat * gx_mean));
     }
 }
 
 // dw, db stage 1 (see cuda_common.cuh): partial[k·2C + c] = Σ_{n in chunk k} dout·x̂ and
 // partial[k·2C + C + c] = Σ_{n in chunk k} dout.
-template <typename T>
-__global__ void layernorm_backward_weights_kernel(float* partial, const T* dout, const T* inp, const float* mean,
+template <typename G, typename X>
+__global__ void layernorm_backward_weights_kernel(float* partial, const G* dout, const X* inp, const float* mean,
                                                   const float* rstd, int N, int C) {
     __shared__ float shared[TILE_ROWS * TILE_COLS];
     const int c = blockIdx.x * TILE_COLS + threadIdx.x;
@@ -97,24 +100,24 @@ __global__ void layernorm_backward_weights_kernel(float* partial, const T* dout,
 // Launchers
 
 // out (N,C), mean (N), rstd (N) from inp (N,C), w (C), b (C).
-template <typename T>
-void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* w, const T* b, int N, int C,
+template <typename O, typename X, typename W>
+void layernorm_forward(O* out, float* mean, float* rstd, const X* inp, const W* w, const W* b, int N, int C,
                        cudaStream_t stream) {
-    layernorm_forward_kernel<T><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
+    layernorm_forward_kernel<O, X, W><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
         out, mean, rstd, inp, w, b, N, C);
     cudaCheck(cudaGetLastError());
 }
 
 // dinp (N,C) += ...; dw, db (C) += ... given dout (N,C) and the forward's inp, w, mean, rstd.
 // `partial` is scratch of MAX_ROW_CHUNKS·2C floats.
-template <typename T>
-void layernorm_backward(T* dinp, float* dw, float* db, const T* dout, const T* inp, const T* w, const float* mean,
+template <typename D, typename G, typename X, typename W>
+void layernorm_backward(D* dinp, float* dw, float* db, const G* dout, const X* inp, const W* w, const float* mean,
                         const float* rstd, int N, int C, float* partial, cudaStream_t stream) {
-    layernorm_backward_input_kernel<T><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
+    layernorm_backward_input_kernel<D, G, X, W><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
         dinp, dout, inp, w, mean, rstd, N, C);
     cudaCheck(cudaGetLastError());
     const int chunks = row_chunks(N);
-    layernorm_backward_weights_kernel<T><<<column_tiles(C, chunks), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
+    layernorm_backward_weights_kernel<G, X><<<column_tiles(C, chunks), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
         partial, dout, inp, mean, rstd, N, C);
     cudaCheck(cudaGetLastError());
     add_column_partials(dw, partial, chunks, 2 * C, C, stream);

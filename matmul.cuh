@@ -6,7 +6,8 @@
 //   linear backward:    dinp (N,IC) += dout·w;  dw (OC,IC) += doutᵀ·inp;  dbias (OC) += Σ_n dout.
 //
 // Operands A and B are of the element type T; the result is T, or fp32 where precision
-// matters (weight gradients, attention scores). cuBLAS multiplies in fp32 (CUBLAS_COMPUTE_32F):
+// matters (weight gradients, attention scores, an input gradient that is the residual
+// stream's). cuBLAS multiplies in fp32 (CUBLAS_COMPUTE_32F):
 // with bf16 operands it uses the tensor cores, with fp32 operands it stays exact fp32 (no
 // TF32), as the fp32 mode promises. Weight and bias gradients are fp32.
 #pragma once
@@ -78,9 +79,9 @@ void matmul_forward(cublasHandle_t handle, T* out, const T* inp, const T* w, con
 }
 
 // dinp (N,IC) += dout·w;  dw (OC,IC) += doutᵀ·inp;  dbias (OC) += Σ_n dout (skipped when
-// null). `partial` is scratch of MAX_ROW_CHUNKS·OC floats.
-template <typename T>
-void matmul_backward(cublasHandle_t handle, T* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w,
+// null). dinp is T or fp32 (D). `partial` is scratch of MAX_ROW_CHUNKS·OC floats.
+template <typename T, typename D>
+void matmul_backward(cublasHandle_t handle, D* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w,
                      int N, int IC, int OC, float* partial, cudaStream_t stream) {
     gemm(handle, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);
     gemm(handle, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);

@@ -2,8 +2,9 @@
 //
 //   residual forward:   out = x + Δt·f                 (n elements)
 //   residual backward:  dx += dout;  df += Δt·dout
-// Elements are T (float or bf16), the arithmetic fp32. The backward adds (+=) into its
-// gradients, as the CPU reference does.
+// The stream x, out, dx, dout is of type S and the module's output f, df of type F (float or
+// bf16; in bf16 mode S is float: the add happens, and is stored, in fp32). The arithmetic is
+// fp32. The backward adds (+=) into its gradients, as the CPU reference does.
 #pragma once
 #include "cuda_common.cuh"
 
@@ -13,36 +14,36 @@ namespace gpu {
 // Kernels
 
 // out = x + Δt·f, one thread per element.
-template <typename T>
-__global__ void residual_forward_kernel(T* out, const T* x, const T* f, float dt, size_t n) {
+template <typename S, typename F>
+__global__ void residual_forward_kernel(S* out, const S* x, const F* f, float dt, size_t n) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = from_float<T>(to_float(x[i]) + dt * to_float(f[i]));
+    if (i < n) out[i] = from_float<S>(to_float(x[i]) + dt * to_float(f[i]));
 }
 
 // dx += dout; df += Δt·dout, one thread per element.
-template <typename T>
-__global__ void residual_backward_kernel(T* dx, T* df, const T* dout, float dt, size_t n) {
+template <typename S, typename F>
+__global__ void residual_backward_kernel(S* dx, F* df, const S* dout, float dt, size_t n) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float d = to_float(dout[i]);
-    dx[i] = from_float<T>(to_float(dx[i]) + d);
-    df[i] = from_float<T>(to_float(df[i]) + dt * d);
+    dx[i] = from_float<S>(to_float(dx[i]) + d);
+    df[i] = from_float<F>(to_float(df[i]) + dt * d);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
 // out = x + Δt·f over n elements.
-template <typename T>
-void residual_forward(T* out, const T* x, const T* f, float dt, size_t n, cudaStream_t stream) {
-    residual_forward_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(out, x, f, dt, n);
+template <typename S, typename F>
+void residual_forward(S* out, const S* x, const F* f, float dt, size_t n, cudaStream_t stream) {
+    residual_forward_kernel<S, F><<<ceil_div(n, 256), 256, 0, stream>>>(out, x, f, dt, n);
     cudaCheck(cudaGetLastError());
 }
 
 // dx += dout; df += Δt·dout over n elements.
-template <typename T>
-void residual_backward(T* dx, T* df, const T* dout, float dt, size_t n, cudaStream_t stream) {
-    residual_backward_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(dx, df, dout, dt, n);
+template <typename S, typename F>
+void residual_backward(S* dx, F* df, const S* dout, float dt, size_t n, cudaStream_t stream) {
+    residual_backward_kernel<S, F><<<ceil_div(n, 256), 256, 0, stream>>>(dx, df, dout, dt, n);
     cudaCheck(cudaGetLastError());
 }
 

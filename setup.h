@@ -63,6 +63,19 @@ inline std::unique_ptr<Backend> make_backend(const std::string& device, const st
     return std::make_unique<CpuBackend>(cfg, B, T);
 }
 
+// The micro-batch on a resolved device: on CUDA, B (`given` by -B, or the default so far) is
+// kept, halved or refused by the device memory plan against the free device memory
+// (fit_batch, memory_plan.h), before anything is allocated; elsewhere B as it is.
+inline int fit_device_batch(const std::string& device, const std::string& precision, const ModelConfig& cfg, int B,
+                            bool given, int T) {
+#ifdef USE_CUDA
+    if (device == "cuda")
+        return fit_batch(B, given, cuda_free_memory(),
+                         [&](int b) { return cuda_memory_plan(cfg, b, T, precision == "bf16").total(); });
+#endif
+    return B;
+}
+
 // A human-readable parameter count, e.g. "124.4M".
 inline std::string format_count(size_t n) {
     char buf[32];

@@ -125,11 +125,12 @@ struct TangentStep {
     const typename CpuModel<T>::StepActs& acts() const { return m.block_activations(l).step(half); }
 
     // LayerNorm `which`, linearised at its saved input, mean and rstd.
-    const T* norm(StepNorm which, const T* dx) {
+    template <StepNorm which>
+    const T* norm(const T* dx) {
         const auto& st = acts();
         const T* x = which == StepNorm::Input ? m.step_input(l, half)
                      : which == StepNorm::Output ? st.module_out.data() : st.sum.data();
-        const auto& n = st.norm(which);
+        const auto& n = st.template norm<which>();
         T* dy = s.dnorm[(int)which].data();
         layernorm_tangent(dy, dx, x, step_norm(m.p, l, m.cfg.C, half, which).w, n.mean.data(), n.rstd.data(), m.N,
                           m.cfg.C);

@@ -257,6 +257,7 @@ static Run prepare(const TrainOptions& o) {
                                                                           : std::vector<std::string>{o.train_data});
     if (r.opt.T > r.cfg.maxT)
         throw InputError("flag -T: " + std::to_string(r.opt.T) + " exceeds the model's maxT " + std::to_string(r.cfg.maxT));
+    r.opt.B = fit_device_batch(r.device, o.precision, r.cfg, r.opt.B, o.B != 0, r.opt.T);
     const long long tokens = (long long)r.opt.B * r.opt.T;
     if (r.opt.total_batch == 0) r.opt.total_batch = gpu ? std::max(tokens, 524288LL) / tokens * tokens : tokens;
     if (r.opt.total_batch % tokens != 0)

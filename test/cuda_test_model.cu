@@ -110,7 +110,7 @@ void expect_tensors_close(const ModelConfig& cfg, const std::vector<float>& got,
 // The statistics and gradient norms at the stream points, [1] (CUDA) against [0] (CPU). The two
 // variances are measured against the larger of them: data_var can be a thousandth of entry_var
 // (Peri-LN's output norms add nearly the same vector to every token), and then the rounding of
-// a bf16 stream, about 2e-3 of its values, swamps data_var on its own.
+// the bf16 module outputs added into the stream, about 2e-3 of their values, swamps data_var.
 void expect_stream_points_close(const std::vector<StreamStats> (&stats)[2], const std::vector<double> (&grad_norms)[2],
                                 int points, double tol) {
     ASSERT_EQ(stats[0].size(), (size_t)points);
@@ -249,5 +249,114 @@ std::vector<Case> ten_step_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Placements, CudaTrainingRun, ::testing::ValuesIn(ten_step_cases()), case_name);
+
+// ---- mixed precision: the fp32 stream (docs/cuda.md §2) ----------------------------------------
+
+// x rounded to bf16 and back, element by element.
+std::vector<float> round_to_bf16(const std::vector<float>& x) {
+    std::vector<float> out(x.size());
+    for (size_t i = 0; i < x.size(); i++) out[i] = __bfloat162float(__float2bfloat16(x[i]));
+    return out;
+}
+
+// y - x, element by element.
+std::vector<float> difference(const std::vector<float>& y, const std::vector<float>& x) {
+    std::vector<float> out(x.size());
+    for (size_t i = 0; i < x.size(); i++) out[i] = y[i] - x[i];
+    return out;
+}
+
+// Hidden states of size ~100 and Δt = 0.01: each residual step adds about 0.01 to entries whose
+// bf16 spacing is 0.5. The bf16 run, whose stream is fp32, must reproduce the fp32 CPU
+// reference's X_L − X_0 within 5%; a stream stored in bf16 (the CPU reference with X rounded to
+// bf16 after every step) must lose it: its X_L − X_0 is off by more than half its size. The
+// numbers are printed (docs/cuda.md §2 quotes them).
+TEST(CudaMixedPrecision, Fp32StreamKeepsSmallStepsOfLargeStates) {
+    REQUIRE_CUDA_DEVICE();
+    for (Placement placement : {Placement::Pre, Placement::Peri}) {
+        ModelConfig cfg = tiny_config({placement, 0.01f, true});
+        cfg.L = 4;
+        const size_t NC = (size_t)B * Tn * cfg.C;
+        const std::vector<float> params = test_parameters(cfg, 21);
+        Rng rng(22);
+        std::vector<float> x0(NC);
+        for (float& x : x0) x = (rng.uniform() < 0.5 ? -100.0f : 100.0f) * (1.0f + 0.1f * (float)rng.normal());
+
+        CpuBackend cpu(cfg, B, Tn);
+        cpu.set_params(params.data());
+        cpu.model.run_blocks_from(x0.data());
+        const float* ref_out = cpu.model.stream(cfg.L);
+        const std::vector<float> want = difference(std::vector<float>(ref_out, ref_out + NC), x0);
+
+        std::unique_ptr<Backend> backend = make_cuda_backend(cfg, B, Tn, true);
+        auto& cuda = dynamic_cast<CudaBackend<bf16>&>(*backend);
+        cuda.set_params(params.data());
+        DeviceArray<float> x0_device(NC);
+        x0_device.upload(x0.data(), cuda.model.ops.stream);
+        cuda.model.run_blocks_from(x0_device.data());
+        std::vector<float> out(NC);
+        cudaCheck(cudaMemcpy(out.data(), cuda.model.stream(cfg.L), NC * sizeof(float), cudaMemcpyDeviceToHost));
+        const double mixed_err = relative_error(difference(out, x0).data(), want.data(), NC);
+
+        // The same steps with the stream stored in bf16 between them.
+        const std::vector<float> start = round_to_bf16(x0);
+        std::vector<float> x = start;
+        for (int l = 0; l < cfg.L; l++)
+            for (Half half : {Half::Attention, Half::Mlp}) {
+                const float* y = cpu.model.run_step(l, half, x.data());
+                x = round_to_bf16(std::vector<float>(y, y + NC));
+            }
+        const double bf16_stream_err = relative_error(difference(x, start).data(), want.data(), NC);
+
+        double size = 0;
+        for (float d : want) size += (double)d * d;
+        std::printf("  precision: %s-LN, |x| ~ 100, dt 0.01, L %d: rms of X_L - X_0 %.4f, its error (relative "
+                    "to the fp32 CPU): fp32 stream (bf16 run) %.2e, bf16 stream %.2e\n",
+                    placement_name(placement), cfg.L, std::sqrt(size / NC), mixed_err, bf16_stream_err);
+        EXPECT_LT(mixed_err, 0.05) << placement_name(placement) << "-LN";
+        EXPECT_GT(bf16_stream_err, 0.5) << placement_name(placement) << "-LN";
+    }
+}
+
+// ---- the memory plan (docs/cuda.md §4) ---------------------------------------------------------
+
+// The plan counts what the backend allocates: building the backend for real takes exactly the
+// planned bytes from the device (the emulator's cudaMemGetInfo counts every byte it hands out;
+// a GPU rounds allocations up, so there the plan is a lower bound within 2 MiB per buffer).
+TEST(CudaMemoryPlan, CountsWhatTheBackendAllocates) {
+    REQUIRE_CUDA_DEVICE();
+    for (bool bf16 : {false, true})
+        for (Placement placement : {Placement::Pre, Placement::Post, Placement::Peri}) {
+            const ModelConfig cfg = tiny_config({placement, 1.0f, bf16});
+            const MemoryPlan plan = cuda_memory_plan(cfg, B, Tn, bf16);
+            size_t free_before = 0, free_after = 0, total = 0;
+            cudaCheck(cudaMemGetInfo(&free_before, &total));
+            std::unique_ptr<Backend> backend = make_cuda_backend(cfg, B, Tn, bf16);
+            cudaCheck(cudaMemGetInfo(&free_after, &total));
+            const uint64_t used = free_before - free_after;
+#ifdef SIMT_EMULATION
+            EXPECT_EQ(used, plan.total()) << placement_name(placement) << (bf16 ? " bf16" : " fp32");
+#else
+            EXPECT_GE(used, plan.total()) << placement_name(placement) << (bf16 ? " bf16" : " fp32");
+#endif
+            EXPECT_EQ(plan.of(MemoryCategory::Parameters), (bf16 ? 18u : 16u) * num_parameters(cfg));
+        }
+}
+
+// Everything but attention's state and the scratch (whose reduction buffers are of fixed size)
+// is per position: doubling T doubles it exactly, as doubling B does.
+TEST(CudaMemoryPlan, ActivationMemoryIsLinearInT) {
+    for (bool bf16 : {false, true}) {
+        ModelConfig cfg = tiny_config({Placement::Peri, 1.0f, bf16});
+        const MemoryPlan at_t = cuda_memory_plan(cfg, B, 8, bf16), at_2t = cuda_memory_plan(cfg, B, 16, bf16);
+        const MemoryPlan at_2b = cuda_memory_plan(cfg, 2 * B, 8, bf16);
+        for (MemoryCategory c : {MemoryCategory::Activations, MemoryCategory::Logits}) {
+            EXPECT_GT(at_t.of(c), 0u);
+            EXPECT_EQ(at_2t.of(c), 2 * at_t.of(c)) << memory_category_name(c);
+            EXPECT_EQ(at_2b.of(c), 2 * at_t.of(c)) << memory_category_name(c);
+        }
+        EXPECT_EQ(at_2t.of(MemoryCategory::Parameters), at_t.of(MemoryCategory::Parameters));
+    }
+}
 
 }  // namespace

@@ -192,7 +192,7 @@ TEST_F(CliCuda, CheckpointReadsTheSameOnBothBackends) {
 
 TEST_F(CliCuda, BenchmarkMeasuresAndSummarises) {
     // The benchmark sits in build/ natively, beside the emulated programs otherwise. Without -B
-    // it probes the memory of B = 1 and 2 to pick the batch.
+    // it takes the largest B up to 64 whose memory plan fits the device.
     const bool emulated = std::getenv("CUDA_BIN_DIR") != nullptr;
     const std::string bench = emulated ? cuda_bin + "/bench_gpu" : "build/bench_gpu";
     if (!emulated && !exists(bench)) GTEST_SKIP() << bench << " is not built (no CUDA toolkit)";
@@ -203,6 +203,49 @@ TEST_F(CliCuda, BenchmarkMeasuresAndSummarises) {
                              "MFU", "memory", "bench-summary: tok_s="})
         EXPECT_NE(r.out.find(line), std::string::npos) << line << " missing from:\n" << r.out;
     EXPECT_GT(std::stod(r.out.substr(r.out.find("tok_s=") + 6)), 0.0) << r.out;
+}
+
+// The GPU benchmark's path: build/ natively, beside the emulated programs otherwise; empty when
+// it is not built.
+std::string bench_program(const std::string& cuda_bin) {
+    const std::string bench = std::getenv("CUDA_BIN_DIR") ? cuda_bin + "/bench_gpu" : "build/bench_gpu";
+    return exists(bench) ? bench : "";
+}
+
+// -plan needs no GPU: it counts what the backend would allocate. The categories add up to the
+// last line, and the numbers are the model's: d12's parameters and optimiser state are
+// 124,475,904 parameters × (4 + 4 + 4 + 4 + 2) bytes in bf16.
+TEST_F(CliCuda, PlanPrintsDeviceMemoryByCategoryWithoutAGpu) {
+    const std::string bench = bench_program(cuda_bin);
+    if (bench.empty()) GTEST_SKIP() << "build/bench_gpu is not built (no CUDA toolkit)";
+    Result r = run(bench + " -plan -init d12 -B 8 -T 256 -precision bf16 -fit 139");
+    ASSERT_EQ(r.status, 0) << r.err;
+    double total = 0;
+    for (const char* category : {"parameters and optimiser state", "activations", "attention statistics", "logits",
+                                 "scratch"}) {
+        const size_t at = r.out.find(category);
+        ASSERT_NE(at, std::string::npos) << category << " missing from:\n" << r.out;
+        total += std::stod(r.out.substr(at + std::string(category).size()));
+    }
+    EXPECT_NE(r.out.find(std::to_string(18ull * 124475904ull) + " bytes"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("largest B that fits 139 GiB: "), std::string::npos) << r.out;
+    const size_t last = r.out.rfind("planned device memory: ");
+    ASSERT_NE(last, std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find('\n', last), r.out.size() - 1) << "not the last line:\n" << r.out;
+    EXPECT_NEAR(std::stod(r.out.substr(last + 23)), total / (1ull << 30), 0.01) << r.out;
+    Result bad = run(bench + " -plan -init d12 -T 4096");
+    EXPECT_EQ(bad.status, 2) << bad.out;
+}
+
+// A -B whose plan exceeds the free device memory is refused in one line, before anything is
+// allocated (d48 at B = 64, T = 1024 plans far beyond the emulator's 16 GiB, or an H200's 139).
+TEST_F(CliCuda, GivenBatchThatDoesNotFitTheDeviceIsRefused) {
+    Result r = run(cuda_bin + "/train -device cuda -init d48 -B 64 -T 1024 -steps 1 -train_data '" + dir +
+                   "train_*.bin' -eval_every 0 -out " + dir + "big");
+    if (!std::getenv("CUDA_BIN_DIR") && r.err.find("no CUDA device") != std::string::npos) GTEST_SKIP() << r.err;
+    EXPECT_EQ(r.status, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("flag -B: B=64 needs "), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
 }
 
 }  // namespace
