@@ -104,7 +104,8 @@ __device__ void add_rows(T* dst, const float* tile, float scale, int row_stride,
 // c (16×16 fp32, row major, leading dimension ldc) = a·b, or += a·b when `accumulate`, over the
 // inner dimension K (a multiple of 16): a is 16×K and b is K×16, each stored row major or column
 // major (A_ROW, B_ROW) with leading dimension lda, ldb. bf16: WMMA on the tensor cores, fp32
-// accumulation; fp32: exact fp32 loops, each lane computing 8 elements of c.
+// accumulation; fp32: exact fp32 loops of fused multiply-adds (what nvcc makes of a·b + sum; the
+// host compiler of the emulated build would not fuse them), each lane computing 8 elements of c.
 template <typename T, bool A_ROW, bool B_ROW>
 __device__ void tile_product(float* c, int ldc, const T* a, int lda, const T* b, int ldb, int K, bool accumulate) {
     __syncwarp();
@@ -128,7 +129,8 @@ __device__ void tile_product(float* c, int ldc, const T* a, int lda, const T* b,
             const int row = e / ATTENTION_TILE, col = e % ATTENTION_TILE;
             float sum = accumulate ? c[row * ldc + col] : 0.0f;
             for (int k = 0; k < K; k++)
-                sum += to_float(a[A_ROW ? row * lda + k : k * lda + row]) * to_float(b[B_ROW ? k * ldb + col : col * ldb + k]);
+                sum = fmaf(to_float(a[A_ROW ? row * lda + k : k * lda + row]),
+                           to_float(b[B_ROW ? k * ldb + col : col * ldb + k]), sum);
             c[row * ldc + col] = sum;
         }
     }
@@ -244,7 +246,7 @@ __global__ void attention_delta_kernel(float* delta, const T* dout, const T* out
     const int hs = C / NH, t = row % Tn, h = row / Tn % NH, b = row / (Tn * NH);
     const size_t at = ((size_t)b * Tn + t) * C + h * hs;
     float sum = 0.0f;
-    for (int i = lane; i < hs; i += WARP_SIZE) sum += to_float(dout[at + i]) * to_float(out[at + i]);
+    for (int i = lane; i < hs; i += WARP_SIZE) sum = fmaf(to_float(dout[at + i]), to_float(out[at + i]), sum);
     sum = warp_sum(sum);
     if (lane == 0) delta[row] = sum;
 }
