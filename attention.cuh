@@ -1,167 +1,348 @@
 // attention.cuh — causal multi-head self-attention on the packed projections qkv (B,T,3C) =
-// [q | k | v], NH heads of hs = C/NH channels.
+// [q | k | v], NH heads of hs = C/NH channels, without any T×T buffer (docs/cuda.md, "The
+// attention kernels"):
 //
-//   forward:  S = q·kᵀ/√hs                  (B,NH,T,T) per head
-//             att = softmax over t' ≤ t of S (0 for t' > t), kept for backward (B,NH,T,T)
-//             out (B,T,C) = att·v, the heads side by side
-//   backward: given dout (B,T,C), with dy the head-split dout:
-//             datt = dy·vᵀ;  dv = attᵀ·dy
-//             dS[t'] = att[t']·(datt[t'] − Σ_u att[u]·datt[u])   (0 for t' > t)
-//             dq = dS·k/√hs;  dk = dSᵀ·q/√hs;  dqkv += [dq | dk | dv]
+//   forward:  for each query t of head h: s[t'] = q_t·k_t'/√hs for t' ≤ t, p = softmax(s),
+//             out (B,T,C)[t, h·hs + i] = Σ_t' p[t']·v_t'[i], and the log-sum-exp
+//             lse[t] = log Σ_t' exp(s[t']) (B,NH,T) fp32: all the backward keeps
+//   backward: given dout (B,T,C): D[t] = Σ_i dout_t[i]·out_t[i] (B,NH,T) fp32, then with the
+//             recomputed p[t'] = exp(s[t'] − lse[t]):  dp[t'] = dout_t·v_t',
+//             ds[t'] = p[t']·(dp[t'] − D[t]),  dq_t = Σ_t' ds[t']·k_t'/√hs,
+//             dk_t' = Σ_t ds[t']·q_t/√hs,  dv_t' = Σ_t p[t']·dout_t;  dqkv += [dq | dk | dv]
 //
-// The four products per direction are batched cuBLAS calls over the B·NH heads, on the tensor
-// cores in bf16 mode; the kernels here move heads in and out of qkv and do the causal softmax.
-// Scores S and datt are fp32 whatever the element type, so the softmax sees them unrounded.
-// The handle must be bound (cublasSetStream) to the stream passed in.
+// Work is cut into 16×16 tiles of (queries × keys), one warp per tile row: the forward and dq
+// kernels own 16 queries and walk the key tiles up to the diagonal with an online softmax, the
+// dk/dv kernel owns 16 keys and walks the query tiles from the diagonal down. Each output
+// element has exactly one owner, so there are no atomics and results do not depend on
+// scheduling. Tile products run on the tensor cores in bf16 (WMMA, bf16 inputs, fp32
+// accumulation) and as plain fp32 loops in fp32; softmax, scaling and the statistics are fp32.
 #pragma once
+#include <mma.h>
+
 #include <cmath>
+#include <type_traits>
 
 #include "cuda_common.cuh"
-#include "matmul.cuh"
 
 namespace gpu {
 
-// Scratch the op needs while it runs, shared by every layer. (B,NH,T,hs) unless noted.
-template <typename T>
-struct AttentionScratch {
-    DeviceArray<T> q, k, v;      // the heads split out of qkv
-    DeviceArray<T> y;            // forward: att·v; backward: dy
-    DeviceArray<T> dq, dk, dv;   // backward only
-    DeviceArray<float> scores;   // (B,NH,T,T): S in forward, datt in backward
-    DeviceArray<T> dscores;      // (B,NH,T,T): dS
+constexpr int ATTENTION_TILE = 16;  // queries or keys per tile: the WMMA tile side
+constexpr int ATTENTION_TILE_ELEMENTS = ATTENTION_TILE * ATTENTION_TILE;
 
-    AttentionScratch(int B, int Tn, int C, int NH)
-        : q((size_t)B * Tn * C), k(q.size()), v(q.size()), y(q.size()), dq(q.size()), dk(q.size()), dv(q.size()),
-          scores((size_t)B * NH * Tn * Tn), dscores(scores.size()) {}
+// Number of fp32 values the forward keeps for the backward: the log-sum-exp of every
+// (b, h, query) row. The model allocates this per layer as its attention statistics.
+inline size_t attention_saved_size(int B, int Tn, int NH) { return (size_t)B * NH * Tn; }
+
+// The head size rounded up to whole tiles: tiles are stored hs_padded wide, zeros beyond hs.
+__host__ __device__ inline int padded_head_size(int hs) {
+    return (hs + ATTENTION_TILE - 1) / ATTENTION_TILE * ATTENTION_TILE;
+}
+
+// The shared memory of one warp's tiles, carved out of the kernel's dynamic shared memory. The
+// three kernels share the layout (each uses part of it); every piece starts 32-byte aligned,
+// as WMMA requires.
+template <typename T>
+struct AttentionTiles {
+    T *q, *k, *v, *dout;  // (16, hs_padded) rows of qkv or dout, zero-padded
+    T *p, *ds;            // (16,16) probabilities and score gradients, the type the products read
+    float *s, *pf;        // (16,16) scores or dp; probabilities in fp32
+    float *acc, *acc2;    // (16, hs_padded) fp32 accumulators: out | dq | dk and dv
+    float *row_a, *row_b, *row_c;  // (16) per-row statistics
+
+    // Bytes of shared memory the layout takes for head size hs.
+    __host__ __device__ static size_t bytes(int hs) {
+        const size_t wide = (size_t)ATTENTION_TILE * padded_head_size(hs);
+        return 4 * wide * sizeof(T) + 2 * ATTENTION_TILE_ELEMENTS * sizeof(T) + 2 * ATTENTION_TILE_ELEMENTS * 4 +
+               2 * wide * 4 + 3 * ATTENTION_TILE * 4;
+    }
+    __device__ AttentionTiles(unsigned char* base, int hs) {
+        const size_t wide = (size_t)ATTENTION_TILE * padded_head_size(hs);
+        unsigned char* at = base;
+        auto take = [&at](size_t n) {
+            unsigned char* p = at;
+            at += n;
+            return p;
+        };
+        q = (T*)take(wide * sizeof(T)), k = (T*)take(wide * sizeof(T));
+        v = (T*)take(wide * sizeof(T)), dout = (T*)take(wide * sizeof(T));
+        p = (T*)take(ATTENTION_TILE_ELEMENTS * sizeof(T)), ds = (T*)take(ATTENTION_TILE_ELEMENTS * sizeof(T));
+        s = (float*)take(ATTENTION_TILE_ELEMENTS * 4), pf = (float*)take(ATTENTION_TILE_ELEMENTS * 4);
+        acc = (float*)take(wide * 4), acc2 = (float*)take(wide * 4);
+        row_a = (float*)take(ATTENTION_TILE * 4), row_b = (float*)take(ATTENTION_TILE * 4);
+        row_c = (float*)take(ATTENTION_TILE * 4);
+    }
 };
 
 // ---------------------------------------------------------------------------------------------
-// Kernels
+// Warp-level tile operations (the calling warp's 32 lanes all call them)
 
-// out (B,NH,T,hs) = the heads of inp, whose rows (b,t) are `row_stride` elements apart:
-// out[b,h,t,i] = inp[(b·T + t)·row_stride + h·hs + i]. One thread per output element.
+// tile (16, hs_padded) = rows t0 .. t0+15 of a (B,T,row_stride) tensor at columns col .. col+hs,
+// zeros past T and past hs.
 template <typename T>
-__global__ void split_heads_kernel(T* out, const T* inp, int row_stride, int B, int Tn, int NH, int hs) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * NH * Tn * hs) return;
-    const int e = (int)(i % hs), t = (int)(i / hs % Tn), h = (int)(i / ((size_t)hs * Tn) % NH);
-    const int b = (int)(i / ((size_t)hs * Tn * NH));
-    out[i] = inp[((size_t)b * Tn + t) * row_stride + h * hs + e];
+__device__ void load_rows(T* tile, const T* src, int row_stride, int col, int b, int t0, int Tn, int hs) {
+    const int hsp = padded_head_size(hs);
+    for (int e = threadIdx.x; e < ATTENTION_TILE * hsp; e += WARP_SIZE) {
+        const int r = e / hsp, i = e % hsp, t = t0 + r;
+        tile[e] = t < Tn && i < hs ? src[((size_t)b * Tn + t) * row_stride + col + i] : from_float<T>(0.0f);
+    }
 }
 
-// The inverse of split_heads: out[(b·T + t)·row_stride + h·hs + i] = inp[b,h,t,i], written or,
-// when `accumulate`, added. One thread per input element.
+// dst rows t0 .. t0+15 at columns col .. col+hs (of a (B,T,row_stride) tensor) += tile (16, hs_padded)·scale,
+// rows past T left alone.
 template <typename T>
-__global__ void merge_heads_kernel(T* out, const T* inp, int row_stride, int B, int Tn, int NH, int hs,
-                                   bool accumulate) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * NH * Tn * hs) return;
-    const int e = (int)(i % hs), t = (int)(i / hs % Tn), h = (int)(i / ((size_t)hs * Tn) % NH);
-    const int b = (int)(i / ((size_t)hs * Tn * NH));
-    T* o = out + ((size_t)b * Tn + t) * row_stride + h * hs + e;
-    *o = accumulate ? from_float<T>(to_float(*o) + to_float(inp[i])) : inp[i];
+__device__ void add_rows(T* dst, const float* tile, float scale, int row_stride, int col, int b, int t0, int Tn,
+                         int hs) {
+    const int hsp = padded_head_size(hs);
+    for (int e = threadIdx.x; e < ATTENTION_TILE * hs; e += WARP_SIZE) {
+        const int r = e / hs, i = e % hs, t = t0 + r;
+        if (t >= Tn) continue;
+        T* o = dst + ((size_t)b * Tn + t) * row_stride + col + i;
+        *o = from_float<T>(to_float(*o) + tile[r * hsp + i] * scale);
+    }
 }
 
-// att = causal softmax of the scores, one warp per row (b, h, t): max and sum over t' ≤ t in
-// fp32, then the probabilities, and zeros for t' > t.
+// c (16×16 fp32, row major, leading dimension ldc) = a·b, or += a·b when `accumulate`, over the
+// inner dimension K (a multiple of 16): a is 16×K and b is K×16, each stored row major or column
+// major (A_ROW, B_ROW) with leading dimension lda, ldb. bf16: WMMA on the tensor cores, fp32
+// accumulation; fp32: exact fp32 loops of fused multiply-adds (what nvcc makes of a·b + sum; the
+// host compiler of the emulated build would not fuse them), each lane computing 8 elements of c.
+template <typename T, bool A_ROW, bool B_ROW>
+__device__ void tile_product(float* c, int ldc, const T* a, int lda, const T* b, int ldb, int K, bool accumulate) {
+    __syncwarp();
+    if constexpr (std::is_same<T, bf16>::value) {
+        namespace wmma = nvcuda::wmma;
+        using LayoutA = std::conditional_t<A_ROW, wmma::row_major, wmma::col_major>;
+        using LayoutB = std::conditional_t<B_ROW, wmma::row_major, wmma::col_major>;
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> sum;
+        if (accumulate) wmma::load_matrix_sync(sum, c, ldc, wmma::mem_row_major);
+        else wmma::fill_fragment(sum, 0.0f);
+        for (int k0 = 0; k0 < K; k0 += ATTENTION_TILE) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LayoutA> fa;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LayoutB> fb;
+            wmma::load_matrix_sync(fa, a + (A_ROW ? k0 : (size_t)k0 * lda), lda);
+            wmma::load_matrix_sync(fb, b + (B_ROW ? (size_t)k0 * ldb : k0), ldb);
+            wmma::mma_sync(sum, fa, fb, sum);
+        }
+        wmma::store_matrix_sync(c, sum, ldc, wmma::mem_row_major);
+    } else {
+        for (int e = threadIdx.x; e < ATTENTION_TILE_ELEMENTS; e += WARP_SIZE) {
+            const int row = e / ATTENTION_TILE, col = e % ATTENTION_TILE;
+            float sum = accumulate ? c[row * ldc + col] : 0.0f;
+            for (int k = 0; k < K; k++)
+                sum = fmaf(to_float(a[A_ROW ? row * lda + k : k * lda + row]),
+                           to_float(b[B_ROW ? k * ldb + col : col * ldb + k]), sum);
+            c[row * ldc + col] = sum;
+        }
+    }
+    __syncwarp();
+}
+
+// acc (16, hs_padded) += a (16×16, row major if A_ROW, else its transpose is stored) · m (16, hs_padded),
+// one 16-column tile product at a time.
+template <typename T, bool A_ROW>
+__device__ void accumulate_times_rows(float* acc, const T* a, const T* m, int hs) {
+    const int hsp = padded_head_size(hs);
+    for (int n0 = 0; n0 < hsp; n0 += ATTENTION_TILE)
+        tile_product<T, A_ROW, true>(acc + n0, hsp, a, ATTENTION_TILE, m + n0, hsp, ATTENTION_TILE, true);
+}
+
+// Zeros n floats of shared memory.
+__device__ inline void zero_shared(float* x, int n) {
+    for (int e = threadIdx.x; e < n; e += WARP_SIZE) x[e] = 0.0f;
+}
+
+// True when key k0 + col may be attended to by query t0 + row: causal and inside the sequence.
+__device__ inline bool attends(int t0, int row, int k0, int col, int Tn) {
+    return t0 + row < Tn && k0 + col <= t0 + row;
+}
+
+// The probabilities of one tile recomputed from its scores s = q·kᵀ (16×16) and the rows' lse:
+// pf = exp(s/√hs − lse) where attended, else 0, and p = pf in T.
 template <typename T>
-__global__ void causal_softmax_kernel(T* att, const float* scores, int rows, int Tn) {
+__device__ void recompute_probabilities(AttentionTiles<T>& m, const float* lse, float scale, int t0, int k0, int Tn) {
+    for (int e = threadIdx.x; e < ATTENTION_TILE_ELEMENTS; e += WARP_SIZE) {
+        const int r = e / ATTENTION_TILE, c = e % ATTENTION_TILE;
+        const float p = attends(t0, r, k0, c, Tn) ? expf(m.s[e] * scale - lse[r]) : 0.0f;
+        m.pf[e] = p;
+        m.p[e] = from_float<T>(p);
+    }
+    __syncwarp();
+}
+
+// The score gradients of one tile from dp (in m.s) and the rows' D: ds = pf·(dp − D)/√hs, in T.
+template <typename T>
+__device__ void score_gradients(AttentionTiles<T>& m, const float* delta, float scale) {
+    for (int e = threadIdx.x; e < ATTENTION_TILE_ELEMENTS; e += WARP_SIZE)
+        m.ds[e] = from_float<T>(m.pf[e] * (m.s[e] - delta[e / ATTENTION_TILE]) * scale);
+    __syncwarp();
+}
+
+// rows[r] = values[((b·NH + h)·T + t0 + r)] for the tile's rows inside the sequence, else 0.
+__device__ inline void load_row_values(float* rows, const float* values, int bh, int t0, int Tn) {
+    for (int r = threadIdx.x; r < ATTENTION_TILE; r += WARP_SIZE)
+        rows[r] = t0 + r < Tn ? values[(size_t)bh * Tn + t0 + r] : 0.0f;
+    __syncwarp();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels: one warp per block; grid (T tiles, NH, B)
+
+// out and lse for the 16 queries of tile blockIdx.x of head blockIdx.y, sequence blockIdx.z.
+// Online softmax over the key tiles up to the diagonal: per row the running maximum (row_a) and
+// the running sum of exp (row_b); when the maximum grows, the sum and the output accumulated so
+// far are scaled by exp(old max − new max) (row_c).
+template <typename T>
+__global__ void __launch_bounds__(WARP_SIZE)
+    attention_forward_kernel(T* out, float* lse, const T* qkv, int Tn, int C, int NH) {
+    extern __shared__ __align__(128) unsigned char attention_shared[];
+    const int hs = C / NH, hsp = padded_head_size(hs), h = blockIdx.y, b = blockIdx.z;
+    const int t0 = blockIdx.x * ATTENTION_TILE;
+    const float scale = 1.0f / sqrtf((float)hs);
+    AttentionTiles<T> m(attention_shared, hs);
+    load_rows(m.q, qkv, 3 * C, h * hs, b, t0, Tn, hs);
+    zero_shared(m.acc, ATTENTION_TILE * hsp);
+    for (int r = threadIdx.x; r < ATTENTION_TILE; r += WARP_SIZE) m.row_a[r] = -INFINITY, m.row_b[r] = 0.0f;
+    for (int k0 = 0; k0 <= t0; k0 += ATTENTION_TILE) {
+        load_rows(m.k, qkv, 3 * C, C + h * hs, b, k0, Tn, hs);
+        load_rows(m.v, qkv, 3 * C, 2 * C + h * hs, b, k0, Tn, hs);
+        tile_product<T, true, false>(m.s, ATTENTION_TILE, m.q, hsp, m.k, hsp, hsp, false);  // q·kᵀ
+        for (int r = threadIdx.x; r < ATTENTION_TILE; r += WARP_SIZE) {
+            float new_max = m.row_a[r];
+            for (int c = 0; c < ATTENTION_TILE; c++)
+                if (attends(t0, r, k0, c, Tn)) new_max = fmaxf(new_max, m.s[r * ATTENTION_TILE + c] * scale);
+            const bool empty = new_max == -INFINITY;  // a row past T: nothing attended yet
+            float sum = 0.0f;
+            for (int c = 0; c < ATTENTION_TILE; c++) {
+                const int e = r * ATTENTION_TILE + c;
+                const T p = from_float<T>(attends(t0, r, k0, c, Tn) ? expf(m.s[e] * scale - new_max) : 0.0f);
+                m.p[e] = p;
+                sum += to_float(p);  // the rounded value, the one the product below uses
+            }
+            m.row_c[r] = empty ? 1.0f : expf(m.row_a[r] - new_max);
+            m.row_b[r] = m.row_b[r] * m.row_c[r] + sum;
+            m.row_a[r] = new_max;
+        }
+        __syncwarp();
+        for (int e = threadIdx.x; e < ATTENTION_TILE * hsp; e += WARP_SIZE) m.acc[e] *= m.row_c[e / hsp];
+        accumulate_times_rows<T, true>(m.acc, m.p, m.v, hs);  // acc += p·v
+    }
+    for (int r = threadIdx.x; r < ATTENTION_TILE; r += WARP_SIZE) {
+        if (t0 + r < Tn) lse[((size_t)b * NH + h) * Tn + t0 + r] = m.row_a[r] + logf(m.row_b[r]);
+        m.row_c[r] = t0 + r < Tn ? 1.0f / m.row_b[r] : 0.0f;
+    }
+    __syncwarp();
+    for (int e = threadIdx.x; e < ATTENTION_TILE * hs; e += WARP_SIZE) {
+        const int r = e / hs, i = e % hs;
+        if (t0 + r < Tn) out[((size_t)b * Tn + t0 + r) * C + h * hs + i] = from_float<T>(m.acc[r * hsp + i] * m.row_c[r]);
+    }
+}
+
+// delta (B,NH,T) = Σ_i dout·out over each head's hs channels, one warp per (b, h, t) row.
+template <typename T>
+__global__ void attention_delta_kernel(float* delta, const T* dout, const T* out, int B, int Tn, int C, int NH) {
     const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
-    if (row >= rows) return;
-    const int t = row % Tn;
-    const float* s = scores + (size_t)row * Tn;
-    float max_s = -INFINITY;
-    for (int t2 = lane; t2 <= t; t2 += WARP_SIZE) max_s = fmaxf(max_s, s[t2]);
-    max_s = warp_max(max_s);
+    if (row >= B * NH * Tn) return;
+    const int hs = C / NH, t = row % Tn, h = row / Tn % NH, b = row / (Tn * NH);
+    const size_t at = ((size_t)b * Tn + t) * C + h * hs;
     float sum = 0.0f;
-    for (int t2 = lane; t2 <= t; t2 += WARP_SIZE) sum += expf(s[t2] - max_s);
+    for (int i = lane; i < hs; i += WARP_SIZE) sum = fmaf(to_float(dout[at + i]), to_float(out[at + i]), sum);
     sum = warp_sum(sum);
-    T* a = att + (size_t)row * Tn;
-    for (int t2 = lane; t2 < Tn; t2 += WARP_SIZE) a[t2] = from_float<T>(t2 <= t ? expf(s[t2] - max_s) / sum : 0.0f);
+    if (lane == 0) delta[row] = sum;
 }
 
-// dS from att and datt, one warp per row: Σ_u att·datt over u ≤ t, then dS, zeros for t' > t.
+// dq for the 16 queries of tile blockIdx.x: over the key tiles up to the diagonal, recompute
+// p, then dp = dout·vᵀ, ds, and dq += ds·k.
 template <typename T>
-__global__ void causal_softmax_backward_kernel(T* dscores, const T* att, const float* datt, int rows, int Tn) {
-    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
-    const int lane = threadIdx.x % WARP_SIZE;
-    if (row >= rows) return;
-    const int t = row % Tn;
-    const T* a = att + (size_t)row * Tn;
-    const float* d = datt + (size_t)row * Tn;
-    float weighted = 0.0f;
-    for (int t2 = lane; t2 <= t; t2 += WARP_SIZE) weighted += to_float(a[t2]) * d[t2];
-    weighted = warp_sum(weighted);
-    T* ds = dscores + (size_t)row * Tn;
-    for (int t2 = lane; t2 < Tn; t2 += WARP_SIZE)
-        ds[t2] = from_float<T>(t2 <= t ? to_float(a[t2]) * (d[t2] - weighted) : 0.0f);
+__global__ void __launch_bounds__(WARP_SIZE)
+    attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* delta, int Tn,
+                                 int C, int NH) {
+    extern __shared__ __align__(128) unsigned char attention_shared[];
+    const int hs = C / NH, hsp = padded_head_size(hs), h = blockIdx.y, b = blockIdx.z, bh = b * NH + h;
+    const int t0 = blockIdx.x * ATTENTION_TILE;
+    const float scale = 1.0f / sqrtf((float)hs);
+    AttentionTiles<T> m(attention_shared, hs);
+    load_rows(m.q, qkv, 3 * C, h * hs, b, t0, Tn, hs);
+    load_rows(m.dout, dout, C, h * hs, b, t0, Tn, hs);
+    load_row_values(m.row_a, lse, bh, t0, Tn);
+    load_row_values(m.row_b, delta, bh, t0, Tn);
+    zero_shared(m.acc, ATTENTION_TILE * hsp);
+    for (int k0 = 0; k0 <= t0; k0 += ATTENTION_TILE) {
+        load_rows(m.k, qkv, 3 * C, C + h * hs, b, k0, Tn, hs);
+        load_rows(m.v, qkv, 3 * C, 2 * C + h * hs, b, k0, Tn, hs);
+        tile_product<T, true, false>(m.s, ATTENTION_TILE, m.q, hsp, m.k, hsp, hsp, false);  // q·kᵀ
+        recompute_probabilities(m, m.row_a, scale, t0, k0, Tn);
+        tile_product<T, true, false>(m.s, ATTENTION_TILE, m.dout, hsp, m.v, hsp, hsp, false);  // dp = dout·vᵀ
+        score_gradients(m, m.row_b, scale);
+        accumulate_times_rows<T, true>(m.acc, m.ds, m.k, hs);  // dq += ds·k
+    }
+    add_rows(dqkv, m.acc, 1.0f, 3 * C, h * hs, b, t0, Tn, hs);
+}
+
+// dk and dv for the 16 keys of tile blockIdx.x: over the query tiles from the diagonal on,
+// recompute p, then dv += pᵀ·dout, dp = dout·vᵀ, ds, and dk += dsᵀ·q.
+template <typename T>
+__global__ void __launch_bounds__(WARP_SIZE)
+    attention_backward_dkdv_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* delta,
+                                   int Tn, int C, int NH) {
+    extern __shared__ __align__(128) unsigned char attention_shared[];
+    const int hs = C / NH, hsp = padded_head_size(hs), h = blockIdx.y, b = blockIdx.z, bh = b * NH + h;
+    const int k0 = blockIdx.x * ATTENTION_TILE;
+    const float scale = 1.0f / sqrtf((float)hs);
+    AttentionTiles<T> m(attention_shared, hs);
+    load_rows(m.k, qkv, 3 * C, C + h * hs, b, k0, Tn, hs);
+    load_rows(m.v, qkv, 3 * C, 2 * C + h * hs, b, k0, Tn, hs);
+    zero_shared(m.acc, ATTENTION_TILE * hsp);   // dk
+    zero_shared(m.acc2, ATTENTION_TILE * hsp);  // dv
+    for (int t0 = k0; t0 < Tn; t0 += ATTENTION_TILE) {
+        load_rows(m.q, qkv, 3 * C, h * hs, b, t0, Tn, hs);
+        load_rows(m.dout, dout, C, h * hs, b, t0, Tn, hs);
+        load_row_values(m.row_a, lse, bh, t0, Tn);
+        load_row_values(m.row_b, delta, bh, t0, Tn);
+        tile_product<T, true, false>(m.s, ATTENTION_TILE, m.q, hsp, m.k, hsp, hsp, false);  // q·kᵀ
+        recompute_probabilities(m, m.row_a, scale, t0, k0, Tn);
+        accumulate_times_rows<T, false>(m.acc2, m.p, m.dout, hs);  // dv += pᵀ·dout
+        tile_product<T, true, false>(m.s, ATTENTION_TILE, m.dout, hsp, m.v, hsp, hsp, false);  // dp = dout·vᵀ
+        score_gradients(m, m.row_b, scale);
+        accumulate_times_rows<T, false>(m.acc, m.ds, m.q, hs);  // dk += dsᵀ·q
+    }
+    add_rows(dqkv, m.acc, 1.0f, 3 * C, C + h * hs, b, k0, Tn, hs);
+    add_rows(dqkv, m.acc2, 1.0f, 3 * C, 2 * C + h * hs, b, k0, Tn, hs);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
-// The heads of a (B,T,row_stride) tensor starting at `inp` into out (B,NH,T,hs), and back.
-template <typename T>
-void split_heads(T* out, const T* inp, int row_stride, int B, int Tn, int C, int NH, cudaStream_t stream) {
-    const size_t n = (size_t)B * Tn * C;
-    split_heads_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(out, inp, row_stride, B, Tn, NH, C / NH);
+// Launches a tile kernel over grid (T tiles, NH, B), one warp per block, with the dynamic shared
+// memory of AttentionTiles<T> for this head size (allowed above 48 KiB where needed).
+template <typename T, typename Kernel, typename... Args>
+void launch_attention_tiles(Kernel kernel, int B, int Tn, int C, int NH, cudaStream_t stream, Args... args) {
+    const size_t shared = AttentionTiles<T>::bytes(C / NH);
+    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+    const dim3 grid((unsigned)ceil_div(Tn, ATTENTION_TILE), (unsigned)NH, (unsigned)B);
+    kernel<<<grid, WARP_SIZE, shared, stream>>>(args...);
     cudaCheck(cudaGetLastError());
 }
 
+// out (B,T,C) and lse (attention_saved_size(B,T,NH) floats) from qkv (B,T,3C).
 template <typename T>
-void merge_heads(T* out, const T* inp, int row_stride, int B, int Tn, int C, int NH, bool accumulate,
-                 cudaStream_t stream) {
-    const size_t n = (size_t)B * Tn * C;
-    merge_heads_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(out, inp, row_stride, B, Tn, NH, C / NH, accumulate);
-    cudaCheck(cudaGetLastError());
+void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH, cudaStream_t stream) {
+    launch_attention_tiles<T>(attention_forward_kernel<T>, B, Tn, C, NH, stream, out, lse, qkv, Tn, C, NH);
 }
 
-// out (B,T,C) and att (B,NH,T,T) from qkv (B,T,3C).
+// dqkv (B,T,3C) += the gradient of attention_forward given dout (B,T,C), its qkv, out and lse.
+// delta is scratch of attention_saved_size(B,T,NH) floats.
 template <typename T>
-void attention_forward(cublasHandle_t handle, T* out, T* att, const T* qkv, AttentionScratch<T>& s, int B, int Tn,
-                       int C, int NH, cudaStream_t stream) {
-    const int hs = C / NH, heads = B * NH;
-    const long long head = (long long)Tn * hs, square = (long long)Tn * Tn;
-    split_heads(s.q.data(), qkv, 3 * C, B, Tn, C, NH, stream);
-    split_heads(s.k.data(), qkv + C, 3 * C, B, Tn, C, NH, stream);
-    split_heads(s.v.data(), qkv + 2 * C, 3 * C, B, Tn, C, NH, stream);
-    const float scale = 1.0f / std::sqrt((float)hs);
-    gemm_batched(handle, false, true, Tn, Tn, hs, scale, s.q.data(), hs, head, s.k.data(), hs, head, 0.0f,
-                 s.scores.data(), Tn, square, heads);
-    causal_softmax_kernel<T><<<ceil_div(heads * Tn, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0,
-                            stream>>>(att, s.scores.data(), heads * Tn, Tn);
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, float* delta, int B,
+                        int Tn, int C, int NH, cudaStream_t stream) {
+    const size_t rows = attention_saved_size(B, Tn, NH);
+    attention_delta_kernel<T><<<ceil_div(rows, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
+        delta, dout, out, B, Tn, C, NH);
     cudaCheck(cudaGetLastError());
-    gemm_batched(handle, false, false, Tn, hs, Tn, 1.0f, att, Tn, square, s.v.data(), hs, head, 0.0f,
-                 s.y.data(), hs, head, heads);
-    merge_heads(out, s.y.data(), C, B, Tn, C, NH, false, stream);
-}
-
-// dqkv (B,T,3C) += the gradient of attention_forward given dout (B,T,C), qkv and att.
-template <typename T>
-void attention_backward(cublasHandle_t handle, T* dqkv, const T* dout, const T* qkv, const T* att,
-                        AttentionScratch<T>& s, int B, int Tn, int C, int NH, cudaStream_t stream) {
-    const int hs = C / NH, heads = B * NH;
-    const long long head = (long long)Tn * hs, square = (long long)Tn * Tn;
-    split_heads(s.q.data(), qkv, 3 * C, B, Tn, C, NH, stream);
-    split_heads(s.k.data(), qkv + C, 3 * C, B, Tn, C, NH, stream);
-    split_heads(s.v.data(), qkv + 2 * C, 3 * C, B, Tn, C, NH, stream);
-    split_heads(s.y.data(), dout, C, B, Tn, C, NH, stream);
-    gemm_batched(handle, false, true, Tn, Tn, hs, 1.0f, s.y.data(), hs, head, s.v.data(), hs, head, 0.0f,
-                 s.scores.data(), Tn, square, heads);
-    gemm_batched(handle, true, false, Tn, hs, Tn, 1.0f, att, Tn, square, s.y.data(), hs, head, 0.0f, s.dv.data(), hs,
-                 head, heads);
-    causal_softmax_backward_kernel<T><<<ceil_div(heads * Tn, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE,
-                                     0, stream>>>(s.dscores.data(), att, s.scores.data(), heads * Tn, Tn);
-    cudaCheck(cudaGetLastError());
-    const float scale = 1.0f / std::sqrt((float)hs);
-    gemm_batched(handle, false, false, Tn, hs, Tn, scale, s.dscores.data(), Tn, square, s.k.data(), hs,
-                 head, 0.0f, s.dq.data(), hs, head, heads);
-    gemm_batched(handle, true, false, Tn, hs, Tn, scale, s.dscores.data(), Tn, square, s.q.data(), hs,
-                 head, 0.0f, s.dk.data(), hs, head, heads);
-    merge_heads(dqkv, s.dq.data(), 3 * C, B, Tn, C, NH, true, stream);
-    merge_heads(dqkv + C, s.dk.data(), 3 * C, B, Tn, C, NH, true, stream);
-    merge_heads(dqkv + 2 * C, s.dv.data(), 3 * C, B, Tn, C, NH, true, stream);
+    launch_attention_tiles<T>(attention_backward_dq_kernel<T>, B, Tn, C, NH, stream, dqkv, dout, qkv, lse,
+                              (const float*)delta, Tn, C, NH);
+    launch_attention_tiles<T>(attention_backward_dkdv_kernel<T>, B, Tn, C, NH, stream, dqkv, dout, qkv, lse,
+                              (const float*)delta, Tn, C, NH);
 }
 
 }  // namespace gpu

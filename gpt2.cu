@@ -19,8 +19,9 @@
 // counts it without allocating, docs/cuda.md §4):
 //   params, grads, m, v     fp32, num_parameters floats each, in checkpoint order (model.h)
 //   weights                 bf16 mode only: the bf16 copy of params
-//   per block               the activations Gpt2 keeps (T; the stream fp32), LayerNorm mean/rstd (fp32)
-//   shared by all blocks    gradients of activations, attention scratch, reduction scratch
+//   per block               the activations Gpt2 keeps (T; the stream fp32), LayerNorm mean/rstd and
+//                           attention's log-sum-exp per row (fp32)
+//   shared by all blocks    gradients of activations, attention's row sums, reduction scratch
 // Everything runs in order on one CUDA stream; the host waits only for the loss, the norms and
 // the statistics it returns.
 #include <cublas_v2.h>
@@ -66,7 +67,7 @@ public:
     cublasHandle_t cublas = nullptr;
 
     CudaOps(const ModelConfig& cfg, int B, int Tn)
-        : attention_scratch(B, Tn, cfg.C, cfg.NH), buckets(B * Tn), lse(B * Tn),
+        : attention_delta(gpu::attention_saved_size(B, Tn, cfg.NH)), buckets(B * Tn), lse(B * Tn),
           partial((size_t)MAX_ROW_CHUNKS * 4 * cfg.C), norm_partial(gpu::SUMSQ_MAX_BLOCKS),
           stats_scratch(gpu::stream_statistics_scratch(B * Tn, cfg.C)) {
         if (counting_device_memory()) return;
@@ -159,11 +160,15 @@ public:
                          int OC) {
         gpu::matmul_backward(cublas, dinp, dw, dbias, dout, inp, w, N, IC, OC, partial.data(), stream);
     }
-    void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int NH) {
-        gpu::attention_forward(cublas, out, att, qkv, attention_scratch, B, Tn, C, NH, stream);
+    // Attention saves the log-sum-exp of each (b, h, t) row, fp32 (attention.cuh).
+    using AttentionSaved = float;
+    static size_t attention_saved_size(int B, int Tn, int NH) { return gpu::attention_saved_size(B, Tn, NH); }
+    void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH) {
+        gpu::attention_forward(out, lse, qkv, B, Tn, C, NH, stream);
     }
-    void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int B, int Tn, int C, int NH) {
-        gpu::attention_backward(cublas, dqkv, dout, qkv, att, attention_scratch, B, Tn, C, NH, stream);
+    void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tn,
+                            int C, int NH) {
+        gpu::attention_backward(dqkv, dout, qkv, out, lse, attention_delta.data(), B, Tn, C, NH, stream);
     }
     void gelu_forward(T* out, const T* x, size_t n) { gpu::gelu_forward(out, x, n, stream); }
     void gelu_backward(T* dx, const T* dout, const T* x, size_t n) { gpu::gelu_backward(dx, dout, x, n, stream); }
@@ -182,7 +187,7 @@ public:
     }
 
 private:
-    gpu::AttentionScratch<T> attention_scratch;
+    DeviceArray<float> attention_delta;  // (B,NH,T) Σ dout·out per row, for attention_backward
     gpu::TokenBuckets buckets;          // this batch's positions grouped by token, for the wte gradient
     DeviceArray<float> lse;             // (N) log Σ exp(logits) of the last crossentropy_forward
     DeviceArray<float> partial;         // column-sum partials, MAX_ROW_CHUNKS·4C

@@ -13,7 +13,9 @@
 //   Acc       master weights, their gradients, LayerNorm statistics and losses (CPU: T; CUDA: fp32);
 //   Stream    the residual stream X, the residual sums, the after-add LayerNorm's output and
 //             the stream's gradients (CPU: T; CUDA: fp32 in both precisions, docs/cuda.md §2);
-//   Array<U>  an owning buffer of U (std::vector on the CPU, DeviceArray on the GPU).
+//   Array<U>  an owning buffer of U (std::vector on the CPU, DeviceArray on the GPU);
+//   AttentionSaved  what attention keeps for its backward, attention_saved_size(B, T, NH) of them
+//             (CPU: the probabilities (B,NH,T,T) in T; CUDA: the log-sum-exp per row (B,NH,T), fp32).
 //
 // All buffers are allocated once, for micro-batches of shape (B, T); N = B·T positions. Before
 // each group of allocations the model tells the ops its MemoryCategory (memory_plan.h), so the
@@ -91,7 +93,7 @@ public:
     struct BlockActs {
         StepActs attn_step, mlp_step;
         Array<Act> qkv;    // (N,3C)
-        Array<Act> att;    // attention probabilities (B,NH,T,T)
+        Array<typename Ops::AttentionSaved> att;  // what attention saves for its backward (see above)
         Array<Act> heads;  // attention output before its projection (N,C)
         Array<Act> fc;     // (N,4C) before GELU
         Array<Act> gelu;   // (N,4C)
@@ -131,7 +133,8 @@ public:
                 s->sum = alloc<Stream>(act, NC);
             }
             a.qkv = alloc<Act>(act, 3 * NC);
-            a.att = alloc<Act>(MemoryCategory::AttentionState, (size_t)B * cfg.NH * Tn * Tn);
+            a.att = alloc<typename Ops::AttentionSaved>(MemoryCategory::AttentionState,
+                                                        Ops::attention_saved_size(B, Tn, cfg.NH));
             a.heads = alloc<Act>(act, NC);
             a.fc = alloc<Act>(act, 4 * NC);
             a.gelu = alloc<Act>(act, 4 * NC);
@@ -426,7 +429,8 @@ private:
         ops.matmul_backward(d_heads.data(), g.attprojw + l * C * C, g.attprojb + l * C, df, a.heads.data(),
                             p.attprojw + l * C * C, N, (int)C, (int)C);
         ops.zero(d_qkv);
-        ops.attention_backward(d_qkv.data(), d_heads.data(), a.qkv.data(), a.att.data(), B, Tn, (int)C, cfg.NH);
+        ops.attention_backward(d_qkv.data(), d_heads.data(), a.qkv.data(), a.heads.data(), a.att.data(), B, Tn,
+                               (int)C, cfg.NH);
         ops.matmul_backward(du, g.qkvw + l * 3 * C * C, g.qkvb + l * 3 * C, d_qkv.data(), u, p.qkvw + l * 3 * C * C,
                             N, (int)C, (int)(3 * C));
     }

@@ -78,7 +78,11 @@ struct ReferenceOps {
     static void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int NH) {
         ::attention_forward(out, att, qkv, B, Tn, C, NH);
     }
-    static void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int B, int Tn, int C, int NH) {
+    // Attention saves its probabilities (B,NH,T,T); the backward needs them, not the output.
+    using AttentionSaved = T;
+    static size_t attention_saved_size(int B, int Tn, int NH) { return (size_t)B * NH * Tn * Tn; }
+    static void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* /*out*/, const T* att, int B,
+                                   int Tn, int C, int NH) {
         ::attention_backward(dqkv, dout, qkv, att, B, Tn, C, NH);
     }
     static void gelu_forward(T* out, const T* x, size_t n) { ::gelu_forward(out, x, n); }
@@ -121,7 +125,8 @@ struct FastOps : ReferenceOps<float> {
     static void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int NH) {
         fast::attention_forward(out, att, qkv, B, Tn, C, NH);
     }
-    static void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int B, int Tn, int C, int NH) {
+    static void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* /*out*/, const T* att, int B,
+                                   int Tn, int C, int NH) {
         fast::attention_backward(dqkv, dout, qkv, att, B, Tn, C, NH);
     }
     static void gelu_forward(T* out, const T* x, size_t n) { fast::gelu_forward(out, x, n); }

@@ -312,42 +312,88 @@ TYPED_TEST(Kernel, MatmulBackward) {
     expect_close(d_dbias, dbias, tolerance<T>(), "matmul dbias");
 }
 
+// Attention shapes (B, T, C, NH): T = 1, 17 and 33 leave the last 16-row tile partly or mostly
+// empty, head sizes 12 (padded to one 16-wide tile) and 64 (four tiles), several heads and
+// sequences so that head and batch offsets into qkv are exercised.
+struct AttentionShape {
+    int B, Tn, C, NH;
+};
+constexpr AttentionShape kAttentionShapes[] = {{2, 1, 24, 2}, {2, 17, 48, 4}, {1, 33, 24, 2}, {1, 17, 64, 1},
+                                               {2, 33, 128, 2}};
+
+std::string describe(const AttentionShape& s) {
+    return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.Tn) + " hs=" + std::to_string(s.C / s.NH) +
+           " NH=" + std::to_string(s.NH);
+}
+
 TYPED_TEST(Kernel, AttentionForward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
-    Rng rng(8);
-    const std::vector<float> qkv = rounded<T>(random_vector(rng, (size_t)N * 3 * C));
-    std::vector<float> want((size_t)N * C), want_att((size_t)B * NH * Tn * Tn);
-    ::attention_forward(want.data(), want_att.data(), qkv.data(), B, Tn, C, NH);
+    for (const AttentionShape& s : kAttentionShapes) {
+        SCOPED_TRACE(describe(s));
+        Rng rng(8);
+        const size_t rows = (size_t)s.B * s.Tn;
+        const std::vector<float> qkv = rounded<T>(random_vector(rng, rows * 3 * s.C));
+        std::vector<float> want(rows * s.C), att((size_t)s.B * s.NH * s.Tn * s.Tn);
+        ::attention_forward(want.data(), att.data(), qkv.data(), s.B, s.Tn, s.C, s.NH);
+        // The log-sum-exp the backward needs, from the reference's scores in double.
+        std::vector<float> want_lse(gpu::attention_saved_size(s.B, s.Tn, s.NH));
+        const int hs = s.C / s.NH;
+        for (int b = 0; b < s.B; b++)
+            for (int h = 0; h < s.NH; h++)
+                for (int t = 0; t < s.Tn; t++) {
+                    double sum = 0;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        double dot = 0;
+                        for (int i = 0; i < hs; i++)
+                            dot += (double)qkv[((size_t)b * s.Tn + t) * 3 * s.C + h * hs + i] *
+                                   qkv[((size_t)b * s.Tn + t2) * 3 * s.C + s.C + h * hs + i];
+                        sum += std::exp(dot / std::sqrt((double)hs));
+                    }
+                    want_lse[((size_t)b * s.NH + h) * s.Tn + t] = (float)std::log(sum);
+                }
 
-    Cublas cublas;
-    gpu::AttentionScratch<T> scratch(B, Tn, C, NH);
-    auto out = poisoned<T>((size_t)N * C);
-    auto att = poisoned<T>(want_att.size());
-    gpu::attention_forward(cublas.handle, out.data(), att.data(), to_device<T>(qkv).data(), scratch, B, Tn, C, NH,
-                           kStream);
-    expect_close(out, want, tolerance<T>(), "attention out");
-    expect_close(att, want_att, tolerance<T>(), "attention att");
+        auto out = poisoned<T>(want.size());
+        auto lse = poisoned<float>(want_lse.size());
+        gpu::attention_forward(out.data(), lse.data(), to_device<T>(qkv).data(), s.B, s.Tn, s.C, s.NH, kStream);
+        expect_close(out, want, tolerance<T>(), "attention out, " + describe(s));
+        expect_close(lse, want_lse, tolerance<T>(), "attention lse, " + describe(s));
+    }
 }
 
 TYPED_TEST(Kernel, AttentionBackward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
-    Rng rng(9);
-    const std::vector<float> qkv = rounded<T>(random_vector(rng, (size_t)N * 3 * C));
-    std::vector<float> out((size_t)N * C), att((size_t)B * NH * Tn * Tn);
-    ::attention_forward(out.data(), att.data(), qkv.data(), B, Tn, C, NH);
-    att = rounded<T>(att);
-    const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)N * C));
-    std::vector<float> dqkv = rounded<T>(random_vector(rng, (size_t)N * 3 * C));
-    auto d_dqkv = to_device<T>(dqkv);
-    ::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, Tn, C, NH);
+    for (const AttentionShape& s : kAttentionShapes) {
+        SCOPED_TRACE(describe(s));
+        Rng rng(9);
+        const size_t rows = (size_t)s.B * s.Tn;
+        const std::vector<float> qkv = rounded<T>(random_vector(rng, rows * 3 * s.C));
+        const std::vector<float> dout = rounded<T>(random_vector(rng, rows * s.C));
+        std::vector<float> dqkv = rounded<T>(random_vector(rng, rows * 3 * s.C));
+        auto d_dqkv = to_device<T>(dqkv);
+        auto d_qkv = to_device<T>(qkv);
+        std::vector<float> out(rows * s.C), att((size_t)s.B * s.NH * s.Tn * s.Tn);
+        ::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.Tn, s.C, s.NH);
+        ::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), s.B, s.Tn, s.C, s.NH);
 
-    Cublas cublas;
-    gpu::AttentionScratch<T> scratch(B, Tn, C, NH);
-    gpu::attention_backward(cublas.handle, d_dqkv.data(), to_device<T>(dout).data(), to_device<T>(qkv).data(),
-                            to_device<T>(att).data(), scratch, B, Tn, C, NH, kStream);
-    expect_close(d_dqkv, dqkv, tolerance<T>(), "attention dqkv");
+        // The backward reads what the forward kernel saved and wrote.
+        const size_t saved = gpu::attention_saved_size(s.B, s.Tn, s.NH);
+        DeviceArray<T> d_out(rows * s.C);
+        DeviceArray<float> lse(saved);
+        auto delta = poisoned<float>(saved);
+        gpu::attention_forward(d_out.data(), lse.data(), d_qkv.data(), s.B, s.Tn, s.C, s.NH, kStream);
+        gpu::attention_backward(d_dqkv.data(), to_device<T>(dout).data(), d_qkv.data(), d_out.data(), lse.data(),
+                                delta.data(), s.B, s.Tn, s.C, s.NH, kStream);
+        expect_close(d_dqkv, dqkv, tolerance<T>(), "attention dqkv, " + describe(s));
+        // The gradient alone (from zero), whose error the random start above would dilute.
+        std::vector<float> grad(rows * 3 * s.C, 0.0f);
+        ::attention_backward(grad.data(), dout.data(), qkv.data(), att.data(), s.B, s.Tn, s.C, s.NH);
+        auto d_grad = to_device<T>(std::vector<float>(grad.size(), 0.0f));
+        gpu::attention_backward(d_grad.data(), to_device<T>(dout).data(), d_qkv.data(), d_out.data(), lse.data(),
+                                delta.data(), s.B, s.Tn, s.C, s.NH, kStream);
+        expect_close(d_grad, grad, tolerance<T>(), "attention dqkv from zero, " + describe(s));
+    }
 }
 
 TYPED_TEST(Kernel, GeluForwardAndBackward) {

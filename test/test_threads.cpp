@@ -124,7 +124,7 @@ TYPED_TEST(BothOps, Attention) {
     expect_thread_independent([&] {
         Floats out((size_t)N * C), att((size_t)B * NH * Tn * Tn), dqkv((size_t)N * 3 * C, 0.1f);
         TypeParam::attention_forward(out.data(), att.data(), qkv.data(), B, Tn, C, NH);
-        TypeParam::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, Tn, C, NH);
+        TypeParam::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), att.data(), B, Tn, C, NH);
         return Outputs{out, att, dqkv};
     });
 }

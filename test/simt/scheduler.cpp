@@ -33,7 +33,9 @@ constexpr unsigned kMaxThreadsPerBlock = 1024;
 constexpr unsigned kMaxBlockDimZ = 64;
 constexpr unsigned kMaxGridDimX = 2147483647u;
 constexpr unsigned kMaxGridDimYZ = 65535;
-constexpr std::size_t kSharedAlignment = 16;  // enough for float4 and friends
+// Shared memory begins 128-byte aligned, as on a GPU: enough for float4 and for WMMA tiles
+// (32 bytes), which extern __shared__ __align__(128) arrays rely on.
+constexpr std::size_t kSharedAlignment = 128;
 constexpr unsigned char kUninitialisedByte = 0xff;  // NaN as float, -1 as integer
 constexpr std::uint64_t kUndefinedShuffleBits = ~std::uint64_t{0};
 

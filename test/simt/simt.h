@@ -4,7 +4,8 @@
 // The CUDA toolkit's own headers supply the types and declarations: uint3, dim3, float4, the
 // runtime API (implemented in runtime.cpp), cuBLAS (cublas.cpp) and the bf16 type with its
 // host arithmetic. This header adds what only exists on a GPU: the thread coordinates,
-// barriers, warp operations, atomics and intrinsics (device_api.h), and the launch helper
+// barriers, warp operations, atomics and intrinsics (device_api.h), the WMMA warp matrix
+// operations (wmma.h), and the launch helper
 // that rewritten `<<<...>>>` launches call (launch.h).
 #pragma once
 
@@ -21,4 +22,5 @@
 #include <cuda_bf16.h>
 
 #include "device_api.h"
+#include "wmma.h"
 #include "launch.h"
