@@ -73,6 +73,13 @@ void adamw_update(float* params, T* copy, const float* grads, float* m, float* v
     cudaCheck(cudaGetLastError());
 }
 
+// Traffic of adamw_update: params, grads, m, v read; params, m, v written, and the bf16 copy
+// when there is one; about 15 FLOPs per parameter.
+template <typename T>
+Traffic adamw_update_traffic(size_t n, bool copy) {
+    return {"adamw_kernel", 16.0 * n, 12.0 * n + (copy ? (double)n * sizeof(T) : 0.0), 15.0 * n};
+}
+
 // Σ x² over n elements: per-block fp32 sums on the device, added in order (in double) on the
 // host. `partial` is scratch of SUMSQ_MAX_BLOCKS floats. Waits for the result.
 template <typename T>
@@ -87,6 +94,14 @@ double sum_of_squares(const T* x, size_t n, float* partial, cudaStream_t stream)
     double total = 0.0;
     for (float s : host) total += s;
     return total;
+}
+
+// Traffic of sum_of_squares: x read, one partial per block written.
+template <typename T>
+Traffic sum_of_squares_traffic(size_t n) {
+    const size_t wanted = std::max<size_t>(1, ceil_div(n, SUMSQ_MIN_PER_THREAD * SUMSQ_THREADS));
+    const size_t blocks = std::min<size_t>(SUMSQ_MAX_BLOCKS, wanted);
+    return {"sum_of_squares_kernel", (double)n * sizeof(T), 4.0 * blocks, 2.0 * n};
 }
 
 }  // namespace gpu

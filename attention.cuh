@@ -117,6 +117,29 @@ void merge_heads(T* out, const T* inp, int row_stride, int B, int Tn, int C, int
     cudaCheck(cudaGetLastError());
 }
 
+// Traffic of split_heads (B·T·C elements read and written) and of merge_heads (which also
+// reads out when it accumulates).
+template <typename T>
+Traffic split_heads_traffic(int B, int Tn, int C) {
+    const double bytes = (double)B * Tn * C * sizeof(T);
+    return {"split_heads_kernel", bytes, bytes, 0};
+}
+template <typename T>
+Traffic merge_heads_traffic(int B, int Tn, int C, bool accumulate) {
+    const double bytes = (double)B * Tn * C * sizeof(T);
+    return {"merge_heads_kernel", accumulate ? 2 * bytes : bytes, bytes, accumulate ? bytes / sizeof(T) : 0.0};
+}
+
+// Traffic of the causal softmax over `rows` rows of T scores: forward reads the fp32 scores
+// t' ≤ t and writes all of att; backward reads att and datt at t' ≤ t and writes all of dS.
+template <typename T>
+Traffic causal_softmax_traffic(int heads, int Tn, bool backward) {
+    const double triangle = (double)heads * Tn * (Tn + 1) / 2, square = (double)heads * Tn * Tn;
+    if (backward)
+        return {"causal_softmax_backward_kernel", triangle * (sizeof(T) + 4), square * sizeof(T), 4 * triangle};
+    return {"causal_softmax_kernel", 4 * triangle, square * sizeof(T), 5 * triangle};
+}
+
 // out (B,T,C) and att (B,NH,T,T) from qkv (B,T,3C).
 template <typename T>
 void attention_forward(cublasHandle_t handle, T* out, T* att, const T* qkv, AttentionScratch<T>& s, int B, int Tn,
@@ -135,6 +158,16 @@ void attention_forward(cublasHandle_t handle, T* out, T* att, const T* qkv, Atte
     gemm_batched(handle, false, false, Tn, hs, Tn, 1.0f, att, Tn, square, s.v.data(), hs, head, 0.0f,
                  s.y.data(), hs, head, heads);
     merge_heads(out, s.y.data(), C, B, Tn, C, NH, false, stream);
+}
+
+// Traffic of attention_forward: three splits, S = q·kᵀ (fp32), the softmax, att·v, the merge.
+template <typename T>
+Launches attention_forward_traffic(int B, int Tn, int C, int NH) {
+    const int hs = C / NH, heads = B * NH;
+    const Traffic split = split_heads_traffic<T>(B, Tn, C);
+    return {split, split, split, gemm_traffic(Tn, Tn, hs, false, sizeof(T), 4, heads),
+            causal_softmax_traffic<T>(heads, Tn, false), gemm_traffic(Tn, hs, Tn, false, sizeof(T), sizeof(T), heads),
+            merge_heads_traffic<T>(B, Tn, C, false)};
 }
 
 // dqkv (B,T,3C) += the gradient of attention_forward given dout (B,T,C), qkv and att.
@@ -162,6 +195,17 @@ void attention_backward(cublasHandle_t handle, T* dqkv, const T* dout, const T* 
     merge_heads(dqkv, s.dq.data(), 3 * C, B, Tn, C, NH, true, stream);
     merge_heads(dqkv + C, s.dk.data(), 3 * C, B, Tn, C, NH, true, stream);
     merge_heads(dqkv + 2 * C, s.dv.data(), 3 * C, B, Tn, C, NH, true, stream);
+}
+
+// Traffic of attention_backward: four splits, datt (fp32) and dv, the softmax backward, dq and
+// dk, three accumulating merges.
+template <typename T>
+Launches attention_backward_traffic(int B, int Tn, int C, int NH) {
+    const int hs = C / NH, heads = B * NH;
+    const Traffic split = split_heads_traffic<T>(B, Tn, C), merge = merge_heads_traffic<T>(B, Tn, C, true);
+    const Traffic head_product = gemm_traffic(Tn, hs, Tn, false, sizeof(T), sizeof(T), heads);
+    return {split, split, split, split, gemm_traffic(Tn, Tn, hs, false, sizeof(T), 4, heads), head_product,
+            causal_softmax_traffic<T>(heads, Tn, true), head_product, head_product, merge, merge, merge};
 }
 
 }  // namespace gpu

@@ -23,6 +23,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "traffic.h"
+
 // ---------------------------------------------------------------------------------------------
 // Errors: a failed CUDA or cuBLAS call is a bug or a broken device, never bad user input, so
 // the program stops at once, saying where.
@@ -150,6 +152,11 @@ inline void add_column_partials(float* out, const float* partial, int chunks, in
     cudaCheck(cudaGetLastError());
 }
 
+// Its traffic: the `chunks` partials of each column read, out read and written.
+inline Traffic add_column_partials_traffic(int chunks, int width) {
+    return {"add_column_partials_kernel", 4.0 * width * (chunks + 1), 4.0 * width, (double)width * chunks};
+}
+
 // Grid of a stage-1 kernel over `width` columns and `chunks` row chunks.
 inline dim3 column_tiles(int width, int chunks) { return dim3((unsigned)ceil_div(width, TILE_COLS), (unsigned)chunks); }
 
@@ -168,6 +175,11 @@ void convert(TOut* out, const TIn* in, size_t n, cudaStream_t stream) {
     if (n == 0) return;
     convert_kernel<TOut, TIn><<<ceil_div(n, 256), 256, 0, stream>>>(out, in, n);
     cudaCheck(cudaGetLastError());
+}
+
+template <typename TOut, typename TIn>
+Traffic convert_traffic(size_t n) {
+    return {"convert_kernel", (double)n * sizeof(TIn), (double)n * sizeof(TOut), 0};
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -95,6 +95,14 @@ void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, 
     cudaCheck(cudaGetLastError());
 }
 
+// Traffic of encoder_forward: the tokens, one wte row per position (all distinct at worst) and
+// T rows of wpe read, out written.
+template <typename T>
+Traffic encoder_forward_traffic(int B, int Tn, int C) {
+    const double N = (double)B * Tn;
+    return {"encoder_forward_kernel", 4.0 * N + (N + Tn) * C * sizeof(T), N * C * sizeof(T), N * C};
+}
+
 // dwte (Vp,C), dwpe (maxT,C) += from dout (B,T,C); `buckets` were built from this batch's tokens.
 template <typename T>
 void encoder_backward(float* dwte, float* dwpe, const T* dout, const TokenBuckets& buckets, int B, int Tn, int C,
@@ -106,6 +114,18 @@ void encoder_backward(float* dwte, float* dwpe, const T* dout, const TokenBucket
     wte_backward_kernel<T><<<grid, 256, 0, stream>>>(dwte, dout, buckets.token.data(), buckets.start.data(),
                                                   buckets.position.data(), C);
     cudaCheck(cudaGetLastError());
+}
+
+// Traffic of encoder_backward with `distinct` tokens in the batch: dwpe (T,C) from dout, then
+// dout again, the buckets and the `distinct` rows of dwte (read and written).
+template <typename T>
+Launches encoder_backward_traffic(int B, int Tn, int C, int distinct) {
+    const double N = (double)B * Tn, nc = N * C, tc = (double)Tn * C;
+    Launches out{{"wpe_backward_kernel", nc * sizeof(T) + 4.0 * tc, 4.0 * tc, nc}};
+    if (distinct > 0)
+        out.push_back({"wte_backward_kernel", nc * sizeof(T) + 4.0 * (2.0 * distinct + 1 + N) + 4.0 * distinct * C,
+                       4.0 * distinct * C, nc});
+    return out;
 }
 
 }  // namespace gpu

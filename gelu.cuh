@@ -46,11 +46,23 @@ void gelu_forward(T* out, const T* inp, size_t n, cudaStream_t stream) {
     cudaCheck(cudaGetLastError());
 }
 
+// Traffic of gelu_forward: inp read, out written, about 10 FLOPs per element.
+template <typename T>
+Traffic gelu_forward_traffic(size_t n) {
+    return {"gelu_forward_kernel", (double)n * sizeof(T), (double)n * sizeof(T), 10.0 * n};
+}
+
 // dinp += dout·GELU'(inp), n elements.
 template <typename T>
 void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n, cudaStream_t stream) {
     gelu_backward_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(dinp, dout, inp, n);
     cudaCheck(cudaGetLastError());
+}
+
+// Traffic of gelu_backward: dout, inp and dinp read, dinp written, about 20 FLOPs per element.
+template <typename T>
+Traffic gelu_backward_traffic(size_t n) {
+    return {"gelu_backward_kernel", 3.0 * n * sizeof(T), (double)n * sizeof(T), 20.0 * n};
 }
 
 }  // namespace gpu

@@ -105,6 +105,14 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* 
     cudaCheck(cudaGetLastError());
 }
 
+// Traffic of layernorm_forward: inp (N,C), w and b (C) read; out (N,C), mean and rstd (N)
+// written; about 8 FLOPs per element.
+template <typename T>
+Traffic layernorm_forward_traffic(int N, int C) {
+    const double nc = (double)N * C;
+    return {"layernorm_forward_kernel", (nc + 2.0 * C) * sizeof(T), nc * sizeof(T) + 8.0 * N, 8.0 * nc};
+}
+
 // dinp (N,C) += ...; dw, db (C) += ... given dout (N,C) and the forward's inp, w, mean, rstd.
 // `partial` is scratch of MAX_ROW_CHUNKS·2C floats.
 template <typename T>
@@ -119,6 +127,18 @@ void layernorm_backward(T* dinp, float* dw, float* db, const T* dout, const T* i
     cudaCheck(cudaGetLastError());
     add_column_partials(dw, partial, chunks, 2 * C, C, stream);
     add_column_partials(db, partial + C, chunks, 2 * C, C, stream);
+}
+
+// Traffic of layernorm_backward: the input gradient (dout, inp, dinp, w, mean, rstd read;
+// dinp written), the weight partials (dout, inp, mean, rstd read), then dw and db.
+template <typename T>
+Launches layernorm_backward_traffic(int N, int C) {
+    const double nc = (double)N * C;
+    const int chunks = row_chunks(N);
+    return {{"layernorm_backward_input_kernel", 3.0 * nc * sizeof(T) + C * sizeof(T) + 8.0 * N, nc * sizeof(T),
+             12.0 * nc},
+            {"layernorm_backward_weights_kernel", 2.0 * nc * sizeof(T) + 8.0 * N, 8.0 * chunks * C, 5.0 * nc},
+            add_column_partials_traffic(chunks, C), add_column_partials_traffic(chunks, C)};
 }
 
 }  // namespace gpu

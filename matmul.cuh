@@ -39,6 +39,15 @@ void gemm_batched(cublasHandle_t handle, bool transA, bool transB, int M, int N,
                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+// Traffic of gemm_batched with elements of sizes ab_bytes (A, B) and c_bytes (C): each of the
+// `batch` products reads op(A) (M,K) and op(B) (K,N), reads C only when beta ≠ 0, writes C
+// (M,N), and does 2·M·N·K FLOPs (matrices of one batch assumed not to overlap). gemm is batch 1.
+inline Traffic gemm_traffic(int M, int N, int K, bool beta_nonzero, size_t ab_bytes, size_t c_bytes, int batch = 1) {
+    const double mn = (double)M * N * batch;
+    return {"gemm", ((double)M * K + (double)K * N) * batch * ab_bytes + (beta_nonzero ? mn * c_bytes : 0.0),
+            mn * c_bytes, 0, 2.0 * mn * K};
+}
+
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
@@ -77,6 +86,15 @@ void matmul_forward(cublasHandle_t handle, T* out, const T* inp, const T* w, con
     cudaCheck(cudaGetLastError());
 }
 
+// Traffic of matmul_forward: the product, then the bias pass that reads and writes out.
+template <typename T>
+Launches matmul_forward_traffic(int N, int IC, int OC, bool bias) {
+    Launches out{gemm_traffic(N, OC, IC, false, sizeof(T), sizeof(T))};
+    const double n = (double)N * OC;
+    if (bias) out.push_back({"add_bias_kernel", (n + OC) * sizeof(T), n * sizeof(T), n});
+    return out;
+}
+
 // dinp (N,IC) += dout·w;  dw (OC,IC) += doutᵀ·inp;  dbias (OC) += Σ_n dout (skipped when
 // null). `partial` is scratch of MAX_ROW_CHUNKS·OC floats.
 template <typename T>
@@ -89,6 +107,18 @@ void matmul_backward(cublasHandle_t handle, T* dinp, float* dw, float* dbias, co
     bias_backward_kernel<T><<<column_tiles(OC, chunks), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(partial, dout, N, OC);
     cudaCheck(cudaGetLastError());
     add_column_partials(dbias, partial, chunks, OC, OC, stream);
+}
+
+// Traffic of matmul_backward: the two products (both accumulate, so C is read), then the
+// two stages of the bias gradient.
+template <typename T>
+Launches matmul_backward_traffic(int N, int IC, int OC, bool bias) {
+    Launches out{gemm_traffic(N, IC, OC, true, sizeof(T), sizeof(T)), gemm_traffic(OC, IC, N, true, sizeof(T), 4)};
+    if (!bias) return out;
+    const int chunks = row_chunks(N);
+    out.push_back({"bias_backward_kernel", (double)N * OC * sizeof(T), 4.0 * chunks * OC, (double)N * OC});
+    out.push_back(add_column_partials_traffic(chunks, OC));
+    return out;
 }
 
 }  // namespace gpu

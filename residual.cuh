@@ -39,11 +39,23 @@ void residual_forward(T* out, const T* x, const T* f, float dt, size_t n, cudaSt
     cudaCheck(cudaGetLastError());
 }
 
+// Traffic of residual_forward: x and f read, out written.
+template <typename T>
+Traffic residual_forward_traffic(size_t n) {
+    return {"residual_forward_kernel", 2.0 * n * sizeof(T), (double)n * sizeof(T), 2.0 * n};
+}
+
 // dx += dout; df += Δt·dout over n elements.
 template <typename T>
 void residual_backward(T* dx, T* df, const T* dout, float dt, size_t n, cudaStream_t stream) {
     residual_backward_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(dx, df, dout, dt, n);
     cudaCheck(cudaGetLastError());
+}
+
+// Traffic of residual_backward: dout, dx and df read, dx and df written.
+template <typename T>
+Traffic residual_backward_traffic(size_t n) {
+    return {"residual_backward_kernel", 3.0 * n * sizeof(T), 2.0 * n * sizeof(T), 3.0 * n};
 }
 
 }  // namespace gpu
