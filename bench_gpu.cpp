@@ -5,6 +5,11 @@
 // forward, backward, gradient norm and AdamW update, on random tokens.
 //
 //   build/bench_gpu [-init d12|SIZE] [-B N] [-T N] [-steps N] [-warmup N] [-precision bf16|fp32] [-ln pre|post|peri]
+//   build/bench_gpu -model [-init d12|SIZE] [-B N] [-T N] [-precision bf16|fp32] [-ln pre|post|peri]
+//
+// -model needs no GPU: it prints the modelled step on an H200 instead (traffic.h, docs/cuda.md
+// "The traffic model"), per op: launches, bytes, FLOPs and modelled time, then the step's
+// total, tok/s and MFU. B defaults to 16 there.
 //
 // B defaults to the largest power of two up to 64 whose memory fits (measured by building the
 // model at B = 1 and B = 2). On a machine without a CUDA device it says so and exits 0.
@@ -24,6 +29,7 @@
 #include "flags.h"
 #include "model.h"
 #include "rng.h"
+#include "traffic.h"
 
 namespace {
 
@@ -31,19 +37,29 @@ const char* USAGE =
     "usage: build/bench_gpu [-name value ...]\n"
     "  -init d12|SIZE (d12)  model: a named size (d6..d48) or l{L}h{NH}c{C}[v{V}][t{maxT}]\n"
     "  -B N (largest that fits, up to 64)  -T N (1024, at most maxT)  -steps N (20)  -warmup N (3)\n"
-    "  -precision bf16|fp32 (bf16)  -ln pre|post|peri (pre)\n";
+    "  -precision bf16|fp32 (bf16)  -ln pre|post|peri (pre)\n"
+    "  -model  (no value) print the modelled step on an H200 instead of measuring; needs no GPU\n";
 
 struct Options {
     std::string init;
     int B, T, steps, warmup;
     bool bf16;
     Placement placement;
+    bool model;  // -model: the cost model instead of a measurement
 };
 
 // Parses the flags of USAGE; anything else is an InputError.
+// -model takes no value, so it is taken out before the "-name value" pairs are read.
 Options parse(int argc, char** argv) {
-    Flags f(argc, argv);
+    std::vector<char*> pairs;
+    bool model = false;
+    for (int i = 0; i < argc; i++) {
+        if (i > 0 && std::strcmp(argv[i], "-model") == 0) model = true;
+        else pairs.push_back(argv[i]);
+    }
+    Flags f((int)pairs.size(), pairs.data());
     Options o;
+    o.model = model;
     o.init = f.str("init", "d12");
     o.B = (int)f.integer("B", 0, 1, 1 << 20);
     o.T = (int)f.integer("T", 1024, 1, 1 << 20);
@@ -104,11 +120,61 @@ float train_step(Backend& model, const std::vector<int32_t>& batch, int t) {
     return loss;
 }
 
+// Training FLOPs of one step of B·T tokens: 6 per parameter and token (forward 2, backward 4)
+// plus attention's two T×T products, 12·L·C·T per token, as in the PaLM paper's MFU.
+double step_flops(const ModelConfig& cfg, int B, int T) {
+    return (double)B * T * (6.0 * num_parameters(cfg) + 12.0 * cfg.L * cfg.C * T);
+}
+
+// -model: the launches of one step grouped by op in order of first appearance, each with its
+// launches, bytes, FLOPs and modelled time on an H200; then the step.
+int print_model(const ModelConfig& cfg, const Options& o) {
+    const int B = o.B > 0 ? o.B : 16;
+    struct Row {
+        std::string op;
+        int launches = 0;
+        double bytes = 0, flops = 0, seconds = 0;
+    };
+    std::vector<Row> rows;
+    Row total{"step"};
+    for (const OpTraffic& op : cuda_step_traffic(cfg, B, o.T, o.bf16)) {
+        auto row = std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.op == op.op; });
+        if (row == rows.end()) row = rows.insert(rows.end(), Row{op.op});
+        for (const Traffic& t : op.launches) {
+            for (Row* r : {&*row, &total}) {
+                r->launches++;
+                r->bytes += t.bytes_read + t.bytes_written;
+                r->flops += t.flops + t.matmul_flops;
+                r->seconds += modelled_seconds(t, o.bf16);
+            }
+        }
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.seconds > b.seconds; });
+    std::printf("bench -model: H200 (docs/cuda.md), %s (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n",
+                o.init.c_str(), num_parameters(cfg) / 1e6, placement_name(cfg.placement), o.bf16 ? "bf16" : "fp32", B,
+                o.T);
+    std::printf("  %-24s %8s %10s %10s %10s %7s\n", "op", "launches", "GB", "GFLOP", "ms", "share");
+    auto print = [&](const Row& r) {
+        std::printf("  %-24s %8d %10.3f %10.1f %10.3f %6.1f%%\n", r.op.c_str(), r.launches, r.bytes / 1e9,
+                    r.flops / 1e9, r.seconds * 1e3, 100.0 * r.seconds / total.seconds);
+    };
+    for (const Row& r : rows) print(r);
+    print(total);
+    const double tokens = (double)B * o.T;
+    const double mfu = step_flops(cfg, B, o.T) / total.seconds / DeviceModel{}.bf16_matmul_flops;
+    std::printf("  tok/s     %.0f (modelled)\n", tokens / total.seconds);
+    std::printf("  MFU       %.1f%% of 989 TFLOP/s dense bf16 (6·params·tokens + 12·L·C·T·tokens)\n", 100.0 * mfu);
+    std::printf("bench-model-summary: ms_step=%.2f tok_s=%.0f mfu_pct=%.1f launches=%d B=%d\n", total.seconds * 1e3,
+                tokens / total.seconds, 100.0 * mfu, total.launches, B);
+    return 0;
+}
+
 int run(const Options& o) {
     ModelConfig cfg;
     if (!model_size(o.init, &cfg)) throw InputError("flag -init: '" + o.init + "' is not a model size");
     cfg.placement = o.placement;
     if (o.T > cfg.maxT) throw InputError("flag -T: at most " + std::to_string(cfg.maxT));
+    if (o.model) return print_model(cfg, o);
     std::string device;
     if (!cuda_device_available(&device)) {
         std::printf("bench: needs a CUDA GPU (%s); nothing to measure\n", device.c_str());
@@ -140,12 +206,10 @@ int run(const Options& o) {
         memory = std::max(memory, device_memory_used());
     }
 
-    // Training FLOPs per token: 6 per parameter (forward 2, backward 4) plus attention's two
-    // T×T products, 12·L·C·T, as in the PaLM paper's MFU.
     std::sort(ms.begin(), ms.end());
     const double median_ms = ms[ms.size() / 2];
     const double tokens = (double)B * o.T;
-    const double flops = tokens * (6.0 * num_parameters(cfg) + 12.0 * cfg.L * cfg.C * o.T);
+    const double flops = step_flops(cfg, B, o.T);
     const double tflops = flops / (median_ms * 1e-3) / 1e12;
     const Peak* peak = peak_of(device);
     char mfu[96] = "n/a (no dense bf16 peak known for this device)";

@@ -43,6 +43,7 @@
 #include "model.h"
 #include "residual.cuh"
 #include "stats.cuh"
+#include "step_traffic.cuh"
 
 // The CUDA ops as the model calls them: the kernels on DeviceArray buffers, activations in T,
 // statistics, losses and parameter gradients in fp32. The object owns the stream every op runs
