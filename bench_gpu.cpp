@@ -153,9 +153,9 @@ int print_model(const ModelConfig& cfg, const Options& o) {
     std::printf("bench -model: H200 (docs/cuda.md), %s (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n",
                 o.init.c_str(), num_parameters(cfg) / 1e6, placement_name(cfg.placement), o.bf16 ? "bf16" : "fp32", B,
                 o.T);
-    std::printf("  %-24s %8s %10s %10s %10s %7s\n", "op", "launches", "GB", "GFLOP", "ms", "share");
+    std::printf("  %-28s %8s %10s %10s %10s %7s\n", "op", "launches", "GB", "GFLOP", "ms", "share");
     auto print = [&](const Row& r) {
-        std::printf("  %-24s %8d %10.3f %10.1f %10.3f %6.1f%%\n", r.op.c_str(), r.launches, r.bytes / 1e9,
+        std::printf("  %-28s %8d %10.3f %10.1f %10.3f %6.1f%%\n", r.op.c_str(), r.launches, r.bytes / 1e9,
                     r.flops / 1e9, r.seconds * 1e3, 100.0 * r.seconds / total.seconds);
     };
     for (const Row& r : rows) print(r);

@@ -145,6 +145,9 @@ public:
         gpu::attention_backward(cublas, dqkv, dout, qkv, att, attention_scratch, B, Tn, C, NH, stream);
     }
     void gelu_forward(T* out, const T* x, size_t n) { gpu::gelu_forward(out, x, n, stream); }
+    void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
+        gpu::matmul_bias_gelu_forward(cublas, out, pre, inp, w, bias, N, IC, OC, stream);
+    }
     void gelu_backward(T* dx, const T* dout, const T* x, size_t n) { gpu::gelu_backward(dx, dout, x, n, stream); }
     void residual_forward(T* out, const T* x, const T* f, float dt, size_t n) {
         gpu::residual_forward(out, x, f, dt, n, stream);
@@ -194,16 +197,10 @@ public:
     void backward(float loss_weight) override { model.backward(loss_weight); }
     double grad_norm() override { return model.grad_norm(); }
 
+    // Every tensor in one launch over the whole flat array.
     void update(const AdamWHyper& h, int t, double grad_scale) override {
-        const auto sizes = param_sizes(model.cfg);
-        const auto offsets = param_offsets(model.cfg);
-        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-            AdamWHyper hi = h;
-            if (!param_decays(i)) hi.weight_decay = 0;
-            const size_t o = offsets[i];
-            gpu::adamw_update(model.params.data() + o, model.weight_copy(o), model.grads.data() + o, m.data() + o,
-                              v.data() + o, sizes[i], hi, t, grad_scale, model.ops.stream);
-        }
+        gpu::adamw_update(model.params.data(), model.weight_copy(0), model.grads.data(), m.data(), v.data(),
+                          gpu::adamw_table(model.cfg), 0, model.params.size(), h, t, grad_scale, model.ops.stream);
     }
 
     void get_params(float* out) override { model.params.download(out, model.ops.stream); }

@@ -105,6 +105,9 @@ public:
         note("attention bwd", gpu::attention_backward_traffic<T>(B_, Tn_, C, NH));
     }
     void gelu_forward(T*, const T*, size_t n) { note("gelu fwd", {gpu::gelu_forward_traffic<T>(n)}); }
+    void matmul_gelu_forward(T*, T*, const T*, const T*, const T*, int N, int IC, int OC) {
+        note("fc matmul + bias + gelu fwd", gpu::matmul_bias_gelu_forward_traffic<T>(N, IC, OC));
+    }
     void gelu_backward(T*, const T*, const T*, size_t n) { note("gelu bwd", {gpu::gelu_backward_traffic<T>(n)}); }
     void residual_forward(T*, const T*, const T*, float, size_t n) {
         note("residual fwd", {gpu::residual_forward_traffic<T>(n)});
@@ -119,7 +122,7 @@ public:
         note("crossentropy bwd", {gpu::crossentropy_backward_traffic<T>(N, V, Vp)});
     }
 
-    // CudaBackend::update: one AdamW launch per parameter tensor.
+    // CudaBackend::update: one AdamW launch over all n parameters.
     void adamw(size_t n) { note("adamw", {gpu::adamw_update_traffic<T>(n, !std::is_same<T, float>::value)}); }
 
 private:
@@ -153,7 +156,7 @@ std::vector<OpTraffic> record_step(const ModelConfig& cfg, int B, int Tn) {
     model.forward(tokens.data(), tokens.data());
     model.backward(1.0f);
     model.grad_norm();
-    for (size_t n : param_sizes(cfg)) model.ops.adamw(n);
+    model.ops.adamw(model.params.size());
     return std::move(model.ops.ops);
 }
 

@@ -370,6 +370,27 @@ TYPED_TEST(Kernel, GeluForwardAndBackward) {
     expect_close(d_dinp, dinp, tolerance<T>(), "gelu dinp");
 }
 
+// The MLP's fc layer with its GELU fused in: pre = inp·wᵀ + bias and GELU(pre), against the
+// reference's matmul then GELU (OC = 4C; N·OC = 7488 elements fill no block exactly).
+TYPED_TEST(Kernel, MatmulBiasGeluForward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(11);
+    const int IC = C, OC = 4 * C;
+    const std::vector<float> inp = rounded<T>(random_vector(rng, (size_t)N * IC));
+    const std::vector<float> w = rounded<T>(random_vector(rng, (size_t)OC * IC, 0.2f));
+    const std::vector<float> bias = rounded<T>(random_vector(rng, OC));
+    std::vector<float> want_pre((size_t)N * OC), want_out((size_t)N * OC);
+    ::matmul_forward(want_pre.data(), inp.data(), w.data(), bias.data(), N, IC, OC);
+    ::gelu_forward(want_out.data(), want_pre.data(), want_pre.size());
+    Cublas cublas;
+    auto pre = poisoned<T>((size_t)N * OC), out = poisoned<T>((size_t)N * OC);
+    gpu::matmul_bias_gelu_forward(cublas.handle, out.data(), pre.data(), to_device<T>(inp).data(),
+                                  to_device<T>(w).data(), to_device<T>(bias).data(), N, IC, OC, kStream);
+    expect_close(pre, want_pre, tolerance<T>(), "fc pre-activation");
+    expect_close(out, want_out, tolerance<T>(), "fc GELU");
+}
+
 TYPED_TEST(Kernel, CrossEntropyForwardAndBackward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
@@ -397,7 +418,14 @@ TYPED_TEST(Kernel, AdamW) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(12);
-    const size_t n = 1003;
+    // Three segments (decay, an empty one, no decay, decay) and one launch over the range
+    // [lo, hi), which starts and ends inside segments: elements outside it stay as they were.
+    const size_t n = 1003, lo = 150, hi = 950;
+    gpu::AdamWTable table;
+    table.count = 4;
+    const unsigned long long ends[] = {400, 400, 700, n};
+    const bool decays[] = {true, true, false, true};
+    for (int k = 0; k < 4; k++) table.end[k] = ends[k], table.decays[k] = decays[k];
     for (float grad_size : {0.01f, 1e-8f}) {
         SCOPED_TRACE("gradients of size " + std::to_string(grad_size));
         const std::vector<float> params0 = random_vector(rng, n), grads = random_vector(rng, n, grad_size);
@@ -408,13 +436,23 @@ TYPED_TEST(Kernel, AdamW) {
         const AdamWHyper h{1e-3, 0.9, 0.95, 1e-8, 0.1};
         const int t = 3;
         const double grad_scale = 0.7;
-        ::adamw_update(params.data(), grads.data(), m.data(), v.data(), n, h, t, grad_scale);
+        size_t begin = 0;
+        for (int k = 0; k < 4; begin = ends[k++]) {  // the reference, segment by segment, clipped to [lo, hi)
+            const size_t from = std::max(begin, lo), to = std::min<size_t>(ends[k], hi);
+            AdamWHyper hk = h;
+            if (!decays[k]) hk.weight_decay = 0;
+            if (from < to)
+                ::adamw_update(params.data() + from, grads.data() + from, m.data() + from, v.data() + from, to - from,
+                               hk, t, grad_scale);
+        }
 
         // bf16 mode refreshes the bf16 copy of the weights; fp32 mode has none.
         const bool has_copy = !std::is_same<T, float>::value;
-        auto copy = poisoned<T>(has_copy ? n : 0);
+        auto copy = to_device<T>(params0);
         gpu::adamw_update(d_params.data(), has_copy ? copy.data() : nullptr, to_device<float>(grads).data(), d_m.data(),
-                          d_v.data(), n, h, t, grad_scale, kStream);
+                          d_v.data(), table, lo, hi, h, t, grad_scale, kStream);
+        const std::vector<float> got = to_host(d_params);
+        for (size_t i : {size_t{0}, lo - 1, hi, n - 1}) EXPECT_EQ(got[i], params0[i]) << "outside [lo, hi): " << i;
         expect_close(d_params, params, 1e-5, "adamw params");
         expect_close(d_m, m, 1e-5, "adamw m");
         expect_close(d_v, v, 1e-5, "adamw v");

@@ -152,6 +152,17 @@ TYPED_TEST(TrafficTest, Gelu) {
                       counted([&] { gpu::gelu_backward(dinp.data(), out.data(), inp.data(), n, kStream); })));
 }
 
+TYPED_TEST(TrafficTest, MatmulBiasGelu) {
+    using T = TypeParam;
+    const int IC = C, OC = 4 * C;
+    auto inp = filled<T>(N * IC), w = filled<T>(OC * IC), bias = filled<T>(OC);
+    auto pre = filled<T>(N * OC), out = filled<T>(N * OC);
+    EXPECT_TRUE(agree(gpu::matmul_bias_gelu_forward_traffic<T>(N, IC, OC), counted([&] {
+                          gpu::matmul_bias_gelu_forward(this->handle, out.data(), pre.data(), inp.data(), w.data(),
+                                                        bias.data(), N, IC, OC, kStream);
+                      })));
+}
+
 TYPED_TEST(TrafficTest, Residual) {
     using T = TypeParam;
     const size_t n = (size_t)N * C;
@@ -200,9 +211,12 @@ TYPED_TEST(TrafficTest, AdamWAndSumOfSquares) {
     auto partial = filled<float>(gpu::SUMSQ_MAX_BLOCKS);
     const bool has_copy = !std::is_same<T, float>::value;
     const AdamWHyper h{1e-3, 0.9, 0.95, 1e-8, 0.1};
-    EXPECT_TRUE(agree(gpu::adamw_update_traffic<T>(n, has_copy), counted([&] {
+    gpu::AdamWTable table;
+    table.count = 2, table.end[0] = n / 3, table.end[1] = n, table.decays[0] = true, table.decays[1] = false;
+    const size_t lo = 7, hi = n - 5;  // a slice, as one ZeRO-1 rank updates
+    EXPECT_TRUE(agree(gpu::adamw_update_traffic<T>(hi - lo, has_copy), counted([&] {
                           gpu::adamw_update(params.data(), has_copy ? copy.data() : nullptr, grads.data(), m.data(),
-                                            v.data(), n, h, 3, 1.0, kStream);
+                                            v.data(), table, lo, hi, h, 3, 1.0, kStream);
                       })));
     EXPECT_TRUE(agree(gpu::sum_of_squares_traffic<T>(n),
                       counted([&] { gpu::sum_of_squares(copy.data(), n, partial.data(), kStream); })));
