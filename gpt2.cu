@@ -60,7 +60,7 @@ public:
     cublasHandle_t cublas = nullptr;
 
     CudaOps(const ModelConfig& cfg, int B, int Tn)
-        : attention_scratch(B, Tn, cfg.C, cfg.NH), buckets(B * Tn), lse(B * Tn),
+        : attention_scratch(B, Tn, cfg.C, cfg.NH), token_order(B * Tn), lse(B * Tn),
           partial((size_t)MAX_ROW_CHUNKS * 4 * cfg.C), norm_partial(gpu::SUMSQ_MAX_BLOCKS),
           stats_scratch(gpu::stream_statistics_scratch(B * Tn, cfg.C)) {
         cudaCheck(cudaStreamCreate(&stream));
@@ -91,12 +91,11 @@ public:
     }
     void finish() { cudaCheck(cudaStreamSynchronize(stream)); }
     void convert(T* dst, const float* src, size_t n) { ::convert(dst, src, n, stream); }
-    // Uploads the batch and groups its positions by token, for encoder_backward.
+    // Uploads the batch.
     void load_batch(Array<int32_t>& tokens, Array<int32_t>& targets, const int32_t* host_tokens,
                     const int32_t* host_targets) {
         tokens.upload(host_tokens, stream);
         targets.upload(host_targets, stream);
-        buckets.build(host_tokens, (int)tokens.size(), stream);
     }
 
     // Reductions: the mean of the per-position losses (summed on the host in double), the L2
@@ -120,9 +119,9 @@ public:
     void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C) {
         gpu::encoder_forward(out, tokens, wte, wpe, B, Tn, C, stream);
     }
-    // tokens: the batch of the last load_batch, whose positions it grouped by token.
+    // tokens: the batch of the last load_batch (device memory), sorted by token on the device.
     void encoder_backward(float* dwte, float* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C) {
-        gpu::encoder_backward(dwte, dwpe, dout, buckets, B, Tn, C, stream);
+        gpu::encoder_backward(dwte, dwpe, dout, tokens, token_order, B, Tn, C, stream);
     }
     void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, int N, int C) {
         gpu::layernorm_forward(out, mean, rstd, x, w, b, N, C, stream);
@@ -144,7 +143,6 @@ public:
     void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int B, int Tn, int C, int NH) {
         gpu::attention_backward(cublas, dqkv, dout, qkv, att, attention_scratch, B, Tn, C, NH, stream);
     }
-    void gelu_forward(T* out, const T* x, size_t n) { gpu::gelu_forward(out, x, n, stream); }
     void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         gpu::matmul_bias_gelu_forward(cublas, out, pre, inp, w, bias, N, IC, OC, stream);
     }
@@ -165,7 +163,7 @@ public:
 
 private:
     gpu::AttentionScratch<T> attention_scratch;
-    gpu::TokenBuckets buckets;          // this batch's positions grouped by token, for the wte gradient
+    gpu::TokenOrder token_order;        // the batch's positions sorted by token, for the wte gradient
     DeviceArray<float> lse;             // (N) log Σ exp(logits) of the last crossentropy_forward
     DeviceArray<float> partial;         // column-sum partials, MAX_ROW_CHUNKS·4C
     DeviceArray<float> norm_partial;    // sum-of-squares partials

@@ -104,7 +104,6 @@ public:
     void attention_backward(T*, const T*, const T*, const T*, int B_, int Tn_, int C, int NH) {
         note("attention bwd", gpu::attention_backward_traffic<T>(B_, Tn_, C, NH));
     }
-    void gelu_forward(T*, const T*, size_t n) { note("gelu fwd", {gpu::gelu_forward_traffic<T>(n)}); }
     void matmul_gelu_forward(T*, T*, const T*, const T*, const T*, int N, int IC, int OC) {
         note("fc matmul + bias + gelu fwd", gpu::matmul_bias_gelu_forward_traffic<T>(N, IC, OC));
     }

@@ -147,9 +147,10 @@ TYPED_TEST(TrafficTest, Gelu) {
     using T = TypeParam;
     const size_t n = (size_t)N * 4 * C;
     auto inp = filled<T>(n), out = filled<T>(n), dinp = filled<T>(n);
-    EXPECT_TRUE(agree(gpu::gelu_forward_traffic<T>(n), counted([&] { gpu::gelu_forward(out.data(), inp.data(), n, kStream); })));
-    EXPECT_TRUE(agree(gpu::gelu_backward_traffic<T>(n),
-                      counted([&] { gpu::gelu_backward(dinp.data(), out.data(), inp.data(), n, kStream); })));
+    for (size_t offset : {0, 1})  // packs of 16 bytes, and one element off alignment
+        EXPECT_TRUE(agree(gpu::gelu_backward_traffic<T>(n - offset), counted([&] {
+                              gpu::gelu_backward(dinp.data() + offset, out.data(), inp.data(), n - offset, kStream);
+                          })));
 }
 
 TYPED_TEST(TrafficTest, MatmulBiasGelu) {
@@ -233,12 +234,13 @@ TYPED_TEST(TrafficTest, Encoder) {
     EXPECT_TRUE(agree(gpu::encoder_forward_traffic<T>(B, Tn, C), counted([&] {
                           gpu::encoder_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, Tn, C, kStream);
                       })));
-    // Backward: repeated tokens, grouped into buckets.
-    gpu::TokenBuckets buckets(N);
-    buckets.build(repeated.data(), N, kStream);
+    // Backward: repeated tokens, i² mod 10 takes 6 distinct values.
+    tokens.upload(repeated.data(), kStream);
+    gpu::TokenOrder order(N);
     auto dwte = filled<float>(Vp * C), dwpe = filled<float>(maxT * C);
-    EXPECT_TRUE(agree(gpu::encoder_backward_traffic<T>(B, Tn, C, buckets.count), counted([&] {
-                          gpu::encoder_backward(dwte.data(), dwpe.data(), out.data(), buckets, B, Tn, C, kStream);
+    EXPECT_TRUE(agree(gpu::encoder_backward_traffic<T>(B, Tn, C, 6), counted([&] {
+                          gpu::encoder_backward(dwte.data(), dwpe.data(), out.data(), tokens.data(), order, B, Tn, C,
+                                                kStream);
                       })));
 }
 
@@ -257,17 +259,18 @@ TYPED_TEST(TrafficTest, Attention) {
                       })));
 }
 
-// The comparison can fail: GELU's backward declared for its forward (two inputs more read), its
-// forward declared with 15% fewer bytes read, and a launch left undeclared all disagree.
+// The comparison can fail: the residual backward declared for the forward (one input more
+// read, one output more written), the forward declared with 15% fewer bytes read, and a launch
+// left undeclared all disagree.
 TYPED_TEST(TrafficTest, WrongDeclarationsDisagree) {
     using T = TypeParam;
     const size_t n = (size_t)N * 4 * C;
-    auto inp = filled<T>(n), out = filled<T>(n);
-    const auto launches = counted([&] { gpu::gelu_forward(out.data(), inp.data(), n, kStream); });
-    Traffic wrong = gpu::gelu_backward_traffic<T>(n);
-    wrong.kernel = "gelu_forward_kernel";
+    auto x = filled<T>(n), f = filled<T>(n), out = filled<T>(n);
+    const auto launches = counted([&] { gpu::residual_forward(out.data(), x.data(), f.data(), 0.5f, n, kStream); });
+    Traffic wrong = gpu::residual_backward_traffic<T>(n);
+    wrong.kernel = "residual_forward_kernel";
     EXPECT_FALSE(agree(wrong, launches));
-    Traffic short_read = gpu::gelu_forward_traffic<T>(n);
+    Traffic short_read = gpu::residual_forward_traffic<T>(n);
     short_read.bytes_read *= 0.85;
     EXPECT_FALSE(agree(short_read, launches));
     EXPECT_FALSE(agree(Launches{}, launches));  // a launch not declared at all
