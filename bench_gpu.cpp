@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -126,30 +127,40 @@ double step_flops(const ModelConfig& cfg, int B, int T) {
     return (double)B * T * (6.0 * num_parameters(cfg) + 12.0 * cfg.L * cfg.C * T);
 }
 
-// -model: the launches of one step grouped by op in order of first appearance, each with its
-// launches, bytes, FLOPs and modelled time on an H200; then the step.
-int print_model(const ModelConfig& cfg, const Options& o) {
-    const int B = o.B > 0 ? o.B : 16;
-    struct Row {
-        std::string op;
-        int launches = 0;
-        double bytes = 0, flops = 0, seconds = 0;
-    };
+// One op of the modelled step: its launches, bytes, FLOPs and modelled seconds on an H200.
+struct ModelRow {
+    std::string op;
+    int launches = 0;
+    double bytes = 0, flops = 0, seconds = 0;
+};
+
+// The launches of one modelled step grouped by op, slowest first, and their total (`total`).
+std::vector<ModelRow> modelled_ops(const ModelConfig& cfg, int B, int T, bool bf16, ModelRow* total) {
+    using Row = ModelRow;
     std::vector<Row> rows;
-    Row total{"step"};
-    for (const OpTraffic& op : cuda_step_traffic(cfg, B, o.T, o.bf16)) {
+    *total = Row{"step"};
+    for (const OpTraffic& op : cuda_step_traffic(cfg, B, T, bf16)) {
         auto row = std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.op == op.op; });
         if (row == rows.end()) row = rows.insert(rows.end(), Row{op.op});
         for (const Traffic& t : op.launches) {
-            for (Row* r : {&*row, &total}) {
+            for (Row* r : {&*row, total}) {
                 r->launches++;
                 r->bytes += t.bytes_read + t.bytes_written;
                 r->flops += t.flops + t.matmul_flops;
-                r->seconds += modelled_seconds(t, o.bf16);
+                r->seconds += modelled_seconds(t, bf16);
             }
         }
     }
     std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.seconds > b.seconds; });
+    return rows;
+}
+
+// -model: the modelled step per op, then its total, tok/s and MFU.
+int print_model(const ModelConfig& cfg, const Options& o) {
+    using Row = ModelRow;
+    const int B = o.B > 0 ? o.B : 16;
+    Row total;
+    const std::vector<Row> rows = modelled_ops(cfg, B, o.T, o.bf16, &total);
     std::printf("bench -model: H200 (docs/cuda.md), %s (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n",
                 o.init.c_str(), num_parameters(cfg) / 1e6, placement_name(cfg.placement), o.bf16 ? "bf16" : "fp32", B,
                 o.T);
@@ -167,6 +178,19 @@ int print_model(const ModelConfig& cfg, const Options& o) {
     std::printf("bench-model-summary: ms_step=%.2f tok_s=%.0f mfu_pct=%.1f launches=%d B=%d\n", total.seconds * 1e3,
                 tokens / total.seconds, 100.0 * mfu, total.launches, B);
     return 0;
+}
+
+// Each op's measured time (CUDA events, step_timing.cuh) beside its modelled H200 time.
+void print_measured_ops(const ModelConfig& cfg, int B, const Options& o) {
+    ModelRow total;
+    const std::vector<ModelRow> rows = modelled_ops(cfg, B, o.T, o.bf16, &total);
+    std::map<std::string, double> measured = cuda_step_op_ms(cfg, B, o.T, o.bf16, std::max(1, o.steps / 4));
+    double measured_total = 0;
+    for (const auto& [op, ms] : measured) measured_total += ms;
+    std::printf("  per op (ms/step; measured between events around each op, modelled for an H200):\n");
+    std::printf("  %-28s %10s %10s\n", "op", "measured", "modelled");
+    for (const ModelRow& r : rows) std::printf("  %-28s %10.3f %10.3f\n", r.op.c_str(), measured[r.op], r.seconds * 1e3);
+    std::printf("  %-28s %10.3f %10.3f\n", "sum of ops", measured_total, total.seconds * 1e3);
 }
 
 int run(const Options& o) {
@@ -221,6 +245,7 @@ int run(const Options& o) {
     std::printf("  TFLOP/s   %.1f\n", tflops);
     std::printf("  MFU       %s\n", mfu);
     std::printf("  memory    %.1f GiB in use on the device (peak over the timed steps)\n", memory / 1073741824.0);
+    print_measured_ops(cfg, B, o);
     std::printf("bench-summary: tok_s=%.0f ms_step=%.1f mfu_pct=%.1f mem_gib=%.1f B=%d\n", tokens / (median_ms * 1e-3),
                 median_ms, peak ? 100.0 * tflops / peak->tflops : 0.0, memory / 1073741824.0, B);
     return 0;

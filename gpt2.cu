@@ -305,3 +305,5 @@ std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T,
     if (use_bf16) return std::make_unique<CudaBackend<bf16>>(cfg, B, T, device);
     return std::make_unique<CudaBackend<float>>(cfg, B, T, device);
 }
+
+#include "step_timing.cuh"  // needs CudaOps

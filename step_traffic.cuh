@@ -21,6 +21,16 @@
 
 namespace step_traffic {
 
+// The name of the linear layer a matrix product (N,IC)·(OC,IC)ᵀ belongs to, told apart by its
+// shape; the op names of -model and of make bench's per-op times.
+inline std::string matmul_name(const ModelConfig& cfg, int IC, int OC) {
+    if (OC == cfg.Vp) return "lm head matmul";
+    if (OC == 3 * cfg.C) return "qkv matmul";
+    if (OC == 4 * cfg.C) return "fc matmul";
+    if (IC == 4 * cfg.C) return "fcproj matmul";
+    return "attproj matmul";
+}
+
 // n elements of U at a made-up device address; data() may be offset but never dereferenced.
 template <class U>
 class FakeArray {
@@ -93,10 +103,10 @@ public:
         note("layernorm bwd", gpu::layernorm_backward_traffic<T>(N, C));
     }
     void matmul_forward(T*, const T*, const T*, const T* bias, int N, int IC, int OC) {
-        note(matmul_name(IC, OC) + " fwd", gpu::matmul_forward_traffic<T>(N, IC, OC, bias != nullptr));
+        note(matmul_name(cfg, IC, OC) + " fwd", gpu::matmul_forward_traffic<T>(N, IC, OC, bias != nullptr));
     }
     void matmul_backward(T*, float*, float* dbias, const T*, const T*, const T*, int N, int IC, int OC) {
-        note(matmul_name(IC, OC) + " bwd", gpu::matmul_backward_traffic<T>(N, IC, OC, dbias != nullptr));
+        note(matmul_name(cfg, IC, OC) + " bwd", gpu::matmul_backward_traffic<T>(N, IC, OC, dbias != nullptr));
     }
     void attention_forward(T*, T*, const T*, int B_, int Tn_, int C, int NH) {
         note("attention fwd", gpu::attention_forward_traffic<T>(B_, Tn_, C, NH));
@@ -130,14 +140,6 @@ private:
 
     void note(const std::string& op, const Launches& launches) { ops.push_back({op, launches}); }
 
-    // The linear layer a matrix product belongs to, told apart by its shape.
-    std::string matmul_name(int IC, int OC) const {
-        if (OC == cfg.Vp) return "lm head matmul";
-        if (OC == 3 * cfg.C) return "qkv matmul";
-        if (OC == 4 * cfg.C) return "fc matmul";
-        if (IC == 4 * cfg.C) return "fcproj matmul";
-        return "attproj matmul";
-    }
     // Distinct tokens expected among B·T uniformly random ones: V·(1 − (1 − 1/V)^(B·T)).
     int expected_distinct_tokens() const {
         return (int)(cfg.V * (1.0 - std::pow(1.0 - 1.0 / cfg.V, (double)B * Tn)));

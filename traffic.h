@@ -9,6 +9,7 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,3 +61,8 @@ struct OpTraffic {
 // the CUDA model at micro-batch (B, T), recorded by running the model's own forward and
 // backward on ops that only note what each launcher would do (gpt2.cu). Needs no GPU.
 std::vector<OpTraffic> cuda_step_traffic(const ModelConfig& cfg, int B, int T, bool bf16);
+
+// The measured milliseconds of each op (the names of cuda_step_traffic) in one such step on the
+// GPU, averaged over `steps` steps after one warm-up, from CUDA events around every op
+// (step_timing.cuh). Needs a device.
+std::map<std::string, double> cuda_step_op_ms(const ModelConfig& cfg, int B, int T, bool bf16, int steps);
