@@ -157,6 +157,8 @@ CUDA_SOURCES      := $(wildcard *.cu *.cuh *.h test/*.cuh test/*.h)
 SIMT         := test/simt
 EMU          := $(BUILD)/emu
 EMU_SRC      := $(EMU)/src
+# the counting build of test/traffic_test.cu (below)
+COUNT        := $(EMU)/count
 EMU_CXX      ?= $(CXX)
 EMU_CXXFLAGS := -std=c++17 -O1 -g -fno-omit-frame-pointer \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined \
@@ -202,7 +204,6 @@ $(EMU_PROGRAMS): $(EMU)/%: %.cpp $(HEADERS) $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS)
 # code and the emulated cuBLAS are compiled with -fsanitize=thread, whose access hooks the SIMT
 # layer defines itself (test/simt/counting.cpp); no sanitizer runtime is linked, so the compile
 # and the link are separate steps. No AddressSanitizer here: the ASan builds above check memory.
-COUNT          := $(EMU)/count
 COUNT_CXXFLAGS := -std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -isystem $(CUDA_INCLUDE)
 COUNT_OBJECTS  := $(patsubst $(SIMT)/%.cpp,$(COUNT)/simt/%.o,$(wildcard $(SIMT)/*.cpp))
 
