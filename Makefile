@@ -157,6 +157,8 @@ CUDA_SOURCES      := $(wildcard *.cu *.cuh *.h test/*.cuh test/*.h)
 SIMT         := test/simt
 EMU          := $(BUILD)/emu
 EMU_SRC      := $(EMU)/src
+# the counting build of test/traffic_test.cu (below)
+COUNT        := $(EMU)/count
 EMU_CXX      ?= $(CXX)
 EMU_CXXFLAGS := -std=c++17 -O1 -g -fno-omit-frame-pointer \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined \
@@ -170,9 +172,10 @@ else
 $(warning no CUDA toolkit headers in '$(CUDA_INCLUDE)': emulated CUDA tests are not built)
 endif
 EMU_TEST_RUNS := $(foreach bin,$(EMU_TEST_BINS),$(foreach order,$(SIMT_ORDERS),SIMT_ORDER=$(order):$(bin)))
+EMU_TEST_RUNS += $(if $(EMU_TEST_BINS),$(COUNT)/traffic_test)
 EMU_TEST_RUNS += $(if $(EMU_PROGRAMS),CUDA_BIN_DIR=$(EMU):$(BUILD)/test_cli_cuda)
 
-.SECONDARY: $(EMU_SOURCES) $(SIMT_OBJECTS)  # keep them: they are made by pattern rules only
+.SECONDARY: $(EMU_SOURCES) $(SIMT_OBJECTS) $(EMU_SRC)/test/traffic_test.cu  # keep them: they are made by pattern rules only
 
 $(EMU_SRC)/%: % $(SIMT)/rewrite_cuda.py
 	@mkdir -p $(@D)
@@ -195,6 +198,28 @@ $(EMU)/gpt2_cuda.o: $(EMU_SRC)/gpt2.cu $(EMU_SOURCES) $(wildcard $(SIMT)/*.h)
 
 $(EMU_PROGRAMS): $(EMU)/%: %.cpp $(HEADERS) $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS)
 	$(EMU_CXX) $(EMU_CXXFLAGS) -DUSE_CUDA -I. $< $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) -o $@ -lgomp -pthread $(LDLIBS)
+
+# Counting build (docs/simt.md, "Counting traffic"): test/traffic_test.cu checks the traffic
+# each launcher declares (traffic.h) against the device bytes each launch touches. Its own
+# code and the emulated cuBLAS are compiled with -fsanitize=thread, whose access hooks the SIMT
+# layer defines itself (test/simt/counting.cpp); no sanitizer runtime is linked, so the compile
+# and the link are separate steps. No AddressSanitizer here: the ASan builds above check memory.
+COUNT_CXXFLAGS := -std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -isystem $(CUDA_INCLUDE)
+COUNT_OBJECTS  := $(patsubst $(SIMT)/%.cpp,$(COUNT)/simt/%.o,$(wildcard $(SIMT)/*.cpp))
+
+$(COUNT)/simt/%.o: $(SIMT)/%.cpp $(wildcard $(SIMT)/*.h)
+	@mkdir -p $(@D)
+	$(EMU_CXX) $(COUNT_CXXFLAGS) -O2 $(if $(filter cublas,$*),-fsanitize=thread) -c $< -o $@
+
+$(COUNT)/traffic_test.o: $(EMU_SRC)/test/traffic_test.cu $(EMU_SOURCES) $(wildcard $(SIMT)/*.h)
+	@mkdir -p $(@D)
+	$(EMU_CXX) $(COUNT_CXXFLAGS) -fsanitize=thread -include $(SIMT)/simt.h -I$(EMU_SRC) -I$(EMU_SRC)/test -I. \
+	    -Itest -I$(SIMT) -x c++ -c $< -o $@
+
+$(COUNT)/traffic_test: $(COUNT)/traffic_test.o $(COUNT_OBJECTS)
+	$(EMU_CXX) $^ -o $@ -lgtest -lgtest_main -lgomp -pthread $(LDLIBS)
+
+test: $(if $(EMU_TEST_BINS),$(COUNT)/traffic_test)
 
 # Native build (needs the CUDA runtime library, found in the CUDA backend block).
 ifneq ($(CUDA_LINK),)

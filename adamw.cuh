@@ -1,11 +1,16 @@
 // adamw.cuh — the optimiser's two passes over the parameters (docs/model.md §5), on fp32 master
-// weights, fp32 gradients and fp32 moments, n elements of one tensor at a time:
+// weights, fp32 gradients and fp32 moments, all in the flat file order of model.h:
 //
 //   sum of squares: Σ g² (the global gradient norm is its square root over all tensors)
 //   AdamW:          g ← grad_scale·g (the clipping factor);  m ← β1·m + (1−β1)·g;
 //                   v ← β2·v + (1−β2)·g²;  p ← p − lr·(m̂/(√v̂ + ε) + wd·p)
 //                   with m̂ = m/(1−β1ᵗ), v̂ = v/(1−β2ᵗ); then, in bf16 mode, the bf16 copy of p
 //                   that forward and backward read is refreshed in the same pass.
+//
+// One AdamW launch updates every tensor: the flat array is cut into segments (the parameter
+// tensors), each with its own weight decay, given to the kernel as a small table. A launch
+// covers any range [lo, hi) of the flat array, so a process that owns only a slice of the
+// optimiser state (ZeRO-1) updates just its slice.
 #pragma once
 #include <cmath>
 #include <vector>
@@ -15,26 +20,52 @@
 
 namespace gpu {
 
-// Hyperparameters of one AdamW update of one tensor, as the kernel takes them.
+// Hyperparameters of one AdamW update, as the kernel takes them.
 struct AdamWStep {
     float lr, beta1, beta2, eps, weight_decay;
     float correction1, correction2;  // 1 − β1ᵗ, 1 − β2ᵗ
     float grad_scale;
 };
 
+// The segments of the flat parameter array: segment k is [end[k−1], end[k]) (end[−1] = 0), with
+// weight decay when decays[k]. Passed by value: it lives in the kernel's constant parameters.
+struct AdamWTable {
+    int count = 0;
+    unsigned long long end[NUM_PARAM_TENSORS];
+    bool decays[NUM_PARAM_TENSORS];
+};
+
+// The table of the model's parameter tensors (decay on the 2-D ones, docs/model.md §5).
+inline AdamWTable adamw_table(const ModelConfig& cfg) {
+    AdamWTable table;
+    unsigned long long at = 0;
+    const auto sizes = param_sizes(cfg);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        at += sizes[i];
+        table.end[table.count] = at;
+        table.decays[table.count++] = param_decays(i);
+    }
+    return table;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
-// One thread per parameter. `copy` (the bf16 weights) is null in fp32 mode.
+// One thread per parameter i in [lo, hi) of the flat arrays; its segment's decay from the
+// table. `copy` (the bf16 weights) is null in fp32 mode.
 template <typename T>
-__global__ void adamw_kernel(float* params, T* copy, const float* grads, float* m, float* v, size_t n, AdamWStep h) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
+__global__ void adamw_kernel(float* params, T* copy, const float* grads, float* m, float* v, size_t lo, size_t hi,
+                             AdamWTable table, AdamWStep h) {
+    const size_t i = lo + (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= hi) return;
+    int k = 0;
+    while (k + 1 < table.count && i >= table.end[k]) k++;
+    const float weight_decay = table.decays[k] ? h.weight_decay : 0.0f;
     const float g = grads[i] * h.grad_scale;
     const float mi = h.beta1 * m[i] + (1.0f - h.beta1) * g;
     const float vi = h.beta2 * v[i] + (1.0f - h.beta2) * g * g;
     const float m_hat = mi / h.correction1, v_hat = vi / h.correction2;
-    const float p = params[i] - h.lr * (m_hat / (sqrtf(v_hat) + h.eps) + h.weight_decay * params[i]);
+    const float p = params[i] - h.lr * (m_hat / (sqrtf(v_hat) + h.eps) + weight_decay * params[i]);
     m[i] = mi;
     v[i] = vi;
     params[i] = p;
@@ -62,15 +93,24 @@ constexpr int SUMSQ_THREADS = 256;
 constexpr int SUMSQ_MIN_PER_THREAD = 64;  // elements per thread before another block is added
 constexpr int SUMSQ_MAX_BLOCKS = 512;     // size of the `partial` scratch, in floats
 
-// One AdamW update of n parameters at step t (1-based); h.weight_decay is this tensor's.
+// One AdamW update at step t (1-based) of the elements [lo, hi) of the flat arrays params,
+// copy, grads, m, v (pointers to element 0), in one launch; h.weight_decay applies to the
+// segments of `table` that decay.
 template <typename T>
-void adamw_update(float* params, T* copy, const float* grads, float* m, float* v, size_t n, const AdamWHyper& h, int t,
-                  double grad_scale, cudaStream_t stream) {
-    if (n == 0) return;
+void adamw_update(float* params, T* copy, const float* grads, float* m, float* v, const AdamWTable& table, size_t lo,
+                  size_t hi, const AdamWHyper& h, int t, double grad_scale, cudaStream_t stream) {
+    if (hi <= lo) return;
     const AdamWStep step{(float)h.lr, (float)h.beta1, (float)h.beta2, (float)h.eps, (float)h.weight_decay,
                          (float)(1.0 - std::pow(h.beta1, t)), (float)(1.0 - std::pow(h.beta2, t)), (float)grad_scale};
-    adamw_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(params, copy, grads, m, v, n, step);
+    adamw_kernel<T><<<ceil_div(hi - lo, 256), 256, 0, stream>>>(params, copy, grads, m, v, lo, hi, table, step);
     cudaCheck(cudaGetLastError());
+}
+
+// Traffic of adamw_update: params, grads, m, v read; params, m, v written, and the bf16 copy
+// when there is one; about 15 FLOPs per parameter.
+template <typename T>
+Traffic adamw_update_traffic(size_t n, bool copy) {
+    return {"adamw_kernel", 16.0 * n, 12.0 * n + (copy ? (double)n * sizeof(T) : 0.0), 15.0 * n};
 }
 
 // Σ x² over n elements: per-block fp32 sums on the device, added in order (in double) on the
@@ -87,6 +127,14 @@ double sum_of_squares(const T* x, size_t n, float* partial, cudaStream_t stream)
     double total = 0.0;
     for (float s : host) total += s;
     return total;
+}
+
+// Traffic of sum_of_squares: x read, one partial per block written.
+template <typename T>
+Traffic sum_of_squares_traffic(size_t n) {
+    const size_t wanted = std::max<size_t>(1, ceil_div(n, SUMSQ_MIN_PER_THREAD * SUMSQ_THREADS));
+    const size_t blocks = std::min<size_t>(SUMSQ_MAX_BLOCKS, wanted);
+    return {"sum_of_squares_kernel", (double)n * sizeof(T), 4.0 * blocks, 2.0 * n};
 }
 
 }  // namespace gpu

@@ -313,6 +313,23 @@ __global__ void __launch_bounds__(WARP_SIZE)
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
+// The (query tile, key tile) pairs the tile kernels visit: for each of the B·NH heads, the
+// ⌈T/16⌉·(⌈T/16⌉ + 1)/2 tiles on and below the diagonal.
+inline double attention_tile_pairs(int B, int Tn, int NH) {
+    const double tiles = ceil_div(Tn, ATTENTION_TILE);
+    return (double)B * NH * tiles * (tiles + 1) / 2;
+}
+
+// A Traffic for one tile kernel that does `products` 16×16×hs_padded tile products per pair
+// (counted as matrix-product FLOPs: tensor cores in bf16, CUDA cores in fp32) and about 6
+// FLOPs of softmax per score.
+inline Traffic attention_tile_traffic(const char* kernel, double read, double written, int B, int Tn, int C, int NH,
+                                      int products) {
+    const double pairs = attention_tile_pairs(B, Tn, NH), hsp = padded_head_size(C / NH);
+    return {kernel, read, written, pairs * 6.0 * ATTENTION_TILE_ELEMENTS,
+            pairs * products * 2.0 * ATTENTION_TILE_ELEMENTS * hsp};
+}
+
 // Launches a tile kernel over grid (T tiles, NH, B), one warp per block, with the dynamic shared
 // memory of AttentionTiles<T> for this head size (allowed above 48 KiB where needed).
 template <typename T, typename Kernel, typename... Args>
@@ -330,6 +347,16 @@ void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, i
     launch_attention_tiles<T>(attention_forward_kernel<T>, B, Tn, C, NH, stream, out, lse, qkv, Tn, C, NH);
 }
 
+// Traffic of attention_forward: q, k, v of every position read from qkv (each block rereads
+// the k and v tiles it needs; the model counts distinct bytes, which the L2 cache serves),
+// out and lse written; two tile products per pair (q·kᵀ and p·v).
+template <typename T>
+Launches attention_forward_traffic(int B, int Tn, int C, int NH) {
+    const double n = (double)B * Tn, rows = (double)attention_saved_size(B, Tn, NH);
+    return {attention_tile_traffic("attention_forward_kernel", n * 3 * C * sizeof(T), n * C * sizeof(T) + 4 * rows, B,
+                                   Tn, C, NH, 2)};
+}
+
 // dqkv (B,T,3C) += the gradient of attention_forward given dout (B,T,C), its qkv, out and lse.
 // delta is scratch of attention_saved_size(B,T,NH) floats.
 template <typename T>
@@ -343,6 +370,20 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
                               (const float*)delta, Tn, C, NH);
     launch_attention_tiles<T>(attention_backward_dkdv_kernel<T>, B, Tn, C, NH, stream, dqkv, dout, qkv, lse,
                               (const float*)delta, Tn, C, NH);
+}
+
+// Traffic of attention_backward: D from dout and out; the dq kernel reads qkv, dout, lse, D
+// and its third of dqkv, and does three tile products per pair (q·kᵀ, dout·vᵀ, ds·k); the
+// dk/dv kernel reads the same and the other two thirds of dqkv, and does four (q·kᵀ, pᵀ·dout,
+// dout·vᵀ, dsᵀ·q).
+template <typename T>
+Launches attention_backward_traffic(int B, int Tn, int C, int NH) {
+    const double n = (double)B * Tn, rows = (double)attention_saved_size(B, Tn, NH), e = sizeof(T);
+    const double inputs = n * 4 * C * e + 8 * rows;  // qkv, dout, lse, D
+    return {{"attention_delta_kernel", 2 * n * C * e, 4 * rows, 2 * n * C},
+            attention_tile_traffic("attention_backward_dq_kernel", inputs + n * C * e, n * C * e, B, Tn, C, NH, 3),
+            attention_tile_traffic("attention_backward_dkdv_kernel", inputs + 2 * n * C * e, 2 * n * C * e, B, Tn, C,
+                                   NH, 4)};
 }
 
 }  // namespace gpu

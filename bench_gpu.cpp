@@ -6,6 +6,11 @@
 //
 //   build/bench_gpu [-init d12|SIZE] [-B N] [-T N] [-steps N] [-warmup N] [-precision bf16|fp32] [-ln pre|post|peri]
 //   build/bench_gpu -plan [-init SIZE] [-B N] [-T N] [-precision P] [-fit GIB]
+//   build/bench_gpu -model [-init d12|SIZE] [-B N] [-T N] [-precision bf16|fp32] [-ln pre|post|peri]
+//
+// -model needs no GPU: it prints the modelled step on an H200 instead (traffic.h, docs/cuda.md
+// "The traffic model"), per op: launches, bytes, FLOPs and modelled time, then the step's
+// total, tok/s and MFU. B defaults to 16 there.
 //
 // B defaults to 64, halved until the memory plan fits the free device memory (fit_batch,
 // memory_plan.h). On a machine without a CUDA device it says so and exits 0.
@@ -18,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +33,7 @@
 #include "flags.h"
 #include "model.h"
 #include "rng.h"
+#include "traffic.h"
 
 namespace {
 
@@ -36,24 +43,28 @@ const char* USAGE =
     "  -B N (largest that fits, up to 64)  -T N (1024, at most maxT)  -steps N (20)  -warmup N (3)\n"
     "  -precision bf16|fp32 (bf16)  -ln pre|post|peri (pre)\n"
     "  -plan  print the planned device memory by category instead (B defaults to 32; no GPU needed)\n"
-    "  -fit GIB  with -plan: also the largest B whose plan fits GIB\n";
+    "  -fit GIB  with -plan: also the largest B whose plan fits GIB\n"
+
+    "  -model  (no value) print the modelled step on an H200 instead of measuring; needs no GPU\n";
 
 struct Options {
     std::string init;
     int B, T, steps, warmup;
     bool bf16;
     Placement placement;
-    bool plan = false;
+    bool plan = false;   // -plan: the memory plan instead of a measurement
+    bool model = false;  // -model: the cost model instead of a measurement
     double fit_gib;
 };
 
-// Parses the flags of USAGE (-plan, which takes no value, is taken out first); anything else
-// is an InputError.
+// Parses the flags of USAGE; anything else is an InputError. -plan and -model take no value, so
+// they are taken out before the "-name value" pairs are read.
 Options parse(int argc, char** argv) {
     std::vector<char*> args;
     Options o;
     for (int i = 0; i < argc; i++) {
         if (i > 0 && std::strcmp(argv[i], "-plan") == 0) o.plan = true;
+        else if (i > 0 && std::strcmp(argv[i], "-model") == 0) o.model = true;
         else args.push_back(argv[i]);
     }
     Flags f((int)args.size(), args.data());
@@ -126,12 +137,85 @@ float train_step(Backend& model, const std::vector<int32_t>& batch, int t) {
     return loss;
 }
 
+// Training FLOPs of one step of B·T tokens: 6 per parameter and token (forward 2, backward 4)
+// plus attention's two T×T products, 12·L·C·T per token, as in the PaLM paper's MFU.
+double step_flops(const ModelConfig& cfg, int B, int T) {
+    return (double)B * T * (6.0 * num_parameters(cfg) + 12.0 * cfg.L * cfg.C * T);
+}
+
+// One op of the modelled step: its launches, bytes, FLOPs and modelled seconds on an H200.
+struct ModelRow {
+    std::string op;
+    int launches = 0;
+    double bytes = 0, flops = 0, seconds = 0;
+};
+
+// The launches of one modelled step grouped by op, slowest first, and their total (`total`).
+std::vector<ModelRow> modelled_ops(const ModelConfig& cfg, int B, int T, bool bf16, ModelRow* total) {
+    using Row = ModelRow;
+    std::vector<Row> rows;
+    *total = Row{"step"};
+    for (const OpTraffic& op : cuda_step_traffic(cfg, B, T, bf16)) {
+        auto row = std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.op == op.op; });
+        if (row == rows.end()) row = rows.insert(rows.end(), Row{op.op});
+        for (const Traffic& t : op.launches) {
+            for (Row* r : {&*row, total}) {
+                r->launches++;
+                r->bytes += t.bytes_read + t.bytes_written;
+                r->flops += t.flops + t.matmul_flops;
+                r->seconds += modelled_seconds(t, bf16);
+            }
+        }
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.seconds > b.seconds; });
+    return rows;
+}
+
+// -model: the modelled step per op, then its total, tok/s and MFU.
+int print_model(const ModelConfig& cfg, const Options& o) {
+    using Row = ModelRow;
+    const int B = o.B > 0 ? o.B : 16;
+    Row total;
+    const std::vector<Row> rows = modelled_ops(cfg, B, o.T, o.bf16, &total);
+    std::printf("bench -model: H200 (docs/cuda.md), %s (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n",
+                o.init.c_str(), num_parameters(cfg) / 1e6, placement_name(cfg.placement), o.bf16 ? "bf16" : "fp32", B,
+                o.T);
+    std::printf("  %-28s %8s %10s %10s %10s %7s\n", "op", "launches", "GB", "GFLOP", "ms", "share");
+    auto print = [&](const Row& r) {
+        std::printf("  %-28s %8d %10.3f %10.1f %10.3f %6.1f%%\n", r.op.c_str(), r.launches, r.bytes / 1e9,
+                    r.flops / 1e9, r.seconds * 1e3, 100.0 * r.seconds / total.seconds);
+    };
+    for (const Row& r : rows) print(r);
+    print(total);
+    const double tokens = (double)B * o.T;
+    const double mfu = step_flops(cfg, B, o.T) / total.seconds / DeviceModel{}.bf16_matmul_flops;
+    std::printf("  tok/s     %.0f (modelled)\n", tokens / total.seconds);
+    std::printf("  MFU       %.1f%% of 989 TFLOP/s dense bf16 (6·params·tokens + 12·L·C·T·tokens)\n", 100.0 * mfu);
+    std::printf("bench-model-summary: ms_step=%.2f tok_s=%.0f mfu_pct=%.1f launches=%d B=%d\n", total.seconds * 1e3,
+                tokens / total.seconds, 100.0 * mfu, total.launches, B);
+    return 0;
+}
+
+// Each op's measured time (CUDA events, step_timing.cuh) beside its modelled H200 time.
+void print_measured_ops(const ModelConfig& cfg, int B, const Options& o) {
+    ModelRow total;
+    const std::vector<ModelRow> rows = modelled_ops(cfg, B, o.T, o.bf16, &total);
+    std::map<std::string, double> measured = cuda_step_op_ms(cfg, B, o.T, o.bf16, std::max(1, o.steps / 4));
+    double measured_total = 0;
+    for (const auto& [op, ms] : measured) measured_total += ms;
+    std::printf("  per op (ms/step; measured between events around each op, modelled for an H200):\n");
+    std::printf("  %-28s %10s %10s\n", "op", "measured", "modelled");
+    for (const ModelRow& r : rows) std::printf("  %-28s %10.3f %10.3f\n", r.op.c_str(), measured[r.op], r.seconds * 1e3);
+    std::printf("  %-28s %10.3f %10.3f\n", "sum of ops", measured_total, total.seconds * 1e3);
+}
+
 int run(const Options& o) {
     ModelConfig cfg;
     if (!model_size(o.init, &cfg)) throw InputError("flag -init: '" + o.init + "' is not a model size");
     cfg.placement = o.placement;
     if (o.T > cfg.maxT) throw InputError("flag -T: at most " + std::to_string(cfg.maxT));
     if (o.plan) return print_plan(cfg, o);
+    if (o.model) return print_model(cfg, o);
     std::string device;
     if (!cuda_device_available(&device)) {
         std::printf("bench: needs a CUDA GPU (%s); nothing to measure\n", device.c_str());
@@ -165,12 +249,10 @@ int run(const Options& o) {
         memory = std::max(memory, device_memory_used());
     }
 
-    // Training FLOPs per token: 6 per parameter (forward 2, backward 4) plus attention's two
-    // T×T products, 12·L·C·T, as in the PaLM paper's MFU.
     std::sort(ms.begin(), ms.end());
     const double median_ms = ms[ms.size() / 2];
     const double tokens = (double)B * o.T;
-    const double flops = tokens * (6.0 * num_parameters(cfg) + 12.0 * cfg.L * cfg.C * o.T);
+    const double flops = step_flops(cfg, B, o.T);
     const double tflops = flops / (median_ms * 1e-3) / 1e12;
     const Peak* peak = peak_of(device);
     char mfu[96] = "n/a (no dense bf16 peak known for this device)";
@@ -182,6 +264,7 @@ int run(const Options& o) {
     std::printf("  TFLOP/s   %.1f\n", tflops);
     std::printf("  MFU       %s\n", mfu);
     std::printf("  memory    %.1f GiB in use on the device (peak over the timed steps)\n", memory / 1073741824.0);
+    print_measured_ops(cfg, B, o);
     std::printf("bench-summary: tok_s=%.0f ms_step=%.1f mfu_pct=%.1f mem_gib=%.1f B=%d\n", tokens / (median_ms * 1e-3),
                 median_ms, peak ? 100.0 * tflops / peak->tflops : 0.0, memory / 1073741824.0, B);
     return 0;

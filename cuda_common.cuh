@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "memory_plan.h"
+#include "traffic.h"
 
 // ---------------------------------------------------------------------------------------------
 // Errors: a failed CUDA or cuBLAS call is a bug or a broken device, never bad user input, so
@@ -155,6 +156,11 @@ inline void add_column_partials(float* out, const float* partial, int chunks, in
     cudaCheck(cudaGetLastError());
 }
 
+// Its traffic: the `chunks` partials of each column read, out read and written.
+inline Traffic add_column_partials_traffic(int chunks, int width) {
+    return {"add_column_partials_kernel", 4.0 * width * (chunks + 1), 4.0 * width, (double)width * chunks};
+}
+
 // Grid of a stage-1 kernel over `width` columns and `chunks` row chunks.
 inline dim3 column_tiles(int width, int chunks) { return dim3((unsigned)ceil_div(width, TILE_COLS), (unsigned)chunks); }
 
@@ -173,6 +179,11 @@ void convert(TOut* out, const TIn* in, size_t n, cudaStream_t stream) {
     if (n == 0) return;
     convert_kernel<TOut, TIn><<<ceil_div(n, 256), 256, 0, stream>>>(out, in, n);
     cudaCheck(cudaGetLastError());
+}
+
+template <typename TOut, typename TIn>
+Traffic convert_traffic(size_t n) {
+    return {"convert_kernel", (double)n * sizeof(TIn), (double)n * sizeof(TOut), 0};
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,46 +6,27 @@
 // element type S); the weights are of type W (the bf16 copy in bf16 mode).
 //
 // The same token can sit at many positions, so its dwte row gathers several rows of dout. To
-// sum them without atomics, in a fixed order, the positions are grouped by token on the host
-// when the batch arrives (TokenBuckets): one block per distinct token then sums its positions.
+// sum them without atomics, in a fixed order and without the host, the positions are sorted on
+// the device by (token, position) (TokenOrder, a bitonic sort of 64-bit keys): one block per run
+// of equal tokens then sums its positions in increasing order.
 #pragma once
-#include <algorithm>
 #include <cstdint>
-#include <numeric>
-#include <vector>
 
 #include "cuda_common.cuh"
 
 namespace gpu {
 
-// ---------------------------------------------------------------------------------------------
-// The positions of a batch grouped by token: bucket k holds the token token[k] and the
-// positions position[start[k] .. start[k+1]), ascending. At most N buckets and N positions.
-struct TokenBuckets {
-    int count = 0;  // distinct tokens in the batch
-    DeviceArray<int32_t> token, start, position;
+// Scratch of the wte gradient: keys[i] = token << 32 | position, sorted ascending by
+// sort_tokens; `padded` (a power of two ≥ N) keys, the last padded − N of them all ones.
+struct TokenOrder {
+    int N, padded;
+    DeviceArray<unsigned long long> keys;
 
-    explicit TokenBuckets(int N) : token(N), start(N + 1), position(N) {}
-
-    // Groups the N host tokens by id and uploads the buckets.
-    void build(const int32_t* tokens, int N, cudaStream_t stream) {
-        std::vector<int32_t> order(N), host_token, host_start;
-        std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return tokens[a] < tokens[b]; });
-        for (int i = 0; i < N; i++) {
-            if (i == 0 || tokens[order[i]] != tokens[order[i - 1]]) {
-                host_token.push_back(tokens[order[i]]);
-                host_start.push_back(i);
-            }
-        }
-        host_start.push_back(N);
-        count = (int)host_token.size();
-        cudaCheck(cudaMemcpyAsync(token.data(), host_token.data(), count * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                  stream));
-        cudaCheck(cudaMemcpyAsync(start.data(), host_start.data(), (count + 1) * sizeof(int32_t),
-                                  cudaMemcpyHostToDevice, stream));
-        cudaCheck(cudaMemcpyAsync(position.data(), order.data(), N * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
-        cudaCheck(cudaStreamSynchronize(stream));  // the host vectors die here
+    explicit TokenOrder(int N) : N(N), padded(next_power_of_two(N)), keys(padded) {}
+    static int next_power_of_two(int n) {
+        int p = 1;
+        while (p < n) p *= 2;
+        return p;
     }
 };
 
@@ -72,17 +53,39 @@ __global__ void wpe_backward_kernel(float* dwpe, const T* dout, int B, int Tn, i
     dwpe[i] += sum;
 }
 
-// dwte[token[k], c] += Σ over the positions of bucket k of dout[position, c]; block (k, column
-// slice), one thread per channel.
+// keys[i] = tokens[i] << 32 | i for i < N, all ones for the padding up to `padded`.
+__global__ void token_keys_kernel(unsigned long long* keys, const int32_t* tokens, int N, int padded) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= padded) return;
+    keys[i] = i < N ? (unsigned long long)(uint32_t)tokens[i] << 32 | (unsigned)i : ~0ull;
+}
+
+// One compare-exchange step (j, k) of a bitonic sort of `padded` keys: thread i < i ^ j orders
+// the pair (i, i ^ j), ascending where bit k of i is 0, and always stores both, so every step
+// moves the same bytes whatever the data.
+__global__ void bitonic_step_kernel(unsigned long long* keys, int j, int k, int padded) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int partner = i ^ j;
+    if (i >= padded || partner < i) return;
+    const unsigned long long a = keys[i], b = keys[partner];
+    const bool ascending = (i & k) == 0;
+    const bool swap = ascending ? a > b : a < b;
+    keys[i] = swap ? b : a;
+    keys[partner] = swap ? a : b;
+}
+
+// dwte[token, c] += Σ of dout[position, c] over the run of sorted keys with that token, in
+// increasing position; block (i, column slice) works only when sorted key i starts a run.
 template <typename T>
-__global__ void wte_backward_kernel(float* dwte, const T* dout, const int32_t* token, const int32_t* start,
-                                    const int32_t* position, int C) {
-    const int k = blockIdx.x;
+__global__ void wte_backward_kernel(float* dwte, const T* dout, const unsigned long long* keys, int N, int C) {
+    const int i = blockIdx.x;
     const int c = blockIdx.y * blockDim.x + threadIdx.x;
-    if (c >= C) return;
+    const unsigned token = (unsigned)(keys[i] >> 32);
+    if (c >= C || (i > 0 && (unsigned)(keys[i - 1] >> 32) == token)) return;
     float sum = 0.0f;
-    for (int j = start[k]; j < start[k + 1]; j++) sum += to_float(dout[(size_t)position[j] * C + c]);
-    dwte[(size_t)token[k] * C + c] += sum;
+    for (int j = i; j < N && (unsigned)(keys[j] >> 32) == token; j++)
+        sum += to_float(dout[(size_t)(unsigned)keys[j] * C + c]);
+    dwte[(size_t)token * C + c] += sum;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -97,17 +100,53 @@ void encoder_forward(S* out, const int32_t* tokens, const W* wte, const W* wpe, 
     cudaCheck(cudaGetLastError());
 }
 
-// dwte (Vp,C), dwpe (maxT,C) += from dout (B,T,C); `buckets` were built from this batch's tokens.
+// Traffic of encoder_forward: the tokens, one wte row per position (all distinct at worst) and
+// T rows of wpe read (W), out written (S).
+template <typename S, typename W>
+Traffic encoder_forward_traffic(int B, int Tn, int C) {
+    const double N = (double)B * Tn;
+    return {"encoder_forward_kernel", 4.0 * N + (N + Tn) * C * sizeof(W), N * C * sizeof(S), N * C};
+}
+
+// Sorts the N tokens (device memory) with their positions into order.keys: the key launch,
+// then the log2(padded)·(log2(padded) + 1)/2 steps of the bitonic network.
+inline void sort_tokens(TokenOrder& order, const int32_t* tokens, cudaStream_t stream) {
+    const int P = order.padded;
+    token_keys_kernel<<<ceil_div(P, 256), 256, 0, stream>>>(order.keys.data(), tokens, order.N, P);
+    cudaCheck(cudaGetLastError());
+    for (int k = 2; k <= P; k *= 2)
+        for (int j = k / 2; j > 0; j /= 2) {
+            bitonic_step_kernel<<<ceil_div(P, 256), 256, 0, stream>>>(order.keys.data(), j, k, P);
+            cudaCheck(cudaGetLastError());
+        }
+}
+
+// dwte (Vp,C), dwpe (maxT,C) += from dout (B,T,C) and the batch's tokens (B,T) on the device;
+// `order` is scratch for B·T positions.
 template <typename T>
-void encoder_backward(float* dwte, float* dwpe, const T* dout, const TokenBuckets& buckets, int B, int Tn, int C,
-                      cudaStream_t stream) {
+void encoder_backward(float* dwte, float* dwpe, const T* dout, const int32_t* tokens, TokenOrder& order, int B,
+                      int Tn, int C, cudaStream_t stream) {
     wpe_backward_kernel<T><<<ceil_div((size_t)Tn * C, 256), 256, 0, stream>>>(dwpe, dout, B, Tn, C);
     cudaCheck(cudaGetLastError());
-    if (buckets.count == 0) return;
-    const dim3 grid((unsigned)buckets.count, (unsigned)ceil_div(C, 256));
-    wte_backward_kernel<T><<<grid, 256, 0, stream>>>(dwte, dout, buckets.token.data(), buckets.start.data(),
-                                                  buckets.position.data(), C);
+    sort_tokens(order, tokens, stream);
+    const dim3 grid((unsigned)(B * Tn), (unsigned)ceil_div(C, 256));
+    wte_backward_kernel<T><<<grid, 256, 0, stream>>>(dwte, dout, order.keys.data(), B * Tn, C);
     cudaCheck(cudaGetLastError());
+}
+
+// Traffic of encoder_backward with `distinct` tokens in the batch: dwpe (T,C) from dout; the
+// keys from the tokens and each step of the sort (all keys read and written); then dout again,
+// the sorted keys and the `distinct` rows of dwte (read and written).
+template <typename T>
+Launches encoder_backward_traffic(int B, int Tn, int C, int distinct) {
+    const int N = B * Tn, P = TokenOrder::next_power_of_two(N);
+    const double nc = (double)N * C, tc = (double)Tn * C, keys = 8.0 * P;
+    Launches out{{"wpe_backward_kernel", nc * sizeof(T) + 4.0 * tc, 4.0 * tc, nc},
+                 {"token_keys_kernel", 4.0 * N, keys, 0}};
+    for (int k = 2; k <= P; k *= 2)
+        for (int j = k / 2; j > 0; j /= 2) out.push_back({"bitonic_step_kernel", keys, keys, 0});
+    out.push_back({"wte_backward_kernel", nc * sizeof(T) + 8.0 * N + 4.0 * distinct * C, 4.0 * distinct * C, nc});
+    return out;
 }
 
 }  // namespace gpu

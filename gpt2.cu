@@ -48,6 +48,7 @@
 #include "model.h"
 #include "residual.cuh"
 #include "stats.cuh"
+#include "step_traffic.cuh"
 
 // The CUDA ops as the model calls them: the kernels on DeviceArray buffers, activations in T,
 // the residual stream, statistics, losses and parameter gradients in fp32. The object owns the
@@ -67,7 +68,7 @@ public:
     cublasHandle_t cublas = nullptr;
 
     CudaOps(const ModelConfig& cfg, int B, int Tn)
-        : attention_delta(gpu::attention_saved_size(B, Tn, cfg.NH)), buckets(B * Tn), lse(B * Tn),
+        : attention_delta(gpu::attention_saved_size(B, Tn, cfg.NH)), token_order(B * Tn), lse(B * Tn),
           partial((size_t)MAX_ROW_CHUNKS * 4 * cfg.C), norm_partial(gpu::SUMSQ_MAX_BLOCKS),
           stats_scratch(gpu::stream_statistics_scratch(B * Tn, cfg.C)) {
         if (counting_device_memory()) return;
@@ -107,12 +108,11 @@ public:
     }
     // dst = src rounded to T (the bf16 weights from params, a matrix product's input from the stream).
     void convert(T* dst, const float* src, size_t n) { ::convert(dst, src, n, stream); }
-    // Uploads the batch and groups its positions by token, for encoder_backward.
+    // Uploads the batch.
     void load_batch(Array<int32_t>& tokens, Array<int32_t>& targets, const int32_t* host_tokens,
                     const int32_t* host_targets) {
         tokens.upload(host_tokens, stream);
         targets.upload(host_targets, stream);
-        buckets.build(host_tokens, (int)tokens.size(), stream);
     }
 
     // Reductions: the mean of the per-position losses (summed on the host in double), the L2
@@ -138,9 +138,9 @@ public:
     void encoder_forward(float* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C) {
         gpu::encoder_forward(out, tokens, wte, wpe, B, Tn, C, stream);
     }
-    // tokens: the batch of the last load_batch, whose positions it grouped by token.
+    // tokens: the batch of the last load_batch (device memory), sorted by token on the device.
     void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int Tn, int C) {
-        gpu::encoder_backward(dwte, dwpe, dout, buckets, B, Tn, C, stream);
+        gpu::encoder_backward(dwte, dwpe, dout, tokens, token_order, B, Tn, C, stream);
     }
     template <class O, class I>
     void layernorm_forward(O* out, float* mean, float* rstd, const I* x, const T* w, const T* b, int N, int C) {
@@ -170,7 +170,9 @@ public:
                             int C, int NH) {
         gpu::attention_backward(dqkv, dout, qkv, out, lse, attention_delta.data(), B, Tn, C, NH, stream);
     }
-    void gelu_forward(T* out, const T* x, size_t n) { gpu::gelu_forward(out, x, n, stream); }
+    void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
+        gpu::matmul_bias_gelu_forward(cublas, out, pre, inp, w, bias, N, IC, OC, stream);
+    }
     void gelu_backward(T* dx, const T* dout, const T* x, size_t n) { gpu::gelu_backward(dx, dout, x, n, stream); }
     void residual_forward(float* out, const float* x, const T* f, float dt, size_t n) {
         gpu::residual_forward(out, x, f, dt, n, stream);
@@ -188,7 +190,7 @@ public:
 
 private:
     DeviceArray<float> attention_delta;  // (B,NH,T) Σ dout·out per row, for attention_backward
-    gpu::TokenBuckets buckets;          // this batch's positions grouped by token, for the wte gradient
+    gpu::TokenOrder token_order;        // the batch's positions sorted by token, for the wte gradient
     DeviceArray<float> lse;             // (N) log Σ exp(logits) of the last crossentropy_forward
     DeviceArray<float> partial;         // column-sum partials, MAX_ROW_CHUNKS·4C
     DeviceArray<float> norm_partial;    // sum-of-squares partials
@@ -219,16 +221,10 @@ public:
     void backward(float loss_weight) override { model.backward(loss_weight); }
     double grad_norm() override { return model.grad_norm(); }
 
+    // Every tensor in one launch over the whole flat array.
     void update(const AdamWHyper& h, int t, double grad_scale) override {
-        const auto sizes = param_sizes(model.cfg);
-        const auto offsets = param_offsets(model.cfg);
-        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-            AdamWHyper hi = h;
-            if (!param_decays(i)) hi.weight_decay = 0;
-            const size_t o = offsets[i];
-            gpu::adamw_update(model.params.data() + o, model.weight_copy(o), model.grads.data() + o, m.data() + o,
-                              v.data() + o, sizes[i], hi, t, grad_scale, model.ops.stream);
-        }
+        gpu::adamw_update(model.params.data(), model.weight_copy(0), model.grads.data(), m.data(), v.data(),
+                          gpu::adamw_table(model.cfg), 0, model.params.size(), h, t, grad_scale, model.ops.stream);
     }
 
     void get_params(float* out) override { model.params.download(out, model.ops.stream); }
@@ -362,3 +358,5 @@ std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T,
     if (use_bf16) return std::make_unique<CudaBackend<bf16>>(cfg, B, T, device);
     return std::make_unique<CudaBackend<float>>(cfg, B, T, device);
 }
+
+#include "step_timing.cuh"  // needs CudaOps

@@ -439,8 +439,8 @@ private:
     void mlp_forward(int l, const Act* u, Act* f) {
         BlockActs& a = blocks[l];
         const size_t C = cfg.C;
-        ops.matmul_forward(a.fc.data(), u, p.fcw + l * 4 * C * C, p.fcb + l * 4 * C, N, (int)C, (int)(4 * C));
-        ops.gelu_forward(a.gelu.data(), a.fc.data(), (size_t)N * 4 * C);
+        ops.matmul_gelu_forward(a.gelu.data(), a.fc.data(), u, p.fcw + l * 4 * C * C, p.fcb + l * 4 * C, N, (int)C,
+                                (int)(4 * C));
         ops.matmul_forward(f, a.gelu.data(), p.fcprojw + l * 4 * C * C, p.fcprojb + l * C, N, (int)(4 * C), (int)C);
     }
 

@@ -86,6 +86,11 @@ struct ReferenceOps {
         ::attention_backward(dqkv, dout, qkv, att, B, Tn, C, NH);
     }
     static void gelu_forward(T* out, const T* x, size_t n) { ::gelu_forward(out, x, n); }
+    // pre (N,OC) = inp·wᵀ + bias, out = GELU(pre): the MLP's fc layer and its activation.
+    static void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
+        ::matmul_forward(pre, inp, w, bias, N, IC, OC);
+        ::gelu_forward(out, pre, (size_t)N * OC);
+    }
     static void gelu_backward(T* dx, const T* dout, const T* x, size_t n) { ::gelu_backward(dx, dout, x, n); }
     static void residual_forward(T* out, const T* x, const T* f, float dt, size_t n) {
         ::residual_forward(out, x, f, (T)dt, n);
@@ -130,6 +135,10 @@ struct FastOps : ReferenceOps<float> {
         fast::attention_backward(dqkv, dout, qkv, att, B, Tn, C, NH);
     }
     static void gelu_forward(T* out, const T* x, size_t n) { fast::gelu_forward(out, x, n); }
+    static void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
+        fast::matmul_forward(pre, inp, w, bias, N, IC, OC);
+        fast::gelu_forward(out, pre, (size_t)N * OC);
+    }
     static void gelu_backward(T* dx, const T* dout, const T* x, size_t n) { fast::gelu_backward(dx, dout, x, n); }
     static void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
         fast::crossentropy_forward(losses, logits, targets, N, V, Vp);

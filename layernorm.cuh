@@ -108,6 +108,14 @@ void layernorm_forward(O* out, float* mean, float* rstd, const X* inp, const W* 
     cudaCheck(cudaGetLastError());
 }
 
+// Traffic of layernorm_forward: inp (N,C), w and b (C) read; out (N,C), mean and rstd (N)
+// written; about 8 FLOPs per element.
+template <typename O, typename X, typename W>
+Traffic layernorm_forward_traffic(int N, int C) {
+    const double nc = (double)N * C;
+    return {"layernorm_forward_kernel", nc * sizeof(X) + 2.0 * C * sizeof(W), nc * sizeof(O) + 8.0 * N, 8.0 * nc};
+}
+
 // dinp (N,C) += ...; dw, db (C) += ... given dout (N,C) and the forward's inp, w, mean, rstd.
 // `partial` is scratch of MAX_ROW_CHUNKS·2C floats.
 template <typename D, typename G, typename X, typename W>
@@ -122,6 +130,18 @@ void layernorm_backward(D* dinp, float* dw, float* db, const G* dout, const X* i
     cudaCheck(cudaGetLastError());
     add_column_partials(dw, partial, chunks, 2 * C, C, stream);
     add_column_partials(db, partial + C, chunks, 2 * C, C, stream);
+}
+
+// Traffic of layernorm_backward: the input gradient (dout, inp, dinp, w, mean, rstd read;
+// dinp written), the weight partials (dout, inp, mean, rstd read), then dw and db.
+template <typename D, typename G, typename X, typename W>
+Launches layernorm_backward_traffic(int N, int C) {
+    const double nc = (double)N * C;
+    const int chunks = row_chunks(N);
+    return {{"layernorm_backward_input_kernel", nc * (sizeof(G) + sizeof(X) + sizeof(D)) + C * sizeof(W) + 8.0 * N,
+             nc * sizeof(D), 12.0 * nc},
+            {"layernorm_backward_weights_kernel", nc * (sizeof(G) + sizeof(X)) + 8.0 * N, 8.0 * chunks * C, 5.0 * nc},
+            add_column_partials_traffic(chunks, C), add_column_partials_traffic(chunks, C)};
 }
 
 }  // namespace gpu

@@ -78,6 +78,13 @@ void crossentropy_forward(float* losses, float* lse, const T* logits, const int3
     cudaCheck(cudaGetLastError());
 }
 
+// Traffic of crossentropy_forward: the V real columns of each row and the targets read,
+// losses and lse written; about 4 FLOPs per logit (max, subtract, exp, add).
+template <typename T>
+Traffic crossentropy_forward_traffic(int N, int V, int Vp) {
+    return {"crossentropy_forward_kernel", (double)N * V * sizeof(T) + 4.0 * N, 8.0 * N, 4.0 * N * V};
+}
+
 // logits (N,Vp) ← d(Σ_n dloss·losses[n])/dlogits, using lse from crossentropy_forward.
 template <typename T>
 void crossentropy_backward_inplace(T* logits, const float* lse, const int32_t* targets, float dloss, int N, int V,
@@ -85,6 +92,14 @@ void crossentropy_backward_inplace(T* logits, const float* lse, const int32_t* t
     crossentropy_backward_kernel<T><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
         logits, lse, targets, dloss, N, V, Vp);
     cudaCheck(cudaGetLastError());
+}
+
+// Traffic of crossentropy_backward_inplace: the V real columns, lse and targets read, all Vp
+// columns written; about 4 FLOPs per logit.
+template <typename T>
+Traffic crossentropy_backward_traffic(int N, int V, int Vp) {
+    return {"crossentropy_backward_kernel", (double)N * V * sizeof(T) + 8.0 * N, (double)N * Vp * sizeof(T),
+            4.0 * N * V};
 }
 
 }  // namespace gpu

@@ -1,13 +1,11 @@
 // matmul.cuh — matrix products on cuBLAS, and the linear layer built from them.
 //
 //   gemm:               C (M,N) = alpha·op(A)·op(B) + beta·C, row-major like matmul.h's gemm;
-//   gemm_batched:       the same for `batch` matrices at fixed strides;
 //   linear forward:     out (N,OC) = inp (N,IC)·wᵀ + bias,  w (OC,IC) as PyTorch stores it;
 //   linear backward:    dinp (N,IC) += dout·w;  dw (OC,IC) += doutᵀ·inp;  dbias (OC) += Σ_n dout.
 //
 // Operands A and B are of the element type T; the result is T, or fp32 where precision
-// matters (weight gradients, attention scores, an input gradient that is the residual
-// stream's). cuBLAS multiplies in fp32 (CUBLAS_COMPUTE_32F):
+// matters (weight gradients, an input gradient that is the residual stream's). cuBLAS multiplies in fp32 (CUBLAS_COMPUTE_32F):
 // with bf16 operands it uses the tensor cores, with fp32 operands it stays exact fp32 (no
 // TF32), as the fp32 mode promises. Weight and bias gradients are fp32.
 #pragma once
@@ -30,14 +28,12 @@ void gemm(cublasHandle_t handle, bool transA, bool transB, int M, int N, int K, 
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-template <typename TAB, typename TC>
-void gemm_batched(cublasHandle_t handle, bool transA, bool transB, int M, int N, int K, float alpha, const TAB* A,
-                  int lda, long long strideA, const TAB* B, int ldb, long long strideB, float beta, TC* C, int ldc,
-                  long long strideC, int batch) {
-    cublasCheck(cublasGemmStridedBatchedEx(handle, cublas_op(transB), cublas_op(transA), N, M, K, &alpha, B,
-                                           cuda_data_type<TAB>(), ldb, strideB, A, cuda_data_type<TAB>(), lda,
-                                           strideA, &beta, C, cuda_data_type<TC>(), ldc, strideC, batch,
-                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+// Traffic of gemm with elements of sizes ab_bytes (A, B) and c_bytes (C): reads op(A) (M,K) and
+// op(B) (K,N), reads C only when beta ≠ 0, writes C (M,N), and does 2·M·N·K FLOPs.
+inline Traffic gemm_traffic(int M, int N, int K, bool beta_nonzero, size_t ab_bytes, size_t c_bytes) {
+    const double mn = (double)M * N;
+    return {"gemm", ((double)M * K + (double)K * N) * ab_bytes + (beta_nonzero ? mn * c_bytes : 0.0),
+            mn * c_bytes, 0, 2.0 * mn * K};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -78,6 +74,15 @@ void matmul_forward(cublasHandle_t handle, T* out, const T* inp, const T* w, con
     cudaCheck(cudaGetLastError());
 }
 
+// Traffic of matmul_forward: the product, then the bias pass that reads and writes out.
+template <typename T>
+Launches matmul_forward_traffic(int N, int IC, int OC, bool bias) {
+    Launches out{gemm_traffic(N, OC, IC, false, sizeof(T), sizeof(T))};
+    const double n = (double)N * OC;
+    if (bias) out.push_back({"add_bias_kernel", (n + OC) * sizeof(T), n * sizeof(T), n});
+    return out;
+}
+
 // dinp (N,IC) += dout·w;  dw (OC,IC) += doutᵀ·inp;  dbias (OC) += Σ_n dout (skipped when
 // null). dinp is T or fp32 (D). `partial` is scratch of MAX_ROW_CHUNKS·OC floats.
 template <typename T, typename D>
@@ -90,6 +95,18 @@ void matmul_backward(cublasHandle_t handle, D* dinp, float* dw, float* dbias, co
     bias_backward_kernel<T><<<column_tiles(OC, chunks), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(partial, dout, N, OC);
     cudaCheck(cudaGetLastError());
     add_column_partials(dbias, partial, chunks, OC, OC, stream);
+}
+
+// Traffic of matmul_backward: the two products (both accumulate, so C is read), then the
+// two stages of the bias gradient.
+template <typename T, typename D = T>
+Launches matmul_backward_traffic(int N, int IC, int OC, bool bias) {
+    Launches out{gemm_traffic(N, IC, OC, true, sizeof(T), sizeof(D)), gemm_traffic(OC, IC, N, true, sizeof(T), 4)};
+    if (!bias) return out;
+    const int chunks = row_chunks(N);
+    out.push_back({"bias_backward_kernel", (double)N * OC * sizeof(T), 4.0 * chunks * OC, (double)N * OC});
+    out.push_back(add_column_partials_traffic(chunks, OC));
+    return out;
 }
 
 }  // namespace gpu

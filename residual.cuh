@@ -40,11 +40,24 @@ void residual_forward(S* out, const S* x, const F* f, float dt, size_t n, cudaSt
     cudaCheck(cudaGetLastError());
 }
 
+// Traffic of residual_forward: x (S) and f (F) read, out (S) written.
+template <typename S, typename F>
+Traffic residual_forward_traffic(size_t n) {
+    return {"residual_forward_kernel", (double)n * (sizeof(S) + sizeof(F)), (double)n * sizeof(S), 2.0 * n};
+}
+
 // dx += dout; df += Δt·dout over n elements.
 template <typename S, typename F>
 void residual_backward(S* dx, F* df, const S* dout, float dt, size_t n, cudaStream_t stream) {
     residual_backward_kernel<S, F><<<ceil_div(n, 256), 256, 0, stream>>>(dx, df, dout, dt, n);
     cudaCheck(cudaGetLastError());
+}
+
+// Traffic of residual_backward: dout and dx (S) and df (F) read, dx and df written.
+template <typename S, typename F>
+Traffic residual_backward_traffic(size_t n) {
+    return {"residual_backward_kernel", (double)n * (2 * sizeof(S) + sizeof(F)), (double)n * (sizeof(S) + sizeof(F)),
+            3.0 * n};
 }
 
 }  // namespace gpu

@@ -9,11 +9,13 @@
 // Set CUDA_TEST_REPORT=1 to print the error each comparison reached.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -180,11 +182,20 @@ TYPED_TEST(Kernel, EncoderBackward) {
     auto d_dwte = to_device<float>(dwte), d_dwpe = to_device<float>(dwpe);
     ::encoder_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, Tn, C);
 
-    gpu::TokenBuckets buckets(N);
-    buckets.build(tokens.data(), N, kStream);
-    gpu::encoder_backward(d_dwte.data(), d_dwpe.data(), to_device<T>(dout).data(), buckets, B, Tn, C, kStream);
+    DeviceArray<int32_t> d_tokens(N);
+    d_tokens.upload(tokens.data(), kStream);
+    gpu::TokenOrder order(N);  // N = 39: the sort pads to 64 keys
+    gpu::encoder_backward(d_dwte.data(), d_dwpe.data(), to_device<T>(dout).data(), d_tokens.data(), order, B, Tn, C,
+                          kStream);
     expect_close(d_dwte, dwte, tolerance<T>(), "encoder dwte");
     expect_close(d_dwpe, dwpe, tolerance<T>(), "encoder dwpe");
+
+    // The device sort: every position once, by token and then by position, padding last.
+    std::vector<unsigned long long> keys(order.padded), want(order.padded, ~0ull);
+    order.keys.download(keys.data(), kStream);
+    for (int i = 0; i < N; i++) want[i] = (unsigned long long)tokens[i] << 32 | (unsigned)i;
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(keys, want);
 }
 
 // LayerNorm inputs: spread 1.5 around 0.3, and spread 1e-3 around 0 (variance 1e-6, below
@@ -396,24 +407,45 @@ TYPED_TEST(Kernel, AttentionBackward) {
     }
 }
 
-TYPED_TEST(Kernel, GeluForwardAndBackward) {
+// The backward on the elements [offset, offset + count) of buffers of N·4C = 7488: all in
+// 16-byte packs; a count that leaves a partial pack at the end; buffers one element off
+// 16-byte alignment, which take the element-by-element path. Elements outside are untouched.
+TYPED_TEST(Kernel, GeluBackward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(10);
     const size_t n = (size_t)N * 4 * C;
     const std::vector<float> x = rounded<T>(random_vector(rng, n, 2.0f));
     const std::vector<float> dout = rounded<T>(random_vector(rng, n));
-    std::vector<float> want(n);
-    ::gelu_forward(want.data(), x.data(), n);
-    auto out = poisoned<T>(n);
-    gpu::gelu_forward(out.data(), to_device<T>(x).data(), n, kStream);
-    expect_close(out, want, tolerance<T>(), "gelu out");
+    for (auto [offset, count] : {std::pair<size_t, size_t>{0, n}, {0, n - 3}, {1, n - 1}}) {
+        SCOPED_TRACE("elements " + std::to_string(offset) + " + " + std::to_string(count));
+        std::vector<float> dinp = rounded<T>(random_vector(rng, n));
+        auto d_dinp = to_device<T>(dinp), d_dout = to_device<T>(dout), d_x = to_device<T>(x);
+        ::gelu_backward(dinp.data() + offset, dout.data() + offset, x.data() + offset, count);
+        gpu::gelu_backward(d_dinp.data() + offset, d_dout.data() + offset, d_x.data() + offset, count, kStream);
+        expect_close(d_dinp, dinp, tolerance<T>(), "gelu dinp");
+    }
+}
 
-    std::vector<float> dinp = rounded<T>(random_vector(rng, n));
-    auto d_dinp = to_device<T>(dinp);
-    ::gelu_backward(dinp.data(), dout.data(), x.data(), n);
-    gpu::gelu_backward(d_dinp.data(), to_device<T>(dout).data(), to_device<T>(x).data(), n, kStream);
-    expect_close(d_dinp, dinp, tolerance<T>(), "gelu dinp");
+// The MLP's fc layer with its GELU fused in: pre = inp·wᵀ + bias and GELU(pre), against the
+// reference's matmul then GELU (OC = 4C; N·OC = 7488 elements fill no block exactly).
+TYPED_TEST(Kernel, MatmulBiasGeluForward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(11);
+    const int IC = C, OC = 4 * C;
+    const std::vector<float> inp = rounded<T>(random_vector(rng, (size_t)N * IC));
+    const std::vector<float> w = rounded<T>(random_vector(rng, (size_t)OC * IC, 0.2f));
+    const std::vector<float> bias = rounded<T>(random_vector(rng, OC));
+    std::vector<float> want_pre((size_t)N * OC), want_out((size_t)N * OC);
+    ::matmul_forward(want_pre.data(), inp.data(), w.data(), bias.data(), N, IC, OC);
+    ::gelu_forward(want_out.data(), want_pre.data(), want_pre.size());
+    Cublas cublas;
+    auto pre = poisoned<T>((size_t)N * OC), out = poisoned<T>((size_t)N * OC);
+    gpu::matmul_bias_gelu_forward(cublas.handle, out.data(), pre.data(), to_device<T>(inp).data(),
+                                  to_device<T>(w).data(), to_device<T>(bias).data(), N, IC, OC, kStream);
+    expect_close(pre, want_pre, tolerance<T>(), "fc pre-activation");
+    expect_close(out, want_out, tolerance<T>(), "fc GELU");
 }
 
 TYPED_TEST(Kernel, CrossEntropyForwardAndBackward) {
@@ -443,7 +475,14 @@ TYPED_TEST(Kernel, AdamW) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(12);
-    const size_t n = 1003;
+    // Three segments (decay, an empty one, no decay, decay) and one launch over the range
+    // [lo, hi), which starts and ends inside segments: elements outside it stay as they were.
+    const size_t n = 1003, lo = 150, hi = 950;
+    gpu::AdamWTable table;
+    table.count = 4;
+    const unsigned long long ends[] = {400, 400, 700, n};
+    const bool decays[] = {true, true, false, true};
+    for (int k = 0; k < 4; k++) table.end[k] = ends[k], table.decays[k] = decays[k];
     for (float grad_size : {0.01f, 1e-8f}) {
         SCOPED_TRACE("gradients of size " + std::to_string(grad_size));
         const std::vector<float> params0 = random_vector(rng, n), grads = random_vector(rng, n, grad_size);
@@ -454,13 +493,23 @@ TYPED_TEST(Kernel, AdamW) {
         const AdamWHyper h{1e-3, 0.9, 0.95, 1e-8, 0.1};
         const int t = 3;
         const double grad_scale = 0.7;
-        ::adamw_update(params.data(), grads.data(), m.data(), v.data(), n, h, t, grad_scale);
+        size_t begin = 0;
+        for (int k = 0; k < 4; begin = ends[k++]) {  // the reference, segment by segment, clipped to [lo, hi)
+            const size_t from = std::max(begin, lo), to = std::min<size_t>(ends[k], hi);
+            AdamWHyper hk = h;
+            if (!decays[k]) hk.weight_decay = 0;
+            if (from < to)
+                ::adamw_update(params.data() + from, grads.data() + from, m.data() + from, v.data() + from, to - from,
+                               hk, t, grad_scale);
+        }
 
         // bf16 mode refreshes the bf16 copy of the weights; fp32 mode has none.
         const bool has_copy = !std::is_same<T, float>::value;
-        auto copy = poisoned<T>(has_copy ? n : 0);
+        auto copy = to_device<T>(params0);
         gpu::adamw_update(d_params.data(), has_copy ? copy.data() : nullptr, to_device<float>(grads).data(), d_m.data(),
-                          d_v.data(), n, h, t, grad_scale, kStream);
+                          d_v.data(), table, lo, hi, h, t, grad_scale, kStream);
+        const std::vector<float> got = to_host(d_params);
+        for (size_t i : {size_t{0}, lo - 1, hi, n - 1}) EXPECT_EQ(got[i], params0[i]) << "outside [lo, hi): " << i;
         expect_close(d_params, params, 1e-5, "adamw params");
         expect_close(d_m, m, 1e-5, "adamw m");
         expect_close(d_v, v, 1e-5, "adamw v");

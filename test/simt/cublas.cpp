@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "internal.h"
+#include "counting.h"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;
@@ -133,6 +134,7 @@ cublasStatus_t gemm(const char* api, cublasHandle_t handle, cublasOperation_t tr
                      (compute == CUBLAS_COMPUTE_32F && (handle->math_mode & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH));
 
   const DeviceMemoryAccess device_memory;
+  begin_launch("gemm");
   for (long long batch = 0; batch < batch_count; ++batch) {
     std::vector<float> a_dense, b_dense;  // op(A) as m x k, op(B) transposed as n x k
     if (reads_ab) {
@@ -147,6 +149,7 @@ cublasStatus_t gemm(const char* api, cublasHandle_t handle, cublasOperation_t tr
         store(c_data, c_type, index, value);
       }
   }
+  end_launch();
   return CUBLAS_STATUS_SUCCESS;
 }
 

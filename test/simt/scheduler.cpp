@@ -23,6 +23,7 @@
 #include "internal.h"
 #include "sanitizer.h"
 #include "simt.h"
+#include "counting.h"
 
 namespace simt {
 namespace {
@@ -578,11 +579,13 @@ void run_grid(const LaunchConfig& config, void (*thread_body)(const void*), cons
   const DeviceMemoryAccess device_memory;
   block_dim = config.block;
   grid_dim = config.grid;
+  begin_launch(config.name);
   for (const uint3& index : blocks_in_order(config.grid, schedule.order, random)) {
     block_index = index;
     Block block(config, index, schedule, thread_body, context);
     block.run(random);
   }
+  end_launch();
 }
 
 void* dynamic_shared_base() { return running_block_for("extern __shared__ memory").dynamic_shared(); }

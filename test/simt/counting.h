@@ -1,0 +1,36 @@
+// Counting the global-memory traffic of each launch (test/traffic_test.cu, docs/simt.md
+// "Counting traffic").
+//
+// In the counting build every load and store of the test's own code and of the emulated cuBLAS
+// is compiled with GCC's ThreadSanitizer instrumentation (-fsanitize=thread), which calls a
+// hook before each access; this layer defines those hooks itself (no ThreadSanitizer runtime
+// is linked) and, between start_counting() and stop_counting(), records the bytes of device
+// memory (from cudaMalloc) that each kernel launch or cuBLAS call reads and writes, each byte
+// once per launch. In every other build the hooks are never called and counting records launches
+// with zero bytes, so counting_compiled() tells a test whether its numbers mean anything.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace simt {
+
+// One launch or cuBLAS call while counting.
+struct CountedLaunch {
+  std::string kernel;             // the kernel expression as written at the launch, or "gemm"
+  std::size_t bytes_read = 0;     // distinct bytes of device memory read
+  std::size_t bytes_written = 0;  // distinct bytes of device memory written
+};
+
+// True when this binary's accesses reach the hooks (the counting build).
+bool counting_compiled();
+// Starts recording launches; stop_counting() returns those since then, in launch order.
+void start_counting();
+std::vector<CountedLaunch> stop_counting();
+
+// Called by the scheduler around each grid and by the emulated cuBLAS around each product.
+void begin_launch(const char* kernel);
+void end_launch();
+
+}  // namespace simt
