@@ -176,7 +176,7 @@ template <typename T>
 class CudaBackend : public Backend {
 public:
     CudaBackend(const ModelConfig& cfg, int B, int T_, const std::string& device)
-        : model(cfg, B, T_), m(model.ops.template alloc<float>(model.params.size())),
+        : model(cfg, B, T_), range{0, model.params.size()}, m(model.ops.template alloc<float>(model.params.size())),
           v(model.ops.template alloc<float>(model.params.size())), device(device),
           diag_scratch(std::max<size_t>(gpu::diagnostics_scratch(B, T_, cfg.NH), gpu::SUMSQ_MAX_BLOCKS)) {
         model.ops.finish();
@@ -193,16 +193,37 @@ public:
     void backward(float loss_weight) override { model.backward(loss_weight); }
     double grad_norm() override { return model.grad_norm(); }
 
+    // AdamW over the optimiser range; m and v hold that range only.
     void update(const AdamWHyper& h, int t, double grad_scale) override {
-        const auto sizes = param_sizes(model.cfg);
-        const auto offsets = param_offsets(model.cfg);
-        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        for_each_tensor_part(model.cfg, range, [&](int i, size_t o, size_t n) {
             AdamWHyper hi = h;
             if (!param_decays(i)) hi.weight_decay = 0;
-            const size_t o = offsets[i];
-            gpu::adamw_update(model.params.data() + o, model.weight_copy(o), model.grads.data() + o, m.data() + o,
-                              v.data() + o, sizes[i], hi, t, grad_scale, model.ops.stream);
-        }
+            gpu::adamw_update(model.params.data() + o, model.weight_copy(o), model.grads.data() + o,
+                              m.data() + (o - range.lo), v.data() + (o - range.lo), n, hi, t, grad_scale,
+                              model.ops.stream);
+        });
+    }
+
+    // Data parallelism through the host: the buffers go down, through the process group's
+    // collectives and back up (README "Training on several GPUs or nodes").
+    void set_optimizer_range(Range r) override {
+        range = r;
+        m = model.ops.template alloc<float>(r.size());
+        v = model.ops.template alloc<float>(r.size());
+    }
+    void sum_grads(ProcessGroup& group) override {
+        if (group.size() == 1) return;
+        std::vector<float> host(model.grads.size());
+        model.grads.download(host.data(), model.ops.stream);
+        group.sum(host.data(), host.size());
+        model.grads.upload(host.data(), model.ops.stream);
+    }
+    void gather_params(ProcessGroup& group) override {
+        if (group.size() == 1) return;
+        std::vector<float> host(model.params.size());
+        get_params(host.data());
+        group.all_gather(host.data(), host.size());
+        set_params(host.data());
     }
 
     void get_params(float* out) override { model.params.download(out, model.ops.stream); }
@@ -262,7 +283,8 @@ public:
     CudaModel<T> model;
 
 private:
-    DeviceArray<float> m, v;  // AdamW moments, file order
+    Range range;              // the optimiser range (set_optimizer_range)
+    DeviceArray<float> m, v;  // AdamW moments of that range, file order
     std::string device;       // the GPU's description
     DeviceArray<float> diag_scratch;  // the diagnostics: sums of squares, per-row maxima
 
@@ -300,12 +322,17 @@ bool cuda_device_available(std::string* description) {
     return prop.major >= 8;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool use_bf16) {
+std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool use_bf16, int gpu) {
     std::string device;
     if (!cuda_device_available(&device)) throw InputError("-device cuda: " + device);
     if (B <= 0 || T <= 0 || T > cfg.maxT)
         throw InputError("cuda backend: need B >= 1 and 1 <= T <= maxT = " + std::to_string(cfg.maxT));
-    cudaCheck(cudaSetDevice(0));
+    int count = 0;
+    cudaCheck(cudaGetDeviceCount(&count));
+    if (gpu >= count)
+        throw InputError("-device cuda: local rank " + std::to_string(gpu) + " needs GPU " + std::to_string(gpu) +
+                         " but " + std::to_string(count) + " are visible (one GPU per rank on each node)");
+    cudaCheck(cudaSetDevice(gpu));
     if (use_bf16) return std::make_unique<CudaBackend<bf16>>(cfg, B, T, device);
     return std::make_unique<CudaBackend<float>>(cfg, B, T, device);
 }
