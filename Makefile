@@ -207,8 +207,12 @@ $(EMU)/cuda_test_%: $(EMU_SRC)/test/cuda_test_%.cu $(EMU_SOURCES) $(SIMT_OBJECTS
 $(EMU)/gpt2_cuda.o: $(EMU_SRC)/gpt2.cu $(EMU_SOURCES) $(wildcard $(SIMT)/*.h)
 	$(EMU_CXX) $(EMU_CXXFLAGS) -include $(SIMT)/simt.h -I$(EMU_SRC) -x c++ -c $< -o $@
 
+# The emulated ./train has MPI too (test_distributed runs it under mpirun).
+$(EMU)/train: EMU_MPI_DEFS := $(MPI_DEFS)
+$(EMU)/train: EMU_MPI_LIBS := $(MPI_LIBS)
 $(EMU_PROGRAMS): $(EMU)/%: %.cpp $(HEADERS) $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS)
-	$(EMU_CXX) $(EMU_CXXFLAGS) -DUSE_CUDA -I. $< $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) -o $@ -lgomp -pthread $(LDLIBS)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -DUSE_CUDA $(EMU_MPI_DEFS) -I. $< $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) -o $@ -lgomp -pthread \
+	    $(LDLIBS) $(EMU_MPI_LIBS)
 
 # Native build (needs the CUDA runtime library, found in the CUDA backend block).
 ifneq ($(CUDA_LINK),)

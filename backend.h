@@ -98,6 +98,6 @@ void for_each_tensor_part(const ModelConfig& cfg, Range range, F f) {
 // cuda_device_available: true when a usable device exists (any runtime error, e.g. no
 // driver, counts as none); fills `description` with its name. make_cuda_backend: the model on
 // the device; bf16 = bf16 weights/activations with fp32 master weights, else full fp32; on
-// visible GPU number `gpu` (one per local rank under mpirun).
+// visible GPU number `gpu` (one per local rank under mpirun), or the only one visible.
 bool cuda_device_available(std::string* description);
 std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool bf16, int gpu = 0);

@@ -27,7 +27,8 @@ struct Range {
 
 // Rank r's range of an array of n elements split over `ranks` ranks: [n·r/ranks, n·(r+1)/ranks).
 inline Range shard(size_t n, int r, int ranks) {
-    return {size_t((unsigned __int128)n * r / ranks), size_t((unsigned __int128)n * (r + 1) / ranks)};
+    auto bound = [&](size_t i) { return n / ranks * i + n % ranks * i / ranks; };  // ⌊n·i/ranks⌋ without overflow
+    return {bound(r), bound(r + 1)};
 }
 
 class ProcessGroup {

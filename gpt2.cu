@@ -327,8 +327,10 @@ std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T,
     if (!cuda_device_available(&device)) throw InputError("-device cuda: " + device);
     if (B <= 0 || T <= 0 || T > cfg.maxT)
         throw InputError("cuda backend: need B >= 1 and 1 <= T <= maxT = " + std::to_string(cfg.maxT));
+    // A process that sees one GPU (srun --gpus-per-task=1, CUDA_VISIBLE_DEVICES per rank) takes it.
     int count = 0;
     cudaCheck(cudaGetDeviceCount(&count));
+    if (count == 1) gpu = 0;
     if (gpu >= count)
         throw InputError("-device cuda: local rank " + std::to_string(gpu) + " needs GPU " + std::to_string(gpu) +
                          " but " + std::to_string(count) + " are visible (one GPU per rank on each node)");

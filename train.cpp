@@ -608,7 +608,7 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
         const double norm = model->grad_norm();
         if (step == 0) state.first_loss = loss;
         const std::string reason = outcome.observe(loss, norm);
-        if (group.max(!reason.empty())) {
+        if (group.max(group.is_root() && !reason.empty())) {  // rank 0 alone has the whole history
             record(diverged_record(step, outcome.outcome(), reason, loss, norm, outcome.spikes()));
             std::printf("%s at step %d: %s\n", outcome.outcome().c_str(), step, reason.c_str());
             return 3;

@@ -3,6 +3,7 @@
 //   - 2 and 3 ranks give the step losses and final parameters of one process at the same
 //     total batch (within 1e-6 relative), with the AdamW state sharded (ZeRO-1) or not;
 //   - a run of 2 ranks resumes bit for bit on 2 ranks, and continues on 3;
+//   - so do 2 ranks of the emulated CUDA build (its collectives staged through the host);
 //   - bad setups are refused on every rank with one line and exit status 2, and a rank that
 //     dies takes the others down instead of leaving them waiting.
 // Skips (saying why) when mpirun is missing or ./train was built without MPI. As root, mpirun
@@ -38,6 +39,7 @@ class Distributed : public ::testing::Test {
 protected:
     std::string dir;
     ModelConfig cfg = tiny_model(2, Placement::Peri);
+    std::string program = "./train -device cpu -threads 1";  // the emulated CUDA test changes it
 
     void SetUp() override {
         if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not found (Debian: openmpi-bin)";
@@ -61,7 +63,7 @@ protected:
     // `length`: the flags for how long it trains and how often it evaluates.
     std::string train_args(const std::string& out_name, const std::string& extra,
                            const std::string& length = "-steps 6 -eval_every 3") const {
-        return "./train -device cpu -threads 1 -init " + dir + "tiny.bin -train_data " + dir + "train_*.bin -val_data " +
+        return program + " -init " + dir + "tiny.bin -train_data " + dir + "train_*.bin -val_data " +
                dir + "val_*.bin -B 2 -T 8 -total_batch 96 -warmup 1 -lr 3e-3 -eval_batches 3 -shuffle 1 -out " + dir +
                out_name + " " + length + " " + extra;
     }
@@ -111,16 +113,17 @@ protected:
         return std::sqrt(diff / norm);
     }
 
-    // Asserts that the run in `out_name` matches the one-process run in "one": every step and
+    // Asserts that the run in `out_name` matches the one-process run in `one` of `steps` steps: every step and
     // validation loss within 1e-6 relative, the final parameters within 1e-6 in norm. Element by
     // element the parameters differ more: where a gradient is near zero, its sum in another order
     // can differ in sign, and AdamW's step m/√v is then ±lr either way (README, "what scales").
-    void expect_same_as_one_process(const std::string& out_name) const {
-        const std::vector<double> one = numbers("one", "loss"), many = numbers(out_name, "loss");
-        ASSERT_EQ(one.size(), 6u);
+    void expect_same_as_one_process(const std::string& out_name, const std::string& one_name = "one",
+                                    int steps = 6) const {
+        const std::vector<double> one = numbers(one_name, "loss"), many = numbers(out_name, "loss");
+        ASSERT_EQ(one.size(), size_t(steps));
         const double losses = max_relative_difference(many, one);
-        const double vals = max_relative_difference(numbers(out_name, "val_loss"), numbers("one", "val_loss"));
-        const std::vector<float> a = params(out_name, 6), b = params("one", 6);
+        const double vals = max_relative_difference(numbers(out_name, "val_loss"), numbers(one_name, "val_loss"));
+        const std::vector<float> a = params(out_name, steps), b = params(one_name, steps);
         size_t over = 0;
         const double worst = max_relative_difference(a, b, &over), weights = norm_relative_difference(a, b);
         std::printf("  %s vs one process: losses %.2e, val losses %.2e (max relative); final parameters %.2e "
@@ -148,8 +151,10 @@ TEST_F(Distributed, TwoAndThreeRanksMatchOneProcess) {
         const std::string name = "np" + std::to_string(ranks);
         const Result r = train(ranks, name);
         ASSERT_EQ(r.status, 0) << r.err;
-        if (ranks > 1) EXPECT_NE(r.out.find("ranks: " + std::to_string(ranks) + " processes, each " +
-                                            std::to_string(6 / ranks) + " micro-steps"), std::string::npos) << r.out;
+        if (ranks > 1) {
+            EXPECT_NE(r.out.find("ranks: " + std::to_string(ranks) + " processes, each " + std::to_string(6 / ranks) +
+                                 " micro-steps"), std::string::npos) << r.out;
+        }
         expect_same_as_one_process(name);
     }
     const Result replicated = train(2, "np2_replicated", "-zero 0");
@@ -184,6 +189,22 @@ TEST_F(Distributed, ResumesBitForBitOnTheSameRanksAndContinuesOnOthers) {
     ASSERT_EQ(three.status, 0) << three.err;
     ASSERT_EQ(train(0, "one").status, 0);
     expect_same_as_one_process("full");
+}
+
+TEST_F(Distributed, EmulatedCudaRanksMatchOneProcess) {
+    // The CUDA backend's path (gradients and parameters staged through the host) in the
+    // emulated build: 2 ranks against one process, fp32, 2 steps of 6 micro-steps.
+    if (!exists("build/emu/train")) GTEST_SKIP() << "no emulated CUDA build (build/emu/train needs the CUDA headers)";
+    program = "ASAN_OPTIONS=detect_leaks=0 build/emu/train -device cuda -precision fp32";
+    const std::string length = "-steps 2 -eval_every 2";
+    const Result one = train(0, "cuda_one", "", length);
+    ASSERT_EQ(one.status, 0) << one.err;
+    program = "build/emu/train -device cuda -precision fp32";
+    const std::string mpirun = std::string(MPIRUN) + " -x ASAN_OPTIONS=detect_leaks=0 -np 2 ";
+    const Result two = run(mpirun + train_args("cuda_np2", "", length));
+    ASSERT_EQ(two.status, 0) << two.err;
+    EXPECT_NE(two.out.find("backend: cuda"), std::string::npos) << two.out;
+    expect_same_as_one_process("cuda_np2", "cuda_one", 2);
 }
 
 TEST_F(Distributed, RefusesTotalBatchNotDividedByRanks) {
