@@ -57,11 +57,25 @@ CUDA_INCLUDE ?= /usr/local/cuda/include
 endif
 # ---- end CUDA backend ----
 
+# ---- MPI (data parallelism) ----
+# When mpicxx is found (Debian: libopenmpi-dev), ./train is built with MPI (USE_MPI) and runs as
+# one rank of a data-parallel job under mpirun (README "Training on several GPUs or nodes");
+# `make MPICXX=` builds it without, as does a machine without MPI. The compile and link flags
+# are asked of OpenMPI's wrapper (mpicxx --showme), so the compiler stays $(CXX).
+ifeq ($(origin MPICXX),undefined)
+MPICXX := $(shell command -v mpicxx 2>/dev/null)
+endif
+ifneq ($(MPICXX),)
+MPI_DEFS := -DUSE_MPI -DOMPI_SKIP_MPICXX $(shell $(MPICXX) --showme:compile)
+MPI_LIBS := $(shell $(MPICXX) --showme:link)
+endif
+# ---- end MPI ----
+
 all: $(BINARIES)
 
 # ---- programs --------------------------------------------------------------
 train: train.cpp $(HEADERS) $(CUDA_OBJ)
-	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -o $@ train.cpp $(CUDA_LINK) $(LDLIBS) $(CUDA_LIBS)
+	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) $(MPI_DEFS) -o $@ train.cpp $(CUDA_LINK) $(LDLIBS) $(CUDA_LIBS) $(MPI_LIBS)
 
 eval: eval.cpp $(HEADERS) $(CUDA_OBJ)
 	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -o $@ eval.cpp $(CUDA_LINK) $(LDLIBS) $(CUDA_LIBS)
@@ -196,8 +210,12 @@ $(EMU)/cuda_test_%: $(EMU_SRC)/test/cuda_test_%.cu $(EMU_SOURCES) $(SIMT_OBJECTS
 $(EMU)/gpt2_cuda.o: $(EMU_SRC)/gpt2.cu $(EMU_SOURCES) $(wildcard $(SIMT)/*.h)
 	$(EMU_CXX) $(EMU_CXXFLAGS) -include $(SIMT)/simt.h -I$(EMU_SRC) -x c++ -c $< -o $@
 
+# The emulated ./train has MPI too (test_distributed runs it under mpirun).
+$(EMU)/train: EMU_MPI_DEFS := $(MPI_DEFS)
+$(EMU)/train: EMU_MPI_LIBS := $(MPI_LIBS)
 $(EMU_PROGRAMS): $(EMU)/%: %.cpp $(HEADERS) $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS)
-	$(EMU_CXX) $(EMU_CXXFLAGS) -DUSE_CUDA -I. $< $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) -o $@ -lgomp -pthread $(LDLIBS)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -DUSE_CUDA $(EMU_MPI_DEFS) -I. $< $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) -o $@ -lgomp -pthread \
+	    $(LDLIBS) $(EMU_MPI_LIBS)
 
 # Counting build (docs/simt.md, "Counting traffic"): test/traffic_test.cu checks the traffic
 # each launcher declares (traffic.h) against the device bytes each launch touches. Its own

@@ -51,8 +51,9 @@ inline AdamWTable adamw_table(const ModelConfig& cfg) {
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
-// One thread per parameter i in [lo, hi) of the flat arrays; its segment's decay from the
-// table. `copy` (the bf16 weights) is null in fp32 mode.
+// One thread per parameter i in [lo, hi) of the flat arrays params, copy, grads; m and v hold
+// that range only (element i at i − lo). Its segment's decay from the table. `copy` (the bf16
+// weights) is null in fp32 mode.
 template <typename T>
 __global__ void adamw_kernel(float* params, T* copy, const float* grads, float* m, float* v, size_t lo, size_t hi,
                              AdamWTable table, AdamWStep h) {
@@ -62,12 +63,12 @@ __global__ void adamw_kernel(float* params, T* copy, const float* grads, float* 
     while (k + 1 < table.count && i >= table.end[k]) k++;
     const float weight_decay = table.decays[k] ? h.weight_decay : 0.0f;
     const float g = grads[i] * h.grad_scale;
-    const float mi = h.beta1 * m[i] + (1.0f - h.beta1) * g;
-    const float vi = h.beta2 * v[i] + (1.0f - h.beta2) * g * g;
+    const float mi = h.beta1 * m[i - lo] + (1.0f - h.beta1) * g;
+    const float vi = h.beta2 * v[i - lo] + (1.0f - h.beta2) * g * g;
     const float m_hat = mi / h.correction1, v_hat = vi / h.correction2;
     const float p = params[i] - h.lr * (m_hat / (sqrtf(v_hat) + h.eps) + weight_decay * params[i]);
-    m[i] = mi;
-    v[i] = vi;
+    m[i - lo] = mi;
+    v[i - lo] = vi;
     params[i] = p;
     if (copy) copy[i] = from_float<T>(p);
 }
@@ -94,7 +95,8 @@ constexpr int SUMSQ_MIN_PER_THREAD = 64;  // elements per thread before another 
 constexpr int SUMSQ_MAX_BLOCKS = 512;     // size of the `partial` scratch, in floats
 
 // One AdamW update at step t (1-based) of the elements [lo, hi) of the flat arrays params,
-// copy, grads, m, v (pointers to element 0), in one launch; h.weight_decay applies to the
+// copy, grads (pointers to element 0), with the moments m, v of that range only (hi − lo
+// floats each: a ZeRO-1 rank keeps just its share), in one launch; h.weight_decay applies to the
 // segments of `table` that decay.
 template <typename T>
 void adamw_update(float* params, T* copy, const float* grads, float* m, float* v, const AdamWTable& table, size_t lo,

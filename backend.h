@@ -2,12 +2,14 @@
 // training loop is written once. A backend owns the parameters, their gradients, the AdamW
 // moments and the activations of one micro-batch of fixed shape (B, T).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "memory_plan.h"
+#include "distributed.h"
 #include "model.h"
 
 // The output logits of one forward over N positions, only the V real tokens counted.
@@ -36,11 +38,22 @@ public:
     // weight decay on the 2-D tensors only (docs/model.md §5).
     virtual void update(const AdamWHyper& h, int t, double grad_scale) = 0;
 
-    // Copies between the backend and host fp32 buffers in file order (num_parameters floats).
+    // Copies between the backend and host fp32 buffers in file order: the parameters
+    // (num_parameters floats) and the moments of the optimiser range (its size() floats each).
     virtual void get_params(float* out) = 0;
     virtual void set_params(const float* in) = 0;
     virtual void get_moments(float* m, float* v) = 0;
     virtual void set_moments(const float* m, const float* v) = 0;
+
+    // Data parallelism (README "Training on several GPUs or nodes").
+    // The range of the flat parameter array (file order) whose AdamW moments this backend keeps
+    // and whose parameters update() changes (ZeRO-1: each rank its own shard); the whole array
+    // unless set. Setting it zeroes the moments.
+    virtual void set_optimizer_range(Range range) = 0;
+    // Replaces every parameter gradient by its sum over the ranks of `group`.
+    virtual void sum_grads(ProcessGroup& group) = 0;
+    // After update(): every rank's optimiser range of the parameters to every rank.
+    virtual void gather_params(ProcessGroup& group) = 0;
 
     // Hidden-state statistics (docs/statistics.md §1) of the residual stream in the last
     // forward at 2L + 1 points:
@@ -69,13 +82,27 @@ public:
     virtual std::vector<double> fcproj_grad_norms() = 0;
 };
 
+// Calls f(i, offset, n) for every parameter tensor i that overlaps `range`, with the part
+// [offset, offset + n) of the flat array that lies inside it (AdamW over an optimiser range
+// keeps the weight decay of each tensor).
+template <typename F>
+void for_each_tensor_part(const ModelConfig& cfg, Range range, F f) {
+    const auto sizes = param_sizes(cfg);
+    const auto offsets = param_offsets(cfg);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        const size_t begin = std::max(offsets[i], range.lo), end = std::min(offsets[i] + sizes[i], range.hi);
+        if (begin < end) f(i, begin, end - begin);
+    }
+}
+
 // The CUDA backend (gpt2.cu), linked in when the Makefile finds nvcc (USE_CUDA defined).
 // cuda_device_available: true when a usable device exists (any runtime error, e.g. no
 // driver, counts as none); fills `description` with its name. make_cuda_backend: the model on
-// the device; bf16 = bf16 weights/activations with fp32 master weights, else full fp32.
+// the device; bf16 = bf16 weights/activations with fp32 master weights, else full fp32; on
+// visible GPU number `gpu` (one per local rank under mpirun), or the only one visible.
 bool cuda_device_available(std::string* description);
-std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool bf16);
+std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool bf16, int gpu = 0);
 // The device memory make_cuda_backend would allocate, counted without a device (docs/cuda.md §4).
 MemoryPlan cuda_memory_plan(const ModelConfig& cfg, int B, int T, bool bf16);
-// Free bytes on CUDA device 0.
-uint64_t cuda_free_memory();
+// Free bytes on CUDA device `gpu`.
+uint64_t cuda_free_memory(int gpu = 0);

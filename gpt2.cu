@@ -205,7 +205,8 @@ template <typename T>
 class CudaBackend : public Backend {
 public:
     CudaBackend(const ModelConfig& cfg, int B, int T_, const std::string& device)
-        : model(cfg, B, T_), m(moment_buffer()), v(moment_buffer()), device(device),
+        : model(cfg, B, T_), range{0, model.params.size()}, m(moment_buffer(range.size())), v(moment_buffer(range.size())),
+          device(device),
           diag_scratch(scratch_buffer(std::max<size_t>(gpu::diagnostics_scratch(B, T_, cfg.NH), gpu::SUMSQ_MAX_BLOCKS))) {
         model.ops.finish();
     }
@@ -221,10 +222,32 @@ public:
     void backward(float loss_weight) override { model.backward(loss_weight); }
     double grad_norm() override { return model.grad_norm(); }
 
-    // Every tensor in one launch over the whole flat array.
+    // Every tensor of the optimiser range in one launch; m and v hold that range only.
     void update(const AdamWHyper& h, int t, double grad_scale) override {
         gpu::adamw_update(model.params.data(), model.weight_copy(0), model.grads.data(), m.data(), v.data(),
-                          gpu::adamw_table(model.cfg), 0, model.params.size(), h, t, grad_scale, model.ops.stream);
+                          gpu::adamw_table(model.cfg), range.lo, range.hi, h, t, grad_scale, model.ops.stream);
+    }
+
+    // Data parallelism through the host: the buffers go down, through the process group's
+    // collectives and back up (README "Training on several GPUs or nodes").
+    void set_optimizer_range(Range r) override {
+        range = r;
+        m = moment_buffer(r.size());
+        v = moment_buffer(r.size());
+    }
+    void sum_grads(ProcessGroup& group) override {
+        if (group.size() == 1) return;
+        std::vector<float> host(model.grads.size());
+        model.grads.download(host.data(), model.ops.stream);
+        group.sum(host.data(), host.size());
+        model.grads.upload(host.data(), model.ops.stream);
+    }
+    void gather_params(ProcessGroup& group) override {
+        if (group.size() == 1) return;
+        std::vector<float> host(model.params.size());
+        get_params(host.data());
+        group.all_gather(host.data(), host.size());
+        set_params(host.data());
     }
 
     void get_params(float* out) override { model.params.download(out, model.ops.stream); }
@@ -284,14 +307,15 @@ public:
     CudaModel<T> model;
 
 private:
-    DeviceArray<float> m, v;  // AdamW moments, file order
+    Range range;              // the optimiser range (set_optimizer_range)
+    DeviceArray<float> m, v;  // AdamW moments of that range, file order
     std::string device;       // the GPU's description
     DeviceArray<float> diag_scratch;  // the diagnostics: sums of squares, per-row maxima
 
-    // One AdamW moment (num_parameters floats, zeroed), counted with the parameters.
-    DeviceArray<float> moment_buffer() {
+    // n zeroed floats of AdamW moments (counted with the parameters in a memory plan).
+    DeviceArray<float> moment_buffer(size_t n) {
         model.ops.memory_category(MemoryCategory::Parameters);
-        return model.ops.template alloc<float>(model.params.size());
+        return model.ops.template alloc<float>(n);
     }
     DeviceArray<float> scratch_buffer(size_t n) {
         model.ops.memory_category(MemoryCategory::Scratch);
@@ -342,19 +366,32 @@ MemoryPlan cuda_memory_plan(const ModelConfig& cfg, int B, int T, bool use_bf16)
     return plan;
 }
 
-uint64_t cuda_free_memory() {
+// Makes the GPU of local rank `gpu` current and returns its index: a process that sees one GPU
+// (srun --gpus-per-task=1, CUDA_VISIBLE_DEVICES per rank) takes it, whatever its rank.
+static int select_cuda_device(int gpu) {
+    int count = 0;
+    cudaCheck(cudaGetDeviceCount(&count));
+    if (count == 1) gpu = 0;
+    if (gpu >= count)
+        throw InputError("-device cuda: local rank " + std::to_string(gpu) + " needs GPU " + std::to_string(gpu) +
+                         " but " + std::to_string(count) + " are visible (one GPU per rank on each node)");
+    cudaCheck(cudaSetDevice(gpu));
+    return gpu;
+}
+
+uint64_t cuda_free_memory(int gpu) {
     size_t free = 0, total = 0;
-    cudaCheck(cudaSetDevice(0));
+    select_cuda_device(gpu);
     cudaCheck(cudaMemGetInfo(&free, &total));
     return free;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool use_bf16) {
+std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool use_bf16, int gpu) {
     std::string device;
     if (!cuda_device_available(&device)) throw InputError("-device cuda: " + device);
     if (B <= 0 || T <= 0 || T > cfg.maxT)
         throw InputError("cuda backend: need B >= 1 and 1 <= T <= maxT = " + std::to_string(cfg.maxT));
-    cudaCheck(cudaSetDevice(0));
+    select_cuda_device(gpu);
     if (use_bf16) return std::make_unique<CudaBackend<bf16>>(cfg, B, T, device);
     return std::make_unique<CudaBackend<float>>(cfg, B, T, device);
 }

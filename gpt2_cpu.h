@@ -166,7 +166,7 @@ using CpuModel = Gpt2<CpuOps<T>>;
 class CpuBackend : public Backend {
 public:
     CpuBackend(const ModelConfig& cfg, int B, int T)
-        : model(cfg, B, T), m(model.params.size()), v(model.params.size()) {}
+        : model(cfg, B, T), range{0, model.params.size()}, m(model.params.size()), v(model.params.size()) {}
 
     std::string name() const override {
         return "cpu (fp32, " + std::to_string(omp_get_max_threads()) + " threads)";
@@ -178,16 +178,14 @@ public:
     void backward(float loss_weight) override { model.backward(loss_weight); }
     double grad_norm() override { return model.grad_norm(); }
 
+    // AdamW over the optimiser range; m and v hold that range only.
     void update(const AdamWHyper& h, int t, double grad_scale) override {
-        const auto sizes = param_sizes(model.cfg);
-        const auto offsets = param_offsets(model.cfg);
-        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        for_each_tensor_part(model.cfg, range, [&](int i, size_t o, size_t n) {
             AdamWHyper hi = h;
             if (!param_decays(i)) hi.weight_decay = 0;
-            const size_t o = offsets[i];
-            adamw_update(model.params.data() + o, model.grads.data() + o, m.data() + o, v.data() + o, sizes[i], hi,
-                         t, grad_scale);
-        }
+            adamw_update(model.params.data() + o, model.grads.data() + o, m.data() + (o - range.lo),
+                         v.data() + (o - range.lo), n, hi, t, grad_scale);
+        });
     }
 
     void get_params(float* out) override { std::copy(model.params.begin(), model.params.end(), out); }
@@ -200,6 +198,14 @@ public:
         std::copy(m_in, m_in + m.size(), m.begin());
         std::copy(v_in, v_in + v.size(), v.begin());
     }
+
+    void set_optimizer_range(Range r) override {
+        range = r;
+        m.assign(r.size(), 0.0f);
+        v.assign(r.size(), 0.0f);
+    }
+    void sum_grads(ProcessGroup& group) override { group.sum(model.grads.data(), model.grads.size()); }
+    void gather_params(ProcessGroup& group) override { group.all_gather(model.params.data(), model.params.size()); }
 
     std::vector<StreamStats> stream_stats() override { return model.half_stream_stats(); }
     void record_stream_grads(bool on) override { model.record_stream_grads = on; }
@@ -214,5 +220,6 @@ public:
     CpuModel<float> model;
 
 private:
-    std::vector<float> m, v;  // AdamW moments, file order
+    Range range;              // the optimiser range (set_optimizer_range)
+    std::vector<float> m, v;  // AdamW moments of that range, file order
 };

@@ -54,23 +54,25 @@ inline std::string resolve_device(const std::string& device) {
 }
 
 // Builds the backend for a resolved device ("cpu" or "cuda"); precision is "bf16" or "fp32"
-// (the CPU reference always computes in fp32).
+// (the CPU reference always computes in fp32); gpu: which of the visible GPUs (the local rank
+// under mpirun).
 inline std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision,
-                                             const ModelConfig& cfg, int B, int T) {
+                                             const ModelConfig& cfg, int B, int T, int gpu = 0) {
 #ifdef USE_CUDA
-    if (device == "cuda") return make_cuda_backend(cfg, B, T, precision == "bf16");
+    if (device == "cuda") return make_cuda_backend(cfg, B, T, precision == "bf16", gpu);
 #endif
     return std::make_unique<CpuBackend>(cfg, B, T);
 }
 
 // The micro-batch on a resolved device: on CUDA, B (`given` by -B, or the default so far) is
 // kept, halved or refused by the device memory plan against the free device memory
-// (fit_batch, memory_plan.h), before anything is allocated; elsewhere B as it is.
+// (fit_batch, memory_plan.h), before anything is allocated; elsewhere B as it is. gpu: as for
+// make_backend.
 inline int fit_device_batch(const std::string& device, const std::string& precision, const ModelConfig& cfg, int B,
-                            bool given, int T) {
+                            bool given, int T, int gpu = 0) {
 #ifdef USE_CUDA
     if (device == "cuda")
-        return fit_batch(B, given, cuda_free_memory(),
+        return fit_batch(B, given, cuda_free_memory(gpu),
                          [&](int b) { return cuda_memory_plan(cfg, b, T, precision == "bf16").total(); });
 #endif
     return B;

@@ -9,6 +9,15 @@ precisions × seeds, at one model width, schedule and step count.
     python3 sweep.py --init l8h2c64v4096 --ln pre,peri --dt 1,0.1 --wd 0,0.1 --lr 1e-3,1e-2 --seeds 1-5 \\
                      --steps 600 --B 8 --T 64 --out runs/mine
     python3 sweep.py --report runs/mine               # only (re)write the tables and figures
+    python3 sweep.py --preset gpt2-124m --gpus 8      # one run per GPU of this node, 8 at once
+    python3 sweep.py --preset gpt2-124m --slurm sweep.sbatch   # a Slurm job array instead; sbatch it
+
+Spreading runs: --gpus N runs N at once, each on its own GPU (CUDA_VISIBLE_DEVICES=0..N-1, one
+per run). --slurm FILE runs nothing: it writes FILE, an sbatch script with one array task per
+run of the grid; each task runs `sweep.py ... --run NAME` (that run alone, without the tables)
+and does nothing when the run is recorded, so FILE can be submitted again after a failure. When
+the tasks are done, `--report OUT` writes the tables. README "Training on several GPUs or
+nodes" says when this, and when data parallelism, is the better use of a cluster.
 
 Every run is `./train ... -out OUT/runs/NAME -resume 1`, then `./eval -model FINAL -json
 OUT/runs/NAME/eval.json`, as subprocesses with `-threads` set so that jobs × threads ≤ cores.
@@ -45,6 +54,7 @@ import glob
 import json
 import math
 import os
+import queue
 import re
 import shlex
 import shutil
@@ -294,6 +304,9 @@ class Sweep:
         self.lock = threading.Lock()
         self.refused = None  # ./train's message when it refused its input (exit 2): the sweep stops
         self.done = 0
+        self.free_gpus = queue.Queue()  # with --gpus N: the GPU numbers no run is using
+        for gpu in range(s.gpus):
+            self.free_gpus.put(gpu)
 
     def say(self, text):
         with self.lock:
@@ -334,12 +347,14 @@ class Sweep:
             cmd += ["-threads", str(s.threads)]
         return cmd
 
-    def execute(self, cmd, log_path):
+    def execute(self, cmd, log_path, gpu=None):
+        """Runs cmd with its output in log_path; on GPU number `gpu` alone when given."""
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu)) if gpu is not None else None
         with open(log_path, "a", encoding="utf-8") as log:
-            log.write("$ " + " ".join(cmd) + "\n")
+            log.write("$ " + ("" if gpu is None else f"CUDA_VISIBLE_DEVICES={gpu} ") + " ".join(cmd) + "\n")
             log.flush()
             try:
-                return subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT).returncode
+                return subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
             except OSError as e:
                 log.write(f"cannot run {cmd[0]}: {e}\n")
                 return 127
@@ -354,7 +369,17 @@ class Sweep:
                 os.remove(os.path.join(run.dir, name))
 
     def run_one(self, run, total):
-        """Trains and evaluates one run unless it is recorded; returns its result dict."""
+        """Trains and evaluates one run unless it is recorded (on a GPU of its own with --gpus);
+        returns its result dict."""
+        if not self.s.gpus:
+            return self.train_and_evaluate(run, total, None)
+        gpu = self.free_gpus.get()
+        try:
+            return self.train_and_evaluate(run, total, gpu)
+        finally:
+            self.free_gpus.put(gpu)
+
+    def train_and_evaluate(self, run, total, gpu):
         s = self.s
         result_path = os.path.join(run.dir, "result.json")
         result = read_json(result_path)
@@ -366,7 +391,7 @@ class Sweep:
         result = dict(name=run.name, ln=run.ln, dt=run.dt, wd=run.wd, lr=run.lr, depth=run.depth,
                       precision=run.precision, seed=run.seed)
         if not os.path.exists(final_model(run, s)):
-            status = self.execute(self.train_command(run), os.path.join(run.dir, "train.log"))
+            status = self.execute(self.train_command(run), os.path.join(run.dir, "train.log"), gpu)
             log = read_jsonl(os.path.join(run.dir, "log.jsonl"))
             if status == 3:
                 event = next((r for r in reversed(log) if r.get("event") == "diverged"), {})
@@ -381,7 +406,7 @@ class Sweep:
         if "outcome" not in result:
             if read_json(eval_json) is None:
                 t0 = time.time()
-                status = self.execute(self.eval_command(run), os.path.join(run.dir, "eval.log"))
+                status = self.execute(self.eval_command(run), os.path.join(run.dir, "eval.log"), gpu)
                 if status != 0 or read_json(eval_json) is None:
                     return self.failed(run, f"./eval exited with status {status}", "eval.log")
                 result["eval_seconds"] = round(time.time() - t0, 1)
@@ -1090,6 +1115,9 @@ def parse_args(argv):
     x.add_argument("--threads", type=int, help="-threads of each run (0 = the programs' default)")
     x.add_argument("--jobs", type=int, help="runs at once (0 = cores // threads)")
     x.add_argument("--out")
+    x.add_argument("--gpus", type=int, default=0, help="runs at once, one per GPU (CUDA_VISIBLE_DEVICES)")
+    x.add_argument("--slurm", metavar="FILE", help="write a Slurm job-array script, one task per run; run nothing")
+    x.add_argument("--run", metavar="NAME", help="train and evaluate this run of the grid only (a Slurm task)")
     x.add_argument("--publish", metavar="PREFIX", help="also copy results.md and figures to PREFIX_*")
     x.add_argument("--train-bin", dest="train_bin", default=os.path.join(REPO, "train"))
     x.add_argument("--eval-bin", dest="eval_bin", default=os.path.join(REPO, "eval"))
@@ -1109,6 +1137,9 @@ def parse_args(argv):
             settings[k] = v
     s = argparse.Namespace(**settings)
     s.report, s.figures_only, s.no_figures, s.dry_run = a.report, a.figures_only, a.no_figures, a.dry_run
+    s.gpus, s.slurm, s.run = a.gpus, a.slurm, a.run
+    if s.gpus < 0:
+        raise SweepError("--gpus: must be ≥ 0")
     s.train_bin, s.eval_bin = os.path.abspath(a.train_bin), os.path.abspath(a.eval_bin)
     # Relative paths: from the current directory when given here, from the repository when they
     # come from a preset or the defaults (e.g. data/mobydick_*.bin).
@@ -1197,6 +1228,63 @@ def use_private_binaries(s):
         setattr(s, attr, copy)
 
 
+def write_slurm_script(s, runs, argv):
+    """Writes s.slurm: an sbatch job array, task i runs runs[i] through `sweep.py ARGV --run NAME`
+    (from this directory, with the copies of the binaries in OUT/bin) unless it is recorded."""
+    drop = {"--slurm": 1, "--gpus": 1, "--jobs": 1, "--dry-run": 0}
+    args, i = [], 0
+    while i < len(argv):
+        name = argv[i].split("=")[0]
+        if name in drop:
+            i += 1 + (drop[name] if "=" not in argv[i] else 0)
+            continue
+        args.append(argv[i])
+        i += 1
+    args += ["--out", s.out, "--train-bin", s.train_bin, "--eval-bin", s.eval_bin]
+    logs = os.path.join(s.out, "slurm")
+    os.makedirs(logs, exist_ok=True)
+    resources = "#SBATCH --gpus-per-task=1" if s.device == "cuda" else f"#SBATCH --cpus-per-task={s.threads or 1}"
+    names = " ".join(shlex.quote(r.name) for r in runs)
+    text = f"""#!/bin/bash
+# Written by sweep.py: one array task per run of the sweep in {s.out}.
+# Submit with `sbatch {os.path.basename(s.slurm)}`; a task whose run is recorded does nothing, so
+# the same script may be submitted again. When all are done: python3 sweep.py --report {shlex.quote(s.out)}
+#SBATCH --job-name=sweep
+#SBATCH --array=0-{len(runs) - 1}
+#SBATCH --ntasks=1
+{resources}
+#SBATCH --output={logs}/%A_%a.log
+set -euo pipefail
+RUNS=({names})
+RUN=${{RUNS[$SLURM_ARRAY_TASK_ID]}}
+if [ -e {shlex.quote(os.path.join(s.out, "runs"))}/"$RUN"/result.json ]; then
+  echo "$RUN: recorded, skipped"
+  exit 0
+fi
+cd {shlex.quote(os.getcwd())}
+exec {shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(__file__))} {shlex.join(args)} --run "$RUN"
+"""
+    with open(s.slurm + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(s.slurm + ".tmp", 0o755)
+    os.replace(s.slurm + ".tmp", s.slurm)
+    todo = sum(1 for r in runs if read_json(os.path.join(r.dir, "result.json")) is None)
+    print(f"sweep: wrote {s.slurm}: {len(runs)} array tasks ({len(runs) - todo} recorded, {todo} to do); "
+          f"submit it with: sbatch {s.slurm}", flush=True)
+
+
+def run_alone(s, runs, name):
+    """--run NAME: trains and evaluates that run of the grid (unless recorded), no tables."""
+    run = next((r for r in runs if r.name == name), None)
+    if run is None:
+        raise SweepError(f"--run {name}: not a run of this grid")
+    sweep = Sweep(s)
+    result = sweep.run_one(run, 1)
+    if sweep.refused:
+        raise SweepError(f"./train refused the settings: {sweep.refused}")
+    return 0 if result is not None else 1
+
+
 def main(argv):
     s = parse_args(argv)
     if s.report:
@@ -1215,17 +1303,22 @@ def main(argv):
     for binary in (s.train_bin, s.eval_bin):
         if not os.access(binary, os.X_OK):
             raise SweepError(f"{binary} not found: build it first (make)")
-    saved = check_settings(s, write=not s.dry_run)
-    if not s.dry_run:
+    saved = check_settings(s, write=not s.dry_run and not s.run)
+    if not s.dry_run and not s.run:
         use_private_binaries(s)
     runs = make_grid(s)
+    if s.run:
+        return run_alone(s, runs, s.run)
+    if s.slurm:
+        write_slurm_script(s, runs, argv)
+        return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    jobs = s.jobs or max(1, cores // max(1, s.threads or cores))
+    jobs = s.gpus or s.jobs or max(1, cores // max(1, s.threads or cores))
     # Seed-major order, so a sweep stopped early has every configuration at its first seeds.
     todo = sorted((r for r in runs if read_json(os.path.join(r.dir, "result.json")) is None),
                   key=lambda r: (r.seed, runs.index(r)))
-    print(f"sweep: {len(runs)} runs ({len(runs) - len(todo)} recorded, {len(todo)} to do), {jobs} at once with "
-          f"{s.threads or 'all'} thread(s) each; output {s.out}", flush=True)
+    print(f"sweep: {len(runs)} runs ({len(runs) - len(todo)} recorded, {len(todo)} to do), {jobs} at once " +
+          (f"one per GPU" if s.gpus else f"with {s.threads or 'all'} thread(s) each") + f"; output {s.out}", flush=True)
     sweep = Sweep(s)
     if s.dry_run:
         for r in todo:

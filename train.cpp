@@ -27,10 +27,12 @@
 #include "checkpoint.h"
 #include "dataloader.h"
 #include "diagnostics.h"
+#include "distributed.h"
 #include "errors.h"
 #include "flags.h"
 #include "json.h"
 #include "model.h"
+#include "mpi_group.h"
 #include "run_dir.h"
 #include "setup.h"
 #include "signals.h"
@@ -48,7 +50,7 @@ struct TrainOptions {
     long long total_batch;
     double lr, lr_min, wd, beta1, beta2, eps, clip, diverge_rise, spike_rise;
     uint64_t seed;
-    bool shuffle, resume, overwrite, change_steps;
+    bool shuffle, resume, overwrite, change_steps, zero;
     std::string command;  // the command line, for config.json
 };
 
@@ -67,7 +69,8 @@ static const char* USAGE =
     "  -overwrite 0|1 (0): remove another run's files from -out instead of refusing to start\n"
     "  -change_steps 0|1 (0): with -resume 1, let -steps differ from the run's (the schedule's end moves)\n"
     "  -stats_every N (0 = off): hidden-state and gradient statistics per layer into log.jsonl\n"
-    "  -device auto|cpu|cuda (auto)  -precision bf16|fp32 (bf16, CUDA only)  -threads N (CPU)\n";
+    "  -device auto|cpu|cuda (auto)  -precision bf16|fp32 (bf16, CUDA only)  -threads N (CPU)\n"
+    "  -zero 0|1 (1): under mpirun, shard the AdamW state over the ranks (ZeRO-1; README)\n";
 
 // Parses and range-checks every flag; throws InputError naming the first bad one.
 static TrainOptions parse_options(int argc, char** argv) {
@@ -109,6 +112,7 @@ static TrainOptions parse_options(int argc, char** argv) {
     o.resume = f.integer("resume", 0, 0, 1) == 1;
     o.overwrite = f.integer("overwrite", 0, 0, 1) == 1;
     o.change_steps = f.integer("change_steps", 0, 0, 1) == 1;
+    o.zero = f.integer("zero", 1, 0, 1) == 1;
     f.finish();
     if (o.beta1 >= 1.0) throw InputError("flag -beta1: must be < 1");
     if (o.beta2 >= 1.0) throw InputError("flag -beta2: must be < 1");
@@ -138,7 +142,8 @@ struct Run {
     std::vector<float> initial_params;  // from a checkpoint; empty for a fresh model
     TrainState state;                   // resumed optimiser state; steps_done = 0 when fresh
     bool resuming = false;
-    int grad_accum = 1;
+    int ranks = 1;       // processes training the model together (mpirun -np)
+    int grad_accum = 1;  // micro-steps per step on each rank: total_batch / (ranks·B·T)
 };
 
 // The text of DIR/config.json: how this run was started, every setting resolved (defaults filled
@@ -162,7 +167,9 @@ static std::string config_text(const Run& r, Backend& model, const DataLoader& t
     field("B", std::to_string(o.B));
     field("T", std::to_string(o.T));
     field("total_batch", std::to_string(o.total_batch));
+    field("ranks", std::to_string(r.ranks));
     field("grad_accum", std::to_string(r.grad_accum));
+    field("zero", std::to_string((int)(o.zero && r.ranks > 1)));
     field("steps", std::to_string(o.steps));
     field("lr", json_number(o.lr));
     field("lr_min", json_number(o.lr_min));
@@ -185,6 +192,16 @@ static std::string config_text(const Run& r, Backend& model, const DataLoader& t
     return j.str();
 }
 
+// The settings every rank must share: config.json less its "backend" line (the thread count
+// or the GPU, which may differ between ranks).
+static std::string shared_settings(const std::string& config) {
+    std::string out;
+    std::stringstream in(config);
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("  \"backend\": ", 0) != 0) out += line + "\n";
+    return out;
+}
+
 // Checks that a checkpoint agrees with -ln / -dt when they were given.
 static void check_against_flags(const ModelConfig& m, const TrainOptions& o, const std::string& path) {
     if (o.placement_given && m.placement != o.placement)
@@ -205,10 +222,50 @@ static void check_resumed_state(const TrainState& s, int n, const TrainOptions& 
                          std::to_string(s.seed) + " (" + path + ")");
 }
 
-// Resolves the device, the model (resumed, loaded or fresh), and the batch shape.
-static Run prepare(const TrainOptions& o) {
+// True when the AdamW state is sharded over the ranks (ZeRO-1, README "Training on several GPUs
+// or nodes"): -zero 1 with more than one rank.
+static bool sharded(const Run& r) { return r.opt.zero && r.ranks > 1; }
+
+// Continues `loader`, rank `rank`'s, where a run saved `saved`: rank 0's position in the stream
+// of windows, which is the number of windows all ranks read before (the same for any number of
+// ranks); rank r reads from there + r on.
+static void resume_loader(DataLoader& loader, const LoaderState& saved, int rank) {
+    const uint64_t position = saved.epoch * loader.num_windows() + saved.cursor + rank;
+    loader.restore({position / loader.num_windows(), position % loader.num_windows()});
+}
+
+// Runs `start` (a stage of start-up) on every rank of `group` and fails all of them together
+// when it threw InputError on any: rank 0 throws the message of the lowest failing rank, the
+// other ranks QuietExit (they print nothing, so the user reads one line); every rank exits 2.
+// A collective inside `start` must come first: a rank that failed before it would not take part.
+struct QuietExit {
+    int status;
+};
+struct AgreedInputError : InputError {
+    using InputError::InputError;
+};
+template <typename Start>
+void start_on_every_rank(ProcessGroup& group, Start start) {
+    std::string error;
+    try {
+        start();
+    } catch (const InputError& e) {
+        error = e.what();
+    }
+    try {
+        group.agree(error);
+    } catch (const InputError& e) {
+        if (!group.is_root()) throw QuietExit{2};
+        throw AgreedInputError(e.what());
+    }
+}
+
+// Resolves the device, the model (resumed, loaded or fresh), and the batch shape; `ranks`
+// processes share every step.
+static Run prepare(const TrainOptions& o, int ranks, int gpu_index) {
     Run r;
     r.opt = o;
+    r.ranks = ranks;
     r.device = resolve_device(o.device);
     const bool gpu = r.device == "cuda";
     if (o.resume) {
@@ -257,35 +314,51 @@ static Run prepare(const TrainOptions& o) {
                                                                           : std::vector<std::string>{o.train_data});
     if (r.opt.T > r.cfg.maxT)
         throw InputError("flag -T: " + std::to_string(r.opt.T) + " exceeds the model's maxT " + std::to_string(r.cfg.maxT));
-    r.opt.B = fit_device_batch(r.device, o.precision, r.cfg, r.opt.B, o.B != 0, r.opt.T);
-    const long long tokens = (long long)r.opt.B * r.opt.T;
+    r.opt.B = fit_device_batch(r.device, o.precision, r.cfg, r.opt.B, o.B != 0, r.opt.T, gpu_index);
+    const long long tokens = (long long)r.opt.B * r.opt.T * ranks;  // one micro-step of every rank
     if (r.opt.total_batch == 0) r.opt.total_batch = gpu ? std::max(tokens, 524288LL) / tokens * tokens : tokens;
     if (r.opt.total_batch % tokens != 0)
-        throw InputError("flag -total_batch: " + std::to_string(r.opt.total_batch) + " is not a multiple of B*T = " +
+        throw InputError("flag -total_batch: " + std::to_string(r.opt.total_batch) + " is not a multiple of " +
+                         (ranks > 1 ? "ranks*B*T = " + std::to_string(ranks) + "*" + std::to_string(r.opt.B) + "*" +
+                                          std::to_string(r.opt.T) + " = "
+                                    : std::string("B*T = ")) +
                          std::to_string(tokens));
     r.grad_accum = (int)(r.opt.total_batch / tokens);
     return r;
 }
 
-// Mean loss over the first `batches` batches of the validation data.
-static double evaluate(Backend& model, DataLoader& val, int batches) {
+// Mean loss over the first `batches` batches of the validation data, the same on every rank:
+// rank r of W evaluates batches r, r + W, ... (its loader is dealt them) and the sum is shared.
+static double evaluate(Backend& model, DataLoader& val, int batches, ProcessGroup& group) {
     val.reset();
     double sum = 0;
-    for (int i = 0; i < batches; i++) {
+    for (int i = group.rank(); i < batches; i += group.size()) {
         val.next_batch();
         sum += model.forward(val.inputs(), val.targets());
     }
-    return sum / batches;
+    return group.sum(sum) / batches;
 }
 
-// Writes model_N.bin then state_N.bin (N = steps done), each whole or not at all.
-static void save_checkpoint(Backend& model, const Run& r, TrainState& state, const DataLoader& train) {
+// Writes model_N.bin then state_N.bin (N = steps done), each whole or not at all; collective:
+// with ZeRO-1 rank 0 gathers the moments of every rank's shard, and writes alone. The data
+// position saved is rank 0's, the number of windows all ranks have read (resume_loader).
+static void save_checkpoint(Backend& model, const Run& r, TrainState& state, const DataLoader& train,
+                            ProcessGroup& group) {
     const size_t P = num_parameters(r.cfg);
-    std::vector<float> params(P);
     state.m.resize(P);
     state.v.resize(P);
+    if (sharded(r)) {
+        const size_t mine = group.my_shard(P).size();
+        std::vector<float> m(mine), v(mine);
+        model.get_moments(m.data(), v.data());
+        group.gather_to_root(m.data(), state.m.data(), P);
+        group.gather_to_root(v.data(), state.v.data(), P);
+    } else {
+        model.get_moments(state.m.data(), state.v.data());
+    }
+    if (!group.is_root()) return;
+    std::vector<float> params(P);
     model.get_params(params.data());
-    model.get_moments(state.m.data(), state.v.data());
     state.loader = train.state();
     const std::string model_path = numbered(r.opt.out_dir, "model", state.steps_done);
     checked_write([&] {
@@ -426,47 +499,72 @@ static void print_summary(const TrainOptions& o, int first_step, double loss, do
                 numbered(o.out_dir, "model", o.steps).c_str());
 }
 
-static int train(Run& r, RunFolder& folder) {
+static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
     const TrainOptions& o = r.opt;
-    DataLoader train_data(o.train_data, o.B, o.T, r.cfg.V, o.shuffle, r.state.seed);
-    std::unique_ptr<DataLoader> val_data;
-    if (o.eval_every > 0) val_data = std::make_unique<DataLoader>(o.val_data, o.B, o.T, r.cfg.V, false, 0);
-    if (r.resuming) train_data.restore(r.state.loader);
-
-    std::unique_ptr<Backend> model = make_backend(r.device, o.precision, r.cfg, o.B, o.T);
+    std::unique_ptr<DataLoader> train_data, val_data;
+    std::unique_ptr<Backend> model;
+    const std::string config_path = in_folder(o.out_dir, "config.json");
+    std::string config;
+    start_on_every_rank(group, [&] {
+        train_data = std::make_unique<DataLoader>(o.train_data, o.B, o.T, r.cfg.V, o.shuffle, r.state.seed,
+                                                  group.rank(), group.size());
+        if (o.eval_every > 0)
+            val_data = std::make_unique<DataLoader>(o.val_data, o.B, o.T, r.cfg.V, false, 0, group.rank(), group.size());
+        if (r.resuming) resume_loader(*train_data, r.state.loader, group.rank());
+        model = make_backend(r.device, o.precision, r.cfg, o.B, o.T, group.local_rank());
+        config = config_text(r, *model, *train_data, val_data.get());
+    });
+    start_on_every_rank(group, [&] {
+        group.check_same_settings(shared_settings(config));
+        if (o.resume && group.is_root()) config = check_resumed_config(r, config_path, config);
+    });
+    const size_t P = num_parameters(r.cfg);
     if (r.initial_params.empty()) {
-        std::vector<float> params(num_parameters(r.cfg));
+        std::vector<float> params(P);
         init_parameters(r.cfg, params.data(), r.state.seed);
         model->set_params(params.data());
     } else {
         model->set_params(r.initial_params.data());
     }
-    if (r.resuming) model->set_moments(r.state.m.data(), r.state.v.data());
+    const Range optimizer_range = sharded(r) ? group.my_shard(P) : Range{0, P};
+    model->set_optimizer_range(optimizer_range);
+    if (r.resuming)
+        model->set_moments(r.state.m.data() + optimizer_range.lo, r.state.v.data() + optimizer_range.lo);
 
     std::printf("backend: %s\n", model->name().c_str());
     print_model(r.cfg, r.model_origin);
-    std::printf("train data: %s (%zu files, %llu tokens)\n", o.train_data.c_str(), train_data.files().size(),
-                (unsigned long long)train_data.total_tokens());
+    std::printf("train data: %s (%zu files, %llu tokens)\n", o.train_data.c_str(), train_data->files().size(),
+                (unsigned long long)train_data->total_tokens());
     if (val_data)
         std::printf("val data: %s (%zu files, %llu tokens)\n", o.val_data.c_str(), val_data->files().size(),
                     (unsigned long long)val_data->total_tokens());
     std::printf("batch: B=%d T=%d, %lld tokens per step (%d micro-steps), shuffle %d, seed %llu\n", o.B, o.T,
-                o.total_batch, r.grad_accum, (int)o.shuffle, (unsigned long long)r.state.seed);
+                o.total_batch, r.grad_accum * r.ranks, (int)o.shuffle, (unsigned long long)r.state.seed);
+    if (r.ranks > 1)
+        std::printf("ranks: %d processes, each %d micro-steps of B*T = %d tokens per step (%lld tokens); AdamW state %s\n",
+                    r.ranks, r.grad_accum, o.B * o.T, o.total_batch / r.ranks,
+                    sharded(r) ? ("sharded over the ranks (ZeRO-1, " + format_count(optimizer_range.size()) +
+                                  " parameters on rank 0)").c_str()
+                               : "replicated on every rank (-zero 0)");
     std::printf("optimiser: AdamW lr %g -> %g, warmup %d, %d steps, wd %g, betas (%g, %g), eps %g, clip %g\n", o.lr,
                 o.lr_min, o.warmup, o.steps, o.wd, o.beta1, o.beta2, o.eps, o.clip);
 
-    const std::string config_path = in_folder(o.out_dir, "config.json");
-    std::string config = config_text(r, *model, train_data, val_data.get());
-    if (o.resume) config = check_resumed_config(r, config_path, config);
     if (r.resuming && r.state.steps_done == o.steps) {
         std::printf("resume: the run in %s is complete (%d of %d steps, %s); nothing to train\n", o.out_dir.c_str(),
                     o.steps, o.steps, numbered(o.out_dir, "model", o.steps).c_str());
         return 0;
     }
-    folder.create();
+    // Rank 0 alone owns the folder: its lock, config.json, log.jsonl and the checkpoints.
+    std::unique_ptr<RunLog> log;
     int dropped = 0;
-    RunLog log(o.out_dir, r.resuming, r.state.steps_done, &dropped);
-    checked_write([&] { write_text_atomically(config_path, config); });
+    if (folder) {
+        folder->create();
+        log = std::make_unique<RunLog>(o.out_dir, r.resuming, r.state.steps_done, &dropped);
+        checked_write([&] { write_text_atomically(config_path, config); });
+    }
+    auto record = [&](const std::string& json) {
+        if (log) log->write(json);
+    };
     std::printf("output: %s%s\n", o.out_dir.c_str(), r.resuming ? " (resuming)" : "");
     if (r.resuming)
         std::printf("resume: continuing at step %d of %d from %s%s\n", r.state.steps_done, o.steps,
@@ -478,12 +576,14 @@ static int train(Run& r, RunFolder& folder) {
     const auto run_start = std::chrono::steady_clock::now();
     double last_loss = NAN, last_val_loss = NAN;
     OutcomeTracker outcome({o.outcome_window, o.diverge_rise, o.spike_rise, o.warmup});
-    for (double past : log.losses()) outcome.observe(past, 0.0);  // resuming: the steps already done
+    if (log)  // resuming: the steps already done (rank 0 decides on the outcome for every rank)
+        for (double past : log->losses()) outcome.observe(past, 0.0);
+    const int micro_steps = r.grad_accum * r.ranks;  // of the whole step, over all ranks
     for (int step = first_step; step < o.steps; step++) {
         if (val_data && step % o.eval_every == 0) {
-            const double val_loss = last_val_loss = evaluate(*model, *val_data, o.eval_batches);
+            const double val_loss = last_val_loss = evaluate(*model, *val_data, o.eval_batches, group);
             std::printf("step %5d | val loss %.4f | val ppl %.2f\n", step, val_loss, std::exp(val_loss));
-            log.write(val_record(step, val_loss));
+            record(val_record(step, val_loss));
         }
         const auto start = std::chrono::steady_clock::now();
         model->zero_grad();
@@ -491,28 +591,32 @@ static int train(Run& r, RunFolder& folder) {
         const bool stats_step = o.stats_every > 0 && step % o.stats_every == 0;
         ForwardStats stats;
         for (int micro = 0; micro < r.grad_accum; micro++) {
-            train_data.next_batch();
-            loss += model->forward(train_data.inputs(), train_data.targets());
+            train_data->next_batch();
+            loss += model->forward(train_data->inputs(), train_data->targets());
             if (stats_step && micro == 0) stats = forward_stats(*model);
             model->record_stream_grads(stats_step && micro == 0);
-            model->backward(1.0f / r.grad_accum);
+            model->backward(1.0f / micro_steps);
         }
-        if (stats_step) {
-            std::vector<double> grad_norms = model->stream_grad_norms();  // of loss / grad_accum
-            for (double& g : grad_norms) g *= r.grad_accum;
-            log.write(stats_record(step, stats, grad_norms, model->fcproj_grad_norms()));
+        // Every rank's gradients summed (each was already weighted 1 / micro_steps): the mean
+        // over the whole step, before clipping, the same on every rank.
+        model->sum_grads(group);
+        loss = group.sum(loss) / micro_steps;
+        if (stats_step) {  // of rank 0's first micro-batch, the step's first
+            std::vector<double> grad_norms = model->stream_grad_norms();  // of loss / micro_steps
+            for (double& g : grad_norms) g *= micro_steps;
+            record(stats_record(step, stats, grad_norms, model->fcproj_grad_norms()));
         }
-        loss /= r.grad_accum;
         const double norm = model->grad_norm();
         if (step == 0) state.first_loss = loss;
         const std::string reason = outcome.observe(loss, norm);
-        if (!reason.empty()) {
-            log.write(diverged_record(step, outcome.outcome(), reason, loss, norm, outcome.spikes()));
+        if (group.max(group.is_root() && !reason.empty())) {  // rank 0 alone has the whole history
+            record(diverged_record(step, outcome.outcome(), reason, loss, norm, outcome.spikes()));
             std::printf("%s at step %d: %s\n", outcome.outcome().c_str(), step, reason.c_str());
             return 3;
         }
         const double lr = learning_rate(step, o.steps, o.lr, o.lr_min, o.warmup);
         model->update({lr, o.beta1, o.beta2, o.eps, o.wd}, step + 1, clip_factor(norm, o.clip));
+        if (sharded(r)) model->gather_params(group);
         state.steps_done = step + 1;
         const double ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -522,7 +626,7 @@ static int train(Run& r, RunFolder& folder) {
         std::printf("step %5d/%d | loss %.4f | lr %.2e | grad norm %.4f | %.1f ms | %.0f tok/s | %s, ETA %s\n", step,
                     o.steps, loss, lr, norm, ms, tok_s, duration_text(elapsed).c_str(), duration_text(eta).c_str());
         last_loss = loss;
-        log.write(JsonRecord()
+        record(JsonRecord()
                       .add("step", std::to_string(step))
                       .add("loss", json_number(loss))
                       .add("lr", json_number(lr))
@@ -532,9 +636,9 @@ static int train(Run& r, RunFolder& folder) {
                       .str());
         const bool last = state.steps_done == o.steps;
         const bool saving = last || (o.save_every > 0 && state.steps_done % o.save_every == 0);
-        if (saving) save_checkpoint(*model, r, state, train_data);
-        if (const int sig = stop_request::requested(); sig && !last) {
-            if (!saving) save_checkpoint(*model, r, state, train_data);
+        if (saving) save_checkpoint(*model, r, state, *train_data, group);
+        if (const int sig = group.max(stop_request::requested()); sig && !last) {  // one rank's signal stops all
+            if (!saving) save_checkpoint(*model, r, state, *train_data, group);
             std::printf("stopped by %s after %d of %d steps: continue with the same command and -resume 1\n",
                         stop_request::name(sig), state.steps_done, o.steps);
             return stop_request::exit_status(sig);
@@ -545,12 +649,15 @@ static int train(Run& r, RunFolder& folder) {
     double unigram = NAN;
     std::string result = "ok";
     if (val_data && first_step < o.steps) {
-        const double val_loss = last_val_loss = evaluate(*model, *val_data, o.eval_batches);
-        unigram = evaluated_baselines(o.train_data, r.cfg.V, false, *val_data, o.eval_batches, size_t(o.B) * o.T)
-                      .unigram_ce();
+        const double val_loss = last_val_loss = evaluate(*model, *val_data, o.eval_batches, group);
+        if (group.is_root()) {  // over all evaluated batches: a loader of one rank's own
+            DataLoader all_val(o.val_data, o.B, o.T, r.cfg.V, false, 0);
+            unigram = evaluated_baselines(o.train_data, r.cfg.V, false, all_val, o.eval_batches, size_t(o.B) * o.T)
+                          .unigram_ce();
+        }
         std::printf("step %5d | val loss %.4f | val ppl %.2f | unigram_ce %.4f\n", o.steps, val_loss, std::exp(val_loss),
                     unigram);
-        log.write(JsonRecord()
+        record(JsonRecord()
                       .add("step", std::to_string(o.steps))
                       .add("val_loss", json_number(val_loss))
                       .add("val_ppl", json_number(std::exp(val_loss)))
@@ -559,11 +666,11 @@ static int train(Run& r, RunFolder& folder) {
         result = final_outcome(val_loss, unigram);
     }
     if (result == "nonfinite") {  // the last update broke the model
-        log.write(diverged_record(o.steps, result, "final val loss is not finite", NAN, NAN, outcome.spikes()));
+        record(diverged_record(o.steps, result, "final val loss is not finite", NAN, NAN, outcome.spikes()));
         std::printf("nonfinite at step %d: final val loss is not finite\n", o.steps);
         return 3;
     }
-    log.write(JsonRecord()
+    record(JsonRecord()
                   .add("step", std::to_string(o.steps))
                   .add("event", json_string("outcome"))
                   .add("outcome", json_string(result))
@@ -577,14 +684,37 @@ static int train(Run& r, RunFolder& folder) {
     return 0;
 }
 
+// Under mpirun every rank runs main(); rank 0 alone prints (the others' stdout goes to
+// /dev/null; their errors still reach stderr). A rank that fails on its own, after start-up or
+// in a way the others cannot know, ends the whole job (ProcessGroup::abort) instead of leaving
+// them waiting in a collective.
 int main(int argc, char** argv) {
-    return run_program("train", USAGE, argc, argv, [&] {
-        TrainOptions opt = parse_options(argc, argv);
-        flush_subnormals_to_zero();
-        if (opt.threads > 0) omp_set_num_threads(opt.threads);
-        RunFolder folder(opt.out_dir, opt.resume, opt.overwrite);
-        stop_request::install();
-        Run run = prepare(opt);
-        return train(run, folder);
+    std::unique_ptr<ProcessGroup> group = start_process_group(&argc, &argv);
+    if (!group->is_root() && !std::freopen("/dev/null", "w", stdout)) return group->finish(1);
+    bool together = false;  // true once every rank knows the status (a normal return, or a start-up failure)
+    const int status = run_program("train", USAGE, argc, argv, [&] {
+        try {
+            std::unique_ptr<RunFolder> folder;
+            Run run;
+            start_on_every_rank(*group, [&] {
+                TrainOptions opt = parse_options(argc, argv);
+                flush_subnormals_to_zero();
+                if (opt.threads > 0) omp_set_num_threads(opt.threads);
+                if (group->is_root()) folder = std::make_unique<RunFolder>(opt.out_dir, opt.resume, opt.overwrite);
+                stop_request::install();
+                run = prepare(opt, group->size(), group->local_rank());
+            });
+            const int result = train(run, folder.get(), *group);
+            together = true;
+            return result;
+        } catch (const QuietExit& e) {
+            together = true;
+            return e.status;
+        } catch (const AgreedInputError&) {
+            together = true;
+            throw;
+        }
     });
+    if (status != 0 && !together && group->size() > 1) group->abort(status);
+    return group->finish(status);
 }

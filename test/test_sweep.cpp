@@ -163,6 +163,63 @@ TEST_F(Sweep, RunsGridWritesTablesAndResumes) {
     EXPECT_TRUE(exists(dir + "/s/runs/pre_dt1_wd0.1_lr0.002_s1/result.json"));
 }
 
+TEST_F(Sweep, GpusRunsOneRunPerGpuAtOnce) {
+    // A stand-in for ./train that records the GPU it was given, then trains on the CPU.
+    const std::string train = dir + "/train_on_gpu";
+    std::ofstream(train) << "#!/bin/sh\necho \"gpu=$CUDA_VISIBLE_DEVICES\"\nexec " << realpath("train", nullptr)
+                         << " \"$@\"\n";
+    chmod(train.c_str(), 0755);
+    Result r = sweep("g", "--ln pre,peri --dt 1,0.5 --seeds 1 --steps 3 --warmup 1 --lr 1e-3 --no-figures --gpus 2 "
+                          "--train-bin " + train);
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("4 runs (0 recorded, 4 to do), 2 at once one per GPU"), std::string::npos) << r.out;
+    int on[2] = {0, 0};
+    for (const char* name : {"pre_dt1", "pre_dt0.5", "peri_dt1", "peri_dt0.5"}) {
+        const std::string log = read_file(dir + "/g/runs/" + name + "_wd0.1_lr0.001_s1/train.log");
+        const bool zero = log.find("gpu=0\n") != std::string::npos, one = log.find("gpu=1\n") != std::string::npos;
+        EXPECT_TRUE(zero != one) << name << ": " << log;
+        on[0] += zero;
+        on[1] += one;
+    }
+    EXPECT_GT(on[0], 0);
+    EXPECT_GT(on[1], 0);
+}
+
+TEST_F(Sweep, SlurmScriptRunsOneTaskPerRunAndSkipsFinishedOnes) {
+    const std::string grid = "--ln pre,peri --dt 1 --seeds 1 --steps 3 --warmup 1 --lr 1e-3 --no-figures";
+    const std::string script = dir + "/sweep.sbatch";
+    Result r = sweep("s", grid + " --slurm " + script);
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("2 array tasks (0 recorded, 2 to do)"), std::string::npos) << r.out;
+    const std::string text = read_file(script);
+    EXPECT_EQ(text.rfind("#!/bin/bash\n", 0), 0u);
+    EXPECT_NE(text.find("#SBATCH --array=0-1\n"), std::string::npos) << text;
+    EXPECT_FALSE(exists(dir + "/s/runs/pre_dt1_wd0.1_lr0.001_s1/result.json")) << "--slurm ran something";
+    // Each array task as Slurm would start it: its own run, trained and evaluated.
+    auto task = [&](int id) {
+        const std::string log = dir + "/task.out";
+        const int raw = std::system(("SLURM_ARRAY_TASK_ID=" + std::to_string(id) + " bash " + script + " > " + log +
+                                     " 2>&1").c_str());
+        return Result{WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(log)};
+    };
+    for (int id : {0, 1}) {
+        r = task(id);
+        ASSERT_EQ(r.status, 0) << r.out;
+    }
+    for (const char* name : {"pre", "peri"})
+        EXPECT_TRUE(exists(dir + "/s/runs/" + std::string(name) + "_dt1_wd0.1_lr0.001_s1/result.json")) << name;
+    // A finished run's task does nothing; a lost record is redone by its task alone.
+    const long long before = mtime_ns(dir + "/s/runs/peri_dt1_wd0.1_lr0.001_s1/result.json");
+    r = task(1);
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("peri_dt1_wd0.1_lr0.001_s1: recorded, skipped"), std::string::npos) << r.out;
+    EXPECT_EQ(mtime_ns(dir + "/s/runs/peri_dt1_wd0.1_lr0.001_s1/result.json"), before);
+    // The tables of the whole array afterwards.
+    r = sweep("s", "--report " + dir + "/s --no-figures");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(config_rows(read_file(dir + "/s/results.md")).size(), 2u) << r.out;
+}
+
 TEST_F(Sweep, RecordsRunsThatStopAndDoesNotRedoThem) {
     const std::string grid = "--ln pre,post --dt 1 --wd 0 --seeds 1-2 --steps 40 --warmup 0 --clip 0 --lr 3 "
                              "--outcome-window 5 --no-figures";
