@@ -330,21 +330,27 @@ inline Traffic attention_tile_traffic(const char* kernel, double read, double wr
             pairs * products * 2.0 * ATTENTION_TILE_ELEMENTS * hsp};
 }
 
-// Launches a tile kernel over grid (T tiles, NH, B), one warp per block, with the dynamic shared
-// memory of AttentionTiles<T> for this head size (allowed above 48 KiB where needed).
-template <typename T, typename Kernel, typename... Args>
-void launch_attention_tiles(Kernel kernel, int B, int Tn, int C, int NH, cudaStream_t stream, Args... args) {
+// How a tile kernel is launched: over grid (T tiles, NH, B), one warp per block, with the
+// dynamic shared memory of AttentionTiles<T> for this head size.
+struct AttentionTileLaunch {
+    dim3 grid;
+    size_t shared;
+};
+// The launch of tile kernel `kernel`, whose shared memory it allows above 48 KiB where needed.
+// (Each caller launches its kernel by name, so that the emulator's traffic count names it too.)
+template <typename T, typename Kernel>
+AttentionTileLaunch attention_tile_launch(Kernel kernel, int B, int Tn, int C, int NH) {
     const size_t shared = AttentionTiles<T>::bytes(C / NH);
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
-    const dim3 grid((unsigned)ceil_div(Tn, ATTENTION_TILE), (unsigned)NH, (unsigned)B);
-    kernel<<<grid, WARP_SIZE, shared, stream>>>(args...);
-    cudaCheck(cudaGetLastError());
+    return {dim3((unsigned)ceil_div(Tn, ATTENTION_TILE), (unsigned)NH, (unsigned)B), shared};
 }
 
 // out (B,T,C) and lse (attention_saved_size(B,T,NH) floats) from qkv (B,T,3C).
 template <typename T>
 void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH, cudaStream_t stream) {
-    launch_attention_tiles<T>(attention_forward_kernel<T>, B, Tn, C, NH, stream, out, lse, qkv, Tn, C, NH);
+    const AttentionTileLaunch t = attention_tile_launch<T>(attention_forward_kernel<T>, B, Tn, C, NH);
+    attention_forward_kernel<T><<<t.grid, WARP_SIZE, t.shared, stream>>>(out, lse, qkv, Tn, C, NH);
+    cudaCheck(cudaGetLastError());
 }
 
 // Traffic of attention_forward: q, k, v of every position read from qkv (each block rereads
@@ -366,10 +372,14 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
     attention_delta_kernel<T><<<ceil_div(rows, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
         delta, dout, out, B, Tn, C, NH);
     cudaCheck(cudaGetLastError());
-    launch_attention_tiles<T>(attention_backward_dq_kernel<T>, B, Tn, C, NH, stream, dqkv, dout, qkv, lse,
-                              (const float*)delta, Tn, C, NH);
-    launch_attention_tiles<T>(attention_backward_dkdv_kernel<T>, B, Tn, C, NH, stream, dqkv, dout, qkv, lse,
-                              (const float*)delta, Tn, C, NH);
+    const AttentionTileLaunch dq = attention_tile_launch<T>(attention_backward_dq_kernel<T>, B, Tn, C, NH);
+    attention_backward_dq_kernel<T><<<dq.grid, WARP_SIZE, dq.shared, stream>>>(
+        dqkv, dout, qkv, lse, (const float*)delta, Tn, C, NH);
+    cudaCheck(cudaGetLastError());
+    const AttentionTileLaunch dkdv = attention_tile_launch<T>(attention_backward_dkdv_kernel<T>, B, Tn, C, NH);
+    attention_backward_dkdv_kernel<T><<<dkdv.grid, WARP_SIZE, dkdv.shared, stream>>>(
+        dqkv, dout, qkv, lse, (const float*)delta, Tn, C, NH);
+    cudaCheck(cudaGetLastError());
 }
 
 // Traffic of attention_backward: D from dout and out; the dq kernel reads qkv, dout, lse, D
