@@ -262,7 +262,8 @@ inline void gelu_forward(float* out, const float* inp, size_t n) {
     }
 }
 
-// dinp += dout · dy/dx (= with GradOut::Write), dy/dx = ½(1 + tanh u) + ½x(1 − tanh²u)·du/dx = σ + 2x·σ(1 − σ)·du/dx
+// dinp += dout · dy/dx (= with GradOut::Write),
+// dy/dx = ½(1 + tanh u) + ½x(1 − tanh²u)·du/dx = σ + 2x·σ(1 − σ)·du/dx
 // with σ = σ(2u) (½(1 + tanh u) = σ and 1 − tanh²u = 4σ(1 − σ)).
 inline void gelu_backward(float* dinp, const float* dout, const float* inp, size_t n, GradOut dinp_out = GradOut::Add) {
     const bool add = dinp_out == GradOut::Add;

@@ -3,7 +3,8 @@
 //   forward, fused with the bias of the matrix product before it (the MLP's fc layer):
 //             pre (N,OC) = inp·wᵀ + bias;  out = GELU(pre) = ½·pre·(1 + tanh(u)),
 //             u = √(2/π)·(pre + 0.044715·pre³); pre is kept for the backward
-//   backward: dinp += (or =, GradOut::Write) dout·(½·(1 + tanh(u)) + ½·x·(1 − tanh²(u))·√(2/π)·(1 + 3·0.044715·x²))
+//   backward: dinp += dout·(½·(1 + tanh(u)) + ½·x·(1 − tanh²(u))·√(2/π)·(1 + 3·0.044715·x²))
+//             (or =, with GradOut::Write)
 //
 // Elements are T (float or bf16), arithmetic in fp32. The backward moves 16 bytes per load and
 // store (4 floats or 8 bf16) where its buffers are 16-byte aligned, with 32-bit indices.
@@ -60,8 +61,9 @@ __global__ void bias_gelu_forward_kernel(T* out, T* pre, const T* bias, int N, i
     out[i] = from_float<T>(gelu(to_float(p)));
 }
 
-// Adds into dinp, or stores when `add` is false; thread k handles elements [k·S, k·S + S), S = Pack16<T>::size: as one 16-byte
-// access per buffer when all S are there and the buffers are aligned, else one by one.
+// Adds into dinp, or stores into it when `add` is false (then dinp is not read); thread k
+// handles elements [k·S, k·S + S), S = Pack16<T>::size: as one 16-byte access per buffer when
+// all S are there and the buffers are aligned, else one by one.
 template <typename T>
 __global__ void gelu_backward_kernel(T* dinp, const T* dout, const T* inp, unsigned n, bool add) {
     using P = Pack16<T>;

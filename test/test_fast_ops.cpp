@@ -143,7 +143,8 @@ void expect_write_equals_add_into_zeros() {
     const std::vector<F> added = run(GradOut::Add), written = run(GradOut::Write);
     const char* names[] = {"matmul dinp", "matmul dw", "matmul dbias", "gelu dinp", "residual dx", "residual df"};
     for (size_t k = 0; k < added.size(); k++)
-        for (size_t i = 0; i < added[k].size(); i++) ASSERT_EQ(written[k][i], added[k][i]) << names[k] << " [" << i << "]";
+        for (size_t i = 0; i < added[k].size(); i++)
+            ASSERT_EQ(written[k][i], added[k][i]) << names[k] << " [" << i << "]";
 }
 
 TEST(FastOps, WritingAGradientEqualsAddingIntoZeros) {
