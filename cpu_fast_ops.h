@@ -112,10 +112,11 @@ inline void layernorm_forward(float* out, float* mean, float* rstd, const float*
     }
 }
 
-// Given dout (N,C): dinp += rstd·(g − mean(g) − x̂·mean(g·x̂)) with g = dout·w and
-// x̂ = (x − mean)·rstd; dw += Σ_n dout·x̂; db += Σ_n dout.
+// Given dout (N,C): dinp += rstd·(g − mean(g) − x̂·mean(g·x̂)) (= with GradOut::Write) with
+// g = dout·w and x̂ = (x − mean)·rstd; dw += Σ_n dout·x̂; db += Σ_n dout.
 inline void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w, const float* mean,
-                        const float* rstd, int N, int C) {
+                        const float* rstd, int N, int C, GradOut dinp_out = GradOut::Add) {
+    const bool add = dinp_out == GradOut::Add;
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int n = 0; n < N; n++) {
         const float* x = inp + (size_t)n * C;
@@ -126,7 +127,8 @@ inline void layernorm_backward(float* dinp, float* dw, float* db, const float* d
         float* dx = dinp + (size_t)n * C;
         for (int c = 0; c < C; c++) {
             float xhat = (x[c] - mu) * rs;
-            dx[c] += rs * (d[c] * w[c] - g_mean - xhat * gx_mean);
+            const float g = rs * (d[c] * w[c] - g_mean - xhat * gx_mean);
+            dx[c] = add ? dx[c] + g : g;
         }
     }
     // Column sums over the N rows, in row order, for blocks of CB channels at a time (rows

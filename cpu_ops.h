@@ -6,9 +6,10 @@
 // Every op is a template on the element type T: double for the gradient checks, float where a
 // test compares it with a faster op. Backward ops ACCUMULATE (+=) into their gradient outputs,
 // because a tensor can feed several consumers and gradients are summed over micro-batches.
-// The input gradients of matmul_backward, gelu_backward and residual_backward can be written
-// instead (GradOut::Write, model.h) by the op that produces them first; the value stored is
-// the one that adding into zeros would give (bit for bit, but for the sign of a zero).
+// The input gradients of layernorm_backward, matmul_backward, gelu_backward and
+// residual_backward can be written instead (GradOut::Write, model.h) by the op that produces
+// them first; the value stored is the one that adding into zeros would give (bit for bit, but
+// for the sign of a zero).
 //
 // Shapes: B batch, T time, C channels, NH heads (head size hs = C/NH), N = B·T positions,
 // V real vocabulary, Vp padded vocabulary, OC/IC output/input channels of a linear layer.
@@ -98,11 +99,11 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const
     }
 }
 
-// Given dout (N,C): dinp += rstd·(g − mean(g) − x̂·mean(g·x̂)) with g = dout·w and
-// x̂ = (x − mean)·rstd; dw += Σ_n dout·x̂; db += Σ_n dout.
+// Given dout (N,C): dinp += rstd·(g − mean(g) − x̂·mean(g·x̂)) (= with GradOut::Write) with
+// g = dout·w and x̂ = (x − mean)·rstd; dw += Σ_n dout·x̂; db += Σ_n dout.
 template <typename T>
 void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
-                        const T* rstd, int N, int C) {
+                        const T* rstd, int N, int C, GradOut dinp_out = GradOut::Add) {
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int n = 0; n < N; n++) {
         const T* x = inp + (size_t)n * C;
@@ -118,7 +119,8 @@ void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, cons
         T* dx = dinp + (size_t)n * C;
         for (int c = 0; c < C; c++) {
             const T xhat = (x[c] - mean[n]) * rstd[n];
-            dx[c] += rstd[n] * (d[c] * w[c] - g_mean - xhat * gx_mean);
+            const T g = rstd[n] * (d[c] * w[c] - g_mean - xhat * gx_mean);
+            dx[c] = dinp_out == GradOut::Write ? g : dx[c] + g;
         }
     }
     for (int n = 0; n < N; n++) {  // the weight gradients: sums over rows, in row order

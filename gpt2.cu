@@ -148,8 +148,8 @@ public:
     }
     template <class D, class G, class I>
     void layernorm_backward(D* dx, float* dw, float* db, const G* dout, const I* x, const T* w, const float* mean,
-                            const float* rstd, int N, int C) {
-        gpu::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, partial.data(), stream);
+                            const float* rstd, int N, int C, GradOut dx_out = GradOut::Add) {
+        gpu::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, partial.data(), stream, dx_out);
     }
     void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         gpu::matmul_forward(cublas, out, inp, w, bias, N, IC, OC, stream);

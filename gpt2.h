@@ -238,15 +238,15 @@ public:
     // Backward pass of the last forward: grads += loss_weight · d(mean loss)/d(params).
     // Consumes the logits (they become their gradient). Each gradient scratch buffer is
     // written by the op that produces it first (GradOut::Write) and added into by the later
-    // ones; only those whose first producer adds are zeroed first (docs/block.md §2).
+    // ones; only d_qkv, whose producer (attention's backward) adds, is zeroed first
+    // (docs/block.md §2).
     void backward(Acc loss_weight) {
         const int C = cfg.C;
         ops.crossentropy_backward_inplace(logits.data(), targets.data(), loss_weight / N, N, cfg.V, cfg.Vp);
         ops.matmul_backward(d_u.data(), g.wte, (Acc*)nullptr, logits.data(), final_norm.out.data(), p.wte, N, C,
                             cfg.Vp, GradOut::Write);
-        ops.zero(d_stream);
         ops.layernorm_backward(d_stream.data(), g.lnfw, g.lnfb, d_u.data(), stream(cfg.L), p.lnfw,
-                               final_norm.mean.data(), final_norm.rstd.data(), N, C);
+                               final_norm.mean.data(), final_norm.rstd.data(), N, C, GradOut::Write);
         if (record_stream_grads) stream_grad_norm.assign(2 * cfg.L + 1, 0.0);
         for (int l = cfg.L - 1; l >= 0; l--) {
             if (record_stream_grads) stream_grad_norm[2 * l + 2] = ops.norm(d_stream);
@@ -363,20 +363,18 @@ private:
         const StepActs& s = blocks[l].step(half);
         const Stream* ds = dxout;
         if (plan.after_add) {
-            ops.zero(d_sum);
-            norm_backward<StepNorm::AfterAdd>(l, half, d_sum.data(), dxout, s.sum.data());
+            norm_backward<StepNorm::AfterAdd>(l, half, d_sum.data(), dxout, s.sum.data(), GradOut::Write);
             ds = d_sum.data();
         }
         ops.residual_backward(dx, d_f.data(), ds, cfg.dt, (size_t)N * cfg.C, GradOut::Write);
         const Act* dmod = d_f.data();
         if (plan.output) {
-            ops.zero(d_mod);
-            norm_backward<StepNorm::Output>(l, half, d_mod.data(), d_f.data(), s.module_out.data());
+            norm_backward<StepNorm::Output>(l, half, d_mod.data(), d_f.data(), s.module_out.data(), GradOut::Write);
             dmod = d_mod.data();
         }
         if (plan.input) {
             module_backward(l, half, s.in.out.data(), dmod, d_u.data(), GradOut::Write);
-            norm_backward<StepNorm::Input>(l, half, dx, d_u.data(), x);
+            norm_backward<StepNorm::Input>(l, half, dx, d_u.data(), x, GradOut::Add);
         } else {
             module_backward(l, half, module_input(s, x), dmod, dx, GradOut::Add);
         }
@@ -390,14 +388,14 @@ private:
         ops.layernorm_forward(n.out.data(), n.mean.data(), n.rstd.data(), x, w.w, w.b, N, cfg.C);
         return n.out.data();
     }
-    // Its backward: given dout (N,C) and the forward's input x, adds dx (N,C) and the gradients
-    // of its gain and bias.
+    // Its backward: given dout (N,C) and the forward's input x, writes or adds (dx_out) dx (N,C)
+    // and adds the gradients of its gain and bias.
     template <StepNorm which, class D, class G, class X>
-    void norm_backward(int l, Half half, D* dx, const G* dout, const X* x) {
+    void norm_backward(int l, Half half, D* dx, const G* dout, const X* x, GradOut dx_out) {
         const auto& n = blocks[l].step(half).template norm<which>();
         const NormWeights<Act> w = step_norm(p, l, cfg.C, half, which);
         const NormWeights<Acc> dw = step_norm(g, l, cfg.C, half, which);
-        ops.layernorm_backward(dx, dw.w, dw.b, dout, x, w.w, n.mean.data(), n.rstd.data(), N, cfg.C);
+        ops.layernorm_backward(dx, dw.w, dw.b, dout, x, w.w, n.mean.data(), n.rstd.data(), N, cfg.C, dx_out);
     }
 
     // The module's backward: given df (N,C), writes or adds (du_out) du (N,C) and adds its

@@ -65,8 +65,8 @@ struct ReferenceOps {
         ::layernorm_forward(out, mean, rstd, x, w, b, N, C);
     }
     static void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
-                                   const T* rstd, int N, int C) {
-        ::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C);
+                                   const T* rstd, int N, int C, GradOut dx_out = GradOut::Add) {
+        ::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out);
     }
     static void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         ::matmul_forward(out, inp, w, bias, N, IC, OC);
@@ -119,8 +119,8 @@ struct FastOps : ReferenceOps<float> {
         fast::layernorm_forward(out, mean, rstd, x, w, b, N, C);
     }
     static void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
-                                   const T* rstd, int N, int C) {
-        fast::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C);
+                                   const T* rstd, int N, int C, GradOut dx_out = GradOut::Add) {
+        fast::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out);
     }
     static void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         fast::matmul_forward(out, inp, w, bias, N, IC, OC);

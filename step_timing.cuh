@@ -74,8 +74,8 @@ public:
     }
     template <class D, class G, class I>
     void layernorm_backward(D* dx, float* dw, float* db, const G* dout, const I* x, const T* w, const float* mean,
-                            const float* rstd, int N, int C) {
-        timed("layernorm bwd", [&] { Base::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C); });
+                            const float* rstd, int N, int C, GradOut dx_out = GradOut::Add) {
+        timed("layernorm bwd", [&] { Base::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out); });
     }
     void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         timed(step_traffic::matmul_name(cfg, IC, OC) + " fwd",

@@ -107,8 +107,9 @@ public:
         note("layernorm fwd", {gpu::layernorm_forward_traffic<O, I, T>(N, C)});
     }
     template <class D, class G, class I>
-    void layernorm_backward(D*, float*, float*, const G*, const I*, const T*, const float*, const float*, int N, int C) {
-        note("layernorm bwd", gpu::layernorm_backward_traffic<D, G, I, T>(N, C));
+    void layernorm_backward(D*, float*, float*, const G*, const I*, const T*, const float*, const float*, int N, int C,
+                            GradOut dx_out = GradOut::Add) {
+        note("layernorm bwd", gpu::layernorm_backward_traffic<D, G, I, T>(N, C, dx_out));
     }
     void matmul_forward(T*, const T*, const T*, const T* bias, int N, int IC, int OC) {
         note(matmul_name(cfg, IC, OC) + " fwd", gpu::matmul_forward_traffic<T>(N, IC, OC, bias != nullptr));

@@ -241,20 +241,25 @@ TYPED_TEST(Kernel, LayerNormBackward) {
         const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)N * C));
         std::vector<float> y((size_t)N * C), mean(N), rstd(N);
         ::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
-        std::vector<float> dinp = rounded<T>(random_vector(rng, (size_t)N * C));
-        std::vector<float> dw = random_vector(rng, C), db = random_vector(rng, C);
-        auto d_dinp = to_device<T>(dinp);
-        auto d_dw = to_device<float>(dw), d_db = to_device<float>(db);
-        ::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
-                             rstd.data(), N, C);
+        // dinp added into random values, or written over NaN (GradOut::Write: not read).
+        for (GradOut mode : {GradOut::Add, GradOut::Write}) {
+            const bool add = mode == GradOut::Add;
+            SCOPED_TRACE(add ? "add" : "write");
+            std::vector<float> dinp = rounded<T>(random_vector(rng, (size_t)N * C));
+            std::vector<float> dw = random_vector(rng, C), db = random_vector(rng, C);
+            auto d_dinp = add ? to_device<T>(dinp) : poisoned<T>((size_t)N * C);
+            auto d_dw = to_device<float>(dw), d_db = to_device<float>(db);
+            ::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                                 rstd.data(), N, C, mode);
 
-        DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * 2 * C);
-        gpu::layernorm_backward(d_dinp.data(), d_dw.data(), d_db.data(), to_device<T>(dout).data(),
-                                to_device<T>(x).data(), to_device<T>(w).data(), to_device<float>(mean).data(),
-                                to_device<float>(rstd).data(), N, C, partial.data(), kStream);
-        expect_close(d_dinp, dinp, tolerance<T>(), "layernorm dinp");
-        expect_close(d_dw, dw, tolerance<T>(), "layernorm dw");
-        expect_close(d_db, db, tolerance<T>(), "layernorm db");
+            DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * 2 * C);
+            gpu::layernorm_backward(d_dinp.data(), d_dw.data(), d_db.data(), to_device<T>(dout).data(),
+                                    to_device<T>(x).data(), to_device<T>(w).data(), to_device<float>(mean).data(),
+                                    to_device<float>(rstd).data(), N, C, partial.data(), kStream, mode);
+            expect_close(d_dinp, dinp, tolerance<T>(), "layernorm dinp");
+            expect_close(d_dw, dw, tolerance<T>(), "layernorm dw");
+            expect_close(d_db, db, tolerance<T>(), "layernorm db");
+        }
     }
 }
 

@@ -194,10 +194,12 @@ TYPED_TEST(TrafficTest, LayerNorm) {
                           gpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N,
                                                  C, kStream);
                       })));
-    EXPECT_TRUE(agree(gpu::layernorm_backward_traffic<float, T, float, T>(N, C), counted([&] {
-                          gpu::layernorm_backward(dx.data(), dw.data(), db.data(), out.data(), x.data(), w.data(),
-                                                  mean.data(), rstd.data(), N, C, partial.data(), kStream);
-                      })));
+    for (GradOut mode : {GradOut::Add, GradOut::Write})
+        EXPECT_TRUE(agree(gpu::layernorm_backward_traffic<float, T, float, T>(N, C, mode), counted([&] {
+                              gpu::layernorm_backward(dx.data(), dw.data(), db.data(), out.data(), x.data(), w.data(),
+                                                      mean.data(), rstd.data(), N, C, partial.data(), kStream, mode);
+                          })))
+            << (mode == GradOut::Add ? "added" : "written");
 }
 
 TYPED_TEST(TrafficTest, CrossEntropy) {
