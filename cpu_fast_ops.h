@@ -112,10 +112,11 @@ inline void layernorm_forward(float* out, float* mean, float* rstd, const float*
     }
 }
 
-// Given dout (N,C): dinp += rstd·(g − mean(g) − x̂·mean(g·x̂)) with g = dout·w and
-// x̂ = (x − mean)·rstd; dw += Σ_n dout·x̂; db += Σ_n dout.
+// Given dout (N,C): dinp += rstd·(g − mean(g) − x̂·mean(g·x̂)) (= with GradOut::Write) with
+// g = dout·w and x̂ = (x − mean)·rstd; dw += Σ_n dout·x̂; db += Σ_n dout.
 inline void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w, const float* mean,
-                        const float* rstd, int N, int C) {
+                        const float* rstd, int N, int C, GradOut dinp_out = GradOut::Add) {
+    const bool add = dinp_out == GradOut::Add;
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int n = 0; n < N; n++) {
         const float* x = inp + (size_t)n * C;
@@ -126,7 +127,8 @@ inline void layernorm_backward(float* dinp, float* dw, float* db, const float* d
         float* dx = dinp + (size_t)n * C;
         for (int c = 0; c < C; c++) {
             float xhat = (x[c] - mu) * rs;
-            dx[c] += rs * (d[c] * w[c] - g_mean - xhat * gx_mean);
+            const float g = rs * (d[c] * w[c] - g_mean - xhat * gx_mean);
+            dx[c] = add ? dx[c] + g : g;
         }
     }
     // Column sums over the N rows, in row order, for blocks of CB channels at a time (rows
@@ -163,10 +165,11 @@ inline void matmul_forward(float* out, const float* inp, const float* w, const f
         for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
 }
 
-// dinp (N,IC) += dout · w;  dw (OC,IC) += doutᵀ · inp;  dbias (OC) += Σ_n dout.
+// dinp (N,IC) += dout · w (= with GradOut::Write: gemm's beta = 0);  dw (OC,IC) += doutᵀ · inp;
+// dbias (OC) += Σ_n dout.
 inline void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N, int IC,
-                     int OC) {
-    gemm<float>(false, false, N, IC, OC, dout, OC, w, IC, 1.0f, dinp, IC);
+                     int OC, GradOut dinp_out = GradOut::Add) {
+    gemm<float>(false, false, N, IC, OC, dout, OC, w, IC, dinp_out == GradOut::Write ? 0.0f : 1.0f, dinp, IC);
     gemm<float>(true, false, OC, IC, N, dout, OC, inp, IC, 1.0f, dw, IC);
     if (!dbias) return;
     constexpr int OB = 64;  // output channels per block; rows outermost, as in layernorm_backward
@@ -261,9 +264,11 @@ inline void gelu_forward(float* out, const float* inp, size_t n) {
     }
 }
 
-// dinp += dout · dy/dx, dy/dx = ½(1 + tanh u) + ½x(1 − tanh²u)·du/dx = σ + 2x·σ(1 − σ)·du/dx
+// dinp += dout · dy/dx (= with GradOut::Write),
+// dy/dx = ½(1 + tanh u) + ½x(1 − tanh²u)·du/dx = σ + 2x·σ(1 − σ)·du/dx
 // with σ = σ(2u) (½(1 + tanh u) = σ and 1 − tanh²u = 4σ(1 − σ)).
-inline void gelu_backward(float* dinp, const float* dout, const float* inp, size_t n) {
+inline void gelu_backward(float* dinp, const float* dout, const float* inp, size_t n, GradOut dinp_out = GradOut::Add) {
+    const bool add = dinp_out == GradOut::Add;
     const float s = std::sqrt(2.0f / (float)M_PI);
 #pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
@@ -271,7 +276,8 @@ inline void gelu_backward(float* dinp, const float* dout, const float* inp, size
         float u = s * (x + 0.044715f * x * x * x);
         float sig = 1.0f / (1.0f + exp_fast(-2.0f * u));
         float du = s * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] += dout[i] * (sig + 2.0f * x * sig * (1.0f - sig) * du);
+        const float g = dout[i] * (sig + 2.0f * x * sig * (1.0f - sig) * du);
+        dinp[i] = add ? dinp[i] + g : g;
     }
 }
 

@@ -6,6 +6,10 @@
 // Every op is a template on the element type T: double for the gradient checks, float where a
 // test compares it with a faster op. Backward ops ACCUMULATE (+=) into their gradient outputs,
 // because a tensor can feed several consumers and gradients are summed over micro-batches.
+// The input gradients of layernorm_backward, matmul_backward, gelu_backward and
+// residual_backward can be written instead (GradOut::Write, model.h) by the op that produces
+// them first; the value stored is the one that adding into zeros would give (bit for bit, but
+// for the sign of a zero).
 //
 // Shapes: B batch, T time, C channels, NH heads (head size hs = C/NH), N = B·T positions,
 // V real vocabulary, Vp padded vocabulary, OC/IC output/input channels of a linear layer.
@@ -95,11 +99,11 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const
     }
 }
 
-// Given dout (N,C): dinp += rstd·(g − mean(g) − x̂·mean(g·x̂)) with g = dout·w and
-// x̂ = (x − mean)·rstd; dw += Σ_n dout·x̂; db += Σ_n dout.
+// Given dout (N,C): dinp += rstd·(g − mean(g) − x̂·mean(g·x̂)) (= with GradOut::Write) with
+// g = dout·w and x̂ = (x − mean)·rstd; dw += Σ_n dout·x̂; db += Σ_n dout.
 template <typename T>
 void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
-                        const T* rstd, int N, int C) {
+                        const T* rstd, int N, int C, GradOut dinp_out = GradOut::Add) {
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int n = 0; n < N; n++) {
         const T* x = inp + (size_t)n * C;
@@ -115,7 +119,8 @@ void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, cons
         T* dx = dinp + (size_t)n * C;
         for (int c = 0; c < C; c++) {
             const T xhat = (x[c] - mean[n]) * rstd[n];
-            dx[c] += rstd[n] * (d[c] * w[c] - g_mean - xhat * gx_mean);
+            const T g = rstd[n] * (d[c] * w[c] - g_mean - xhat * gx_mean);
+            dx[c] = dinp_out == GradOut::Write ? g : dx[c] + g;
         }
     }
     for (int n = 0; n < N; n++) {  // the weight gradients: sums over rows, in row order
@@ -142,16 +147,18 @@ void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int 
         }
 }
 
-// dinp (N,IC) += dout · w;  dw (OC,IC) += doutᵀ · inp;  dbias (OC) += Σ_n dout.
+// dinp (N,IC) += dout · w (= with GradOut::Write);  dw (OC,IC) += doutᵀ · inp;
+// dbias (OC) += Σ_n dout.
 template <typename T>
 void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IC,
-                     int OC) {
+                     int OC, GradOut dinp_out = GradOut::Add) {
 #pragma omp parallel for schedule(static) if ((size_t)N * OC * IC >= parallel_min_work())
     for (int n = 0; n < N; n++)
         for (int i = 0; i < IC; i++) {
             T s = 0;
             for (int o = 0; o < OC; o++) s += dout[(size_t)n * OC + o] * w[(size_t)o * IC + i];
-            dinp[(size_t)n * IC + i] += s;
+            T& d = dinp[(size_t)n * IC + i];
+            d = dinp_out == GradOut::Write ? s : d + s;
         }
 #pragma omp parallel for schedule(static) if ((size_t)N * OC * IC >= parallel_min_work())
     for (int o = 0; o < OC; o++) {
@@ -260,23 +267,24 @@ void gelu_forward(T* out, const T* inp, size_t n) {
     }
 }
 
-// dinp += dout · dy/dx with dy/dx = ½(1 + tanh u) + ½x·(1 − tanh²u)·du/dx,
+// dinp += dout · dy/dx (= with GradOut::Write) with dy/dx = ½(1 + tanh u) + ½x·(1 − tanh²u)·du/dx,
 // du/dx = √(2/π)·(1 + 3·0.044715·x²).
 template <typename T>
-void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n) {
+void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n, GradOut dinp_out = GradOut::Add) {
     const T s = std::sqrt(T(2) / T(M_PI));
 #pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
         const T x = inp[i];
         const T th = std::tanh(s * (x + T(0.044715) * x * x * x));
         const T du = s * (T(1) + T(3) * T(0.044715) * x * x);
-        dinp[i] += dout[i] * (T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * du);
+        const T g = dout[i] * (T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * du);
+        dinp[i] = dinp_out == GradOut::Write ? g : dinp[i] + g;
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Residual add of one step: out = x + Δt · f over n elements; backward dx += dout,
-// df += Δt · dout.
+// df += Δt · dout (both = with GradOut::Write).
 
 template <typename T>
 void residual_forward(T* out, const T* x, const T* f, T dt, size_t n) {
@@ -285,11 +293,12 @@ void residual_forward(T* out, const T* x, const T* f, T dt, size_t n) {
 }
 
 template <typename T>
-void residual_backward(T* dx, T* df, const T* dout, T dt, size_t n) {
+void residual_backward(T* dx, T* df, const T* dout, T dt, size_t n, GradOut out = GradOut::Add) {
+    const bool add = out == GradOut::Add;
 #pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
-        dx[i] += dout[i];
-        df[i] += dt * dout[i];
+        dx[i] = add ? dx[i] + dout[i] : dout[i];
+        df[i] = add ? df[i] + dt * dout[i] : dt * dout[i];
     }
 }
 

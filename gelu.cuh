@@ -4,6 +4,7 @@
 //             pre (N,OC) = inp·wᵀ + bias;  out = GELU(pre) = ½·pre·(1 + tanh(u)),
 //             u = √(2/π)·(pre + 0.044715·pre³); pre is kept for the backward
 //   backward: dinp += dout·(½·(1 + tanh(u)) + ½·x·(1 − tanh²(u))·√(2/π)·(1 + 3·0.044715·x²))
+//             (or =, with GradOut::Write)
 //
 // Elements are T (float or bf16), arithmetic in fp32. The backward moves 16 bytes per load and
 // store (4 floats or 8 bf16) where its buffers are 16-byte aligned, with 32-bit indices.
@@ -60,23 +61,29 @@ __global__ void bias_gelu_forward_kernel(T* out, T* pre, const T* bias, int N, i
     out[i] = from_float<T>(gelu(to_float(p)));
 }
 
-// Adds into dinp; thread k handles elements [k·S, k·S + S), S = Pack16<T>::size: as one 16-byte
-// access per buffer when all S are there and the buffers are aligned, else one by one.
+// Adds into dinp, or stores into it when `add` is false (then dinp is not read); thread k
+// handles elements [k·S, k·S + S), S = Pack16<T>::size: as one 16-byte access per buffer when
+// all S are there and the buffers are aligned, else one by one.
 template <typename T>
-__global__ void gelu_backward_kernel(T* dinp, const T* dout, const T* inp, unsigned n) {
+__global__ void gelu_backward_kernel(T* dinp, const T* dout, const T* inp, unsigned n, bool add) {
     using P = Pack16<T>;
     const unsigned first = (blockIdx.x * blockDim.x + threadIdx.x) * P::size;
     if (first >= n) return;
     if (first + P::size <= n && aligned16(dinp, dout, inp)) {
-        P d = *reinterpret_cast<const P*>(dinp + first);
+        P d;
+        if (add) d = *reinterpret_cast<const P*>(dinp + first);
         const P g = *reinterpret_cast<const P*>(dout + first), x = *reinterpret_cast<const P*>(inp + first);
-        for (int e = 0; e < P::size; e++)
-            d.v[e] = from_float<T>(to_float(d.v[e]) + to_float(g.v[e]) * gelu_derivative(to_float(x.v[e])));
+        for (int e = 0; e < P::size; e++) {
+            const float grad = to_float(g.v[e]) * gelu_derivative(to_float(x.v[e]));
+            d.v[e] = from_float<T>(add ? to_float(d.v[e]) + grad : grad);
+        }
         *reinterpret_cast<P*>(dinp + first) = d;
         return;
     }
-    for (unsigned i = first; i < n && i < first + P::size; i++)
-        dinp[i] = from_float<T>(to_float(dinp[i]) + to_float(dout[i]) * gelu_derivative(to_float(inp[i])));
+    for (unsigned i = first; i < n && i < first + P::size; i++) {
+        const float grad = to_float(dout[i]) * gelu_derivative(to_float(inp[i]));
+        dinp[i] = from_float<T>(add ? to_float(dinp[i]) + grad : grad);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -104,20 +111,23 @@ Launches matmul_bias_gelu_forward_traffic(int N, int IC, int OC) {
     return out;
 }
 
-// dinp += dout·GELU'(inp), n elements.
+// dinp += dout·GELU'(inp) (= with GradOut::Write), n elements.
 template <typename T>
-void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n, cudaStream_t stream) {
+void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n, cudaStream_t stream,
+                   GradOut dinp_out = GradOut::Add) {
     if (n == 0) return;
     require_32bit_indices("gelu_backward", n);
-    gelu_backward_kernel<T><<<ceil_div(ceil_div(n, Pack16<T>::size), 256), 256, 0, stream>>>(dinp, dout, inp,
-                                                                                             (unsigned)n);
+    gelu_backward_kernel<T><<<ceil_div(ceil_div(n, Pack16<T>::size), 256), 256, 0, stream>>>(
+        dinp, dout, inp, (unsigned)n, dinp_out == GradOut::Add);
     cudaCheck(cudaGetLastError());
 }
 
-// Traffic of gelu_backward: dout, inp and dinp read, dinp written, about 20 FLOPs per element.
+// Traffic of gelu_backward: dout and inp read, dinp read when added into, dinp written,
+// about 20 FLOPs per element.
 template <typename T>
-Traffic gelu_backward_traffic(size_t n) {
-    return {"gelu_backward_kernel", 3.0 * n * sizeof(T), (double)n * sizeof(T), 20.0 * n};
+Traffic gelu_backward_traffic(size_t n, GradOut dinp_out = GradOut::Add) {
+    const double reads = dinp_out == GradOut::Add ? 3.0 : 2.0;
+    return {"gelu_backward_kernel", reads * n * sizeof(T), (double)n * sizeof(T), 20.0 * n};
 }
 
 }  // namespace gpu

@@ -148,8 +148,8 @@ public:
     }
     template <class D, class G, class I>
     void layernorm_backward(D* dx, float* dw, float* db, const G* dout, const I* x, const T* w, const float* mean,
-                            const float* rstd, int N, int C) {
-        gpu::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, partial.data(), stream);
+                            const float* rstd, int N, int C, GradOut dx_out = GradOut::Add) {
+        gpu::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, partial.data(), stream, dx_out);
     }
     void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         gpu::matmul_forward(cublas, out, inp, w, bias, N, IC, OC, stream);
@@ -157,8 +157,8 @@ public:
     // dinp is T, or float where it is the stream's gradient (a module without an input LayerNorm).
     template <class D>
     void matmul_backward(D* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N, int IC,
-                         int OC) {
-        gpu::matmul_backward(cublas, dinp, dw, dbias, dout, inp, w, N, IC, OC, partial.data(), stream);
+                         int OC, GradOut dinp_out = GradOut::Add) {
+        gpu::matmul_backward(cublas, dinp, dw, dbias, dout, inp, w, N, IC, OC, partial.data(), stream, dinp_out);
     }
     // Attention saves the log-sum-exp of each (b, h, t) row, fp32 (attention.cuh).
     using AttentionSaved = float;
@@ -173,12 +173,14 @@ public:
     void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         gpu::matmul_bias_gelu_forward(cublas, out, pre, inp, w, bias, N, IC, OC, stream);
     }
-    void gelu_backward(T* dx, const T* dout, const T* x, size_t n) { gpu::gelu_backward(dx, dout, x, n, stream); }
+    void gelu_backward(T* dx, const T* dout, const T* x, size_t n, GradOut dx_out = GradOut::Add) {
+        gpu::gelu_backward(dx, dout, x, n, stream, dx_out);
+    }
     void residual_forward(float* out, const float* x, const T* f, float dt, size_t n) {
         gpu::residual_forward(out, x, f, dt, n, stream);
     }
-    void residual_backward(float* dx, T* df, const float* dout, float dt, size_t n) {
-        gpu::residual_backward(dx, df, dout, dt, n, stream);
+    void residual_backward(float* dx, T* df, const float* dout, float dt, size_t n, GradOut out = GradOut::Add) {
+        gpu::residual_backward(dx, df, dout, dt, n, stream, out);
     }
     // Keeps log Σ exp(logits) per row in lse, for the backward.
     void crossentropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {

@@ -236,20 +236,20 @@ public:
     }
 
     // Backward pass of the last forward: grads += loss_weight · d(mean loss)/d(params).
-    // Consumes the logits (they become their gradient).
+    // Consumes the logits (they become their gradient). Each gradient scratch buffer is
+    // written by the op that produces it first (GradOut::Write) and added into by the later
+    // ones; only d_qkv, whose producer (attention's backward) adds, is zeroed first
+    // (docs/block.md §2).
     void backward(Acc loss_weight) {
         const int C = cfg.C;
         ops.crossentropy_backward_inplace(logits.data(), targets.data(), loss_weight / N, N, cfg.V, cfg.Vp);
-        ops.zero(d_u);
         ops.matmul_backward(d_u.data(), g.wte, (Acc*)nullptr, logits.data(), final_norm.out.data(), p.wte, N, C,
-                            cfg.Vp);
-        ops.zero(d_stream);
+                            cfg.Vp, GradOut::Write);
         ops.layernorm_backward(d_stream.data(), g.lnfw, g.lnfb, d_u.data(), stream(cfg.L), p.lnfw,
-                               final_norm.mean.data(), final_norm.rstd.data(), N, C);
+                               final_norm.mean.data(), final_norm.rstd.data(), N, C, GradOut::Write);
         if (record_stream_grads) stream_grad_norm.assign(2 * cfg.L + 1, 0.0);
         for (int l = cfg.L - 1; l >= 0; l--) {
             if (record_stream_grads) stream_grad_norm[2 * l + 2] = ops.norm(d_stream);
-            ops.zero(d_stream_next);
             block_backward(l, stream(l), d_stream.data(), d_stream_next.data());
             if (record_stream_grads) stream_grad_norm[2 * l + 1] = ops.norm(d_h);
             d_stream.swap(d_stream_next);
@@ -314,10 +314,9 @@ private:
         step_forward(l, Half::Mlp, h);
     }
 
-    // Block l backward: given d(block output) (N,C), adds d(block input) into dx (N,C).
+    // Block l backward: given d(block output) (N,C), writes d(block input) into dx (N,C).
     void block_backward(int l, const Stream* x, const Stream* dout, Stream* dx) {
         const Stream* h = step_output(blocks[l].attn_step);
-        ops.zero(d_h);
         step_backward(l, Half::Mlp, h, dout, d_h.data());
         step_backward(l, Half::Attention, x, d_h.data(), dx);
     }
@@ -357,31 +356,27 @@ private:
     }
 
     // One residual step of block l backward, on the same input x (N,C) as its forward: given
-    // dx' (N,C), adds dx (N,C). The forward's pieces in reverse (docs/block.md §2):
-    //   ds = LN_after'(dx')?   dx += ds, df = Δt·ds   dF = LN_out'(df)?   du = F'(dF)   dx += LN_in'(du)?
+    // dx' (N,C), writes dx (N,C). The forward's pieces in reverse (docs/block.md §2):
+    //   ds = LN_after'(dx')?   dx = ds, df = Δt·ds   dF = LN_out'(df)?   du = F'(dF)   dx += LN_in'(du)?
     void step_backward(int l, Half half, const Stream* x, const Stream* dxout, Stream* dx) {
         const NormPlan plan = norm_plan(cfg.placement);
         const StepActs& s = blocks[l].step(half);
         const Stream* ds = dxout;
         if (plan.after_add) {
-            ops.zero(d_sum);
-            norm_backward<StepNorm::AfterAdd>(l, half, d_sum.data(), dxout, s.sum.data());
+            norm_backward<StepNorm::AfterAdd>(l, half, d_sum.data(), dxout, s.sum.data(), GradOut::Write);
             ds = d_sum.data();
         }
-        ops.zero(d_f);
-        ops.residual_backward(dx, d_f.data(), ds, cfg.dt, (size_t)N * cfg.C);
+        ops.residual_backward(dx, d_f.data(), ds, cfg.dt, (size_t)N * cfg.C, GradOut::Write);
         const Act* dmod = d_f.data();
         if (plan.output) {
-            ops.zero(d_mod);
-            norm_backward<StepNorm::Output>(l, half, d_mod.data(), d_f.data(), s.module_out.data());
+            norm_backward<StepNorm::Output>(l, half, d_mod.data(), d_f.data(), s.module_out.data(), GradOut::Write);
             dmod = d_mod.data();
         }
         if (plan.input) {
-            ops.zero(d_u);
-            module_backward(l, half, s.in.out.data(), dmod, d_u.data());
-            norm_backward<StepNorm::Input>(l, half, dx, d_u.data(), x);
+            module_backward(l, half, s.in.out.data(), dmod, d_u.data(), GradOut::Write);
+            norm_backward<StepNorm::Input>(l, half, dx, d_u.data(), x, GradOut::Add);
         } else {
-            module_backward(l, half, module_input(s, x), dmod, dx);
+            module_backward(l, half, module_input(s, x), dmod, dx, GradOut::Add);
         }
     }
 
@@ -393,20 +388,22 @@ private:
         ops.layernorm_forward(n.out.data(), n.mean.data(), n.rstd.data(), x, w.w, w.b, N, cfg.C);
         return n.out.data();
     }
-    // Its backward: given dout (N,C) and the forward's input x, adds dx (N,C) and the gradients
-    // of its gain and bias.
+    // Its backward: given dout (N,C) and the forward's input x, writes or adds (dx_out) dx (N,C)
+    // and adds the gradients of its gain and bias.
     template <StepNorm which, class D, class G, class X>
-    void norm_backward(int l, Half half, D* dx, const G* dout, const X* x) {
+    void norm_backward(int l, Half half, D* dx, const G* dout, const X* x, GradOut dx_out) {
         const auto& n = blocks[l].step(half).template norm<which>();
         const NormWeights<Act> w = step_norm(p, l, cfg.C, half, which);
         const NormWeights<Acc> dw = step_norm(g, l, cfg.C, half, which);
-        ops.layernorm_backward(dx, dw.w, dw.b, dout, x, w.w, n.mean.data(), n.rstd.data(), N, cfg.C);
+        ops.layernorm_backward(dx, dw.w, dw.b, dout, x, w.w, n.mean.data(), n.rstd.data(), N, cfg.C, dx_out);
     }
 
+    // The module's backward: given df (N,C), writes or adds (du_out) du (N,C) and adds its
+    // weights' gradients.
     template <class D>
-    void module_backward(int l, Half half, const Act* u, const Act* df, D* du) {
-        if (half == Half::Attention) attention_backward(l, u, df, du);
-        else mlp_backward(l, u, df, du);
+    void module_backward(int l, Half half, const Act* u, const Act* df, D* du, GradOut du_out) {
+        if (half == Half::Attention) attention_backward(l, u, df, du, du_out);
+        else mlp_backward(l, u, df, du, du_out);
     }
 
     // ---- the two modules ------------------------------------------------------------------------
@@ -420,19 +417,18 @@ private:
         ops.matmul_forward(f, a.heads.data(), p.attprojw + l * C * C, p.attprojb + l * C, N, (int)C, (int)C);
     }
 
-    // Given df (N,C), adds du (N,C) and the attention weights' gradients.
+    // Given df (N,C), writes or adds (du_out) du (N,C) and adds the attention weights' gradients.
     template <class D>
-    void attention_backward(int l, const Act* u, const Act* df, D* du) {
+    void attention_backward(int l, const Act* u, const Act* df, D* du, GradOut du_out) {
         BlockActs& a = blocks[l];
         const size_t C = cfg.C;
-        ops.zero(d_heads);
         ops.matmul_backward(d_heads.data(), g.attprojw + l * C * C, g.attprojb + l * C, df, a.heads.data(),
-                            p.attprojw + l * C * C, N, (int)C, (int)C);
+                            p.attprojw + l * C * C, N, (int)C, (int)C, GradOut::Write);
         ops.zero(d_qkv);
         ops.attention_backward(d_qkv.data(), d_heads.data(), a.qkv.data(), a.heads.data(), a.att.data(), B, Tn,
                                (int)C, cfg.NH);
         ops.matmul_backward(du, g.qkvw + l * 3 * C * C, g.qkvb + l * 3 * C, d_qkv.data(), u, p.qkvw + l * 3 * C * C,
-                            N, (int)C, (int)(3 * C));
+                            N, (int)C, (int)(3 * C), du_out);
     }
 
     // MLP of block l: u (N,C) → f (N,C) = fcproj(GELU(fc(u))).
@@ -444,17 +440,15 @@ private:
         ops.matmul_forward(f, a.gelu.data(), p.fcprojw + l * 4 * C * C, p.fcprojb + l * C, N, (int)(4 * C), (int)C);
     }
 
-    // Given df (N,C), adds du (N,C) and the MLP weights' gradients.
+    // Given df (N,C), writes or adds (du_out) du (N,C) and adds the MLP weights' gradients.
     template <class D>
-    void mlp_backward(int l, const Act* u, const Act* df, D* du) {
+    void mlp_backward(int l, const Act* u, const Act* df, D* du, GradOut du_out) {
         BlockActs& a = blocks[l];
         const size_t C = cfg.C;
-        ops.zero(d_gelu);
         ops.matmul_backward(d_gelu.data(), g.fcprojw + l * 4 * C * C, g.fcprojb + l * C, df, a.gelu.data(),
-                            p.fcprojw + l * 4 * C * C, N, (int)(4 * C), (int)C);
-        ops.zero(d_fc);
-        ops.gelu_backward(d_fc.data(), d_gelu.data(), a.fc.data(), (size_t)N * 4 * C);
+                            p.fcprojw + l * 4 * C * C, N, (int)(4 * C), (int)C, GradOut::Write);
+        ops.gelu_backward(d_fc.data(), d_gelu.data(), a.fc.data(), (size_t)N * 4 * C, GradOut::Write);
         ops.matmul_backward(du, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, d_fc.data(), u, p.fcw + l * 4 * C * C, N,
-                            (int)C, (int)(4 * C));
+                            (int)C, (int)(4 * C), du_out);
     }
 };

@@ -65,15 +65,15 @@ struct ReferenceOps {
         ::layernorm_forward(out, mean, rstd, x, w, b, N, C);
     }
     static void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
-                                   const T* rstd, int N, int C) {
-        ::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C);
+                                   const T* rstd, int N, int C, GradOut dx_out = GradOut::Add) {
+        ::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out);
     }
     static void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         ::matmul_forward(out, inp, w, bias, N, IC, OC);
     }
     static void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IC,
-                                int OC) {
-        ::matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC);
+                                int OC, GradOut dinp_out = GradOut::Add) {
+        ::matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC, dinp_out);
     }
     static void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int NH) {
         ::attention_forward(out, att, qkv, B, Tn, C, NH);
@@ -91,12 +91,14 @@ struct ReferenceOps {
         ::matmul_forward(pre, inp, w, bias, N, IC, OC);
         ::gelu_forward(out, pre, (size_t)N * OC);
     }
-    static void gelu_backward(T* dx, const T* dout, const T* x, size_t n) { ::gelu_backward(dx, dout, x, n); }
+    static void gelu_backward(T* dx, const T* dout, const T* x, size_t n, GradOut dx_out = GradOut::Add) {
+        ::gelu_backward(dx, dout, x, n, dx_out);
+    }
     static void residual_forward(T* out, const T* x, const T* f, float dt, size_t n) {
         ::residual_forward(out, x, f, (T)dt, n);
     }
-    static void residual_backward(T* dx, T* df, const T* dout, float dt, size_t n) {
-        ::residual_backward(dx, df, dout, (T)dt, n);
+    static void residual_backward(T* dx, T* df, const T* dout, float dt, size_t n, GradOut out = GradOut::Add) {
+        ::residual_backward(dx, df, dout, (T)dt, n, out);
     }
     static void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
         ::crossentropy_forward(losses, logits, targets, N, V, Vp);
@@ -117,15 +119,15 @@ struct FastOps : ReferenceOps<float> {
         fast::layernorm_forward(out, mean, rstd, x, w, b, N, C);
     }
     static void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
-                                   const T* rstd, int N, int C) {
-        fast::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C);
+                                   const T* rstd, int N, int C, GradOut dx_out = GradOut::Add) {
+        fast::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out);
     }
     static void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         fast::matmul_forward(out, inp, w, bias, N, IC, OC);
     }
     static void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IC,
-                                int OC) {
-        fast::matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC);
+                                int OC, GradOut dinp_out = GradOut::Add) {
+        fast::matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC, dinp_out);
     }
     static void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int NH) {
         fast::attention_forward(out, att, qkv, B, Tn, C, NH);
@@ -139,7 +141,9 @@ struct FastOps : ReferenceOps<float> {
         fast::matmul_forward(pre, inp, w, bias, N, IC, OC);
         fast::gelu_forward(out, pre, (size_t)N * OC);
     }
-    static void gelu_backward(T* dx, const T* dout, const T* x, size_t n) { fast::gelu_backward(dx, dout, x, n); }
+    static void gelu_backward(T* dx, const T* dout, const T* x, size_t n, GradOut dx_out = GradOut::Add) {
+        fast::gelu_backward(dx, dout, x, n, dx_out);
+    }
     static void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
         fast::crossentropy_forward(losses, logits, targets, N, V, Vp);
     }

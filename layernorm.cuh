@@ -46,10 +46,11 @@ __global__ void layernorm_forward_kernel(O* out, float* mean, float* rstd, const
     }
 }
 
-// dinp, one warp per row: the two row means of g and g·x̂, then the gradient.
+// dinp, one warp per row: the two row means of g and g·x̂, then the gradient, added into dinp
+// or, when `add` is false, stored (dinp not read).
 template <typename D, typename G, typename X, typename W>
 __global__ void layernorm_backward_input_kernel(D* dinp, const G* dout, const X* inp, const W* w, const float* mean,
-                                                const float* rstd, int N, int C) {
+                                                const float* rstd, int N, int C, bool add) {
     const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     if (row >= N) return;
@@ -67,7 +68,8 @@ __global__ void layernorm_backward_input_kernel(D* dinp, const G* dout, const X*
     for (int c = lane; c < C; c += WARP_SIZE) {
         const float xhat = (to_float(x[c]) - m) * s;
         const float g = to_float(d[c]) * to_float(w[c]);
-        dx[c] = from_float<D>(to_float(dx[c]) + s * (g - g_mean - xhat * gx_mean));
+        const float grad = s * (g - g_mean - xhat * gx_mean);
+        dx[c] = from_float<D>(add ? to_float(dx[c]) + grad : grad);
     }
 }
 
@@ -116,13 +118,14 @@ Traffic layernorm_forward_traffic(int N, int C) {
     return {"layernorm_forward_kernel", nc * sizeof(X) + 2.0 * C * sizeof(W), nc * sizeof(O) + 8.0 * N, 8.0 * nc};
 }
 
-// dinp (N,C) += ...; dw, db (C) += ... given dout (N,C) and the forward's inp, w, mean, rstd.
-// `partial` is scratch of MAX_ROW_CHUNKS·2C floats.
+// dinp (N,C) += ... (= with GradOut::Write); dw, db (C) += ... given dout (N,C) and the
+// forward's inp, w, mean, rstd. `partial` is scratch of MAX_ROW_CHUNKS·2C floats.
 template <typename D, typename G, typename X, typename W>
 void layernorm_backward(D* dinp, float* dw, float* db, const G* dout, const X* inp, const W* w, const float* mean,
-                        const float* rstd, int N, int C, float* partial, cudaStream_t stream) {
+                        const float* rstd, int N, int C, float* partial, cudaStream_t stream,
+                        GradOut dinp_out = GradOut::Add) {
     layernorm_backward_input_kernel<D, G, X, W><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
-        dinp, dout, inp, w, mean, rstd, N, C);
+        dinp, dout, inp, w, mean, rstd, N, C, dinp_out == GradOut::Add);
     cudaCheck(cudaGetLastError());
     const int chunks = row_chunks(N);
     layernorm_backward_weights_kernel<G, X><<<column_tiles(C, chunks), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
@@ -132,13 +135,14 @@ void layernorm_backward(D* dinp, float* dw, float* db, const G* dout, const X* i
     add_column_partials(db, partial + C, chunks, 2 * C, C, stream);
 }
 
-// Traffic of layernorm_backward: the input gradient (dout, inp, dinp, w, mean, rstd read;
-// dinp written), the weight partials (dout, inp, mean, rstd read), then dw and db.
+// Traffic of layernorm_backward: the input gradient (dout, inp, w, mean, rstd read, and dinp
+// when added into; dinp written), the weight partials (dout, inp, mean, rstd read), then dw and db.
 template <typename D, typename G, typename X, typename W>
-Launches layernorm_backward_traffic(int N, int C) {
+Launches layernorm_backward_traffic(int N, int C, GradOut dinp_out = GradOut::Add) {
     const double nc = (double)N * C;
     const int chunks = row_chunks(N);
-    return {{"layernorm_backward_input_kernel", nc * (sizeof(G) + sizeof(X) + sizeof(D)) + C * sizeof(W) + 8.0 * N,
+    const double dinp_read = dinp_out == GradOut::Add ? sizeof(D) : 0;
+    return {{"layernorm_backward_input_kernel", nc * (sizeof(G) + sizeof(X) + dinp_read) + C * sizeof(W) + 8.0 * N,
              nc * sizeof(D), 12.0 * nc},
             {"layernorm_backward_weights_kernel", nc * (sizeof(G) + sizeof(X)) + 8.0 * N, 8.0 * chunks * C, 5.0 * nc},
             add_column_partials_traffic(chunks, C), add_column_partials_traffic(chunks, C)};

@@ -2,7 +2,8 @@
 //
 //   gemm:               C (M,N) = alpha·op(A)·op(B) + beta·C, row-major like matmul.h's gemm;
 //   linear forward:     out (N,OC) = inp (N,IC)·wᵀ + bias,  w (OC,IC) as PyTorch stores it;
-//   linear backward:    dinp (N,IC) += dout·w;  dw (OC,IC) += doutᵀ·inp;  dbias (OC) += Σ_n dout.
+//   linear backward:    dinp (N,IC) += dout·w (or =, GradOut::Write);  dw (OC,IC) += doutᵀ·inp;
+//                       dbias (OC) += Σ_n dout.
 //
 // Operands A and B are of the element type T; the result is T, or fp32 where precision
 // matters (weight gradients, an input gradient that is the residual stream's). cuBLAS multiplies in fp32 (CUBLAS_COMPUTE_32F):
@@ -83,12 +84,13 @@ Launches matmul_forward_traffic(int N, int IC, int OC, bool bias) {
     return out;
 }
 
-// dinp (N,IC) += dout·w;  dw (OC,IC) += doutᵀ·inp;  dbias (OC) += Σ_n dout (skipped when
-// null). dinp is T or fp32 (D). `partial` is scratch of MAX_ROW_CHUNKS·OC floats.
+// dinp (N,IC) += dout·w (with GradOut::Write: =, beta = 0);  dw (OC,IC) += doutᵀ·inp;
+// dbias (OC) += Σ_n dout (skipped when null). dinp is T or fp32 (D). `partial` is scratch of
+// MAX_ROW_CHUNKS·OC floats.
 template <typename T, typename D>
 void matmul_backward(cublasHandle_t handle, D* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w,
-                     int N, int IC, int OC, float* partial, cudaStream_t stream) {
-    gemm(handle, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);
+                     int N, int IC, int OC, float* partial, cudaStream_t stream, GradOut dinp_out = GradOut::Add) {
+    gemm(handle, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, dinp_out == GradOut::Write ? 0.0f : 1.0f, dinp, IC);
     gemm(handle, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
     if (!dbias) return;
     const int chunks = row_chunks(N);
@@ -97,11 +99,12 @@ void matmul_backward(cublasHandle_t handle, D* dinp, float* dw, float* dbias, co
     add_column_partials(dbias, partial, chunks, OC, OC, stream);
 }
 
-// Traffic of matmul_backward: the two products (both accumulate, so C is read), then the
-// two stages of the bias gradient.
+// Traffic of matmul_backward: the two products (dw accumulates, so its C is read; dinp's C
+// only when it adds), then the two stages of the bias gradient.
 template <typename T, typename D = T>
-Launches matmul_backward_traffic(int N, int IC, int OC, bool bias) {
-    Launches out{gemm_traffic(N, IC, OC, true, sizeof(T), sizeof(D)), gemm_traffic(OC, IC, N, true, sizeof(T), 4)};
+Launches matmul_backward_traffic(int N, int IC, int OC, bool bias, GradOut dinp_out = GradOut::Add) {
+    Launches out{gemm_traffic(N, IC, OC, dinp_out == GradOut::Add, sizeof(T), sizeof(D)),
+                 gemm_traffic(OC, IC, N, true, sizeof(T), 4)};
     if (!bias) return out;
     const int chunks = row_chunks(N);
     out.push_back({"bias_backward_kernel", (double)N * OC * sizeof(T), 4.0 * chunks * OC, (double)N * OC});

@@ -84,6 +84,11 @@ enum class Half : int { Attention = 0, Mlp = 1 };
 // The three places a LayerNorm can have in a residual step (the columns of NormPlan).
 enum class StepNorm { Input, Output, AfterAdd };
 
+// How a backward op puts an input gradient into its output buffer (docs/block.md §2): Add
+// adds it to what the buffer holds (+=, the default); Write stores it, for the op that
+// produces the buffer first in a backward pass, so the buffer needs no zeroing before.
+enum class GradOut { Add, Write };
+
 // The model sizes of docs/model.md §4 by name, plus "d6", the small default for CPU-only machines.
 // Returns false for an unknown name.
 inline bool named_model_size(const std::string& name, ModelConfig* cfg) {

@@ -74,8 +74,8 @@ public:
     }
     template <class D, class G, class I>
     void layernorm_backward(D* dx, float* dw, float* db, const G* dout, const I* x, const T* w, const float* mean,
-                            const float* rstd, int N, int C) {
-        timed("layernorm bwd", [&] { Base::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C); });
+                            const float* rstd, int N, int C, GradOut dx_out = GradOut::Add) {
+        timed("layernorm bwd", [&] { Base::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out); });
     }
     void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         timed(step_traffic::matmul_name(cfg, IC, OC) + " fwd",
@@ -83,9 +83,9 @@ public:
     }
     template <class D>
     void matmul_backward(D* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N, int IC,
-                         int OC) {
+                         int OC, GradOut dinp_out = GradOut::Add) {
         timed(step_traffic::matmul_name(cfg, IC, OC) + " bwd",
-              [&] { Base::matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC); });
+              [&] { Base::matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC, dinp_out); });
     }
     void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH) {
         timed("attention fwd", [&] { Base::attention_forward(out, lse, qkv, B, Tn, C, NH); });
@@ -97,14 +97,14 @@ public:
     void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         timed("fc matmul + bias + gelu fwd", [&] { Base::matmul_gelu_forward(out, pre, inp, w, bias, N, IC, OC); });
     }
-    void gelu_backward(T* dx, const T* dout, const T* x, size_t n) {
-        timed("gelu bwd", [&] { Base::gelu_backward(dx, dout, x, n); });
+    void gelu_backward(T* dx, const T* dout, const T* x, size_t n, GradOut dx_out = GradOut::Add) {
+        timed("gelu bwd", [&] { Base::gelu_backward(dx, dout, x, n, dx_out); });
     }
     void residual_forward(float* out, const float* x, const T* f, float dt, size_t n) {
         timed("residual fwd", [&] { Base::residual_forward(out, x, f, dt, n); });
     }
-    void residual_backward(float* dx, T* df, const float* dout, float dt, size_t n) {
-        timed("residual bwd", [&] { Base::residual_backward(dx, df, dout, dt, n); });
+    void residual_backward(float* dx, T* df, const float* dout, float dt, size_t n, GradOut out = GradOut::Add) {
+        timed("residual bwd", [&] { Base::residual_backward(dx, df, dout, dt, n, out); });
     }
     void crossentropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
         timed("crossentropy fwd", [&] { Base::crossentropy_forward(losses, logits, targets, N, V, Vp); });

@@ -107,15 +107,18 @@ public:
         note("layernorm fwd", {gpu::layernorm_forward_traffic<O, I, T>(N, C)});
     }
     template <class D, class G, class I>
-    void layernorm_backward(D*, float*, float*, const G*, const I*, const T*, const float*, const float*, int N, int C) {
-        note("layernorm bwd", gpu::layernorm_backward_traffic<D, G, I, T>(N, C));
+    void layernorm_backward(D*, float*, float*, const G*, const I*, const T*, const float*, const float*, int N, int C,
+                            GradOut dx_out = GradOut::Add) {
+        note("layernorm bwd", gpu::layernorm_backward_traffic<D, G, I, T>(N, C, dx_out));
     }
     void matmul_forward(T*, const T*, const T*, const T* bias, int N, int IC, int OC) {
         note(matmul_name(cfg, IC, OC) + " fwd", gpu::matmul_forward_traffic<T>(N, IC, OC, bias != nullptr));
     }
     template <class D>
-    void matmul_backward(D*, float*, float* dbias, const T*, const T*, const T*, int N, int IC, int OC) {
-        note(matmul_name(cfg, IC, OC) + " bwd", gpu::matmul_backward_traffic<T, D>(N, IC, OC, dbias != nullptr));
+    void matmul_backward(D*, float*, float* dbias, const T*, const T*, const T*, int N, int IC, int OC,
+                         GradOut dinp_out = GradOut::Add) {
+        note(matmul_name(cfg, IC, OC) + " bwd",
+             gpu::matmul_backward_traffic<T, D>(N, IC, OC, dbias != nullptr, dinp_out));
     }
     static size_t attention_saved_size(int B_, int Tn_, int NH) { return gpu::attention_saved_size(B_, Tn_, NH); }
     void attention_forward(T*, float*, const T*, int B_, int Tn_, int C, int NH) {
@@ -127,12 +130,14 @@ public:
     void matmul_gelu_forward(T*, T*, const T*, const T*, const T*, int N, int IC, int OC) {
         note("fc matmul + bias + gelu fwd", gpu::matmul_bias_gelu_forward_traffic<T>(N, IC, OC));
     }
-    void gelu_backward(T*, const T*, const T*, size_t n) { note("gelu bwd", {gpu::gelu_backward_traffic<T>(n)}); }
+    void gelu_backward(T*, const T*, const T*, size_t n, GradOut dx_out = GradOut::Add) {
+        note("gelu bwd", {gpu::gelu_backward_traffic<T>(n, dx_out)});
+    }
     void residual_forward(float*, const float*, const T*, float, size_t n) {
         note("residual fwd", {gpu::residual_forward_traffic<float, T>(n)});
     }
-    void residual_backward(float*, T*, const float*, float, size_t n) {
-        note("residual bwd", {gpu::residual_backward_traffic<float, T>(n)});
+    void residual_backward(float*, T*, const float*, float, size_t n, GradOut out = GradOut::Add) {
+        note("residual bwd", {gpu::residual_backward_traffic<float, T>(n, out)});
     }
     void crossentropy_forward(float*, const T*, const int32_t*, int N, int V, int Vp) {
         note("crossentropy fwd", {gpu::crossentropy_forward_traffic<T>(N, V, Vp)});

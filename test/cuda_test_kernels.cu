@@ -241,20 +241,25 @@ TYPED_TEST(Kernel, LayerNormBackward) {
         const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)N * C));
         std::vector<float> y((size_t)N * C), mean(N), rstd(N);
         ::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
-        std::vector<float> dinp = rounded<T>(random_vector(rng, (size_t)N * C));
-        std::vector<float> dw = random_vector(rng, C), db = random_vector(rng, C);
-        auto d_dinp = to_device<T>(dinp);
-        auto d_dw = to_device<float>(dw), d_db = to_device<float>(db);
-        ::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
-                             rstd.data(), N, C);
+        // dinp added into random values, or written over NaN (GradOut::Write: not read).
+        for (GradOut mode : {GradOut::Add, GradOut::Write}) {
+            const bool add = mode == GradOut::Add;
+            SCOPED_TRACE(add ? "add" : "write");
+            std::vector<float> dinp = rounded<T>(random_vector(rng, (size_t)N * C));
+            std::vector<float> dw = random_vector(rng, C), db = random_vector(rng, C);
+            auto d_dinp = add ? to_device<T>(dinp) : poisoned<T>((size_t)N * C);
+            auto d_dw = to_device<float>(dw), d_db = to_device<float>(db);
+            ::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                                 rstd.data(), N, C, mode);
 
-        DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * 2 * C);
-        gpu::layernorm_backward(d_dinp.data(), d_dw.data(), d_db.data(), to_device<T>(dout).data(),
-                                to_device<T>(x).data(), to_device<T>(w).data(), to_device<float>(mean).data(),
-                                to_device<float>(rstd).data(), N, C, partial.data(), kStream);
-        expect_close(d_dinp, dinp, tolerance<T>(), "layernorm dinp");
-        expect_close(d_dw, dw, tolerance<T>(), "layernorm dw");
-        expect_close(d_db, db, tolerance<T>(), "layernorm db");
+            DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * 2 * C);
+            gpu::layernorm_backward(d_dinp.data(), d_dw.data(), d_db.data(), to_device<T>(dout).data(),
+                                    to_device<T>(x).data(), to_device<T>(w).data(), to_device<float>(mean).data(),
+                                    to_device<float>(rstd).data(), N, C, partial.data(), kStream, mode);
+            expect_close(d_dinp, dinp, tolerance<T>(), "layernorm dinp");
+            expect_close(d_dw, dw, tolerance<T>(), "layernorm dw");
+            expect_close(d_db, db, tolerance<T>(), "layernorm db");
+        }
     }
 }
 
@@ -272,12 +277,17 @@ TYPED_TEST(Kernel, ResidualForwardAndBackward) {
     gpu::residual_forward(out.data(), to_device<T>(x).data(), to_device<T>(f).data(), dt, n, kStream);
     expect_close(out, want, tolerance<T>(), "residual out");
 
-    std::vector<float> dx = rounded<T>(random_vector(rng, n)), df = rounded<T>(random_vector(rng, n));
-    auto d_dx = to_device<T>(dx), d_df = to_device<T>(df);
-    ::residual_backward(dx.data(), df.data(), dout.data(), dt, n);
-    gpu::residual_backward(d_dx.data(), d_df.data(), to_device<T>(dout).data(), dt, n, kStream);
-    expect_close(d_dx, dx, tolerance<T>(), "residual dx");
-    expect_close(d_df, df, tolerance<T>(), "residual df");
+    // Adding into random gradients, and writing over NaN (GradOut::Write: nothing read).
+    for (GradOut mode : {GradOut::Add, GradOut::Write}) {
+        const bool add = mode == GradOut::Add;
+        SCOPED_TRACE(add ? "add" : "write");
+        std::vector<float> dx = rounded<T>(random_vector(rng, n)), df = rounded<T>(random_vector(rng, n));
+        auto d_dx = add ? to_device<T>(dx) : poisoned<T>(n), d_df = add ? to_device<T>(df) : poisoned<T>(n);
+        ::residual_backward(dx.data(), df.data(), dout.data(), dt, n, mode);
+        gpu::residual_backward(d_dx.data(), d_df.data(), to_device<T>(dout).data(), dt, n, kStream, mode);
+        expect_close(d_dx, dx, tolerance<T>(), "residual dx");
+        expect_close(d_df, df, tolerance<T>(), "residual df");
+    }
 }
 
 TYPED_TEST(Kernel, MatmulForward) {
@@ -308,19 +318,25 @@ TYPED_TEST(Kernel, MatmulBackward) {
     const std::vector<float> inp = rounded<T>(random_vector(rng, (size_t)N * IC));
     const std::vector<float> w = rounded<T>(random_vector(rng, (size_t)OC * IC, 0.1f));
     const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)N * OC));
-    std::vector<float> dinp = rounded<T>(random_vector(rng, (size_t)N * IC));
-    std::vector<float> dw = random_vector(rng, (size_t)OC * IC), dbias = random_vector(rng, OC);
-    auto d_dinp = to_device<T>(dinp);
-    auto d_dw = to_device<float>(dw), d_dbias = to_device<float>(dbias);
-    ::matmul_backward(dinp.data(), dw.data(), dbias.data(), dout.data(), inp.data(), w.data(), N, IC, OC);
-
     Cublas cublas;
     DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * OC);
-    gpu::matmul_backward(cublas.handle, d_dinp.data(), d_dw.data(), d_dbias.data(), to_device<T>(dout).data(),
-                         to_device<T>(inp).data(), to_device<T>(w).data(), N, IC, OC, partial.data(), kStream);
-    expect_close(d_dinp, dinp, tolerance<T>(), "matmul dinp");
-    expect_close(d_dw, dw, tolerance<T>(), "matmul dw");
-    expect_close(d_dbias, dbias, tolerance<T>(), "matmul dbias");
+    // dinp added into random values, or written over NaN (GradOut::Write: beta = 0, not read);
+    // the weight gradients add in both.
+    for (GradOut mode : {GradOut::Add, GradOut::Write}) {
+        const bool add = mode == GradOut::Add;
+        SCOPED_TRACE(add ? "add" : "write");
+        std::vector<float> dinp = rounded<T>(random_vector(rng, (size_t)N * IC));
+        std::vector<float> dw = random_vector(rng, (size_t)OC * IC), dbias = random_vector(rng, OC);
+        auto d_dinp = add ? to_device<T>(dinp) : poisoned<T>((size_t)N * IC);
+        auto d_dw = to_device<float>(dw), d_dbias = to_device<float>(dbias);
+        ::matmul_backward(dinp.data(), dw.data(), dbias.data(), dout.data(), inp.data(), w.data(), N, IC, OC, mode);
+        gpu::matmul_backward(cublas.handle, d_dinp.data(), d_dw.data(), d_dbias.data(), to_device<T>(dout).data(),
+                             to_device<T>(inp).data(), to_device<T>(w).data(), N, IC, OC, partial.data(), kStream,
+                             mode);
+        expect_close(d_dinp, dinp, tolerance<T>(), "matmul dinp");
+        expect_close(d_dw, dw, tolerance<T>(), "matmul dw");
+        expect_close(d_dbias, dbias, tolerance<T>(), "matmul dbias");
+    }
 }
 
 // Attention shapes (B, T, C, NH): T = 1, 17 and 33 leave the last 16-row tile partly or mostly
@@ -417,14 +433,20 @@ TYPED_TEST(Kernel, GeluBackward) {
     const size_t n = (size_t)N * 4 * C;
     const std::vector<float> x = rounded<T>(random_vector(rng, n, 2.0f));
     const std::vector<float> dout = rounded<T>(random_vector(rng, n));
-    for (auto [offset, count] : {std::pair<size_t, size_t>{0, n}, {0, n - 3}, {1, n - 1}}) {
-        SCOPED_TRACE("elements " + std::to_string(offset) + " + " + std::to_string(count));
-        std::vector<float> dinp = rounded<T>(random_vector(rng, n));
-        auto d_dinp = to_device<T>(dinp), d_dout = to_device<T>(dout), d_x = to_device<T>(x);
-        ::gelu_backward(dinp.data() + offset, dout.data() + offset, x.data() + offset, count);
-        gpu::gelu_backward(d_dinp.data() + offset, d_dout.data() + offset, d_x.data() + offset, count, kStream);
-        expect_close(d_dinp, dinp, tolerance<T>(), "gelu dinp");
-    }
+    // Adding into random values, or writing over NaN in the range (GradOut::Write: not read);
+    // outside the range dinp keeps its values.
+    for (GradOut mode : {GradOut::Add, GradOut::Write})
+        for (auto [offset, count] : {std::pair<size_t, size_t>{0, n}, {0, n - 3}, {1, n - 1}}) {
+            SCOPED_TRACE(std::string(mode == GradOut::Add ? "add" : "write") + ", elements " +
+                         std::to_string(offset) + " + " + std::to_string(count));
+            std::vector<float> dinp = rounded<T>(random_vector(rng, n)), before = dinp;
+            if (mode == GradOut::Write) std::fill(before.begin() + offset, before.begin() + offset + count, NAN);
+            auto d_dinp = to_device<T>(before), d_dout = to_device<T>(dout), d_x = to_device<T>(x);
+            ::gelu_backward(dinp.data() + offset, dout.data() + offset, x.data() + offset, count, mode);
+            gpu::gelu_backward(d_dinp.data() + offset, d_dout.data() + offset, d_x.data() + offset, count, kStream,
+                               mode);
+            expect_close(d_dinp, dinp, tolerance<T>(), "gelu dinp");
+        }
 }
 
 // The MLP's fc layer with its GELU fused in: pre = inp·wᵀ + bias and GELU(pre), against the

@@ -119,6 +119,46 @@ TEST(FastOps, MatmulForwardAndBackward) {
     check("matmul bwd dbias", [&] { return backward(2); }, dbias, kSumTol, dbias32);
 }
 
+// GradOut::Write (model.h) stores what GradOut::Add gives on a zeroed buffer, for the input
+// gradients of layernorm_backward, matmul_backward, gelu_backward and residual_backward: the
+// same values bit for bit (EXPECT_EQ: a zero may differ in sign), whatever the buffer held
+// before (NaN here), and the weight gradients, which always add, unchanged. Odd sizes, off the
+// gemm tiles.
+template <class Ops>
+void expect_write_equals_add_into_zeros() {
+    Rng rng(9);
+    const int n = 37, IC = 50, OC = 70;
+    const size_t ni = (size_t)n * IC;
+    const F dout = random_floats(rng, (size_t)n * OC), inp = random_floats(rng, ni),
+            w = random_floats(rng, (size_t)OC * IC, 0.1), dx_in = random_floats(rng, ni);
+    F ln_out(ni), mean(n), rstd(n);
+    const F ln_w = random_floats(rng, IC), ln_b = random_floats(rng, IC);
+    Ops::layernorm_forward(ln_out.data(), mean.data(), rstd.data(), inp.data(), ln_w.data(), ln_b.data(), n, IC);
+    auto run = [&](GradOut mode) {
+        const float before = mode == GradOut::Write ? NAN : 0.0f;
+        std::vector<F> g{F(ni, before), F((size_t)OC * IC, 0.0f), F(OC, 0.0f), F(ni, before), F(ni, before),
+                         F(ni, before), F(ni, before), F(IC, 0.0f), F(IC, 0.0f)};
+        Ops::matmul_backward(g[0].data(), g[1].data(), g[2].data(), dout.data(), inp.data(), w.data(), n, IC, OC,
+                             mode);
+        Ops::gelu_backward(g[3].data(), dx_in.data(), inp.data(), ni, mode);
+        Ops::residual_backward(g[4].data(), g[5].data(), dx_in.data(), 0.3f, ni, mode);
+        Ops::layernorm_backward(g[6].data(), g[7].data(), g[8].data(), dx_in.data(), inp.data(), ln_w.data(),
+                                mean.data(), rstd.data(), n, IC, mode);
+        return g;
+    };
+    const std::vector<F> added = run(GradOut::Add), written = run(GradOut::Write);
+    const char* names[] = {"matmul dinp", "matmul dw", "matmul dbias", "gelu dinp", "residual dx",
+                           "residual df", "layernorm dinp", "layernorm dw", "layernorm db"};
+    for (size_t k = 0; k < added.size(); k++)
+        for (size_t i = 0; i < added[k].size(); i++)
+            ASSERT_EQ(written[k][i], added[k][i]) << names[k] << " [" << i << "]";
+}
+
+TEST(FastOps, WritingAGradientEqualsAddingIntoZeros) {
+    expect_write_equals_add_into_zeros<ReferenceOps<float>>();
+    expect_write_equals_add_into_zeros<FastOps>();
+}
+
 TEST(FastOps, AttentionForwardAndBackward) {
     Rng rng(3);
     const F qkv = random_floats(rng, 3 * NC), dout = random_floats(rng, NC);

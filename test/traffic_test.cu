@@ -134,12 +134,13 @@ TYPED_TEST(TrafficTest, MatmulForwardAndBackward) {
                                                   with_bias ? bias.data() : nullptr, N, IC, OC, kStream);
                           })))
             << "bias " << with_bias;
-        EXPECT_TRUE(agree(gpu::matmul_backward_traffic<T>(N, IC, OC, with_bias), counted([&] {
-                              gpu::matmul_backward(this->handle, dinp.data(), dw.data(),
-                                                   with_bias ? dbias.data() : nullptr, out.data(), inp.data(),
-                                                   w.data(), N, IC, OC, partial.data(), kStream);
-                          })))
-            << "bias " << with_bias;
+        for (GradOut mode : {GradOut::Add, GradOut::Write})
+            EXPECT_TRUE(agree(gpu::matmul_backward_traffic<T>(N, IC, OC, with_bias, mode), counted([&] {
+                                  gpu::matmul_backward(this->handle, dinp.data(), dw.data(),
+                                                       with_bias ? dbias.data() : nullptr, out.data(), inp.data(),
+                                                       w.data(), N, IC, OC, partial.data(), kStream, mode);
+                              })))
+                << "bias " << with_bias << (mode == GradOut::Add ? ", dinp added" : ", dinp written");
     }
 }
 
@@ -147,10 +148,13 @@ TYPED_TEST(TrafficTest, Gelu) {
     using T = TypeParam;
     const size_t n = (size_t)N * 4 * C;
     auto inp = filled<T>(n), out = filled<T>(n), dinp = filled<T>(n);
-    for (size_t offset : {0, 1})  // packs of 16 bytes, and one element off alignment
-        EXPECT_TRUE(agree(gpu::gelu_backward_traffic<T>(n - offset), counted([&] {
-                              gpu::gelu_backward(dinp.data() + offset, out.data(), inp.data(), n - offset, kStream);
-                          })));
+    for (GradOut mode : {GradOut::Add, GradOut::Write})
+        for (size_t offset : {0, 1})  // packs of 16 bytes, and one element off alignment
+            EXPECT_TRUE(agree(gpu::gelu_backward_traffic<T>(n - offset, mode), counted([&] {
+                                  gpu::gelu_backward(dinp.data() + offset, out.data(), inp.data(), n - offset,
+                                                     kStream, mode);
+                              })))
+                << (mode == GradOut::Add ? "added" : "written") << ", offset " << offset;
 }
 
 TYPED_TEST(TrafficTest, MatmulBiasGelu) {
@@ -172,8 +176,11 @@ TYPED_TEST(TrafficTest, Residual) {
     auto f = filled<T>(n);
     EXPECT_TRUE(agree(gpu::residual_forward_traffic<float, T>(n),
                       counted([&] { gpu::residual_forward(out.data(), x.data(), f.data(), 0.3f, n, kStream); })));
-    EXPECT_TRUE(agree(gpu::residual_backward_traffic<float, T>(n),
-                      counted([&] { gpu::residual_backward(x.data(), f.data(), out.data(), 0.3f, n, kStream); })));
+    for (GradOut mode : {GradOut::Add, GradOut::Write})
+        EXPECT_TRUE(agree(gpu::residual_backward_traffic<float, T>(n, mode), counted([&] {
+                              gpu::residual_backward(x.data(), f.data(), out.data(), 0.3f, n, kStream, mode);
+                          })))
+            << (mode == GradOut::Add ? "added" : "written");
 }
 
 TYPED_TEST(TrafficTest, LayerNorm) {
@@ -187,10 +194,12 @@ TYPED_TEST(TrafficTest, LayerNorm) {
                           gpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N,
                                                  C, kStream);
                       })));
-    EXPECT_TRUE(agree(gpu::layernorm_backward_traffic<float, T, float, T>(N, C), counted([&] {
-                          gpu::layernorm_backward(dx.data(), dw.data(), db.data(), out.data(), x.data(), w.data(),
-                                                  mean.data(), rstd.data(), N, C, partial.data(), kStream);
-                      })));
+    for (GradOut mode : {GradOut::Add, GradOut::Write})
+        EXPECT_TRUE(agree(gpu::layernorm_backward_traffic<float, T, float, T>(N, C, mode), counted([&] {
+                              gpu::layernorm_backward(dx.data(), dw.data(), db.data(), out.data(), x.data(), w.data(),
+                                                      mean.data(), rstd.data(), N, C, partial.data(), kStream, mode);
+                          })))
+            << (mode == GradOut::Add ? "added" : "written");
 }
 
 TYPED_TEST(TrafficTest, CrossEntropy) {
