@@ -3,7 +3,7 @@
 //   - 2 and 3 ranks give the step losses and final parameters of one process at the same
 //     total batch (within 1e-6 relative), with the AdamW state sharded (ZeRO-1) or not;
 //   - a run of 2 ranks resumes bit for bit on 2 ranks, and continues on 3;
-//   - so do 2 and 3 ranks of the emulated CUDA build, whose collectives run over the emulated
+//   - so do 1, 2 and 3 ranks of the emulated CUDA build, whose collectives run over the emulated
 //     NCCL (test/simt/nccl), and that NCCL's calls give what NCCL documents on 3 ranks;
 //   - bad setups are refused on every rank with one line and exit status 2, and a rank that
 //     dies takes the others down instead of leaving them waiting.
@@ -194,14 +194,15 @@ TEST_F(Distributed, ResumesBitForBitOnTheSameRanksAndContinuesOnOthers) {
 
 TEST_F(Distributed, EmulatedCudaRanksMatchOneProcess) {
     // The CUDA backend's path over NCCL (the emulated NCCL of test/simt/nccl, over MPI) in the
-    // emulated build: 2 and 3 ranks against one process, fp32, 2 steps of 6 micro-steps.
+    // emulated build: 1, 2 and 3 ranks under mpirun against one process without it, fp32, 2 steps
+    // of 6 micro-steps (one rank has nothing to exchange and calls no NCCL).
     if (!exists("build/emu/train")) GTEST_SKIP() << "no emulated CUDA build (build/emu/train needs the CUDA headers)";
     program = "ASAN_OPTIONS=detect_leaks=0 build/emu/train -device cuda -precision fp32";
     const std::string length = "-steps 2 -eval_every 2";
     const Result one = train(0, "cuda_one", "", length);
     ASSERT_EQ(one.status, 0) << one.err;
     program = "build/emu/train -device cuda -precision fp32";
-    for (int ranks : {2, 3}) {
+    for (int ranks : {1, 2, 3}) {
         const std::string name = "cuda_np" + std::to_string(ranks);
         const std::string mpirun = std::string(MPIRUN) + " -x ASAN_OPTIONS=detect_leaks=0 -np " + std::to_string(ranks) + " ";
         const Result many = run(mpirun + train_args(name, "", length));
