@@ -3,7 +3,7 @@
 //   - 2 and 3 ranks give the step losses and final parameters of one process at the same
 //     total batch (within 1e-6 relative), with the AdamW state sharded (ZeRO-1) or not;
 //   - a run of 2 ranks resumes bit for bit on 2 ranks, and continues on 3;
-//   - so do 1, 2 and 3 ranks of the emulated CUDA build, whose collectives run over the emulated
+//   - so do 1, 2 and 3 ranks of the emulated CUDA build (fp32; bf16 on 2 ranks), whose collectives run over the emulated
 //     NCCL (test/simt/nccl), and that NCCL's calls give what NCCL documents on 3 ranks;
 //   - bad setups are refused on every rank with one line and exit status 2, and a rank that
 //     dies takes the others down instead of leaving them waiting.
@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "checkpoint.h"
@@ -194,22 +195,28 @@ TEST_F(Distributed, ResumesBitForBitOnTheSameRanksAndContinuesOnOthers) {
 
 TEST_F(Distributed, EmulatedCudaRanksMatchOneProcess) {
     // The CUDA backend's path over NCCL (the emulated NCCL of test/simt/nccl, over MPI) in the
-    // emulated build: 1, 2 and 3 ranks under mpirun against one process without it, fp32, 2 steps
-    // of 6 micro-steps (one rank has nothing to exchange and calls no NCCL).
+    // emulated build, against one process without mpirun, 2 steps of 6 micro-steps: fp32 on 1, 2
+    // and 3 ranks (one rank has nothing to exchange and calls no NCCL), and bf16 on 2 ranks, whose
+    // bf16 weight copy must follow the gathered parameters.
     if (!exists("build/emu/train")) GTEST_SKIP() << "no emulated CUDA build (build/emu/train needs the CUDA headers)";
-    program = "ASAN_OPTIONS=detect_leaks=0 build/emu/train -device cuda -precision fp32";
     const std::string length = "-steps 2 -eval_every 2";
-    const Result one = train(0, "cuda_one", "", length);
-    ASSERT_EQ(one.status, 0) << one.err;
-    program = "build/emu/train -device cuda -precision fp32";
-    for (int ranks : {1, 2, 3}) {
-        const std::string name = "cuda_np" + std::to_string(ranks);
-        const std::string mpirun = std::string(MPIRUN) + " -x ASAN_OPTIONS=detect_leaks=0 -np " + std::to_string(ranks) + " ";
-        const Result many = run(mpirun + train_args(name, "", length));
-        ASSERT_EQ(many.status, 0) << many.err;
-        EXPECT_NE(many.out.find("backend: cuda"), std::string::npos) << many.out;
-        EXPECT_NE(many.out.find("ranks over NCCL"), std::string::npos) << many.out;
-        expect_same_as_one_process(name, "cuda_one", 2);
+    const std::pair<const char*, std::vector<int>> cases[] = {{"fp32", {1, 2, 3}}, {"bf16", {2}}};
+    for (const auto& [precision, rank_counts] : cases) {
+        const std::string flags = std::string(" -device cuda -precision ") + precision;
+        const std::string one_name = std::string("cuda_") + precision + "_one";
+        program = "ASAN_OPTIONS=detect_leaks=0 build/emu/train" + flags;
+        const Result one = train(0, one_name, "", length);
+        ASSERT_EQ(one.status, 0) << one.err;
+        program = "build/emu/train" + flags;
+        for (int ranks : rank_counts) {
+            const std::string name = std::string("cuda_") + precision + "_np" + std::to_string(ranks);
+            const std::string mpirun = std::string(MPIRUN) + " -x ASAN_OPTIONS=detect_leaks=0 -np " + std::to_string(ranks) + " ";
+            const Result many = run(mpirun + train_args(name, "", length));
+            ASSERT_EQ(many.status, 0) << many.err;
+            EXPECT_NE(many.out.find("backend: cuda"), std::string::npos) << many.out;
+            EXPECT_NE(many.out.find("ranks over NCCL"), std::string::npos) << many.out;
+            expect_same_as_one_process(name, one_name, 2);
+        }
     }
 }
 
