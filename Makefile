@@ -85,7 +85,7 @@ ifneq ($(NCCL),)
 NCCL_DEFS := -DUSE_NCCL
 CUDA_LIBS += -L$(NCCL) -Wl,-rpath,$(NCCL) -lnccl
 else ifneq ($(CUDA_LINK),)
-$(warning no NCCL (or no MPI) for the CUDA backend: its ranks under mpirun exchange through host memory)
+$(warning no NCCL or no MPI for the CUDA backend: under mpirun its ranks exchange through host memory (without MPI: one process only))
 endif
 # ---- end NCCL ----
 
