@@ -71,6 +71,24 @@ MPI_LIBS := $(shell $(MPICXX) --showme:link)
 endif
 # ---- end MPI ----
 
+# ---- NCCL (the CUDA backend's collectives) ----
+# Where MPI, the CUDA backend and NCCL (nccl.h beside the toolkit's headers, libnccl.so in its
+# library folder or the toolkit's lib/) are all found, gpt2.cu is compiled with USE_NCCL: under
+# mpirun the CUDA ranks sum gradients and gather parameters on the device with NCCL. Otherwise
+# they go through host memory and MPI (README "Training on several GPUs or nodes"); `make NCCL=`
+# builds without. The emulated build always uses the emulated NCCL of test/simt/nccl (with MPI).
+ifeq ($(origin NCCL),undefined)
+NCCL := $(if $(and $(MPICXX),$(CUDA_LINK),$(wildcard $(CUDA_INCLUDE)/nccl.h)),$(patsubst %/libnccl.so,%,$(firstword \
+        $(wildcard $(addsuffix /libnccl.so,$(CUDA_LIBDIR) $(addsuffix /lib,$(CUDA_ROOTS)))))))
+endif
+ifneq ($(NCCL),)
+NCCL_DEFS := -DUSE_NCCL
+CUDA_LIBS += -L$(NCCL) -Wl,-rpath,$(NCCL) -lnccl
+else ifneq ($(CUDA_LINK),)
+$(warning no NCCL or no MPI for the CUDA backend: under mpirun its ranks exchange through host memory (without MPI: one process only))
+endif
+# ---- end NCCL ----
+
 all: $(BINARIES)
 
 # ---- programs --------------------------------------------------------------
@@ -207,15 +225,31 @@ $(EMU)/cuda_test_%: $(EMU_SRC)/test/cuda_test_%.cu $(EMU_SOURCES) $(SIMT_OBJECTS
 # compiled against the SIMT layer, so that -device cuda runs the kernels on the CPU.
 # test_cli_cuda runs them (with CUDA_BIN_DIR=build/emu) against the CPU programs: the training
 # loop around the kernels.
-$(EMU)/gpt2_cuda.o: $(EMU_SRC)/gpt2.cu $(EMU_SOURCES) $(wildcard $(SIMT)/*.h)
-	$(EMU_CXX) $(EMU_CXXFLAGS) -include $(SIMT)/simt.h -I$(EMU_SRC) -x c++ -c $< -o $@
+# With MPI, the backend is compiled with USE_NCCL against the emulated NCCL (test/simt/nccl:
+# its nccl.h comes first on the include path, its nccl.cpp runs the calls over MPI), and all
+# three programs link it and MPI.
+ifneq ($(MPICXX),)
+EMU_NCCL_DEFS := -DUSE_NCCL -I$(SIMT)/nccl
+EMU_NCCL_OBJ  := $(EMU)/simt/nccl/nccl.o
+endif
+$(EMU)/simt/nccl/nccl.o: $(SIMT)/nccl/nccl.cpp $(SIMT)/nccl/nccl.h $(SIMT)/internal.h
+	@mkdir -p $(@D)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(MPI_DEFS) -I$(SIMT)/nccl -c $< -o $@
+
+$(EMU)/gpt2_cuda.o: $(EMU_SRC)/gpt2.cu $(EMU_SOURCES) $(wildcard $(SIMT)/*.h) $(SIMT)/nccl/nccl.h
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_NCCL_DEFS) -include $(SIMT)/simt.h -I$(EMU_SRC) -x c++ -c $< -o $@
 
 # The emulated ./train has MPI too (test_distributed runs it under mpirun).
 $(EMU)/train: EMU_MPI_DEFS := $(MPI_DEFS)
-$(EMU)/train: EMU_MPI_LIBS := $(MPI_LIBS)
-$(EMU_PROGRAMS): $(EMU)/%: %.cpp $(HEADERS) $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS)
-	$(EMU_CXX) $(EMU_CXXFLAGS) -DUSE_CUDA $(EMU_MPI_DEFS) -I. $< $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) -o $@ -lgomp -pthread \
-	    $(LDLIBS) $(EMU_MPI_LIBS)
+$(EMU_PROGRAMS): $(EMU)/%: %.cpp $(HEADERS) $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) $(EMU_NCCL_OBJ)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -DUSE_CUDA $(EMU_MPI_DEFS) -I. $< $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) $(EMU_NCCL_OBJ) \
+	    -o $@ -lgomp -pthread $(LDLIBS) $(if $(EMU_NCCL_OBJ),$(MPI_LIBS))
+
+# The emulated NCCL's own test (test/simt/nccl/nccl_test.cpp), which test_distributed runs
+# under mpirun -np 3.
+$(EMU)/nccl_test: $(SIMT)/nccl/nccl_test.cpp $(EMU_NCCL_OBJ) $(SIMT_OBJECTS)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(MPI_DEFS) -I$(SIMT)/nccl $^ -o $@ -lgomp -pthread $(LDLIBS) $(MPI_LIBS)
+test: $(if $(and $(EMU_NCCL_OBJ),$(EMU_PROGRAMS)),$(EMU)/nccl_test)
 
 # Counting build (docs/simt.md, "Counting traffic"): test/traffic_test.cu checks the traffic
 # each launcher declares (traffic.h) against the device bytes each launch touches. Its own
@@ -262,7 +296,7 @@ BENCH_GPU_ARGS ?=
 
 $(BUILD)/gpt2_cuda.o: gpt2.cu $(CUDA_HEADERS) $(HEADERS)
 	@mkdir -p $(BUILD)
-	$(NVCC) $(NVCCFLAGS) $(GPU_ARCH) -c -o $@ gpt2.cu
+	$(NVCC) $(NVCCFLAGS) $(NCCL_DEFS) $(GPU_ARCH) -c -o $@ gpt2.cu
 
 ifneq ($(CUDA_LINK),)
 $(BUILD)/bench_gpu: bench_gpu.cpp $(HEADERS) $(CUDA_OBJ)

@@ -38,6 +38,7 @@
 #include "backend.h"
 #include "block_norms.h"
 #include "cuda_common.cuh"
+#include "nccl_comm.cuh"
 #include "diagnostics.cuh"
 #include "encoder.cuh"
 #include "gelu.cuh"
@@ -215,7 +216,7 @@ public:
 
     std::string name() const override {
         const char* precision = std::is_same<T, float>::value ? "fp32" : "bf16, fp32 master weights";
-        return std::string("cuda (") + precision + ", " + device + ")";
+        return std::string("cuda (") + precision + ", " + device + ", " + RANK_COLLECTIVES + ")";
     }
     const ModelConfig& config() const override { return model.cfg; }
 
@@ -230,13 +231,27 @@ public:
                           gpu::adamw_table(model.cfg), range.lo, range.hi, h, t, grad_scale, model.ops.stream);
     }
 
-    // Data parallelism through the host: the buffers go down, through the process group's
-    // collectives and back up (README "Training on several GPUs or nodes").
+    // Data parallelism (README "Training on several GPUs or nodes"): over NCCL on the device
+    // buffers where built with it, else through the host: the buffers go down, through the
+    // process group's collectives and back up.
     void set_optimizer_range(Range r) override {
         range = r;
         m = moment_buffer(r.size());
         v = moment_buffer(r.size());
     }
+#ifdef USE_NCCL
+    static constexpr const char* RANK_COLLECTIVES = "ranks over NCCL";
+    void sum_grads(ProcessGroup& group) override {
+        if (group.size() == 1) return;
+        nccl(group).sum(model.grads.data(), model.grads.size());
+    }
+    void gather_params(ProcessGroup& group) override {
+        if (group.size() == 1) return;
+        nccl(group).all_gather(model.params.data(), model.params.size());
+        model.sync_weights();
+    }
+#else
+    static constexpr const char* RANK_COLLECTIVES = "ranks through host memory";
     void sum_grads(ProcessGroup& group) override {
         if (group.size() == 1) return;
         std::vector<float> host(model.grads.size());
@@ -251,6 +266,7 @@ public:
         group.all_gather(host.data(), host.size());
         set_params(host.data());
     }
+#endif
 
     void get_params(float* out) override { model.params.download(out, model.ops.stream); }
     void set_params(const float* in) override {
@@ -313,6 +329,16 @@ private:
     DeviceArray<float> m, v;  // AdamW moments of that range, file order
     std::string device;       // the GPU's description
     DeviceArray<float> diag_scratch;  // the diagnostics: sums of squares, per-row maxima
+#ifdef USE_NCCL
+    std::unique_ptr<NcclComm> comm;  // made at the first collective of several ranks
+
+    // The communicator over `group`'s ranks, made at the first call (a collective: every rank
+    // calls sum_grads at the same point).
+    NcclComm& nccl(ProcessGroup& group) {
+        if (!comm) comm = std::make_unique<NcclComm>(group, model.ops.stream);
+        return *comm;
+    }
+#endif
 
     // n zeroed floats of AdamW moments (counted with the parameters in a memory plan).
     DeviceArray<float> moment_buffer(size_t n) {

@@ -3,7 +3,8 @@
 //   - 2 and 3 ranks give the step losses and final parameters of one process at the same
 //     total batch (within 1e-6 relative), with the AdamW state sharded (ZeRO-1) or not;
 //   - a run of 2 ranks resumes bit for bit on 2 ranks, and continues on 3;
-//   - so do 2 ranks of the emulated CUDA build (its collectives staged through the host);
+//   - so do 1, 2 and 3 ranks of the emulated CUDA build (fp32; bf16 on 2 ranks), whose collectives run over the emulated
+//     NCCL (test/simt/nccl), and that NCCL's calls give what NCCL documents on 3 ranks;
 //   - bad setups are refused on every rank with one line and exit status 2, and a rank that
 //     dies takes the others down instead of leaving them waiting.
 // Skips (saying why) when mpirun is missing or ./train was built without MPI. As root, mpirun
@@ -21,6 +22,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "checkpoint.h"
@@ -192,19 +194,38 @@ TEST_F(Distributed, ResumesBitForBitOnTheSameRanksAndContinuesOnOthers) {
 }
 
 TEST_F(Distributed, EmulatedCudaRanksMatchOneProcess) {
-    // The CUDA backend's path (gradients and parameters staged through the host) in the
-    // emulated build: 2 ranks against one process, fp32, 2 steps of 6 micro-steps.
+    // The CUDA backend's path over NCCL (the emulated NCCL of test/simt/nccl, over MPI) in the
+    // emulated build, against one process without mpirun, 2 steps of 6 micro-steps: fp32 on 1, 2
+    // and 3 ranks (one rank has nothing to exchange and calls no NCCL), and bf16 on 2 ranks, whose
+    // bf16 weight copy must follow the gathered parameters.
     if (!exists("build/emu/train")) GTEST_SKIP() << "no emulated CUDA build (build/emu/train needs the CUDA headers)";
-    program = "ASAN_OPTIONS=detect_leaks=0 build/emu/train -device cuda -precision fp32";
     const std::string length = "-steps 2 -eval_every 2";
-    const Result one = train(0, "cuda_one", "", length);
-    ASSERT_EQ(one.status, 0) << one.err;
-    program = "build/emu/train -device cuda -precision fp32";
-    const std::string mpirun = std::string(MPIRUN) + " -x ASAN_OPTIONS=detect_leaks=0 -np 2 ";
-    const Result two = run(mpirun + train_args("cuda_np2", "", length));
-    ASSERT_EQ(two.status, 0) << two.err;
-    EXPECT_NE(two.out.find("backend: cuda"), std::string::npos) << two.out;
-    expect_same_as_one_process("cuda_np2", "cuda_one", 2);
+    const std::pair<const char*, std::vector<int>> cases[] = {{"fp32", {1, 2, 3}}, {"bf16", {2}}};
+    for (const auto& [precision, rank_counts] : cases) {
+        const std::string flags = std::string(" -device cuda -precision ") + precision;
+        const std::string one_name = std::string("cuda_") + precision + "_one";
+        program = "ASAN_OPTIONS=detect_leaks=0 build/emu/train" + flags;
+        const Result one = train(0, one_name, "", length);
+        ASSERT_EQ(one.status, 0) << one.err;
+        program = "build/emu/train" + flags;
+        for (int ranks : rank_counts) {
+            const std::string name = std::string("cuda_") + precision + "_np" + std::to_string(ranks);
+            const std::string mpirun = std::string(MPIRUN) + " -x ASAN_OPTIONS=detect_leaks=0 -np " + std::to_string(ranks) + " ";
+            const Result many = run(mpirun + train_args(name, "", length));
+            ASSERT_EQ(many.status, 0) << many.err;
+            EXPECT_NE(many.out.find("backend: cuda"), std::string::npos) << many.out;
+            EXPECT_NE(many.out.find("ranks over NCCL"), std::string::npos) << many.out;
+            expect_same_as_one_process(name, one_name, 2);
+        }
+    }
+}
+
+TEST_F(Distributed, EmulatedNcclFollowsNcclSemantics) {
+    // test/simt/nccl/nccl_test.cpp checks each emulated call on every rank and prints one line.
+    if (!exists("build/emu/nccl_test")) GTEST_SKIP() << "no emulated NCCL test (build/emu/nccl_test needs MPI and the CUDA headers)";
+    const Result r = run(std::string(MPIRUN) + " -x ASAN_OPTIONS=detect_leaks=0 -np 3 build/emu/nccl_test");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("nccl emulation: ok on 3 ranks"), std::string::npos) << r.out << r.err;
 }
 
 TEST_F(Distributed, RefusesTotalBatchNotDividedByRanks) {
