@@ -425,13 +425,13 @@ static std::string stats_record(int step, const ForwardStats& f, const std::vect
     return r.str();
 }
 
-// The log record of an evaluation at `step` (docs/logs.md §2).
-static std::string val_record(int step, double val_loss) {
-    return JsonRecord()
-        .add("step", std::to_string(step))
+// The log record of an evaluation at `step` (docs/logs.md §2); the final one adds unigram_ce.
+static JsonRecord val_record(int step, double val_loss) {
+    JsonRecord r;
+    r.add("step", std::to_string(step))
         .add("val_loss", json_number(val_loss))
-        .add("val_ppl", json_number(std::exp(val_loss)))
-        .str();
+        .add("val_ppl", json_number(std::exp(val_loss)));
+    return r;
 }
 
 // The log record of a run stopped as `outcome` (nonfinite or diverged) at `step` (docs/logs.md
@@ -583,7 +583,7 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
         if (val_data && step % o.eval_every == 0) {
             const double val_loss = last_val_loss = evaluate(*model, *val_data, o.eval_batches, group);
             std::printf("step %5d | val loss %.4f | val ppl %.2f\n", step, val_loss, std::exp(val_loss));
-            record(val_record(step, val_loss));
+            record(val_record(step, val_loss).str());
         }
         const auto start = std::chrono::steady_clock::now();
         model->zero_grad();
@@ -657,12 +657,7 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
         }
         std::printf("step %5d | val loss %.4f | val ppl %.2f | unigram_ce %.4f\n", o.steps, val_loss, std::exp(val_loss),
                     unigram);
-        record(JsonRecord()
-                      .add("step", std::to_string(o.steps))
-                      .add("val_loss", json_number(val_loss))
-                      .add("val_ppl", json_number(std::exp(val_loss)))
-                      .add("unigram_ce", json_number(unigram))
-                      .str());
+        record(val_record(o.steps, val_loss).add("unigram_ce", json_number(unigram)).str());
         result = final_outcome(val_loss, unigram);
     }
     if (result == "nonfinite") {  // the last update broke the model
