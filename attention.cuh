@@ -8,7 +8,8 @@
 //   backward: given dout (B,T,C): D[t] = Σ_i dout_t[i]·out_t[i] (B,NH,T) fp32, then with the
 //             recomputed p[t'] = exp(s[t'] − lse[t]):  dp[t'] = dout_t·v_t',
 //             ds[t'] = p[t']·(dp[t'] − D[t]),  dq_t = Σ_t' ds[t']·k_t'/√hs,
-//             dk_t' = Σ_t ds[t']·q_t/√hs,  dv_t' = Σ_t p[t']·dout_t;  dqkv += [dq | dk | dv]
+//             dk_t' = Σ_t ds[t']·q_t/√hs,  dv_t' = Σ_t p[t']·dout_t;  dqkv = [dq | dk | dv] (stored:
+//             the backward writes every element of dqkv once, so it needs no zeroed buffer)
 //
 // Work is cut into 16×16 tiles of (queries × keys), one warp per tile row: the forward and dq
 // kernels own 16 queries and walk the key tiles up to the diagonal with an online softmax, the
@@ -87,17 +88,14 @@ __device__ void load_rows(T* tile, const T* src, int row_stride, int col, int b,
     }
 }
 
-// dst rows t0 .. t0+15 at columns col .. col+hs (of a (B,T,row_stride) tensor) += tile (16, hs_padded)·scale,
+// dst rows t0 .. t0+15 at columns col .. col+hs (of a (B,T,row_stride) tensor) = tile (16, hs_padded),
 // rows past T left alone.
 template <typename T>
-__device__ void add_rows(T* dst, const float* tile, float scale, int row_stride, int col, int b, int t0, int Tn,
-                         int hs) {
+__device__ void store_rows(T* dst, const float* tile, int row_stride, int col, int b, int t0, int Tn, int hs) {
     const int hsp = padded_head_size(hs);
     for (int e = threadIdx.x; e < ATTENTION_TILE * hs; e += WARP_SIZE) {
         const int r = e / hs, i = e % hs, t = t0 + r;
-        if (t >= Tn) continue;
-        T* o = dst + ((size_t)b * Tn + t) * row_stride + col + i;
-        *o = from_float<T>(to_float(*o) + tile[r * hsp + i] * scale);
+        if (t < Tn) dst[((size_t)b * Tn + t) * row_stride + col + i] = from_float<T>(tile[r * hsp + i]);
     }
 }
 
@@ -252,7 +250,7 @@ __global__ void attention_delta_kernel(float* delta, const T* dout, const T* out
 }
 
 // dq for the 16 queries of tile blockIdx.x: over the key tiles up to the diagonal, recompute
-// p, then dp = dout·vᵀ, ds, and dq += ds·k.
+// p, then dp = dout·vᵀ, ds, and dq = Σ ds·k, stored into the q third of dqkv.
 template <typename T>
 __global__ void __launch_bounds__(WARP_SIZE)
     attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* delta, int Tn,
@@ -276,11 +274,12 @@ __global__ void __launch_bounds__(WARP_SIZE)
         score_gradients(m, m.row_b, scale);
         accumulate_times_rows<T, true>(m.acc, m.ds, m.k, hs);  // dq += ds·k
     }
-    add_rows(dqkv, m.acc, 1.0f, 3 * C, h * hs, b, t0, Tn, hs);
+    store_rows(dqkv, m.acc, 3 * C, h * hs, b, t0, Tn, hs);
 }
 
 // dk and dv for the 16 keys of tile blockIdx.x: over the query tiles from the diagonal on,
-// recompute p, then dv += pᵀ·dout, dp = dout·vᵀ, ds, and dk += dsᵀ·q.
+// recompute p, then dv += pᵀ·dout, dp = dout·vᵀ, ds, and dk += dsᵀ·q; both stored into their
+// thirds of dqkv at the end.
 template <typename T>
 __global__ void __launch_bounds__(WARP_SIZE)
     attention_backward_dkdv_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* delta,
@@ -306,8 +305,8 @@ __global__ void __launch_bounds__(WARP_SIZE)
         score_gradients(m, m.row_b, scale);
         accumulate_times_rows<T, false>(m.acc, m.ds, m.q, hs);  // dk += dsᵀ·q
     }
-    add_rows(dqkv, m.acc, 1.0f, 3 * C, C + h * hs, b, k0, Tn, hs);
-    add_rows(dqkv, m.acc2, 1.0f, 3 * C, 2 * C + h * hs, b, k0, Tn, hs);
+    store_rows(dqkv, m.acc, 3 * C, C + h * hs, b, k0, Tn, hs);
+    store_rows(dqkv, m.acc2, 3 * C, 2 * C + h * hs, b, k0, Tn, hs);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -362,7 +361,8 @@ Launches attention_forward_traffic(int B, int Tn, int C, int NH) {
                                    Tn, C, NH, 2)};
 }
 
-// dqkv (B,T,3C) += the gradient of attention_forward given dout (B,T,C), its qkv, out and lse.
+// dqkv (B,T,3C) = the gradient of attention_forward given dout (B,T,C), its qkv, out and lse
+// (stored: dqkv is not read).
 // delta is scratch of attention_saved_size(B,T,NH) floats.
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, float* delta, int B,
@@ -380,18 +380,17 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
     cudaCheck(cudaGetLastError());
 }
 
-// Traffic of attention_backward: D from dout and out; the dq kernel reads qkv, dout, lse, D
-// and its third of dqkv, and does three tile products per pair (q·kᵀ, dout·vᵀ, ds·k); the
-// dk/dv kernel reads the same and the other two thirds of dqkv, and does four (q·kᵀ, pᵀ·dout,
-// dout·vᵀ, dsᵀ·q).
+// Traffic of attention_backward: D from dout and out; the dq kernel reads qkv, dout, lse and D,
+// writes its third of dqkv, and does three tile products per pair (q·kᵀ, dout·vᵀ, ds·k); the
+// dk/dv kernel reads the same, writes the other two thirds of dqkv, and does four (q·kᵀ,
+// pᵀ·dout, dout·vᵀ, dsᵀ·q).
 template <typename T>
 Launches attention_backward_traffic(int B, int Tn, int C, int NH) {
     const double n = (double)B * Tn, rows = (double)attention_saved_size(B, Tn, NH), e = sizeof(T);
     const double inputs = n * 4 * C * e + 8 * rows;  // qkv, dout, lse, D
     return {{"attention_delta_kernel", 2 * n * C * e, 4 * rows, 2 * n * C},
-            attention_tile_traffic("attention_backward_dq_kernel", inputs + n * C * e, n * C * e, B, Tn, C, NH, 3),
-            attention_tile_traffic("attention_backward_dkdv_kernel", inputs + 2 * n * C * e, 2 * n * C * e, B, Tn, C,
-                                   NH, 4)};
+            attention_tile_traffic("attention_backward_dq_kernel", inputs, n * C * e, B, Tn, C, NH, 3),
+            attention_tile_traffic("attention_backward_dkdv_kernel", inputs, 2 * n * C * e, B, Tn, C, NH, 4)};
 }
 
 }  // namespace gpu

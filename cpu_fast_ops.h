@@ -214,10 +214,10 @@ inline void attention_forward(float* out, float* att, const float* qkv, int B, i
         }
 }
 
-// dqkv (B,float,3C) += gradient of attention_forward given dout (B,float,C). Through the softmax:
+// dqkv (B,T,3C) = gradient of attention_forward given dout (B,T,C) (stored). Through the softmax:
 // dscore[t'] = att[t'] · (datt[t'] − Σ_u att[u]·datt[u]) with datt[t'] = dout·v[t'].
 // Per (b, h), with dO the head's slice of dout and dS the (scaled) dscores, zero above the
-// diagonal: datt = dO·Vᵀ, then dQ += dS·K, dK += dSᵀ·Q, dV += Pᵀ·dO.
+// diagonal: datt = dO·Vᵀ, then dQ = dS·K, dK = dSᵀ·Q, dV = Pᵀ·dO (gemm's beta = 0).
 inline void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int Tn, int C, int NH) {
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt((float)hs);
@@ -243,9 +243,9 @@ inline void attention_backward(float* dqkv, const float* dout, const float* qkv,
                     for (int t2 = 0; t2 <= t; t2++) ds[t2] = arow[t2] * (da[t2] - weighted) * scale;
                     for (int t2 = t + 1; t2 < Tn; t2++) ds[t2] = 0;
                 }
-                gemm<float>(false, false, Tn, hs, Tn, dscore.data(), Tn, q + C, C3, 1.0f, dq, C3);        // dQ += dS·K
-                gemm<float>(true, false, Tn, hs, Tn, dscore.data(), Tn, q, C3, 1.0f, dq + C, C3);         // dK += dSᵀ·Q
-                gemm<float>(true, false, Tn, hs, Tn, a, Tn, d, C, 1.0f, dq + 2 * C, C3);                  // dV += Pᵀ·dO
+                gemm<float>(false, false, Tn, hs, Tn, dscore.data(), Tn, q + C, C3, 0.0f, dq, C3);        // dQ = dS·K
+                gemm<float>(true, false, Tn, hs, Tn, dscore.data(), Tn, q, C3, 0.0f, dq + C, C3);         // dK = dSᵀ·Q
+                gemm<float>(true, false, Tn, hs, Tn, a, Tn, d, C, 0.0f, dq + 2 * C, C3);                  // dV = Pᵀ·dO
             }
     }
 }

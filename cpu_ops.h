@@ -214,9 +214,10 @@ void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int N
             }
 }
 
-// dqkv (B,T,3C) += gradient of attention_forward given dout (B,T,C). For each (b, h, t):
-// datt[t'] = dout_t · v_t';  through the softmax dscore[t'] = att[t'] · (datt[t'] − Σ_u att[u]·datt[u]);
-// then dq_t += Σ_t' dscore[t']·k_t' / sqrt(hs), dk_t' += dscore[t']·q_t / sqrt(hs), dv_t' += att[t']·dout_t.
+// dqkv (B,T,3C) = gradient of attention_forward given dout (B,T,C) (stored: the head's columns
+// are zeroed, then summed into). For each (b, h, t): datt[t'] = dout_t · v_t';  through the
+// softmax dscore[t'] = att[t'] · (datt[t'] − Σ_u att[u]·datt[u]); then dq_t += Σ_t' dscore[t']·k_t' / sqrt(hs),
+// dk_t' += dscore[t']·q_t / sqrt(hs), dv_t' += att[t']·dout_t.
 // One thread owns a whole (b, h): the times t' it adds into belong to that head only.
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int B, int Tn, int C, int NH) {
@@ -226,6 +227,9 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int 
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             std::vector<T> datt(Tn);
+            for (int t = 0; t < Tn; t++)
+                for (int part = 0; part < 3; part++)
+                    std::fill_n(dqkv + ((size_t)b * Tn + t) * 3 * C + part * C + h * hs, hs, T(0));
             for (int t = 0; t < Tn; t++) {
                 const T* a = att + (((size_t)b * NH + h) * Tn + t) * Tn;
                 const T* d = dout + ((size_t)b * Tn + t) * C + h * hs;

@@ -237,8 +237,8 @@ public:
 
     // Backward pass of the last forward: grads += loss_weight · d(mean loss)/d(params).
     // Consumes the logits (they become their gradient). Each gradient scratch buffer is
-    // written by the op that produces it first (GradOut::Write) and added into by the later
-    // ones; only d_qkv, whose producer (attention's backward) adds, is zeroed first
+    // written by the op that produces it first (GradOut::Write, or an op that always stores,
+    // as attention's backward does d_qkv) and added into by the later ones, so none is zeroed
     // (docs/block.md §2).
     void backward(Acc loss_weight) {
         const int C = cfg.C;
@@ -424,7 +424,6 @@ private:
         const size_t C = cfg.C;
         ops.matmul_backward(d_heads.data(), g.attprojw + l * C * C, g.attprojb + l * C, df, a.heads.data(),
                             p.attprojw + l * C * C, N, (int)C, (int)C, GradOut::Write);
-        ops.zero(d_qkv);
         ops.attention_backward(d_qkv.data(), d_heads.data(), a.qkv.data(), a.heads.data(), a.att.data(), B, Tn,
                                (int)C, cfg.NH);
         ops.matmul_backward(du, g.qkvw + l * 3 * C * C, g.qkvb + l * 3 * C, d_qkv.data(), u, p.qkvw + l * 3 * C * C,
