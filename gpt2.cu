@@ -70,7 +70,7 @@ public:
 
     CudaOps(const ModelConfig& cfg, int B, int Tn)
         : attention_delta(gpu::attention_saved_size(B, Tn, cfg.NH)), token_order(B * Tn), lse(B * Tn),
-          partial((size_t)MAX_ROW_CHUNKS * 4 * cfg.C), norm_partial(gpu::SUMSQ_MAX_BLOCKS),
+          partial(std::max((size_t)MAX_ROW_CHUNKS * 4 * cfg.C, gpu::layernorm_backward_scratch(cfg.C))), norm_partial(gpu::SUMSQ_MAX_BLOCKS),
           stats_scratch(gpu::stream_statistics_scratch(B * Tn, cfg.C)) {
         if (counting_device_memory()) return;
         cudaCheck(cudaStreamCreate(&stream));
@@ -195,7 +195,7 @@ private:
     DeviceArray<float> attention_delta;  // (B,NH,T) Σ dout·out per row, for attention_backward
     gpu::TokenOrder token_order;        // the batch's positions sorted by token, for the wte gradient
     DeviceArray<float> lse;             // (N) log Σ exp(logits) of the last crossentropy_forward
-    DeviceArray<float> partial;         // column-sum partials, MAX_ROW_CHUNKS·4C
+    DeviceArray<float> partial;         // column-sum partials, MAX_ROW_CHUNKS·4C or LayerNorm's if more
     DeviceArray<float> norm_partial;    // sum-of-squares partials
     DeviceArray<float> stats_scratch;   // for stream_statistics
 };

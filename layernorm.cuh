@@ -4,6 +4,8 @@
 //
 //   layernorm forward:  out (N,C) = (x − mean)·rstd·w + b,  rstd = 1/sqrt(var + 1e-5), var
 //                       biased; mean and rstd (N) are kept, in fp32, for the backward pass.
+//   residual + layernorm forward: sum (N,C) = x + Δt·f (docs/model.md §1), stored, then the
+//                       layernorm forward of sum, in one pass over the rows.
 //   layernorm backward: dinp (N,C) += rstd·(g − mean_c(g) − x̂·mean_c(g·x̂)) with g = dout·w and
 //                       x̂ = (x − mean)·rstd;  dw (C) += Σ_n dout·x̂;  db (C) += Σ_n dout.
 // Elements are float or bf16, each tensor its own type: in bf16 mode a LayerNorm on the stream
@@ -11,103 +13,210 @@
 // LayerNorm of Post-LN writes the fp32 stream, the output LayerNorms of Peri-LN are bf16
 // throughout. Statistics, sums and the weight gradients dw, db are fp32. Backward ops add (+=)
 // into their gradients, as the CPU reference does.
+//
+// Loads and stores move packs of K consecutive elements of a row, K = 16 bytes over the widest
+// element type of the kernel (4 where one tensor is fp32, 8 when all are bf16), when C is a
+// multiple of K and every pointer is aligned to its pack; else one element at a time (K = 1).
+// Indices inside a row are 32-bit; each row's start is computed once, in 64 bits.
 #pragma once
+#include <algorithm>
+#include <cstdint>
+
 #include "cuda_common.cuh"
 
 namespace gpu {
 
 // ---------------------------------------------------------------------------------------------
+// Packs of K elements of type T, loaded or stored as one access of up to 16 bytes.
+
+template <typename T, int K>
+struct alignas(std::min<size_t>(16, sizeof(T) * K)) ElementPack {
+    T v[K];
+};
+
+// v[e] = p[e] for e < K, as floats.
+template <int K, typename T>
+__device__ inline void load_pack(float (&v)[K], const T* p) {
+    const ElementPack<T, K> pack = *reinterpret_cast<const ElementPack<T, K>*>(p);
+    for (int e = 0; e < K; e++) v[e] = to_float(pack.v[e]);
+}
+
+// p[e] = v[e] for e < K, rounded to T.
+template <int K, typename T>
+__device__ inline void store_pack(T* p, const float (&v)[K]) {
+    ElementPack<T, K> pack;
+    for (int e = 0; e < K; e++) pack.v[e] = from_float<T>(v[e]);
+    *reinterpret_cast<ElementPack<T, K>*>(p) = pack;
+}
+
+// The pack of a kernel over tensors of the types Ts: 16 bytes of the widest.
+template <typename... Ts>
+constexpr int pack_width() {
+    return (int)(16 / std::max({sizeof(Ts)...}));
+}
+
+// Whether rows of C elements can be read in packs of K from every pointer given (null ones
+// are not used and do not count).
+template <int K, typename... P>
+bool rows_in_packs(int C, const P*... p) {
+    return C % K == 0 && ((reinterpret_cast<uintptr_t>(p) % (K * sizeof(P)) == 0) && ...);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Kernels
 
-// One warp per row: the mean, then the variance around it (two passes, as the CPU does), then
-// the normalised row.
-template <typename O, typename X, typename W>
-__global__ void layernorm_forward_kernel(O* out, float* mean, float* rstd, const X* inp, const W* w, const W* b,
-                                         int N, int C) {
-    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
-    const int lane = threadIdx.x % WARP_SIZE;
-    if (row >= N) return;
-    const X* x = inp + (size_t)row * C;
-    float sum = 0.0f;
-    for (int c = lane; c < C; c += WARP_SIZE) sum += to_float(x[c]);
-    const float m = warp_sum(sum) / C;
-    float sq = 0.0f;
-    for (int c = lane; c < C; c += WARP_SIZE) {
-        const float d = to_float(x[c]) - m;
-        sq += d * d;
-    }
-    const float s = 1.0f / sqrtf(warp_sum(sq) / C + 1e-5f);
-    O* y = out + (size_t)row * C;
-    for (int c = lane; c < C; c += WARP_SIZE)
-        y[c] = from_float<O>((to_float(x[c]) - m) * s * to_float(w[c]) + to_float(b[c]));
-    if (lane == 0) {
-        mean[row] = m;
-        rstd[row] = s;
-    }
-}
-
-// dinp, one warp per row: the two row means of g and g·x̂, then the gradient, added into dinp
-// or, when `add` is false, stored (dinp not read).
-template <typename D, typename G, typename X, typename W>
-__global__ void layernorm_backward_input_kernel(D* dinp, const G* dout, const X* inp, const W* w, const float* mean,
-                                                const float* rstd, int N, int C, bool add) {
-    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
-    const int lane = threadIdx.x % WARP_SIZE;
-    if (row >= N) return;
-    const X* x = inp + (size_t)row * C;
-    const G* d = dout + (size_t)row * C;
-    const float m = mean[row], s = rstd[row];
-    float g_sum = 0.0f, gx_sum = 0.0f;
-    for (int c = lane; c < C; c += WARP_SIZE) {
-        const float g = to_float(d[c]) * to_float(w[c]);
-        g_sum += g;
-        gx_sum += g * (to_float(x[c]) - m) * s;
-    }
-    const float g_mean = warp_sum(g_sum) / C, gx_mean = warp_sum(gx_sum) / C;
-    D* dx = dinp + (size_t)row * C;
-    for (int c = lane; c < C; c += WARP_SIZE) {
-        const float xhat = (to_float(x[c]) - m) * s;
-        const float g = to_float(d[c]) * to_float(w[c]);
-        const float grad = s * (g - g_mean - xhat * gx_mean);
-        dx[c] = from_float<D>(add ? to_float(dx[c]) + grad : grad);
-    }
-}
-
-// dw, db stage 1 (see cuda_common.cuh): partial[k·2C + c] = Σ_{n in chunk k} dout·x̂ and
-// partial[k·2C + C + c] = Σ_{n in chunk k} dout.
-template <typename G, typename X>
-__global__ void layernorm_backward_weights_kernel(float* partial, const G* dout, const X* inp, const float* mean,
-                                                  const float* rstd, int N, int C) {
-    __shared__ float shared[TILE_ROWS * TILE_COLS];
-    const int c = blockIdx.x * TILE_COLS + threadIdx.x;
-    const int k = blockIdx.y, chunks = gridDim.y;
-    const int end = row_chunk_begin(k + 1, chunks, N);
-    float dw = 0.0f, db = 0.0f;
-    if (c < C) {
-        for (int n = row_chunk_begin(k, chunks, N) + threadIdx.y; n < end; n += TILE_ROWS) {
-            const float d = to_float(dout[(size_t)n * C + c]);
-            dw += d * (to_float(inp[(size_t)n * C + c]) - mean[n]) * rstd[n];
-            db += d;
+// The row a forward kernel normalises, K elements at a time from column c: x, or, with
+// ADD_FIRST, x + Δt·f rounded to S (so what is normalised is the sum as stored).
+template <bool ADD_FIRST, int K, typename S, typename F>
+struct NormInput {
+    const S* x;
+    const F* f;  // used only with ADD_FIRST
+    float dt;
+    __device__ void load(float (&s)[K], int c) const {
+        load_pack(s, x + c);
+        if constexpr (ADD_FIRST) {
+            float g[K];
+            load_pack(g, f + c);
+            for (int e = 0; e < K; e++) s[e] = to_float(from_float<S>(s[e] + dt * g[e]));
         }
     }
-    dw = sum_over_tile_rows(dw, shared);
-    db = sum_over_tile_rows(db, shared);
-    if (threadIdx.y == 0 && c < C) {
-        partial[(size_t)k * 2 * C + c] = dw;
-        partial[(size_t)k * 2 * C + C + c] = db;
+};
+
+// One warp per row, lane l on the packs of K columns at l·K, l·K + 32·K, ...: the mean (with
+// ADD_FIRST the row sum x + Δt·f is stored into `sum` on the way), then the variance around it
+// (two passes, as the CPU does), then the normalised row. The later passes read x (and f)
+// again rather than the stored sum, so each input is read from memory once.
+template <bool ADD_FIRST, int K, typename O, typename S, typename F, typename W>
+__global__ void layernorm_forward_kernel(O* out, float* mean, float* rstd, S* sum, const S* inp, const F* f, float dt,
+                                         const W* w, const W* b, int N, int C) {
+    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    const int lane = threadIdx.x % WARP_SIZE;
+    if (row >= N) return;
+    const size_t offset = (size_t)row * C;
+    const NormInput<ADD_FIRST, K, S, F> x{inp + offset, ADD_FIRST ? f + offset : nullptr, dt};
+    float total = 0.0f;
+    for (int c = lane * K; c < C; c += WARP_SIZE * K) {
+        float s[K];
+        x.load(s, c);
+        if constexpr (ADD_FIRST) store_pack(sum + offset + c, s);
+        for (int e = 0; e < K; e++) total += s[e];
+    }
+    const float m = warp_sum(total) / C;
+    float sq = 0.0f;
+    for (int c = lane * K; c < C; c += WARP_SIZE * K) {
+        float s[K];
+        x.load(s, c);
+        for (int e = 0; e < K; e++) sq += (s[e] - m) * (s[e] - m);
+    }
+    const float r = 1.0f / sqrtf(warp_sum(sq) / C + 1e-5f);
+    for (int c = lane * K; c < C; c += WARP_SIZE * K) {
+        float s[K], wc[K], bc[K];
+        x.load(s, c);
+        load_pack(wc, w + c);
+        load_pack(bc, b + c);
+        for (int e = 0; e < K; e++) s[e] = (s[e] - m) * r * wc[e] + bc[e];
+        store_pack(out + offset + c, s);
+    }
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
+// The whole backward in one pass over the rows. Block k owns chunk k of the rows
+// (row_chunk_begin, cuda_common.cuh); its warps take the chunk's rows in turn (warp j: rows
+// j, j + warps, ...), lane l the packs of K columns at l·K, l·K + 32·K, ... For each row: the
+// two row means of g and g·x̂, then dinp, added into or, when `add` is false, stored (dinp not
+// read), while the warp adds dout·x̂ and dout into its own column sums in shared memory (each
+// lane only ever touches its own columns, so no barrier is needed). At the end the block adds
+// its warps' column sums in warp order, the first stage of a column sum (cuda_common.cuh):
+// partial[k·2C + c] = Σ_{n in chunk k} dout·x̂ and partial[k·2C + C + c] = Σ_{n in chunk k} dout.
+template <int K, typename D, typename G, typename X, typename W>
+__global__ void layernorm_backward_kernel(D* dinp, float* partial, const G* dout, const X* inp, const W* w,
+                                          const float* mean, const float* rstd, int N, int C, bool add) {
+    extern __shared__ __align__(16) float column_sums[];  // (warps, 2C): Σ dout·x̂, then Σ dout, per warp
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, warps = blockDim.x / WARP_SIZE;
+    float* dw_sum = column_sums + (size_t)warp * 2 * C;
+    float* db_sum = dw_sum + C;
+    const float zeros[K] = {};
+    for (int c = lane * K; c < C; c += WARP_SIZE * K) {
+        store_pack(dw_sum + c, zeros);
+        store_pack(db_sum + c, zeros);
+    }
+    const int k = blockIdx.x, end = row_chunk_begin(k + 1, gridDim.x, N);
+    for (int row = row_chunk_begin(k, gridDim.x, N) + warp; row < end; row += warps) {
+        const size_t offset = (size_t)row * C;
+        const float m = mean[row], s = rstd[row];
+        float g_sum = 0.0f, gx_sum = 0.0f;
+        for (int c = lane * K; c < C; c += WARP_SIZE * K) {
+            float d[K], x[K], wc[K];
+            load_pack(d, dout + offset + c);
+            load_pack(x, inp + offset + c);
+            load_pack(wc, w + c);
+            for (int e = 0; e < K; e++) {
+                const float g = d[e] * wc[e];
+                g_sum += g;
+                gx_sum += g * (x[e] - m) * s;
+            }
+        }
+        const float g_mean = warp_sum(g_sum) / C, gx_mean = warp_sum(gx_sum) / C;
+        for (int c = lane * K; c < C; c += WARP_SIZE * K) {
+            float d[K], x[K], wc[K], dx[K], dw[K], db[K];
+            load_pack(d, dout + offset + c);
+            load_pack(x, inp + offset + c);
+            load_pack(wc, w + c);
+            if (add) load_pack(dx, dinp + offset + c);
+            load_pack(dw, dw_sum + c);
+            load_pack(db, db_sum + c);
+            for (int e = 0; e < K; e++) {
+                const float xhat = (x[e] - m) * s;
+                const float grad = s * (d[e] * wc[e] - g_mean - xhat * gx_mean);
+                dx[e] = add ? dx[e] + grad : grad;
+                dw[e] += d[e] * xhat;
+                db[e] += d[e];
+            }
+            store_pack(dinp + offset + c, dx);
+            store_pack(dw_sum + c, dw);
+            store_pack(db_sum + c, db);
+        }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {
+        float total = 0.0f;
+        for (int j = 0; j < warps; j++) total += column_sums[(size_t)j * 2 * C + c];
+        partial[(size_t)k * 2 * C + c] = total;
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
+// One of the forward kernels over N rows, in packs of K.
+template <bool ADD_FIRST, int K, typename O, typename S, typename F, typename W>
+void launch_layernorm_forward(O* out, float* mean, float* rstd, S* sum, const S* inp, const F* f, float dt, const W* w,
+                              const W* b, int N, int C, cudaStream_t stream) {
+    layernorm_forward_kernel<ADD_FIRST, K, O, S, F, W>
+        <<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(out, mean, rstd, sum, inp, f, dt, w,
+                                                                                   b, N, C);
+    cudaCheck(cudaGetLastError());
+}
+
+// The forward kernel for these pointers: in packs where the rows allow, else element by element.
+template <bool ADD_FIRST, typename O, typename S, typename F, typename W>
+void layernorm_forward_rows(O* out, float* mean, float* rstd, S* sum, const S* inp, const F* f, float dt, const W* w,
+                            const W* b, int N, int C, cudaStream_t stream) {
+    constexpr int K = pack_width<O, S, F, W>();
+    if (rows_in_packs<K>(C, out, sum, inp, f, w, b))
+        launch_layernorm_forward<ADD_FIRST, K>(out, mean, rstd, sum, inp, f, dt, w, b, N, C, stream);
+    else
+        launch_layernorm_forward<ADD_FIRST, 1>(out, mean, rstd, sum, inp, f, dt, w, b, N, C, stream);
+}
+
 // out (N,C), mean (N), rstd (N) from inp (N,C), w (C), b (C).
 template <typename O, typename X, typename W>
 void layernorm_forward(O* out, float* mean, float* rstd, const X* inp, const W* w, const W* b, int N, int C,
                        cudaStream_t stream) {
-    layernorm_forward_kernel<O, X, W><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
-        out, mean, rstd, inp, w, b, N, C);
-    cudaCheck(cudaGetLastError());
+    layernorm_forward_rows<false>(out, mean, rstd, (X*)nullptr, inp, (const X*)nullptr, 0.0f, w, b, N, C, stream);
 }
 
 // Traffic of layernorm_forward: inp (N,C), w and b (C) read; out (N,C), mean and rstd (N)
@@ -118,34 +227,86 @@ Traffic layernorm_forward_traffic(int N, int C) {
     return {"layernorm_forward_kernel", nc * sizeof(X) + 2.0 * C * sizeof(W), nc * sizeof(O) + 8.0 * N, 8.0 * nc};
 }
 
+// sum (N,C) = x + Δt·f, then out (N,C), mean (N), rstd (N) = layernorm_forward of sum with w,
+// b (C): the same values as residual_forward (residual.cuh) followed by layernorm_forward.
+template <typename S, typename F, typename O, typename W>
+void residual_layernorm_forward(S* sum, O* out, float* mean, float* rstd, const S* x, const F* f, float dt, const W* w,
+                                const W* b, int N, int C, cudaStream_t stream) {
+    layernorm_forward_rows<true>(out, mean, rstd, sum, x, f, dt, w, b, N, C, stream);
+}
+
+// Traffic of residual_layernorm_forward: x and f (N,C), w and b (C) read; sum and out (N,C),
+// mean and rstd (N) written; about 14 FLOPs per element (the add is redone in each of the
+// kernel's three passes over the row).
+template <typename S, typename F, typename O, typename W>
+Traffic residual_layernorm_forward_traffic(int N, int C) {
+    const double nc = (double)N * C;
+    return {"layernorm_forward_kernel", nc * (sizeof(S) + sizeof(F)) + 2.0 * C * sizeof(W),
+            nc * (sizeof(S) + sizeof(O)) + 8.0 * N, 14.0 * nc};
+}
+
+// The backward kernel's grid: a block for every 16 rows (two for each of 8 warps), and at most
+// two blocks for each of an H200's 132 SMs.
+constexpr int LAYERNORM_BACKWARD_MAX_BLOCKS = 2 * 132;
+inline int layernorm_backward_blocks(int N) {
+    return (int)std::min<size_t>(LAYERNORM_BACKWARD_MAX_BLOCKS, std::max<size_t>(1, ceil_div(N, 2 * WARPS_PER_BLOCK)));
+}
+
+// Warps per block of the backward kernel for C channels: 8, or as many as keep their column
+// sums (2C floats each) within 96 KiB of shared memory, so that two blocks fit on an SM of an
+// A100 or H100/H200; at least one.
+constexpr size_t LAYERNORM_BACKWARD_SHARED = 96 << 10;
+inline int layernorm_backward_warps(int C) {
+    return (int)std::clamp<size_t>(LAYERNORM_BACKWARD_SHARED / (8 * (size_t)C), 1, WARPS_PER_BLOCK);
+}
+
+// Floats of the `partial` scratch layernorm_backward needs for C channels.
+inline size_t layernorm_backward_scratch(int C) { return (size_t)LAYERNORM_BACKWARD_MAX_BLOCKS * 2 * C; }
+
+// The backward kernel in packs of K, on `blocks` blocks; above the default 48 KiB of dynamic
+// shared memory the kernel's limit is raised first.
+template <int K, typename D, typename G, typename X, typename W>
+void launch_layernorm_backward(D* dinp, float* partial, const G* dout, const X* inp, const W* w, const float* mean,
+                               const float* rstd, int N, int C, int blocks, bool add, cudaStream_t stream) {
+    const int warps = layernorm_backward_warps(C);
+    const size_t shared = (size_t)warps * 2 * C * sizeof(float);
+    if (shared > (48 << 10))
+        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<K, D, G, X, W>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+    layernorm_backward_kernel<K, D, G, X, W><<<blocks, warps * WARP_SIZE, shared, stream>>>(dinp, partial, dout, inp, w,
+                                                                                          mean, rstd, N, C, add);
+    cudaCheck(cudaGetLastError());
+}
+
 // dinp (N,C) += ... (= with GradOut::Write); dw, db (C) += ... given dout (N,C) and the
-// forward's inp, w, mean, rstd. `partial` is scratch of MAX_ROW_CHUNKS·2C floats.
+// forward's inp, w, mean, rstd: one pass over the rows for dinp and the chunks' partial
+// column sums, then stage 2 of the column sums for dw and db. `partial` is scratch of
+// layernorm_backward_scratch(C) floats.
 template <typename D, typename G, typename X, typename W>
 void layernorm_backward(D* dinp, float* dw, float* db, const G* dout, const X* inp, const W* w, const float* mean,
                         const float* rstd, int N, int C, float* partial, cudaStream_t stream,
                         GradOut dinp_out = GradOut::Add) {
-    layernorm_backward_input_kernel<D, G, X, W><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
-        dinp, dout, inp, w, mean, rstd, N, C, dinp_out == GradOut::Add);
-    cudaCheck(cudaGetLastError());
-    const int chunks = row_chunks(N);
-    layernorm_backward_weights_kernel<G, X><<<column_tiles(C, chunks), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
-        partial, dout, inp, mean, rstd, N, C);
-    cudaCheck(cudaGetLastError());
-    add_column_partials(dw, partial, chunks, 2 * C, C, stream);
-    add_column_partials(db, partial + C, chunks, 2 * C, C, stream);
+    constexpr int K = pack_width<D, G, X, W>();
+    const int blocks = layernorm_backward_blocks(N);
+    const bool add = dinp_out == GradOut::Add;
+    if (rows_in_packs<K>(C, dinp, dout, inp, w))
+        launch_layernorm_backward<K>(dinp, partial, dout, inp, w, mean, rstd, N, C, blocks, add, stream);
+    else
+        launch_layernorm_backward<1>(dinp, partial, dout, inp, w, mean, rstd, N, C, blocks, add, stream);
+    add_column_partials(dw, partial, blocks, 2 * C, C, stream);
+    add_column_partials(db, partial + C, blocks, 2 * C, C, stream);
 }
 
-// Traffic of layernorm_backward: the input gradient (dout, inp, w, mean, rstd read, and dinp
-// when added into; dinp written), the weight partials (dout, inp, mean, rstd read), then dw and db.
+// Traffic of layernorm_backward: dout, inp, w, mean, rstd read, and dinp when added into;
+// dinp and the partial column sums written; then dw and db from the partials.
 template <typename D, typename G, typename X, typename W>
 Launches layernorm_backward_traffic(int N, int C, GradOut dinp_out = GradOut::Add) {
     const double nc = (double)N * C;
-    const int chunks = row_chunks(N);
+    const int blocks = layernorm_backward_blocks(N);
     const double dinp_read = dinp_out == GradOut::Add ? sizeof(D) : 0;
-    return {{"layernorm_backward_input_kernel", nc * (sizeof(G) + sizeof(X) + dinp_read) + C * sizeof(W) + 8.0 * N,
-             nc * sizeof(D), 12.0 * nc},
-            {"layernorm_backward_weights_kernel", nc * (sizeof(G) + sizeof(X)) + 8.0 * N, 8.0 * chunks * C, 5.0 * nc},
-            add_column_partials_traffic(chunks, C), add_column_partials_traffic(chunks, C)};
+    return {{"layernorm_backward_kernel", nc * (sizeof(G) + sizeof(X) + dinp_read) + C * sizeof(W) + 8.0 * N,
+             nc * sizeof(D) + 8.0 * blocks * C, 17.0 * nc},
+            add_column_partials_traffic(blocks, C), add_column_partials_traffic(blocks, C)};
 }
 
 }  // namespace gpu

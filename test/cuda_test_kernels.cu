@@ -207,58 +207,188 @@ struct LayerNormInputs {
 };
 constexpr LayerNormInputs kLayerNormInputs[] = {{1.5f, 0.3f}, {1e-3f, 0.0f}};
 
+// LayerNorm shapes (N rows, C channels). The kernels move packs of 4 elements (8 when every
+// tensor is bf16) where C and the pointers allow, else single elements: C = 48 and 264 are
+// multiples of both packs, 44 of 4 only, 50 of neither. N = 39 leaves the last 8-warp block of
+// the forward part idle and cuts the backward's rows into 3 chunks; 300 × 264 gives each lane
+// several packs per row (the last one partial) and the backward 19 uneven chunks; 2 × 3 is less
+// than one pack per lane; 5 × 1600 is d48's width, whose backward needs more than the default
+// 48 KiB of shared memory.
+struct LayerNormShape {
+    int N, C;
+};
+constexpr LayerNormShape kLayerNormShapes[] = {{39, 48}, {39, 44}, {39, 50}, {300, 264}, {2, 3}, {5, 1600}};
+
+std::string shape_name(const LayerNormShape& shape) {
+    return "N = " + std::to_string(shape.N) + ", C = " + std::to_string(shape.C);
+}
+
+// A device copy of `host` that begins `shift` elements into its allocation (shift = 1 breaks
+// the alignment of every pack), with zeros before it.
+template <typename T>
+DeviceArray<T> to_device_shifted(const std::vector<float>& host, size_t shift) {
+    std::vector<float> padded(shift, 0.0f);
+    padded.insert(padded.end(), host.begin(), host.end());
+    return to_device<T>(padded);
+}
+
+// The forward of one shape against the CPU: input x of type X shifted by `shift` elements
+// (the stream's type as the model calls it), output and weights of type T.
+template <typename T, typename X>
+void check_layernorm_forward(Rng& rng, const LayerNormShape& shape, const LayerNormInputs& in, size_t shift = 0) {
+    const int N = shape.N, C = shape.C;
+    const std::vector<float> x = rounded<X>(random_vector(rng, (size_t)N * C, in.spread, in.offset));
+    const std::vector<float> w = rounded<T>(random_vector(rng, C, 0.2f, 1.0f));
+    const std::vector<float> b = rounded<T>(random_vector(rng, C, 0.2f));
+    std::vector<float> want((size_t)N * C), want_mean(N), want_rstd(N);
+    ::layernorm_forward(want.data(), want_mean.data(), want_rstd.data(), x.data(), w.data(), b.data(), N, C);
+
+    auto out = poisoned<T>((size_t)N * C);
+    auto mean = poisoned<float>(N), rstd = poisoned<float>(N);
+    auto d_x = to_device_shifted<X>(x, shift);
+    gpu::layernorm_forward(out.data(), mean.data(), rstd.data(), d_x.data() + shift, to_device<T>(w).data(),
+                           to_device<T>(b).data(), N, C, kStream);
+    expect_close(out, want, tolerance<T>(), "layernorm out");
+    expect_close(mean, want_mean, tolerance<T>(), "layernorm mean");
+    expect_close(rstd, want_rstd, tolerance<T>(), "layernorm rstd");
+}
+
+// The backward of one shape against the CPU, dinp added into random values and written over
+// NaN (GradOut::Write: not read): x and dinp of type X, x shifted by `shift` elements; dout
+// and the weights of type T.
+template <typename T, typename X>
+void check_layernorm_backward(Rng& rng, const LayerNormShape& shape, const LayerNormInputs& in, size_t shift = 0) {
+    const int N = shape.N, C = shape.C;
+    const std::vector<float> x = rounded<X>(random_vector(rng, (size_t)N * C, in.spread, in.offset));
+    const std::vector<float> w = rounded<T>(random_vector(rng, C, 0.2f, 1.0f));
+    const std::vector<float> b = rounded<T>(random_vector(rng, C, 0.2f));
+    const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)N * C));
+    std::vector<float> y((size_t)N * C), mean(N), rstd(N);
+    ::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    auto d_x = to_device_shifted<X>(x, shift);
+    for (GradOut mode : {GradOut::Add, GradOut::Write}) {
+        const bool add = mode == GradOut::Add;
+        SCOPED_TRACE(add ? "add" : "write");
+        std::vector<float> dinp = rounded<X>(random_vector(rng, (size_t)N * C));
+        std::vector<float> dw = random_vector(rng, C), db = random_vector(rng, C);
+        auto d_dinp = add ? to_device<X>(dinp) : poisoned<X>((size_t)N * C);
+        auto d_dw = to_device<float>(dw), d_db = to_device<float>(db);
+        ::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                             rstd.data(), N, C, mode);
+
+        DeviceArray<float> partial(gpu::layernorm_backward_scratch(C));
+        gpu::layernorm_backward(d_dinp.data(), d_dw.data(), d_db.data(), to_device<T>(dout).data(),
+                                d_x.data() + shift, to_device<T>(w).data(), to_device<float>(mean).data(),
+                                to_device<float>(rstd).data(), N, C, partial.data(), kStream, mode);
+        expect_close(d_dinp, dinp, tolerance<T>(), "layernorm dinp");
+        expect_close(d_dw, dw, tolerance<T>(), "layernorm dw");
+        expect_close(d_db, db, tolerance<T>(), "layernorm db");
+    }
+}
+
 TYPED_TEST(Kernel, LayerNormForward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(3);
-    for (const LayerNormInputs& in : kLayerNormInputs) {
-        SCOPED_TRACE("input spread " + std::to_string(in.spread));
-        const std::vector<float> x = rounded<T>(random_vector(rng, (size_t)N * C, in.spread, in.offset));
-        const std::vector<float> w = rounded<T>(random_vector(rng, C, 0.2f, 1.0f));
-        const std::vector<float> b = rounded<T>(random_vector(rng, C, 0.2f));
-        std::vector<float> want((size_t)N * C), want_mean(N), want_rstd(N);
-        ::layernorm_forward(want.data(), want_mean.data(), want_rstd.data(), x.data(), w.data(), b.data(), N, C);
-
-        auto out = poisoned<T>((size_t)N * C);
-        auto mean = poisoned<float>(N), rstd = poisoned<float>(N);
-        gpu::layernorm_forward(out.data(), mean.data(), rstd.data(), to_device<T>(x).data(), to_device<T>(w).data(),
-                               to_device<T>(b).data(), N, C, kStream);
-        expect_close(out, want, tolerance<T>(), "layernorm out");
-        expect_close(mean, want_mean, tolerance<T>(), "layernorm mean");
-        expect_close(rstd, want_rstd, tolerance<T>(), "layernorm rstd");
-    }
+    for (const LayerNormShape& shape : kLayerNormShapes)
+        for (const LayerNormInputs& in : kLayerNormInputs) {
+            SCOPED_TRACE(shape_name(shape) + ", input spread " + std::to_string(in.spread));
+            check_layernorm_forward<T, T>(rng, shape, in);
+        }
 }
 
 TYPED_TEST(Kernel, LayerNormBackward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(4);
-    for (const LayerNormInputs& in : kLayerNormInputs) {
-        SCOPED_TRACE("input spread " + std::to_string(in.spread));
-        const std::vector<float> x = rounded<T>(random_vector(rng, (size_t)N * C, in.spread, in.offset));
-        const std::vector<float> w = rounded<T>(random_vector(rng, C, 0.2f, 1.0f));
-        const std::vector<float> b = rounded<T>(random_vector(rng, C, 0.2f));
-        const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)N * C));
-        std::vector<float> y((size_t)N * C), mean(N), rstd(N);
-        ::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
-        // dinp added into random values, or written over NaN (GradOut::Write: not read).
-        for (GradOut mode : {GradOut::Add, GradOut::Write}) {
-            const bool add = mode == GradOut::Add;
-            SCOPED_TRACE(add ? "add" : "write");
-            std::vector<float> dinp = rounded<T>(random_vector(rng, (size_t)N * C));
-            std::vector<float> dw = random_vector(rng, C), db = random_vector(rng, C);
-            auto d_dinp = add ? to_device<T>(dinp) : poisoned<T>((size_t)N * C);
-            auto d_dw = to_device<float>(dw), d_db = to_device<float>(db);
-            ::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
-                                 rstd.data(), N, C, mode);
+    for (const LayerNormShape& shape : kLayerNormShapes)
+        for (const LayerNormInputs& in : kLayerNormInputs) {
+            SCOPED_TRACE(shape_name(shape) + ", input spread " + std::to_string(in.spread));
+            check_layernorm_backward<T, T>(rng, shape, in);
+        }
+}
 
-            DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * 2 * C);
-            gpu::layernorm_backward(d_dinp.data(), d_dw.data(), d_db.data(), to_device<T>(dout).data(),
-                                    to_device<T>(x).data(), to_device<T>(w).data(), to_device<float>(mean).data(),
-                                    to_device<float>(rstd).data(), N, C, partial.data(), kStream, mode);
-            expect_close(d_dinp, dinp, tolerance<T>(), "layernorm dinp");
-            expect_close(d_dw, dw, tolerance<T>(), "layernorm dw");
-            expect_close(d_db, db, tolerance<T>(), "layernorm db");
+// As the model calls it on the stream: x and dinp fp32, the rest in T (packs of 4 of each type
+// in bf16); x aligned, and one element off (every pack of x misaligned: single elements).
+TYPED_TEST(Kernel, LayerNormOnTheStream) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(21);
+    for (const LayerNormShape& shape : {kLayerNormShapes[0], kLayerNormShapes[3]})
+        for (size_t shift : {0, 1}) {
+            SCOPED_TRACE(shape_name(shape) + ", x shifted by " + std::to_string(shift));
+            check_layernorm_forward<T, float>(rng, shape, kLayerNormInputs[0], shift);
+            check_layernorm_backward<T, float>(rng, shape, kLayerNormInputs[0], shift);
+        }
+}
+
+// Bit patterns of a device array, to compare two kernels' results exactly.
+template <typename T>
+std::vector<uint16_t> bits_of(const DeviceArray<T>& d) {
+    std::vector<uint16_t> bits(d.size() * sizeof(T) / sizeof(uint16_t));
+    d.download(reinterpret_cast<T*>(bits.data()), kStream);
+    return bits;
+}
+
+// The fused residual add + LayerNorm forward with sum of type S, output O, f and the weights T:
+// sum against the CPU's x + Δt·f rounded to S, out, mean and rstd against the CPU LayerNorm of
+// that sum; and every result bit for bit the same as residual_forward then layernorm_forward.
+template <typename T, typename S, typename O>
+void check_residual_layernorm_forward(Rng& rng, const LayerNormShape& shape) {
+    const int N = shape.N, C = shape.C;
+    const size_t n = (size_t)N * C;
+    const float dt = 0.3f;
+    const std::vector<float> x = rounded<S>(random_vector(rng, n, 1.5f, 0.3f)), f = rounded<T>(random_vector(rng, n));
+    const std::vector<float> w = rounded<T>(random_vector(rng, C, 0.2f, 1.0f));
+    const std::vector<float> b = rounded<T>(random_vector(rng, C, 0.2f));
+    std::vector<float> want_sum(n), want((size_t)N * C), want_mean(N), want_rstd(N);
+    ::residual_forward(want_sum.data(), x.data(), f.data(), dt, n);
+    want_sum = rounded<S>(want_sum);
+    ::layernorm_forward(want.data(), want_mean.data(), want_rstd.data(), want_sum.data(), w.data(), b.data(), N, C);
+
+    auto d_x = to_device<S>(x);
+    auto d_f = to_device<T>(f), d_w = to_device<T>(w), d_b = to_device<T>(b);
+    auto sum = poisoned<S>(n);
+    auto out = poisoned<O>(n);
+    auto mean = poisoned<float>(N), rstd = poisoned<float>(N);
+    gpu::residual_layernorm_forward(sum.data(), out.data(), mean.data(), rstd.data(), d_x.data(), d_f.data(), dt,
+                                    d_w.data(), d_b.data(), N, C, kStream);
+    const double tol = tolerance<T>();
+    expect_close(sum, want_sum, tol, "residual_layernorm sum");
+    expect_close(out, want, tol, "residual_layernorm out");
+    expect_close(mean, want_mean, tol, "residual_layernorm mean");
+    expect_close(rstd, want_rstd, tol, "residual_layernorm rstd");
+
+    auto sum2 = poisoned<S>(n);
+    auto out2 = poisoned<O>(n);
+    auto mean2 = poisoned<float>(N), rstd2 = poisoned<float>(N);
+    gpu::residual_forward(sum2.data(), d_x.data(), d_f.data(), dt, n, kStream);
+    gpu::layernorm_forward(out2.data(), mean2.data(), rstd2.data(), sum2.data(), d_w.data(), d_b.data(), N, C, kStream);
+    EXPECT_EQ(bits_of(sum), bits_of(sum2)) << "sum differs from residual_forward's";
+    EXPECT_EQ(bits_of(out), bits_of(out2)) << "out differs from layernorm_forward's";
+    EXPECT_EQ(bits_of(mean), bits_of(mean2)) << "mean differs from layernorm_forward's";
+    EXPECT_EQ(bits_of(rstd), bits_of(rstd2)) << "rstd differs from layernorm_forward's";
+}
+
+// The model's three uses: the fp32 stream into a T output (Pre/Peri-LN's LN_in, lnf) or into
+// the fp32 stream (Post-LN's after-add norm), and a sum in T (rounded before it is normalised).
+TYPED_TEST(Kernel, ResidualLayerNormForward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(22);
+    for (const LayerNormShape& shape : kLayerNormShapes) {
+        SCOPED_TRACE(shape_name(shape));
+        {
+            SCOPED_TRACE("fp32 sum, T out");
+            check_residual_layernorm_forward<T, float, T>(rng, shape);
+        }
+        {
+            SCOPED_TRACE("fp32 sum, fp32 out");
+            check_residual_layernorm_forward<T, float, float>(rng, shape);
+        }
+        {
+            SCOPED_TRACE("T sum, T out");
+            check_residual_layernorm_forward<T, T, T>(rng, shape);
         }
     }
 }

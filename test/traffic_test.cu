@@ -185,21 +185,43 @@ TYPED_TEST(TrafficTest, Residual) {
 
 TYPED_TEST(TrafficTest, LayerNorm) {
     using T = TypeParam;
-    // As the model calls it on the stream: fp32 input and input gradient, output and weights in T.
-    auto x = filled<float>(N * C), dx = filled<float>(N * C);
+    // As the model calls it on the stream: fp32 input and input gradient, output and weights in
+    // T; in packs, and with x one element off alignment (single elements).
+    auto x = filled<float>(N * C + 1), dx = filled<float>(N * C);
     auto out = filled<T>(N * C), w = filled<T>(C), b = filled<T>(C);
     auto mean = filled<float>(N), rstd = filled<float>(N), dw = filled<float>(C), db = filled<float>(C);
-    auto partial = filled<float>(MAX_ROW_CHUNKS * 2 * C);
-    EXPECT_TRUE(agree(gpu::layernorm_forward_traffic<T, float, T>(N, C), counted([&] {
-                          gpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N,
-                                                 C, kStream);
-                      })));
-    for (GradOut mode : {GradOut::Add, GradOut::Write})
-        EXPECT_TRUE(agree(gpu::layernorm_backward_traffic<float, T, float, T>(N, C, mode), counted([&] {
-                              gpu::layernorm_backward(dx.data(), dw.data(), db.data(), out.data(), x.data(), w.data(),
-                                                      mean.data(), rstd.data(), N, C, partial.data(), kStream, mode);
+    auto partial = filled<float>(gpu::layernorm_backward_scratch(C));
+    for (size_t offset : {0, 1}) {
+        EXPECT_TRUE(agree(gpu::layernorm_forward_traffic<T, float, T>(N, C), counted([&] {
+                              gpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data() + offset, w.data(),
+                                                     b.data(), N, C, kStream);
                           })))
-            << (mode == GradOut::Add ? "added" : "written");
+            << "offset " << offset;
+        for (GradOut mode : {GradOut::Add, GradOut::Write})
+            EXPECT_TRUE(agree(gpu::layernorm_backward_traffic<float, T, float, T>(N, C, mode), counted([&] {
+                                  gpu::layernorm_backward(dx.data(), dw.data(), db.data(), out.data(), x.data() + offset,
+                                                          w.data(), mean.data(), rstd.data(), N, C, partial.data(),
+                                                          kStream, mode);
+                              })))
+                << (mode == GradOut::Add ? "added" : "written") << ", offset " << offset;
+    }
+}
+
+TYPED_TEST(TrafficTest, ResidualLayerNorm) {
+    using T = TypeParam;
+    // As the model calls it: the stream x and the sum fp32, f and the weights in T, the output
+    // in T (the input norm of a module, the final norm) or fp32 (Post-LN's after-add norm).
+    auto x = filled<float>(N * C), sum = filled<float>(N * C);
+    auto f = filled<T>(N * C), w = filled<T>(C), b = filled<T>(C), out = filled<T>(N * C);
+    auto out_stream = filled<float>(N * C), mean = filled<float>(N), rstd = filled<float>(N);
+    EXPECT_TRUE(agree(gpu::residual_layernorm_forward_traffic<float, T, T, T>(N, C), counted([&] {
+                          gpu::residual_layernorm_forward(sum.data(), out.data(), mean.data(), rstd.data(), x.data(),
+                                                          f.data(), 0.3f, w.data(), b.data(), N, C, kStream);
+                      })));
+    EXPECT_TRUE(agree(gpu::residual_layernorm_forward_traffic<float, T, float, T>(N, C), counted([&] {
+                          gpu::residual_layernorm_forward(sum.data(), out_stream.data(), mean.data(), rstd.data(),
+                                                          x.data(), f.data(), 0.3f, w.data(), b.data(), N, C, kStream);
+                      })));
 }
 
 TYPED_TEST(TrafficTest, CrossEntropy) {
