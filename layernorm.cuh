@@ -129,7 +129,8 @@ __global__ void layernorm_forward_kernel(O* out, float* mean, float* rstd, S* su
 // two row means of g and g·x̂, then dinp, added into or, when `add` is false, stored (dinp not
 // read), while the warp adds dout·x̂ and dout into its own column sums in shared memory (each
 // lane only ever touches its own columns, so no barrier is needed). At the end the block adds
-// its warps' column sums in warp order, the first stage of a column sum (cuda_common.cuh):
+// its warps' column sums in warp order, the first stage of a column sum (cuda_common.cuh;
+// stage 2 is layernorm_weight_gradients_kernel):
 // partial[k·2C + c] = Σ_{n in chunk k} dout·x̂ and partial[k·2C + C + c] = Σ_{n in chunk k} dout.
 template <int K, typename D, typename G, typename X, typename W>
 __global__ void layernorm_backward_kernel(D* dinp, float* partial, const G* dout, const X* inp, const W* w,
@@ -185,6 +186,23 @@ __global__ void layernorm_backward_kernel(D* dinp, float* partial, const G* dout
         float total = 0.0f;
         for (int j = 0; j < warps; j++) total += column_sums[(size_t)j * 2 * C + c];
         partial[(size_t)k * 2 * C + c] = total;
+    }
+}
+
+// dw, db stage 2: dw[c] += Σ_k partial[k·2C + c] and db[c] += Σ_k partial[k·2C + C + c] over
+// the `chunks` partials, both in one launch. Block (TILE_COLS, TILE_ROWS) handles 32 of the 2C
+// columns, thread (x, y) summing chunks y, y + 8, ..., and the 8 sums are added in order of y
+// (sum_over_tile_rows), so each sum has a fixed order and 8 threads share its loads.
+__global__ void layernorm_weight_gradients_kernel(float* dw, float* db, const float* partial, int chunks, int C) {
+    __shared__ float shared[TILE_ROWS * TILE_COLS];
+    const int c = blockIdx.x * TILE_COLS + threadIdx.x;
+    float sum = 0.0f;
+    if (c < 2 * C)
+        for (int k = threadIdx.y; k < chunks; k += TILE_ROWS) sum += partial[(size_t)k * 2 * C + c];
+    sum = sum_over_tile_rows(sum, shared);
+    if (threadIdx.y == 0 && c < 2 * C) {
+        float* out = c < C ? dw + c : db + (c - C);
+        *out += sum;
     }
 }
 
@@ -280,7 +298,7 @@ void launch_layernorm_backward(D* dinp, float* partial, const G* dout, const X* 
 
 // dinp (N,C) += ... (= with GradOut::Write); dw, db (C) += ... given dout (N,C) and the
 // forward's inp, w, mean, rstd: one pass over the rows for dinp and the chunks' partial
-// column sums, then stage 2 of the column sums for dw and db. `partial` is scratch of
+// column sums, then one launch that adds them up into dw and db. `partial` is scratch of
 // layernorm_backward_scratch(C) floats.
 template <typename D, typename G, typename X, typename W>
 void layernorm_backward(D* dinp, float* dw, float* db, const G* dout, const X* inp, const W* w, const float* mean,
@@ -293,12 +311,13 @@ void layernorm_backward(D* dinp, float* dw, float* db, const G* dout, const X* i
         launch_layernorm_backward<K>(dinp, partial, dout, inp, w, mean, rstd, N, C, blocks, add, stream);
     else
         launch_layernorm_backward<1>(dinp, partial, dout, inp, w, mean, rstd, N, C, blocks, add, stream);
-    add_column_partials(dw, partial, blocks, 2 * C, C, stream);
-    add_column_partials(db, partial + C, blocks, 2 * C, C, stream);
+    layernorm_weight_gradients_kernel<<<column_tiles(2 * C, 1), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
+        dw, db, partial, blocks, C);
+    cudaCheck(cudaGetLastError());
 }
 
 // Traffic of layernorm_backward: dout, inp, w, mean, rstd read, and dinp when added into;
-// dinp and the partial column sums written; then dw and db from the partials.
+// dinp and the partial column sums written; then the partials, dw and db read, dw and db written.
 template <typename D, typename G, typename X, typename W>
 Launches layernorm_backward_traffic(int N, int C, GradOut dinp_out = GradOut::Add) {
     const double nc = (double)N * C;
@@ -306,7 +325,7 @@ Launches layernorm_backward_traffic(int N, int C, GradOut dinp_out = GradOut::Ad
     const double dinp_read = dinp_out == GradOut::Add ? sizeof(D) : 0;
     return {{"layernorm_backward_kernel", nc * (sizeof(G) + sizeof(X) + dinp_read) + C * sizeof(W) + 8.0 * N,
              nc * sizeof(D) + 8.0 * blocks * C, 17.0 * nc},
-            add_column_partials_traffic(blocks, C), add_column_partials_traffic(blocks, C)};
+            {"layernorm_weight_gradients_kernel", 8.0 * C * (blocks + 1), 8.0 * C, 2.0 * C * blocks}};
 }
 
 }  // namespace gpu
