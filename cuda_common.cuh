@@ -3,7 +3,7 @@
 //   * ceil_div for grid sizes;
 //   * the two element types (float, or __nv_bfloat16 called bf16), picked at run time by the
 //     backend: kernels are templates on the element type T and compute in fp32 whatever T is;
-//   * warp reductions (sum, max) and a block sum in fp32 on __shfl_xor_sync;
+//   * warp reductions (sum, max) and block reductions (sum, max) in fp32 on __shfl_xor_sync;
 //   * deterministic column sums of an (N, width) matrix over its N rows, in two stages and
 //     without atomics, which every weight gradient that sums over positions uses;
 //   * convert (one element type to another) and DeviceArray, an owning device buffer;
@@ -105,6 +105,17 @@ __device__ inline float block_sum(float x, float* shared) {
     if (lane == 0) shared[warp] = x;
     __syncthreads();
     return warp_sum(lane < warps ? shared[lane] : 0.0f);
+}
+
+// Maximum of x over all threads of the block, as block_sum; every thread receives it.
+__device__ inline float block_max(float x, float* shared) {
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int warps = blockDim.x / WARP_SIZE;
+    x = warp_max(x);
+    __syncthreads();  // every thread is done with `shared` from an earlier reduction
+    if (lane == 0) shared[warp] = x;
+    __syncthreads();
+    return warp_max(lane < warps ? shared[lane] : -INFINITY);
 }
 
 // ---------------------------------------------------------------------------------------------
