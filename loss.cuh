@@ -61,7 +61,8 @@ constexpr int CE_THREADS = 1024;
 // re-read the row from device memory, which the L2 cache serves only in part: the launcher's
 // traffic declaration, which counts distinct bytes, is then too optimistic.
 // Each thread writes the gradient of the columns it read itself, so the in-place store needs
-// no barrier beyond those of the reductions.
+// only one barrier more than the reductions: thread 0 reads row[target] for the loss before
+// its owner may overwrite it (unstaged).
 template <typename T>
 __global__ void __launch_bounds__(CE_THREADS)
     crossentropy_forward_backward_kernel(float* losses, T* logits, const int32_t* targets, float dloss, int V, int Vp,
@@ -88,7 +89,7 @@ __global__ void __launch_bounds__(CE_THREADS)
     const float lse = logf(block_sum(sum, reduce)) + max_z;
     const int target = targets[n];
     if (threadIdx.x == 0) losses[n] = lse - to_float(row[target]);
-    __syncthreads();  // row[target] is read before thread target % blockDim.x overwrites it (unstaged)
+    __syncthreads();  // row[target] is read before its owner overwrites it (unstaged)
     for (int v = threadIdx.x; v < Vp; v += blockDim.x) {
         const float d = v < V ? dloss * (expf(to_float(row[v]) - lse) - (v == target ? 1.0f : 0.0f)) : 0.0f;
         z[v] = from_float<T>(d);
