@@ -25,13 +25,18 @@ public:
     virtual const ModelConfig& config() const = 0;
 
     // Forward pass of one micro-batch: inputs, targets (B·T token ids). Keeps what backward
-    // needs and returns the mean cross-entropy over the B·T positions.
+    // needs and returns the mean cross-entropy over the B·T positions (evaluation: the logits
+    // are kept).
     virtual float forward(const int32_t* inputs, const int32_t* targets) = 0;
+    // The forward pass of a training step: as forward, but it stops at the logits; the loss is
+    // computed by backward, in the same pass over the logits as its gradient.
+    virtual void forward_to_logits(const int32_t* inputs, const int32_t* targets) = 0;
     // Sets every gradient to zero.
     virtual void zero_grad() = 0;
-    // Backward pass of the last forward: gradients of loss_weight · (mean loss) are ADDED to
-    // the parameter gradients (loss_weight = 1 / micro-steps for gradient accumulation).
-    virtual void backward(float loss_weight) = 0;
+    // Backward pass of the last forward (either one): gradients of loss_weight · (mean loss) are
+    // ADDED to the parameter gradients (loss_weight = 1 / micro-steps for gradient
+    // accumulation). Returns the mean cross-entropy over the B·T positions.
+    virtual float backward(float loss_weight) = 0;
     // Global L2 norm of all parameter gradients.
     virtual double grad_norm() = 0;
     // AdamW update at step t (1-based), gradients multiplied by grad_scale first (clipping);

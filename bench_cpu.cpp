@@ -125,7 +125,7 @@ void train_step(CpuBackend& be, const int32_t* tokens, int step, double* phase_m
     };
     be.zero_grad();
     lap(0);
-    be.forward(tokens, tokens + 1);
+    be.forward_to_logits(tokens, tokens + 1);
     lap(1);
     be.backward(1.0f);
     lap(2);
@@ -240,11 +240,10 @@ std::vector<OpRow> op_breakdown(const ModelConfig& cfg, int B, int T, int reps) 
     add("gelu fwd", L, 0, false, [&] { Ops::gelu_forward(g4.data(), h4.data(), 4 * NC); });
     add("residual fwd", 2 * L, 0, false, [&] { Ops::residual_forward(z.data(), x.data(), y.data(), dt, NC); });
     add("encoder fwd", 1, 0, false, [&] { Ops::encoder_forward(x.data(), tokens.data(), w.data(), wpe.data(), B, T, C); });
-    add("crossentropy fwd", 1, 0, false,
-        [&] { Ops::crossentropy_forward(losses.data(), logits.data(), tokens.data(), N, V, Vp); });
     // Backward ops.
-    add("crossentropy bwd", 1, 0, false,
-        [&] { Ops::crossentropy_backward_inplace(logits.data(), tokens.data(), 1.0f / N, N, V, Vp); });
+    add("crossentropy fwd+bwd", 1, 0, false, [&] {
+        Ops::crossentropy_forward_backward(losses.data(), logits.data(), tokens.data(), 1.0f / N, N, V, Vp);
+    });
     for (const Lin& l : lins) {
         std::snprintf(label, sizeof label, "matmul bwd %-8s %5dx%-5d", l.name, l.IC, l.OC);
         const float* dout = l.OC == Vp ? logits.data() : (l.OC == 4 * C ? dh4.data() : (l.OC == 3 * C ? dqkv.data() : dy.data()));

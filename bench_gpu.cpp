@@ -130,8 +130,8 @@ int print_plan(const ModelConfig& cfg, const Options& o) {
 // One training step on one micro-batch; returns the loss.
 float train_step(Backend& model, const std::vector<int32_t>& batch, int t) {
     model.zero_grad();
-    const float loss = model.forward(batch.data(), batch.data() + 1);
-    model.backward(1.0f);
+    model.forward_to_logits(batch.data(), batch.data() + 1);
+    const float loss = model.backward(1.0f);
     const double norm = model.grad_norm();
     model.update(AdamWHyper{6e-4, 0.9, 0.95, 1e-8, 0.1}, t, norm > 1.0 ? 1.0 / norm : 1.0);
     return loss;

@@ -3,7 +3,7 @@
 //   * ceil_div for grid sizes;
 //   * the two element types (float, or __nv_bfloat16 called bf16), picked at run time by the
 //     backend: kernels are templates on the element type T and compute in fp32 whatever T is;
-//   * warp reductions (sum, max) and a block sum in fp32 on __shfl_xor_sync;
+//   * warp reductions (sum, max) and block reductions (sum, max) in fp32 on __shfl_xor_sync;
 //   * deterministic column sums of an (N, width) matrix over its N rows, in two stages and
 //     without atomics, which every weight gradient that sums over positions uses;
 //   * convert (one element type to another) and DeviceArray, an owning device buffer;
@@ -78,7 +78,7 @@ constexpr const char* precision_name() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reductions in fp32. A warp is 32 lanes; blocks that use block_sum are 1-D with a
+// Reductions in fp32. A warp is 32 lanes; blocks that use block_sum or block_max are 1-D with a
 // multiple of 32 threads (at most 1024), and pass 32 floats of their shared memory.
 
 constexpr int WARP_SIZE = 32;
@@ -96,16 +96,29 @@ __device__ inline float warp_max(float x) {
     return x;
 }
 
-// Sum of x over all threads of the block; every thread receives it.
-__device__ inline float block_sum(float x, float* shared) {
+// x reduced over all threads of the block by warp_reduce (a warp reduction of warp_sum's
+// kind, whose neutral element is `neutral`): each warp reduces, then warp 0's lanes reduce the
+// warps' results. Every thread receives it.
+template <class WarpReduce>
+__device__ inline float block_reduce(float x, float neutral, float* shared, WarpReduce warp_reduce) {
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int warps = blockDim.x / WARP_SIZE;
-    x = warp_sum(x);
+    x = warp_reduce(x);
     __syncthreads();  // every thread is done with `shared` from an earlier reduction
     if (lane == 0) shared[warp] = x;
     __syncthreads();
-    return warp_sum(lane < warps ? shared[lane] : 0.0f);
+    return warp_reduce(lane < warps ? shared[lane] : neutral);
 }
+struct WarpSum {
+    __device__ float operator()(float x) const { return warp_sum(x); }
+};
+struct WarpMax {
+    __device__ float operator()(float x) const { return warp_max(x); }
+};
+
+// Sum and maximum of x over all threads of the block; every thread receives it.
+__device__ inline float block_sum(float x, float* shared) { return block_reduce(x, 0.0f, shared, WarpSum{}); }
+__device__ inline float block_max(float x, float* shared) { return block_reduce(x, -INFINITY, shared, WarpMax{}); }
 
 // ---------------------------------------------------------------------------------------------
 // Column sums without atomics: out[c] += Σ_n f(n, c) over the N rows of an (N, width) matrix.

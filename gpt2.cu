@@ -69,8 +69,9 @@ public:
     cublasHandle_t cublas = nullptr;
 
     CudaOps(const ModelConfig& cfg, int B, int Tn)
-        : attention_delta(gpu::attention_saved_size(B, Tn, cfg.NH)), token_order(B * Tn), lse(B * Tn),
-          partial(std::max((size_t)MAX_ROW_CHUNKS * 4 * cfg.C, gpu::layernorm_backward_scratch(cfg.C))), norm_partial(gpu::SUMSQ_MAX_BLOCKS),
+        : attention_delta(gpu::attention_saved_size(B, Tn, cfg.NH)), token_order(B * Tn),
+          partial(std::max((size_t)MAX_ROW_CHUNKS * 4 * cfg.C, gpu::layernorm_backward_scratch(cfg.C))),
+          norm_partial(gpu::SUMSQ_MAX_BLOCKS),
           stats_scratch(gpu::stream_statistics_scratch(B * Tn, cfg.C)) {
         if (counting_device_memory()) return;
         cudaCheck(cudaStreamCreate(&stream));
@@ -183,18 +184,17 @@ public:
     void residual_backward(float* dx, T* df, const float* dout, float dt, size_t n, GradOut out = GradOut::Add) {
         gpu::residual_backward(dx, df, dout, dt, n, stream, out);
     }
-    // Keeps log Σ exp(logits) per row in lse, for the backward.
     void crossentropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
-        gpu::crossentropy_forward(losses, lse.data(), logits, targets, N, V, Vp, stream);
+        gpu::crossentropy_forward(losses, logits, targets, N, V, Vp, stream);
     }
-    void crossentropy_backward_inplace(T* logits, const int32_t* targets, float dloss, int N, int V, int Vp) {
-        gpu::crossentropy_backward_inplace(logits, lse.data(), targets, dloss, N, V, Vp, stream);
+    void crossentropy_forward_backward(float* losses, T* logits, const int32_t* targets, float dloss, int N, int V,
+                                       int Vp) {
+        gpu::crossentropy_forward_backward(losses, logits, targets, dloss, N, V, Vp, stream);
     }
 
 private:
     DeviceArray<float> attention_delta;  // (B,NH,T) Σ dout·out per row, for attention_backward
     gpu::TokenOrder token_order;        // the batch's positions sorted by token, for the wte gradient
-    DeviceArray<float> lse;             // (N) log Σ exp(logits) of the last crossentropy_forward
     DeviceArray<float> partial;         // column-sum partials, MAX_ROW_CHUNKS·4C or LayerNorm's if more
     DeviceArray<float> norm_partial;    // sum-of-squares partials
     DeviceArray<float> stats_scratch;   // for stream_statistics
@@ -221,8 +221,11 @@ public:
     const ModelConfig& config() const override { return model.cfg; }
 
     float forward(const int32_t* inputs, const int32_t* targets) override { return model.forward(inputs, targets); }
+    void forward_to_logits(const int32_t* inputs, const int32_t* targets) override {
+        model.forward_to_logits(inputs, targets);
+    }
     void zero_grad() override { model.ops.zero(model.grads); }
-    void backward(float loss_weight) override { model.backward(loss_weight); }
+    float backward(float loss_weight) override { return model.backward(loss_weight); }
     double grad_norm() override { return model.grad_norm(); }
 
     // Every tensor of the optimiser range in one launch; m and v hold that range only.

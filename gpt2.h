@@ -221,9 +221,11 @@ public:
 
     // ---- the whole model -----------------------------------------------------------------------
 
-    // Forward pass: tokens, targets (B·T, host memory). Returns the mean cross-entropy:
-    //   X_0 = wte[token] + wpe[t];  X_{l+1} = block_l(X_l);  loss = CE(LNf(X_L)·wteᵀ, target)
-    Acc forward(const int32_t* host_tokens, const int32_t* host_targets) {
+    // Forward pass up to the logits, as a training step runs it: tokens, targets (B·T, host
+    // memory; the targets are kept for backward, which computes the loss together with its
+    // gradient in one pass over the logits).
+    //   X_0 = wte[token] + wpe[t];  X_{l+1} = block_l(X_l);  logits = LNf(X_L)·wteᵀ
+    void forward_to_logits(const int32_t* host_tokens, const int32_t* host_targets) {
         const int C = cfg.C;
         ops.load_batch(tokens, targets, host_tokens, host_targets);
         ops.encoder_forward(embedded.data(), tokens.data(), p.wte, p.wpe, B, Tn, C);
@@ -231,18 +233,26 @@ public:
         ops.layernorm_forward(final_norm.out.data(), final_norm.mean.data(), final_norm.rstd.data(), stream(cfg.L),
                               p.lnfw, p.lnfb, N, C);
         ops.matmul_forward(logits.data(), final_norm.out.data(), p.wte, (const Act*)nullptr, N, C, cfg.Vp);
+    }
+
+    // Forward pass with the loss (evaluation): forward_to_logits, then the per-position losses;
+    // the logits are kept. Returns the mean cross-entropy, loss = CE(logits, target).
+    Acc forward(const int32_t* host_tokens, const int32_t* host_targets) {
+        forward_to_logits(host_tokens, host_targets);
         ops.crossentropy_forward(losses.data(), logits.data(), targets.data(), N, cfg.V, cfg.Vp);
         return ops.mean(losses);
     }
 
-    // Backward pass of the last forward: grads += loss_weight · d(mean loss)/d(params).
-    // Consumes the logits (they become their gradient). Each gradient scratch buffer is
-    // written by the op that produces it first (GradOut::Write, or an op that always stores,
-    // as attention's backward does d_qkv) and added into by the later ones, so none is zeroed
-    // (docs/block.md §2).
-    void backward(Acc loss_weight) {
+    // Backward pass of the last forward (either one): grads += loss_weight · d(mean loss)/d(params).
+    // Its first op computes the per-position losses and, in the same pass over the logits, turns
+    // the logits into their gradient (they are consumed); returns the mean loss. Each gradient
+    // scratch buffer is written by the op that produces it first (GradOut::Write, or an op that
+    // always stores, as attention's backward does d_qkv) and added into by the later ones, so
+    // none is zeroed (docs/block.md §2).
+    Acc backward(Acc loss_weight) {
         const int C = cfg.C;
-        ops.crossentropy_backward_inplace(logits.data(), targets.data(), loss_weight / N, N, cfg.V, cfg.Vp);
+        ops.crossentropy_forward_backward(losses.data(), logits.data(), targets.data(), loss_weight / N, N, cfg.V,
+                                          cfg.Vp);
         ops.matmul_backward(d_u.data(), g.wte, (Acc*)nullptr, logits.data(), final_norm.out.data(), p.wte, N, C,
                             cfg.Vp, GradOut::Write);
         ops.layernorm_backward(d_stream.data(), g.lnfw, g.lnfb, d_u.data(), stream(cfg.L), p.lnfw,
@@ -256,6 +266,7 @@ public:
         }
         if (record_stream_grads) stream_grad_norm[0] = ops.norm(d_stream);
         ops.encoder_backward(g.wte, g.wpe, d_stream.data(), tokens.data(), B, Tn, C);
+        return ops.mean(losses);
     }
 
 private:

@@ -103,7 +103,10 @@ struct ReferenceOps {
     static void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
         ::crossentropy_forward(losses, logits, targets, N, V, Vp);
     }
-    static void crossentropy_backward_inplace(T* logits, const int32_t* targets, T dloss, int N, int V, int Vp) {
+    // The losses, then the logits overwritten with their gradient: the two ops above, in order.
+    static void crossentropy_forward_backward(T* losses, T* logits, const int32_t* targets, T dloss, int N, int V,
+                                              int Vp) {
+        ::crossentropy_forward(losses, logits, targets, N, V, Vp);
         ::crossentropy_backward_inplace(logits, targets, dloss, N, V, Vp);
     }
 };
@@ -147,7 +150,9 @@ struct FastOps : ReferenceOps<float> {
     static void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
         fast::crossentropy_forward(losses, logits, targets, N, V, Vp);
     }
-    static void crossentropy_backward_inplace(T* logits, const int32_t* targets, T dloss, int N, int V, int Vp) {
+    static void crossentropy_forward_backward(T* losses, T* logits, const int32_t* targets, T dloss, int N, int V,
+                                              int Vp) {
+        fast::crossentropy_forward(losses, logits, targets, N, V, Vp);
         fast::crossentropy_backward_inplace(logits, targets, dloss, N, V, Vp);
     }
 };
@@ -178,8 +183,11 @@ public:
     const ModelConfig& config() const override { return model.cfg; }
 
     float forward(const int32_t* inputs, const int32_t* targets) override { return model.forward(inputs, targets); }
+    void forward_to_logits(const int32_t* inputs, const int32_t* targets) override {
+        model.forward_to_logits(inputs, targets);
+    }
     void zero_grad() override { model.ops.zero(model.grads); }
-    void backward(float loss_weight) override { model.backward(loss_weight); }
+    float backward(float loss_weight) override { return model.backward(loss_weight); }
     double grad_norm() override { return model.grad_norm(); }
 
     // AdamW over the optimiser range; m and v hold that range only.

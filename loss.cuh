@@ -1,12 +1,15 @@
 // loss.cuh — softmax and cross-entropy over the real vocabulary, fused: the probabilities are
 // never stored. logits (N,Vp), N = B·T positions; only columns v < V enter the softmax.
 //
-//   forward:  lse[n] = log Σ_{v<V} exp(logits[n,v]);  losses[n] = lse[n] − logits[n, target[n]]
-//             (lse is kept, fp32, so backward needs one pass)
-//   backward: logits[n,v] ← dloss·(exp(logits[n,v] − lse[n]) − [v = target[n]]) for v < V,
+//   loss:     lse[n] = log Σ_{v<V} exp(logits[n,v]);  losses[n] = lse[n] − logits[n, target[n]]
+//   gradient: logits[n,v] ← dloss·(exp(logits[n,v] − lse[n]) − [v = target[n]]) for v < V,
 //             and 0 for the padding columns V..Vp−1: the logits become their own gradient.
 //
-// One warp per row (N = 16K rows fill a GPU; each lane strides over the ~50K columns).
+// Two launchers. crossentropy_forward (evaluation: the logits are kept) computes the losses,
+// one warp per row. crossentropy_forward_backward (training) computes the losses and the
+// gradient in ONE pass over the logits: one block per row, which keeps its row in shared memory
+// between the log-sum-exp and the gradient, so each logit is read from device memory once and
+// its gradient written once (docs/cuda.md §3).
 // Logits are T (float or bf16); maxima, sums and losses are fp32.
 #pragma once
 #include <cstdint>
@@ -35,33 +38,60 @@ __device__ inline RowLogSumExp row_log_sum_exp(const T* z, int V, int lane) {
     return {max_z, logf(sum) + max_z};
 }
 
-// One warp per row: lse and the loss from row_log_sum_exp.
+// One warp per row: the loss from row_log_sum_exp.
 template <typename T>
-__global__ void crossentropy_forward_kernel(float* losses, float* lse, const T* logits, const int32_t* targets, int N,
-                                            int V, int Vp) {
+__global__ void crossentropy_forward_kernel(float* losses, const T* logits, const int32_t* targets, int N, int V,
+                                            int Vp) {
     const int n = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     if (n >= N) return;
     const T* z = logits + (size_t)n * Vp;
     const RowLogSumExp row = row_log_sum_exp(z, V, lane);
-    if (lane == 0) {
-        lse[n] = row.log_sum;
-        losses[n] = row.log_sum - to_float(z[targets[n]]);
-    }
+    if (lane == 0) losses[n] = row.log_sum - to_float(z[targets[n]]);
 }
 
-// One warp per row, overwriting the logits with their gradient.
+// Threads of a crossentropy_forward_backward block; each strides over the columns of the row.
+constexpr int CE_THREADS = 1024;
+
+// One block per row n: the loss, then the logits of the row overwritten with their gradient.
+// With `staged` the block first copies the row's V real logits into its dynamic shared memory
+// (V·sizeof(T) bytes, under 227 KiB on an H100/H200 up to V = 58K in fp32 and 116K in bf16) and
+// every later pass (the maximum, Σ exp, the gradient) reads them there: the row crosses device
+// memory once in each direction. Without it (a row too long for shared memory) the passes
+// re-read the row from device memory, which the L2 cache serves only in part: the launcher's
+// traffic declaration, which counts distinct bytes, is then too optimistic.
+// Each thread writes the gradient of the columns it read itself, so the in-place store needs
+// only one barrier more than the reductions: thread 0 reads row[target] for the loss before
+// its owner may overwrite it (unstaged).
 template <typename T>
-__global__ void crossentropy_backward_kernel(T* logits, const float* lse, const int32_t* targets, float dloss, int N,
-                                             int V, int Vp) {
-    const int n = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
-    const int lane = threadIdx.x % WARP_SIZE;
-    if (n >= N) return;
+__global__ void __launch_bounds__(CE_THREADS)
+    crossentropy_forward_backward_kernel(float* losses, T* logits, const int32_t* targets, float dloss, int V, int Vp,
+                                         bool staged) {
+    extern __shared__ __align__(16) unsigned char crossentropy_row[];
+    __shared__ float reduce[WARP_SIZE];
+    const int n = blockIdx.x;
     T* z = logits + (size_t)n * Vp;
-    const float log_sum = lse[n];
+    const T* row = z;
+    float max_z = -INFINITY;
+    if (staged) {
+        T* copy = reinterpret_cast<T*>(crossentropy_row);
+        for (int v = threadIdx.x; v < V; v += blockDim.x) {
+            copy[v] = z[v];
+            max_z = fmaxf(max_z, to_float(copy[v]));
+        }
+        row = copy;
+    } else {
+        for (int v = threadIdx.x; v < V; v += blockDim.x) max_z = fmaxf(max_z, to_float(row[v]));
+    }
+    max_z = block_max(max_z, reduce);  // its barriers also publish the staged row
+    float sum = 0.0f;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) sum += expf(to_float(row[v]) - max_z);
+    const float lse = logf(block_sum(sum, reduce)) + max_z;
     const int target = targets[n];
-    for (int v = lane; v < Vp; v += WARP_SIZE) {
-        const float d = v < V ? dloss * (expf(to_float(z[v]) - log_sum) - (v == target ? 1.0f : 0.0f)) : 0.0f;
+    if (threadIdx.x == 0) losses[n] = lse - to_float(row[target]);
+    __syncthreads();  // row[target] is read before its owner overwrites it (unstaged)
+    for (int v = threadIdx.x; v < Vp; v += blockDim.x) {
+        const float d = v < V ? dloss * (expf(to_float(row[v]) - lse) - (v == target ? 1.0f : 0.0f)) : 0.0f;
         z[v] = from_float<T>(d);
     }
 }
@@ -69,37 +99,60 @@ __global__ void crossentropy_backward_kernel(T* logits, const float* lse, const 
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
-// losses (N), lse (N) from logits (N,Vp) and targets (N).
+// losses (N) from logits (N,Vp) and targets (N).
 template <typename T>
-void crossentropy_forward(float* losses, float* lse, const T* logits, const int32_t* targets, int N, int V, int Vp,
+void crossentropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V, int Vp,
                           cudaStream_t stream) {
     crossentropy_forward_kernel<T><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
-        losses, lse, logits, targets, N, V, Vp);
+        losses, logits, targets, N, V, Vp);
     cudaCheck(cudaGetLastError());
 }
 
-// Traffic of crossentropy_forward: the V real columns of each row and the targets read,
-// losses and lse written; about 4 FLOPs per logit (max, subtract, exp, add).
+// Traffic of crossentropy_forward: the V real columns of each row and the targets read, the
+// losses written; about 4 FLOPs per logit (max, subtract, exp, add).
 template <typename T>
 Traffic crossentropy_forward_traffic(int N, int V, int Vp) {
-    return {"crossentropy_forward_kernel", (double)N * V * sizeof(T) + 4.0 * N, 8.0 * N, 4.0 * N * V};
+    return {"crossentropy_forward_kernel", (double)N * V * sizeof(T) + 4.0 * N, 4.0 * N, 4.0 * N * V};
 }
 
-// logits (N,Vp) ← d(Σ_n dloss·losses[n])/dlogits, using lse from crossentropy_forward.
+// The most dynamic shared memory one block of this device may use (the opt-in limit, less the
+// kernel's static reduction scratch); asked once per process (the backend uses one device).
+inline size_t crossentropy_shared_limit() {
+    static size_t limit = 0;  // 0: not asked yet (a constant initialiser: no guard variable)
+    if (limit == 0) {
+        int device = 0;
+        cudaCheck(cudaGetDevice(&device));
+        cudaDeviceProp prop;
+        cudaCheck(cudaGetDeviceProperties(&prop, device));
+        limit = prop.sharedMemPerBlockOptin - WARP_SIZE * sizeof(float);
+    }
+    return limit;
+}
+
+// losses (N) from logits (N,Vp) and targets (N), and logits ← d(Σ_n dloss·losses[n])/dlogits,
+// in one pass (the row kept in shared memory when V·sizeof(T) fits).
 template <typename T>
-void crossentropy_backward_inplace(T* logits, const float* lse, const int32_t* targets, float dloss, int N, int V,
-                                   int Vp, cudaStream_t stream) {
-    crossentropy_backward_kernel<T><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
-        logits, lse, targets, dloss, N, V, Vp);
+void crossentropy_forward_backward(float* losses, T* logits, const int32_t* targets, float dloss, int N, int V, int Vp,
+                                   cudaStream_t stream) {
+    if (N == 0) return;
+    const size_t row_bytes = (size_t)V * sizeof(T);
+    const bool staged = row_bytes <= crossentropy_shared_limit();
+    const size_t shared = staged ? row_bytes : 0;
+    if (shared > 0)
+        cudaCheck(cudaFuncSetAttribute(crossentropy_forward_backward_kernel<T>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+    crossentropy_forward_backward_kernel<T><<<N, CE_THREADS, shared, stream>>>(losses, logits, targets, dloss, V, Vp,
+                                                                                staged);
     cudaCheck(cudaGetLastError());
 }
 
-// Traffic of crossentropy_backward_inplace: the V real columns, lse and targets read, all Vp
-// columns written; about 4 FLOPs per logit.
+// Traffic of crossentropy_forward_backward: the V real columns of each row and the targets read
+// once, all Vp columns and the losses written; about 8 FLOPs per logit (4 for the loss, 4 for
+// the gradient).
 template <typename T>
-Traffic crossentropy_backward_traffic(int N, int V, int Vp) {
-    return {"crossentropy_backward_kernel", (double)N * V * sizeof(T) + 8.0 * N, (double)N * Vp * sizeof(T),
-            4.0 * N * V};
+Traffic crossentropy_forward_backward_traffic(int N, int V, int Vp) {
+    return {"crossentropy_forward_backward_kernel", (double)N * V * sizeof(T) + 4.0 * N,
+            (double)N * Vp * sizeof(T) + 4.0 * N, 8.0 * N * V};
 }
 
 }  // namespace gpu

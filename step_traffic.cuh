@@ -142,8 +142,8 @@ public:
     void crossentropy_forward(float*, const T*, const int32_t*, int N, int V, int Vp) {
         note("crossentropy fwd", {gpu::crossentropy_forward_traffic<T>(N, V, Vp)});
     }
-    void crossentropy_backward_inplace(T*, const int32_t*, float, int N, int V, int Vp) {
-        note("crossentropy bwd", {gpu::crossentropy_backward_traffic<T>(N, V, Vp)});
+    void crossentropy_forward_backward(float*, T*, const int32_t*, float, int N, int V, int Vp) {
+        note("crossentropy fwd+bwd", {gpu::crossentropy_forward_backward_traffic<T>(N, V, Vp)});
     }
 
     // CudaBackend::update: one AdamW launch over all n parameters.
@@ -161,15 +161,15 @@ private:
     }
 };
 
-// One step as bench_gpu.cpp's train_step runs it: zero_grad, forward, backward, gradient norm,
-// AdamW over every parameter tensor.
+// One step as bench_gpu.cpp's train_step runs it: zero_grad, forward to the logits, backward
+// (from the fused cross-entropy on), gradient norm, AdamW over every parameter tensor.
 template <typename T>
 std::vector<OpTraffic> record_step(const ModelConfig& cfg, int B, int Tn) {
     Gpt2<TrafficOps<T>> model(cfg, B, Tn);
     model.ops.ops.clear();
     std::vector<int32_t> tokens((size_t)B * Tn, 0);
     model.ops.zero(model.grads);
-    model.forward(tokens.data(), tokens.data());
+    model.forward_to_logits(tokens.data(), tokens.data());
     model.backward(1.0f);
     model.grad_norm();
     model.ops.adamw(model.params.size());

@@ -592,10 +592,10 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
         ForwardStats stats;
         for (int micro = 0; micro < r.grad_accum; micro++) {
             train_data->next_batch();
-            loss += model->forward(train_data->inputs(), train_data->targets());
-            if (stats_step && micro == 0) stats = forward_stats(*model);
+            model->forward_to_logits(train_data->inputs(), train_data->targets());
+            if (stats_step && micro == 0) stats = forward_stats(*model);  // reads the logits
             model->record_stream_grads(stats_step && micro == 0);
-            model->backward(1.0f / micro_steps);
+            loss += model->backward(1.0f / micro_steps);  // the loss comes with its gradient
         }
         // Every rank's gradients summed (each was already weighted 1 / micro_steps): the mean
         // over the whole step, before clipping, the same on every rank.
