@@ -449,6 +449,38 @@ TYPED_TEST(Kernel, GeluBackward) {
         }
 }
 
+// GELU's backward with the fc bias gradient fused in, against the reference's gelu_backward
+// (written over NaN) then the bias gradient (added into random values). OC = 4C = 192 and
+// OC = 13 (not a multiple of the 16-byte pack: one element at a time), and dinp one element
+// off 16-byte alignment (also one at a time); N = 39 and N = 200 (several row chunks).
+TYPED_TEST(Kernel, GeluBiasBackward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(16);
+    for (int rows : {N, 200})
+        for (int OC : {4 * C, 13})
+            for (size_t offset : {0, 1}) {
+                SCOPED_TRACE("N = " + std::to_string(rows) + ", OC = " + std::to_string(OC) + ", offset " +
+                             std::to_string(offset));
+                const size_t n = (size_t)rows * OC;
+                const std::vector<float> x = rounded<T>(random_vector(rng, n, 2.0f));
+                const std::vector<float> dout = rounded<T>(random_vector(rng, n));
+                std::vector<float> dinp(n), dbias = random_vector(rng, OC);
+                auto d_dbias = to_device<float>(dbias);
+                ::gelu_backward(dinp.data(), dout.data(), x.data(), n, GradOut::Write);
+                ::bias_backward(dbias.data(), rounded<T>(dinp).data(), rows, OC);  // the sum of the stored dinp
+
+                auto d_dinp = poisoned<T>(n + offset);
+                DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * OC);
+                gpu::gelu_bias_backward(d_dinp.data() + offset, d_dbias.data(), to_device<T>(dout).data(),
+                                        to_device<T>(x).data(), rows, OC, partial.data(), kStream);
+                std::vector<float> got = to_host(d_dinp);
+                got.erase(got.begin(), got.begin() + offset);
+                expect_close(got, dinp, tolerance<T>(), "gelu dinp");
+                expect_close(d_dbias, dbias, tolerance<T>(), "fc dbias");
+            }
+}
+
 // The MLP's fc layer with its GELU fused in: pre = inp·wᵀ + bias and GELU(pre), against the
 // reference's matmul then GELU (OC = 4C; N·OC = 7488 elements fill no block exactly).
 TYPED_TEST(Kernel, MatmulBiasGeluForward) {

@@ -157,6 +157,20 @@ TYPED_TEST(TrafficTest, Gelu) {
                 << (mode == GradOut::Add ? "added" : "written") << ", offset " << offset;
 }
 
+TYPED_TEST(TrafficTest, GeluBiasBackward) {
+    using T = TypeParam;
+    const int OC = 4 * C;
+    auto inp = filled<T>(N * OC), dout = filled<T>(N * OC), dinp = filled<T>(N * OC + 1);
+    auto dbias = filled<float>(OC), partial = filled<float>(MAX_ROW_CHUNKS * OC);
+    for (int oc : {OC, OC - 3})  // packs of 16 bytes, and OC not a multiple of a pack
+        for (size_t offset : {0, 1})  // dinp aligned, and one element off
+            EXPECT_TRUE(agree(gpu::gelu_bias_backward_traffic<T>(N, oc), counted([&] {
+                                  gpu::gelu_bias_backward(dinp.data() + offset, dbias.data(), dout.data(), inp.data(),
+                                                          N, oc, partial.data(), kStream);
+                              })))
+                << "OC " << oc << ", offset " << offset;
+}
+
 TYPED_TEST(TrafficTest, MatmulBiasGelu) {
     using T = TypeParam;
     const int IC = C, OC = 4 * C;
