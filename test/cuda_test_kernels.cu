@@ -198,6 +198,28 @@ TYPED_TEST(Kernel, EncoderBackward) {
     EXPECT_EQ(keys, want);
 }
 
+// The device sort of the embedding backward alone, against std::sort of the same keys, for
+// N = 1 (2 keys), odd N whose padding stays in one tile (39) or spans several (5001: 8192 keys,
+// four tiles of SORT_TILE), and N a power of two below the tile (1024), equal to it (2048) and
+// above it (4096). Tokens from a small vocabulary (long runs of equal tokens) and from one
+// of GPT-2's size (a token's high bits matter). Not per element type: keys are integers.
+TEST(TokenSort, MatchesStdSort) {
+    REQUIRE_CUDA_DEVICE();
+    Rng rng(17);
+    for (int count : {1, 39, 1024, 2048, 4096, 5001})
+        for (int vocabulary : {7, 50257}) {
+            SCOPED_TRACE("N = " + std::to_string(count) + ", tokens below " + std::to_string(vocabulary));
+            const std::vector<int32_t> tokens = random_tokens(rng, count, vocabulary);
+            gpu::TokenOrder order(count);
+            gpu::sort_tokens(order, to_device(tokens).data(), kStream);
+            std::vector<unsigned long long> keys(order.padded), want(order.padded, ~0ull);
+            order.keys.download(keys.data(), kStream);
+            for (int i = 0; i < count; i++) want[i] = (unsigned long long)tokens[i] << 32 | (unsigned)i;
+            std::sort(want.begin(), want.end());
+            EXPECT_EQ(keys, want);
+        }
+}
+
 // LayerNorm inputs: spread 1.5 around 0.3, and spread 1e-3 around 0 (variance 1e-6, below
 // ε = 1e-5, so that ε matters at first order: a kernel with another ε, or ε outside the square
 // root, fails). The small spread is centred on 0: around 0.3, x − mean would lose digits to

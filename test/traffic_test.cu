@@ -270,6 +270,19 @@ TYPED_TEST(TrafficTest, Encoder) {
                           gpu::encoder_backward(dwte.data(), dwpe.data(), out.data(), tokens.data(), order, B, Tn, C,
                                                 kStream);
                       })));
+    // A batch of 3·1500 positions: 8192 keys, four tiles, so the sort also makes its launches
+    // over the whole array and its merges in the tiles.
+    const int big_T = 1500, big_N = B * big_T;
+    std::vector<int32_t> many(big_N);
+    for (int i = 0; i < big_N; i++) many[i] = (i * i) % 10;
+    DeviceArray<int32_t> big_tokens(big_N);
+    big_tokens.upload(many.data(), kStream);
+    gpu::TokenOrder big_order(big_N);
+    auto big_dout = filled<float>((size_t)big_N * 8), big_dwpe = filled<float>(big_T * 8), big_dwte = filled<float>(10 * 8);
+    EXPECT_TRUE(agree(gpu::encoder_backward_traffic<float>(B, big_T, 8, 6), counted([&] {
+                          gpu::encoder_backward(big_dwte.data(), big_dwpe.data(), big_dout.data(), big_tokens.data(),
+                                                big_order, B, big_T, 8, kStream);
+                      })));
 }
 
 TYPED_TEST(TrafficTest, Attention) {
