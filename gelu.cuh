@@ -12,8 +12,6 @@
 // Elements are T (float or bf16), arithmetic in fp32. The backwards move 16 bytes per load and
 // store (4 floats or 8 bf16) where their buffers are 16-byte aligned, with 32-bit indices.
 #pragma once
-#include <cstdint>
-
 #include "cuda_common.cuh"
 #include "matmul.cuh"
 
@@ -21,26 +19,6 @@ namespace gpu {
 
 constexpr float GELU_SCALE = 0.7978845608028654f;  // √(2/π)
 constexpr float GELU_CUBIC = 0.044715f;
-
-// 16 bytes of T, loaded and stored as one access.
-template <typename T>
-struct alignas(16) Pack16 {
-    static constexpr int size = 16 / sizeof(T);
-    T v[size];
-};
-
-// Whether every pointer is 16-byte aligned.
-template <typename... P>
-__host__ __device__ inline bool aligned16(const P*... p) {
-    return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
-}
-
-// Exits with a message when n elements need 64-bit indices.
-inline void require_32bit_indices(const char* op, size_t n) {
-    if (n < ((size_t)1 << 32)) return;
-    std::fprintf(stderr, "%s: %zu elements need 64-bit indices\n", op, n);
-    std::exit(EXIT_FAILURE);
-}
 
 // GELU(x) and its derivative.
 __device__ inline float gelu(float x) { return 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + GELU_CUBIC * x * x * x))); }

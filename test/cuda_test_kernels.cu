@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <type_traits>
@@ -553,14 +554,20 @@ TYPED_TEST(Kernel, AdamW) {
     Rng rng(12);
     // Three segments (decay, an empty one, no decay, decay) and one launch over the range
     // [lo, hi), which starts and ends inside segments: elements outside it stay as they were.
-    const size_t n = 1003, lo = 150, hi = 950;
+    // From lo = 148 (params + lo 16-byte aligned) the kernel takes 4 parameters per access,
+    // with segment ends inside packs and a tail of 3 before hi = 951; from lo = 150 (not
+    // aligned) one at a time.
+    const size_t n = 1003;
     gpu::AdamWTable table;
     table.count = 4;
-    const unsigned long long ends[] = {400, 400, 700, n};
+    const unsigned long long ends[] = {402, 402, 701, n};
     const bool decays[] = {true, true, false, true};
     for (int k = 0; k < 4; k++) table.end[k] = ends[k], table.decays[k] = decays[k];
+    for (const auto& range : {std::pair<size_t, size_t>{148, 951}, {150, 950}})
     for (float grad_size : {0.01f, 1e-8f}) {
-        SCOPED_TRACE("gradients of size " + std::to_string(grad_size));
+        const size_t lo = range.first, hi = range.second;
+        SCOPED_TRACE("range [" + std::to_string(lo) + ", " + std::to_string(hi) + "), gradients of size " +
+                     std::to_string(grad_size));
         const std::vector<float> params0 = random_vector(rng, n), grads = random_vector(rng, n, grad_size);
         std::vector<float> params = params0, m = random_vector(rng, n, 0.1f * grad_size),
                            v = random_vector(rng, n, 0.01f * grad_size);
@@ -603,6 +610,49 @@ TYPED_TEST(Kernel, AdamW) {
     }
 }
 
+// AdamW's 4-parameter accesses give the same bits as one at a time: the same update of
+// [0, n) on buffers shifted by one element (not aligned: one at a time).
+TYPED_TEST(Kernel, AdamWPacksMatchSingleElements) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(18);
+    const size_t n = 1003;
+    gpu::AdamWTable table;
+    table.count = 2, table.end[0] = 501, table.end[1] = n, table.decays[0] = true, table.decays[1] = false;
+    std::vector<float> params = random_vector(rng, n), grads = random_vector(rng, n, 0.01f),
+                       m = random_vector(rng, n, 0.001f), v = random_vector(rng, n, 0.001f);
+    for (float& x : v) x *= x;
+    const bool has_copy = !std::is_same<T, float>::value;
+    std::vector<std::vector<float>> results[2];  // params, m, v, copy per run
+    for (size_t shift : {0, 1}) {
+        const auto shifted = [&](const std::vector<float>& x) {
+            std::vector<float> out(shift, 0.0f);
+            out.insert(out.end(), x.begin(), x.end());
+            return out;
+        };
+        auto d_params = to_device<float>(shifted(params)), d_grads = to_device<float>(shifted(grads));
+        auto d_m = to_device<float>(shifted(m)), d_v = to_device<float>(shifted(v));
+        auto copy = poisoned<T>(n + shift);
+        gpu::adamw_update(d_params.data() + shift, has_copy ? copy.data() + shift : nullptr, d_grads.data() + shift,
+                          d_m.data() + shift, d_v.data() + shift, table, 0, n, AdamWHyper{1e-3, 0.9, 0.95, 1e-8, 0.1},
+                          2, 0.8, kStream);
+        for (const DeviceArray<float>* d : {&d_params, &d_m, &d_v}) {
+            std::vector<float> got = to_host(*d);
+            results[shift].emplace_back(got.begin() + shift, got.end());
+        }
+        if (has_copy) {
+            std::vector<float> got = to_host(copy);
+            results[shift].emplace_back(got.begin() + shift, got.end());
+        }
+    }
+    ASSERT_EQ(results[0].size(), results[1].size());
+    for (size_t b = 0; b < results[0].size(); b++) {
+        size_t mismatches = 0;
+        for (size_t i = 0; i < n; i++) mismatches += std::memcmp(&results[0][b][i], &results[1][b][i], 4) != 0;
+        EXPECT_EQ(mismatches, 0u) << "buffer " << b << " (params, m, v, copy)";
+    }
+}
+
 TYPED_TEST(Kernel, SumOfSquares) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
@@ -637,12 +687,21 @@ TYPED_TEST(Kernel, Convert) {
     Rng rng(15);
     const size_t n = 777;
     const std::vector<float> x = random_vector(rng, n);
-    auto out = poisoned<T>(n);
-    convert(out.data(), to_device<float>(x).data(), n, kStream);
-    const std::vector<float> got = to_host(out), want = rounded<T>(x);
-    size_t mismatches = 0;
-    for (size_t i = 0; i < n; i++) mismatches += got[i] != want[i];
-    EXPECT_EQ(mismatches, 0u) << "convert rounds like the host conversion";
+    // From element 0 in packs of 4 with a tail of 1; from element 1 (not aligned) one at a
+    // time, 3 elements short of the end. Elements outside the range stay poisoned.
+    for (auto [offset, count] : {std::pair<size_t, size_t>{0, n}, {1, n - 4}}) {
+        SCOPED_TRACE("elements " + std::to_string(offset) + " + " + std::to_string(count));
+        auto out = poisoned<T>(n);
+        convert(out.data() + offset, to_device<float>(x).data() + offset, count, kStream);
+        const std::vector<float> got = to_host(out), want = rounded<T>(x);
+        size_t mismatches = 0, outside = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (i < offset || i >= offset + count) outside += !std::isnan(got[i]);
+            else mismatches += got[i] != want[i];
+        }
+        EXPECT_EQ(mismatches, 0u) << "convert rounds like the host conversion";
+        EXPECT_EQ(outside, 0u) << "written outside the range";
+    }
 }
 
 }  // namespace
