@@ -51,26 +51,60 @@ inline AdamWTable adamw_table(const ModelConfig& cfg) {
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
-// One thread per parameter i in [lo, hi) of the flat arrays params, copy, grads; m and v hold
-// that range only (element i at i − lo). Its segment's decay from the table. `copy` (the bf16
-// weights) is null in fp32 mode.
-template <typename T>
-__global__ void adamw_kernel(float* params, T* copy, const float* grads, float* m, float* v, size_t lo, size_t hi,
-                             AdamWTable table, AdamWStep h) {
-    const size_t i = lo + (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= hi) return;
+// Parameters per AdamW thread: 16 bytes of fp32 (the bf16 copy is stored 8 bytes at a time).
+constexpr int ADAMW_PACK = 4;
+
+// The update of parameter i (its segment's decay from the table): p, m, v in place.
+template <typename I>
+__device__ inline void adamw_element(float& p, float& m, float& v, float grad, I i, const AdamWTable& table,
+                                     const AdamWStep& h) {
     int k = 0;
     while (k + 1 < table.count && i >= table.end[k]) k++;
     const float weight_decay = table.decays[k] ? h.weight_decay : 0.0f;
-    const float g = grads[i] * h.grad_scale;
-    const float mi = h.beta1 * m[i - lo] + (1.0f - h.beta1) * g;
-    const float vi = h.beta2 * v[i - lo] + (1.0f - h.beta2) * g * g;
-    const float m_hat = mi / h.correction1, v_hat = vi / h.correction2;
-    const float p = params[i] - h.lr * (m_hat / (sqrtf(v_hat) + h.eps) + weight_decay * params[i]);
-    m[i - lo] = mi;
-    v[i - lo] = vi;
-    params[i] = p;
-    if (copy) copy[i] = from_float<T>(p);
+    const float g = grad * h.grad_scale;
+    m = h.beta1 * m + (1.0f - h.beta1) * g;
+    v = h.beta2 * v + (1.0f - h.beta2) * g * g;
+    const float m_hat = m / h.correction1, v_hat = v / h.correction2;
+    p = p - h.lr * (m_hat / (sqrtf(v_hat) + h.eps) + weight_decay * p);
+}
+
+// Thread k updates parameters [lo + k·S, lo + k·S + S) ∩ [lo, hi), S = ADAMW_PACK, of the flat
+// arrays params, copy, grads; m and v hold that range only (element i at i − lo). As one access
+// per buffer when all S are there and params + lo, grads + lo, m, v (and copy + lo) are aligned
+// for it, else one by one; indices of type I (32-bit where hi allows). `copy` (the bf16
+// weights) is null in fp32 mode.
+template <typename T, typename I>
+__global__ void adamw_kernel(float* params, T* copy, const float* grads, float* m, float* v, I lo, I hi,
+                             AdamWTable table, AdamWStep h) {
+    using P = Pack<float, ADAMW_PACK>;
+    using PC = Pack<T, ADAMW_PACK>;
+    const I first = ((I)blockIdx.x * blockDim.x + threadIdx.x) * ADAMW_PACK;  // offset from lo
+    if (first >= hi - lo) return;
+    const I i0 = lo + first;
+    if (first + ADAMW_PACK <= hi - lo && aligned16(params + lo, grads + lo, m, v) &&
+        (!copy || aligned_for<PC>(copy + lo))) {
+        P p = *reinterpret_cast<const P*>(params + i0), mi = *reinterpret_cast<const P*>(m + first),
+          vi = *reinterpret_cast<const P*>(v + first);
+        const P g = *reinterpret_cast<const P*>(grads + i0);
+        for (int e = 0; e < ADAMW_PACK; e++) adamw_element(p.v[e], mi.v[e], vi.v[e], g.v[e], i0 + e, table, h);
+        *reinterpret_cast<P*>(m + first) = mi;
+        *reinterpret_cast<P*>(v + first) = vi;
+        *reinterpret_cast<P*>(params + i0) = p;
+        if (copy) {
+            PC c;
+            for (int e = 0; e < ADAMW_PACK; e++) c.v[e] = from_float<T>(p.v[e]);
+            *reinterpret_cast<PC*>(copy + i0) = c;
+        }
+        return;
+    }
+    for (I i = i0; i < hi && i < i0 + ADAMW_PACK; i++) {
+        float p = params[i], mi = m[i - lo], vi = v[i - lo];
+        adamw_element(p, mi, vi, grads[i], i, table, h);
+        m[i - lo] = mi;
+        v[i - lo] = vi;
+        params[i] = p;
+        if (copy) copy[i] = from_float<T>(p);
+    }
 }
 
 // partial[block] = Σ x² over the elements this block visits (a grid-stride loop): a fixed grid
@@ -96,16 +130,21 @@ constexpr int SUMSQ_MAX_BLOCKS = 512;     // size of the `partial` scratch, in f
 
 // One AdamW update at step t (1-based) of the elements [lo, hi) of the flat arrays params,
 // copy, grads (pointers to element 0), with the moments m, v of that range only (hi − lo
-// floats each: a ZeRO-1 rank keeps just its share), in one launch; h.weight_decay applies to the
-// segments of `table` that decay.
+// floats each: a ZeRO-1 rank keeps just its share), in one launch of ADAMW_PACK parameters per
+// thread; h.weight_decay applies to the segments of `table` that decay.
 template <typename T>
 void adamw_update(float* params, T* copy, const float* grads, float* m, float* v, const AdamWTable& table, size_t lo,
                   size_t hi, const AdamWHyper& h, int t, double grad_scale, cudaStream_t stream) {
     if (hi <= lo) return;
     const AdamWStep step{(float)h.lr, (float)h.beta1, (float)h.beta2, (float)h.eps, (float)h.weight_decay,
                          (float)(1.0 - std::pow(h.beta1, t)), (float)(1.0 - std::pow(h.beta2, t)), (float)grad_scale};
-    adamw_kernel<T><<<ceil_div(hi - lo, 256), 256, 0, stream>>>(params, copy, grads, m, v, lo, hi, table, step);
-    cudaCheck(cudaGetLastError());
+    with_index_type(hi, [&](auto index) {
+        using I = decltype(index);
+        const size_t threads = ceil_div(hi - lo, ADAMW_PACK);
+        adamw_kernel<T, I><<<ceil_div(threads, 256), 256, 0, stream>>>(params, copy, grads, m, v, (I)lo, (I)hi, table,
+                                                                          step);
+        cudaCheck(cudaGetLastError());
+    });
 }
 
 // Traffic of adamw_update: params, grads, m, v read; params, m, v written, and the bf16 copy

@@ -165,13 +165,8 @@ inline void matmul_forward(float* out, const float* inp, const float* w, const f
         for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
 }
 
-// dinp (N,IC) += dout · w (= with GradOut::Write: gemm's beta = 0);  dw (OC,IC) += doutᵀ · inp;
-// dbias (OC) += Σ_n dout.
-inline void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N, int IC,
-                     int OC, GradOut dinp_out = GradOut::Add) {
-    gemm<float>(false, false, N, IC, OC, dout, OC, w, IC, dinp_out == GradOut::Write ? 0.0f : 1.0f, dinp, IC);
-    gemm<float>(true, false, OC, IC, N, dout, OC, inp, IC, 1.0f, dw, IC);
-    if (!dbias) return;
+// dbias (OC) += Σ_n dout (N,OC), rows outermost over blocks of output channels.
+inline void bias_backward(float* dbias, const float* dout, int N, int OC) {
     constexpr int OB = 64;  // output channels per block; rows outermost, as in layernorm_backward
 #pragma omp parallel for schedule(static) if ((size_t)N * OC >= parallel_min_work())
     for (int o0 = 0; o0 < OC; o0 += OB) {
@@ -183,6 +178,15 @@ inline void matmul_backward(float* dinp, float* dw, float* dbias, const float* d
         }
         for (int o = 0; o < no; o++) dbias[o0 + o] += sum[o];
     }
+}
+
+// dinp (N,IC) += dout · w (= with GradOut::Write: gemm's beta = 0);  dw (OC,IC) += doutᵀ · inp;
+// dbias (OC) += Σ_n dout (skipped when null).
+inline void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N, int IC,
+                     int OC, GradOut dinp_out = GradOut::Add) {
+    gemm<float>(false, false, N, IC, OC, dout, OC, w, IC, dinp_out == GradOut::Write ? 0.0f : 1.0f, dinp, IC);
+    gemm<float>(true, false, OC, IC, N, dout, OC, inp, IC, 1.0f, dw, IC);
+    if (dbias) bias_backward(dbias, dout, N, OC);
 }
 
 // ---------------------------------------------------------------------------------------------

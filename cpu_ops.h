@@ -147,8 +147,19 @@ void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int 
         }
 }
 
+// dbias (OC) += Σ_n dout (N,OC): the bias gradient of a linear layer.
+template <typename T>
+void bias_backward(T* dbias, const T* dout, int N, int OC) {
+#pragma omp parallel for schedule(static) if ((size_t)N * OC >= parallel_min_work())
+    for (int o = 0; o < OC; o++) {
+        T s = 0;
+        for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
+        dbias[o] += s;
+    }
+}
+
 // dinp (N,IC) += dout · w (= with GradOut::Write);  dw (OC,IC) += doutᵀ · inp;
-// dbias (OC) += Σ_n dout.
+// dbias (OC) += Σ_n dout (skipped when null).
 template <typename T>
 void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IC,
                      int OC, GradOut dinp_out = GradOut::Add) {
@@ -167,12 +178,8 @@ void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, cons
             for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o] * inp[(size_t)n * IC + i];
             dw[(size_t)o * IC + i] += s;
         }
-        if (dbias) {
-            T s = 0;
-            for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
-            dbias[o] += s;
-        }
     }
+    if (dbias) bias_backward(dbias, dout, N, OC);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 //   * warp reductions (sum, max) and block reductions (sum, max) in fp32 on __shfl_xor_sync;
 //   * deterministic column sums of an (N, width) matrix over its N rows, in two stages and
 //     without atomics, which every weight gradient that sums over positions uses;
+//   * packs of up to 16 bytes for vector loads and stores, and the index width of a launch;
 //   * convert (one element type to another) and DeviceArray, an owning device buffer;
 //   * the device ledger: while a MemoryPlan is being counted, DeviceArray adds up the bytes it
 //     would allocate instead of allocating them (docs/cuda.md §4).
@@ -75,6 +76,48 @@ constexpr cudaDataType_t cuda_data_type() {
 template <typename T>
 constexpr const char* precision_name() {
     return std::is_same<T, float>::value ? "fp32" : "bf16";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Vector accesses: S elements of T loaded or stored as one access of S·sizeof(T) bytes (at most
+// 16), where the pointers are aligned to it; and the index width a launch needs.
+
+template <typename T, int S>
+struct alignas(sizeof(T) * S) Pack {
+    static constexpr int size = S;
+    T v[S];
+};
+
+// 16 bytes of T (4 floats or 8 bf16).
+template <typename T>
+using Pack16 = Pack<T, 16 / sizeof(T)>;
+
+// Whether every pointer is 16-byte aligned.
+template <typename... P>
+__host__ __device__ inline bool aligned16(const P*... p) {
+    return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
+}
+
+// Whether p is aligned for one access of a Pack of type P.
+template <class P, typename T>
+__host__ __device__ inline bool aligned_for(const T* p) {
+    return reinterpret_cast<uintptr_t>(p) % sizeof(P) == 0;
+}
+
+// Exits with a message when n elements need 64-bit indices.
+inline void require_32bit_indices(const char* op, size_t n) {
+    if (n < ((size_t)1 << 32)) return;
+    std::fprintf(stderr, "%s: %zu elements need 64-bit indices\n", op, n);
+    std::exit(EXIT_FAILURE);
+}
+
+// Calls launch(I{}) with the narrowest index type I for a launch over n elements: unsigned
+// (32-bit arithmetic) when n stays 2^16 below 2^32, so that the first index of the last,
+// partly idle block's last pack does not wrap either, else size_t.
+template <class F>
+void with_index_type(size_t n, F launch) {
+    if (n < ((size_t)1 << 32) - ((size_t)1 << 16)) launch(0u);
+    else launch(size_t{0});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -179,19 +222,41 @@ inline dim3 column_tiles(int width, int chunks) { return dim3((unsigned)ceil_div
 
 // ---------------------------------------------------------------------------------------------
 // Conversion: out[i] = in[i] in another element type, n elements (the bf16 copy of the fp32
-// master weights, and test inputs).
+// master weights, and test inputs). Thread k converts elements [k·S, k·S + S), S = 16 bytes of
+// the wider type (4 for fp32 → bf16): as one access per buffer when all S are there and both
+// buffers are aligned for it, else one by one; indices of type I (32-bit where n allows).
 
 template <typename TOut, typename TIn>
-__global__ void convert_kernel(TOut* out, const TIn* in, size_t n) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = from_float<TOut>(to_float(in[i]));
+__host__ __device__ constexpr int convert_pack_size() {
+    return 16 / (int)(sizeof(TOut) > sizeof(TIn) ? sizeof(TOut) : sizeof(TIn));
+}
+
+template <typename TOut, typename TIn, typename I>
+__global__ void convert_kernel(TOut* out, const TIn* in, I n) {
+    constexpr int S = convert_pack_size<TOut, TIn>();
+    using PIn = Pack<TIn, S>;
+    using POut = Pack<TOut, S>;
+    const I first = ((I)blockIdx.x * blockDim.x + threadIdx.x) * S;
+    if (first >= n) return;
+    if (first + S <= n && aligned_for<PIn>(in) && aligned_for<POut>(out)) {
+        const PIn x = *reinterpret_cast<const PIn*>(in + first);
+        POut y;
+        for (int e = 0; e < S; e++) y.v[e] = from_float<TOut>(to_float(x.v[e]));
+        *reinterpret_cast<POut*>(out + first) = y;
+        return;
+    }
+    for (I i = first; i < n && i < first + S; i++) out[i] = from_float<TOut>(to_float(in[i]));
 }
 
 template <typename TOut, typename TIn>
 void convert(TOut* out, const TIn* in, size_t n, cudaStream_t stream) {
     if (n == 0) return;
-    convert_kernel<TOut, TIn><<<ceil_div(n, 256), 256, 0, stream>>>(out, in, n);
-    cudaCheck(cudaGetLastError());
+    with_index_type(n, [&](auto index) {
+        using I = decltype(index);
+        const size_t threads = ceil_div(n, convert_pack_size<TOut, TIn>());
+        convert_kernel<TOut, TIn, I><<<ceil_div(threads, 256), 256, 0, stream>>>(out, in, (I)n);
+        cudaCheck(cudaGetLastError());
+    });
 }
 
 template <typename TOut, typename TIn>

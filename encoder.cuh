@@ -8,8 +8,12 @@
 // The same token can sit at many positions, so its dwte row gathers several rows of dout. To
 // sum them without atomics, in a fixed order and without the host, the positions are sorted on
 // the device by (token, position) (TokenOrder, a bitonic sort of 64-bit keys): one block per run
-// of equal tokens then sums its positions in increasing order.
+// of equal tokens then sums its positions in increasing order. The sort does every step whose
+// pairs lie within a tile of SORT_TILE keys in one block's shared memory, so it takes few
+// launches: one that builds and sorts the tiles, then per larger stage one launch per partner
+// distance of a tile or more and one that finishes the stage in the tiles.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "cuda_common.cuh"
@@ -17,18 +21,25 @@
 namespace gpu {
 
 // Scratch of the wte gradient: keys[i] = token << 32 | position, sorted ascending by
-// sort_tokens; `padded` (a power of two ≥ N) keys, the last padded − N of them all ones.
+// sort_tokens; `padded` (a power of two ≥ N, at least 2) keys, the last padded − N of them all
+// ones.
 struct TokenOrder {
     int N, padded;
     DeviceArray<unsigned long long> keys;
 
-    explicit TokenOrder(int N) : N(N), padded(next_power_of_two(N)), keys(padded) {}
-    static int next_power_of_two(int n) {
-        int p = 1;
+    explicit TokenOrder(int N) : N(N), padded(padded_size(N)), keys(padded) {}
+    static int padded_size(int n) {
+        int p = 2;
         while (p < n) p *= 2;
         return p;
     }
 };
+
+// Keys one block sorts in shared memory (16 KiB), two per thread.
+constexpr int SORT_TILE = 2048;
+
+// Keys per tile for `padded` keys: SORT_TILE, or all of them when fewer.
+inline int sort_tile(int padded) { return std::min(SORT_TILE, padded); }
 
 // ---------------------------------------------------------------------------------------------
 // Kernels
@@ -53,16 +64,61 @@ __global__ void wpe_backward_kernel(float* dwpe, const T* dout, int B, int Tn, i
     dwpe[i] += sum;
 }
 
-// keys[i] = tokens[i] << 32 | i for i < N, all ones for the padding up to `padded`.
-__global__ void token_keys_kernel(unsigned long long* keys, const int32_t* tokens, int N, int padded) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= padded) return;
-    keys[i] = i < N ? (unsigned long long)(uint32_t)tokens[i] << 32 | (unsigned)i : ~0ull;
+// The key of position i: tokens[i] << 32 | i for i < N, all ones for the padding.
+__device__ inline unsigned long long token_key(const int32_t* tokens, int i, int N) {
+    return i < N ? (unsigned long long)(uint32_t)tokens[i] << 32 | (unsigned)i : ~0ull;
 }
 
-// One compare-exchange step (j, k) of a bitonic sort of `padded` keys: thread i < i ^ j orders
-// the pair (i, i ^ j), ascending where bit k of i is 0, and always stores both, so every step
-// moves the same bytes whatever the data.
+// The steps (j, k) of stage k of a bitonic sort for j = j_first, j_first/2, ..., 1, on the
+// tile `tile` (2·blockDim.x keys in shared memory) that holds keys [base, base + 2·blockDim.x):
+// per step, thread t orders the pair (i, i + j), i = (t / j)·2j + t mod j, ascending where bit
+// k of the key's index base + i is 0. Every thread of the block calls it.
+__device__ inline void bitonic_steps_in_tile(unsigned long long* tile, int base, int k, int j_first) {
+    const int t = threadIdx.x;
+    for (int j = j_first; j > 0; j /= 2) {
+        const int i = (t / j) * 2 * j + t % j;
+        const unsigned long long a = tile[i], b = tile[i + j];
+        const bool ascending = ((base + i) & k) == 0;
+        if (ascending ? a > b : a < b) {
+            tile[i] = b;
+            tile[i + j] = a;
+        }
+        __syncthreads();
+    }
+}
+
+// Block b builds the keys [b·tile, (b + 1)·tile) from the tokens (tile = 2·blockDim.x) and runs
+// every stage k ≤ tile of the sort on them in shared memory: afterwards tile b is sorted,
+// ascending where bit `tile` of its first index is 0, else descending (the bitonic order the
+// next stage merges).
+__global__ void sort_token_tiles_kernel(unsigned long long* keys, const int32_t* tokens, int N) {
+    __shared__ unsigned long long tile[SORT_TILE];
+    const int half = blockDim.x, base = blockIdx.x * 2 * half, t = threadIdx.x;
+    tile[t] = token_key(tokens, base + t, N);
+    tile[t + half] = token_key(tokens, base + t + half, N);
+    __syncthreads();
+    for (int k = 2; k <= 2 * half; k *= 2) bitonic_steps_in_tile(tile, base, k, k / 2);
+    keys[base + t] = tile[t];
+    keys[base + t + half] = tile[t + half];
+}
+
+// The steps j < tile of stage k > tile (tile = 2·blockDim.x), block b on keys
+// [b·tile, (b + 1)·tile) in shared memory.
+__global__ void merge_token_tiles_kernel(unsigned long long* keys, int k) {
+    __shared__ unsigned long long tile[SORT_TILE];
+    const int half = blockDim.x, base = blockIdx.x * 2 * half, t = threadIdx.x;
+    tile[t] = keys[base + t];
+    tile[t + half] = keys[base + t + half];
+    __syncthreads();
+    bitonic_steps_in_tile(tile, base, k, half);
+    keys[base + t] = tile[t];
+    keys[base + t + half] = tile[t + half];
+}
+
+// One compare-exchange step (j, k) of a bitonic sort of `padded` keys in global memory, for
+// partner distances j of a tile or more: thread i < i ^ j orders the pair (i, i ^ j), ascending
+// where bit k of i is 0, and always stores both, so every step moves the same bytes whatever
+// the data.
 __global__ void bitonic_step_kernel(unsigned long long* keys, int j, int k, int padded) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const int partner = i ^ j;
@@ -108,17 +164,23 @@ Traffic encoder_forward_traffic(int B, int Tn, int C) {
     return {"encoder_forward_kernel", 4.0 * N + (N + Tn) * C * sizeof(W), N * C * sizeof(S), N * C};
 }
 
-// Sorts the N tokens (device memory) with their positions into order.keys: the key launch,
-// then the log2(padded)·(log2(padded) + 1)/2 steps of the bitonic network.
+// Sorts the N tokens (device memory) with their positions into order.keys: the tiles built
+// and sorted in one launch, then for each stage k > tile the steps j ≥ tile one launch each and
+// the steps j < tile in one (with P = padded = 2^p and tile = 2^s: 1 + Σ_{q=s+1..p} (q − s + 1)
+// launches instead of p·(p + 1)/2).
 inline void sort_tokens(TokenOrder& order, const int32_t* tokens, cudaStream_t stream) {
-    const int P = order.padded;
-    token_keys_kernel<<<ceil_div(P, 256), 256, 0, stream>>>(order.keys.data(), tokens, order.N, P);
+    const int P = order.padded, tile = sort_tile(P), tiles = P / tile;
+    unsigned long long* keys = order.keys.data();
+    sort_token_tiles_kernel<<<tiles, tile / 2, 0, stream>>>(keys, tokens, order.N);
     cudaCheck(cudaGetLastError());
-    for (int k = 2; k <= P; k *= 2)
-        for (int j = k / 2; j > 0; j /= 2) {
-            bitonic_step_kernel<<<ceil_div(P, 256), 256, 0, stream>>>(order.keys.data(), j, k, P);
+    for (int k = 2 * tile; k <= P; k *= 2) {
+        for (int j = k / 2; j >= tile; j /= 2) {
+            bitonic_step_kernel<<<ceil_div(P, 256), 256, 0, stream>>>(keys, j, k, P);
             cudaCheck(cudaGetLastError());
         }
+        merge_token_tiles_kernel<<<tiles, tile / 2, 0, stream>>>(keys, k);
+        cudaCheck(cudaGetLastError());
+    }
 }
 
 // dwte (Vp,C), dwpe (maxT,C) += from dout (B,T,C) and the batch's tokens (B,T) on the device;
@@ -135,16 +197,19 @@ void encoder_backward(float* dwte, float* dwpe, const T* dout, const int32_t* to
 }
 
 // Traffic of encoder_backward with `distinct` tokens in the batch: dwpe (T,C) from dout; the
-// keys from the tokens and each step of the sort (all keys read and written); then dout again,
-// the sorted keys and the `distinct` rows of dwte (read and written).
+// tokens read and the sorted tiles written, then each later launch of the sort (all keys read
+// and written); then dout again, the sorted keys and the `distinct` rows of dwte (read and
+// written).
 template <typename T>
 Launches encoder_backward_traffic(int B, int Tn, int C, int distinct) {
-    const int N = B * Tn, P = TokenOrder::next_power_of_two(N);
+    const int N = B * Tn, P = TokenOrder::padded_size(N), tile = sort_tile(P);
     const double nc = (double)N * C, tc = (double)Tn * C, keys = 8.0 * P;
     Launches out{{"wpe_backward_kernel", nc * sizeof(T) + 4.0 * tc, 4.0 * tc, nc},
-                 {"token_keys_kernel", 4.0 * N, keys, 0}};
-    for (int k = 2; k <= P; k *= 2)
-        for (int j = k / 2; j > 0; j /= 2) out.push_back({"bitonic_step_kernel", keys, keys, 0});
+                 {"sort_token_tiles_kernel", 4.0 * N, keys, 0}};
+    for (int k = 2 * tile; k <= P; k *= 2) {
+        for (int j = k / 2; j >= tile; j /= 2) out.push_back({"bitonic_step_kernel", keys, keys, 0});
+        out.push_back({"merge_token_tiles_kernel", keys, keys, 0});
+    }
     out.push_back({"wte_backward_kernel", nc * sizeof(T) + 8.0 * N + 4.0 * distinct * C, 4.0 * distinct * C, nc});
     return out;
 }

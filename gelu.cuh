@@ -5,12 +5,13 @@
 //             u = √(2/π)·(pre + 0.044715·pre³); pre is kept for the backward
 //   backward: dinp += dout·(½·(1 + tanh(u)) + ½·x·(1 − tanh²(u))·√(2/π)·(1 + 3·0.044715·x²))
 //             (or =, with GradOut::Write)
+//   backward, fused with the bias gradient of the fc layer (the MLP's backward):
+//             dinp (N,OC) = dout·GELU'(x) as above (written), and dbias (OC) += Σ_n dinp, so the
+//             fc layer's matmul_backward need not read dinp again for its bias
 //
-// Elements are T (float or bf16), arithmetic in fp32. The backward moves 16 bytes per load and
-// store (4 floats or 8 bf16) where its buffers are 16-byte aligned, with 32-bit indices.
+// Elements are T (float or bf16), arithmetic in fp32. The backwards move 16 bytes per load and
+// store (4 floats or 8 bf16) where their buffers are 16-byte aligned, with 32-bit indices.
 #pragma once
-#include <cstdint>
-
 #include "cuda_common.cuh"
 #include "matmul.cuh"
 
@@ -19,32 +20,18 @@ namespace gpu {
 constexpr float GELU_SCALE = 0.7978845608028654f;  // √(2/π)
 constexpr float GELU_CUBIC = 0.044715f;
 
-// 16 bytes of T, loaded and stored as one access.
-template <typename T>
-struct alignas(16) Pack16 {
-    static constexpr int size = 16 / sizeof(T);
-    T v[size];
-};
-
-// Whether every pointer is 16-byte aligned.
-template <typename... P>
-__host__ __device__ inline bool aligned16(const P*... p) {
-    return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
-}
-
-// Exits with a message when n elements need 64-bit indices.
-inline void require_32bit_indices(const char* op, size_t n) {
-    if (n < ((size_t)1 << 32)) return;
-    std::fprintf(stderr, "%s: %zu elements need 64-bit indices\n", op, n);
-    std::exit(EXIT_FAILURE);
-}
-
 // GELU(x) and its derivative.
 __device__ inline float gelu(float x) { return 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + GELU_CUBIC * x * x * x))); }
 __device__ inline float gelu_derivative(float x) {
     const float th = tanhf(GELU_SCALE * (x + GELU_CUBIC * x * x * x));
     const float du = GELU_SCALE * (1.0f + 3.0f * GELU_CUBIC * x * x);
     return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+}
+
+// The input gradient of one element, rounded to T as it is stored.
+template <typename T>
+__device__ inline T gelu_input_grad(T dout, T x) {
+    return from_float<T>(to_float(dout) * gelu_derivative(to_float(x)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -83,6 +70,46 @@ __global__ void gelu_backward_kernel(T* dinp, const T* dout, const T* inp, unsig
     for (unsigned i = first; i < n && i < first + P::size; i++) {
         const float grad = to_float(dout[i]) * gelu_derivative(to_float(inp[i]));
         dinp[i] = from_float<T>(add ? to_float(dinp[i]) + grad : grad);
+    }
+}
+
+// dinp = dout·GELU'(inp) (written) over (N,OC), and stage 1 of dbias (see cuda_common.cuh):
+// partial[k·OC + o] = Σ_{n in chunk k} dinp[n, o] of the stored (rounded) dinp, so the sum is
+// the one bias_backward_kernel would take of it. Block (TILE_COLS, TILE_ROWS) covers
+// TILE_COLS·S columns (S = Pack16<T>::size) of row chunk blockIdx.y; thread (x, y) handles the S
+// columns from c0 = (blockIdx.x·TILE_COLS + x)·S in rows y, y + TILE_ROWS, ... of the chunk, as
+// one 16-byte access per buffer and row when OC is a multiple of S and the buffers are aligned
+// (then a row's S columns are all there), else one by one.
+template <typename T>
+__global__ void gelu_bias_backward_kernel(T* dinp, float* partial, const T* dout, const T* inp, int N, int OC) {
+    using P = Pack16<T>;
+    __shared__ float shared[TILE_ROWS * TILE_COLS];
+    const unsigned c0 = (blockIdx.x * TILE_COLS + threadIdx.x) * P::size, width = (unsigned)OC;
+    const int k = blockIdx.y, chunks = gridDim.y;
+    const int end = row_chunk_begin(k + 1, chunks, N);
+    const bool packed = width % P::size == 0 && aligned16(dinp, dout, inp);
+    float sum[P::size] = {};
+    if (c0 < width)
+        for (int n = row_chunk_begin(k, chunks, N) + threadIdx.y; n < end; n += TILE_ROWS) {
+            const unsigned first = (unsigned)n * width + c0;  // N·OC < 2^32 (the launcher checks)
+            if (packed) {
+                const P g = *reinterpret_cast<const P*>(dout + first), x = *reinterpret_cast<const P*>(inp + first);
+                P d;
+                for (int e = 0; e < P::size; e++) {
+                    d.v[e] = gelu_input_grad(g.v[e], x.v[e]);
+                    sum[e] += to_float(d.v[e]);
+                }
+                *reinterpret_cast<P*>(dinp + first) = d;
+            } else {
+                for (unsigned e = 0; e < (unsigned)P::size && c0 + e < width; e++) {
+                    dinp[first + e] = gelu_input_grad(dout[first + e], inp[first + e]);
+                    sum[e] += to_float(dinp[first + e]);
+                }
+            }
+        }
+    for (int e = 0; e < P::size; e++) {
+        const float column = sum_over_tile_rows(sum[e], shared);
+        if (threadIdx.y == 0 && c0 + e < width) partial[(size_t)k * OC + c0 + e] = column;
     }
 }
 
@@ -128,6 +155,32 @@ template <typename T>
 Traffic gelu_backward_traffic(size_t n, GradOut dinp_out = GradOut::Add) {
     const double reads = dinp_out == GradOut::Add ? 3.0 : 2.0;
     return {"gelu_backward_kernel", reads * n * sizeof(T), (double)n * sizeof(T), 20.0 * n};
+}
+
+// dinp (N,OC) = dout·GELU'(inp) (written);  dbias (OC) += Σ_n dinp (fp32): GELU's backward
+// and the bias part of the fc layer's matmul_backward (which then gets a null dbias) in one
+// pass over the rows, then the second stage of the column sum. `partial` is scratch of
+// MAX_ROW_CHUNKS·OC floats.
+template <typename T>
+void gelu_bias_backward(T* dinp, float* dbias, const T* dout, const T* inp, int N, int OC, float* partial,
+                        cudaStream_t stream) {
+    if (N == 0 || OC == 0) return;
+    require_32bit_indices("gelu_bias_backward", (size_t)N * OC);
+    const int chunks = row_chunks(N);
+    const dim3 grid((unsigned)ceil_div(OC, (size_t)TILE_COLS * Pack16<T>::size), (unsigned)chunks);
+    gelu_bias_backward_kernel<T><<<grid, dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(dinp, partial, dout, inp, N, OC);
+    cudaCheck(cudaGetLastError());
+    add_column_partials(dbias, partial, chunks, OC, OC, stream);
+}
+
+// Traffic of gelu_bias_backward: dout and inp read, dinp and the partials written, about 21
+// FLOPs per element; then the second stage of the bias gradient.
+template <typename T>
+Launches gelu_bias_backward_traffic(int N, int OC) {
+    const double n = (double)N * OC;
+    const int chunks = row_chunks(N);
+    return {{"gelu_bias_backward_kernel", 2.0 * n * sizeof(T), n * sizeof(T) + 4.0 * chunks * OC, 21.0 * n},
+            add_column_partials_traffic(chunks, OC)};
 }
 
 }  // namespace gpu

@@ -178,6 +178,9 @@ public:
     void gelu_backward(T* dx, const T* dout, const T* x, size_t n, GradOut dx_out = GradOut::Add) {
         gpu::gelu_backward(dx, dout, x, n, stream, dx_out);
     }
+    void gelu_bias_backward(T* dx, float* dbias, const T* dout, const T* x, int N, int OC) {
+        gpu::gelu_bias_backward(dx, dbias, dout, x, N, OC, partial.data(), stream);
+    }
     void residual_forward(float* out, const float* x, const T* f, float dt, size_t n) {
         gpu::residual_forward(out, x, f, dt, n, stream);
     }

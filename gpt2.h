@@ -457,8 +457,9 @@ private:
         const size_t C = cfg.C;
         ops.matmul_backward(d_gelu.data(), g.fcprojw + l * 4 * C * C, g.fcprojb + l * C, df, a.gelu.data(),
                             p.fcprojw + l * 4 * C * C, N, (int)(4 * C), (int)C, GradOut::Write);
-        ops.gelu_backward(d_fc.data(), d_gelu.data(), a.fc.data(), (size_t)N * 4 * C, GradOut::Write);
-        ops.matmul_backward(du, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, d_fc.data(), u, p.fcw + l * 4 * C * C, N,
+        // d_fc and fc's bias gradient in one op, so fc's matmul_backward skips its bias part.
+        ops.gelu_bias_backward(d_fc.data(), g.fcb + l * 4 * C, d_gelu.data(), a.fc.data(), N, (int)(4 * C));
+        ops.matmul_backward(du, g.fcw + l * 4 * C * C, (Acc*)nullptr, d_fc.data(), u, p.fcw + l * 4 * C * C, N,
                             (int)C, (int)(4 * C), du_out);
     }
 };

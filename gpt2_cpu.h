@@ -94,6 +94,12 @@ struct ReferenceOps {
     static void gelu_backward(T* dx, const T* dout, const T* x, size_t n, GradOut dx_out = GradOut::Add) {
         ::gelu_backward(dx, dout, x, n, dx_out);
     }
+    // dx (N,OC) = dout·GELU'(x) (written), dbias (OC) += Σ_n dx: GELU's backward, then the fc
+    // layer's bias gradient (its matmul_backward then gets a null dbias).
+    static void gelu_bias_backward(T* dx, T* dbias, const T* dout, const T* x, int N, int OC) {
+        ::gelu_backward(dx, dout, x, (size_t)N * OC, GradOut::Write);
+        ::bias_backward(dbias, dx, N, OC);
+    }
     static void residual_forward(T* out, const T* x, const T* f, float dt, size_t n) {
         ::residual_forward(out, x, f, (T)dt, n);
     }
@@ -146,6 +152,10 @@ struct FastOps : ReferenceOps<float> {
     }
     static void gelu_backward(T* dx, const T* dout, const T* x, size_t n, GradOut dx_out = GradOut::Add) {
         fast::gelu_backward(dx, dout, x, n, dx_out);
+    }
+    static void gelu_bias_backward(T* dx, T* dbias, const T* dout, const T* x, int N, int OC) {
+        fast::gelu_backward(dx, dout, x, (size_t)N * OC, GradOut::Write);
+        fast::bias_backward(dbias, dx, N, OC);
     }
     static void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
         fast::crossentropy_forward(losses, logits, targets, N, V, Vp);

@@ -27,26 +27,22 @@
 namespace gpu {
 
 // ---------------------------------------------------------------------------------------------
-// Packs of K elements of type T, loaded or stored as one access of up to 16 bytes.
-
-template <typename T, int K>
-struct alignas(std::min<size_t>(16, sizeof(T) * K)) ElementPack {
-    T v[K];
-};
+// Packs of K elements of type T (Pack, cuda_common.cuh), loaded or stored as one access of up
+// to 16 bytes.
 
 // v[e] = p[e] for e < K, as floats.
 template <int K, typename T>
 __device__ inline void load_pack(float (&v)[K], const T* p) {
-    const ElementPack<T, K> pack = *reinterpret_cast<const ElementPack<T, K>*>(p);
+    const Pack<T, K> pack = *reinterpret_cast<const Pack<T, K>*>(p);
     for (int e = 0; e < K; e++) v[e] = to_float(pack.v[e]);
 }
 
 // p[e] = v[e] for e < K, rounded to T.
 template <int K, typename T>
 __device__ inline void store_pack(T* p, const float (&v)[K]) {
-    ElementPack<T, K> pack;
+    Pack<T, K> pack;
     for (int e = 0; e < K; e++) pack.v[e] = from_float<T>(v[e]);
-    *reinterpret_cast<ElementPack<T, K>*>(p) = pack;
+    *reinterpret_cast<Pack<T, K>*>(p) = pack;
 }
 
 // The pack of a kernel over tensors of the types Ts: 16 bytes of the widest.

@@ -100,6 +100,9 @@ public:
     void gelu_backward(T* dx, const T* dout, const T* x, size_t n, GradOut dx_out = GradOut::Add) {
         timed("gelu bwd", [&] { Base::gelu_backward(dx, dout, x, n, dx_out); });
     }
+    void gelu_bias_backward(T* dx, float* dbias, const T* dout, const T* x, int N, int OC) {
+        timed("gelu + fc bias bwd", [&] { Base::gelu_bias_backward(dx, dbias, dout, x, N, OC); });
+    }
     void residual_forward(float* out, const float* x, const T* f, float dt, size_t n) {
         timed("residual fwd", [&] { Base::residual_forward(out, x, f, dt, n); });
     }

@@ -133,6 +133,9 @@ public:
     void gelu_backward(T*, const T*, const T*, size_t n, GradOut dx_out = GradOut::Add) {
         note("gelu bwd", {gpu::gelu_backward_traffic<T>(n, dx_out)});
     }
+    void gelu_bias_backward(T*, float*, const T*, const T*, int N, int OC) {
+        note("gelu + fc bias bwd", gpu::gelu_bias_backward_traffic<T>(N, OC));
+    }
     void residual_forward(float*, const float*, const T*, float, size_t n) {
         note("residual fwd", {gpu::residual_forward_traffic<float, T>(n)});
     }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <type_traits>
@@ -196,6 +197,28 @@ TYPED_TEST(Kernel, EncoderBackward) {
     for (int i = 0; i < N; i++) want[i] = (unsigned long long)tokens[i] << 32 | (unsigned)i;
     std::sort(want.begin(), want.end());
     EXPECT_EQ(keys, want);
+}
+
+// The device sort of the embedding backward alone, against std::sort of the same keys, for
+// N = 1 (2 keys), odd N whose padding stays in one tile (39) or spans several (5001: 8192 keys,
+// four tiles of SORT_TILE), and N a power of two below the tile (1024), equal to it (2048) and
+// above it (4096). Tokens from a small vocabulary (long runs of equal tokens) and from one
+// of GPT-2's size (a token's high bits matter). Not per element type: keys are integers.
+TEST(TokenSort, MatchesStdSort) {
+    REQUIRE_CUDA_DEVICE();
+    Rng rng(17);
+    for (int count : {1, 39, 1024, 2048, 4096, 5001})
+        for (int vocabulary : {7, 50257}) {
+            SCOPED_TRACE("N = " + std::to_string(count) + ", tokens below " + std::to_string(vocabulary));
+            const std::vector<int32_t> tokens = random_tokens(rng, count, vocabulary);
+            gpu::TokenOrder order(count);
+            gpu::sort_tokens(order, to_device(tokens).data(), kStream);
+            std::vector<unsigned long long> keys(order.padded), want(order.padded, ~0ull);
+            order.keys.download(keys.data(), kStream);
+            for (int i = 0; i < count; i++) want[i] = (unsigned long long)tokens[i] << 32 | (unsigned)i;
+            std::sort(want.begin(), want.end());
+            EXPECT_EQ(keys, want);
+        }
 }
 
 // LayerNorm inputs: spread 1.5 around 0.3, and spread 1e-3 around 0 (variance 1e-6, below
@@ -571,6 +594,38 @@ TYPED_TEST(Kernel, GeluBackward) {
         }
 }
 
+// GELU's backward with the fc bias gradient fused in, against the reference's gelu_backward
+// (written over NaN) then the bias gradient (added into random values). OC = 4C = 192 and
+// OC = 13 (not a multiple of the 16-byte pack: one element at a time), and dinp one element
+// off 16-byte alignment (also one at a time); N = 39 and N = 200 (several row chunks).
+TYPED_TEST(Kernel, GeluBiasBackward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(16);
+    for (int rows : {N, 200})
+        for (int OC : {4 * C, 13})
+            for (size_t offset : {0, 1}) {
+                SCOPED_TRACE("N = " + std::to_string(rows) + ", OC = " + std::to_string(OC) + ", offset " +
+                             std::to_string(offset));
+                const size_t n = (size_t)rows * OC;
+                const std::vector<float> x = rounded<T>(random_vector(rng, n, 2.0f));
+                const std::vector<float> dout = rounded<T>(random_vector(rng, n));
+                std::vector<float> dinp(n), dbias = random_vector(rng, OC);
+                auto d_dbias = to_device<float>(dbias);
+                ::gelu_backward(dinp.data(), dout.data(), x.data(), n, GradOut::Write);
+                ::bias_backward(dbias.data(), rounded<T>(dinp).data(), rows, OC);  // the sum of the stored dinp
+
+                auto d_dinp = poisoned<T>(n + offset);
+                DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * OC);
+                gpu::gelu_bias_backward(d_dinp.data() + offset, d_dbias.data(), to_device<T>(dout).data(),
+                                        to_device<T>(x).data(), rows, OC, partial.data(), kStream);
+                std::vector<float> got = to_host(d_dinp);
+                got.erase(got.begin(), got.begin() + offset);
+                expect_close(got, dinp, tolerance<T>(), "gelu dinp");
+                expect_close(d_dbias, dbias, tolerance<T>(), "fc dbias");
+            }
+}
+
 // The MLP's fc layer with its GELU fused in: pre = inp·wᵀ + bias and GELU(pre), against the
 // reference's matmul then GELU (OC = 4C; N·OC = 7488 elements fill no block exactly).
 TYPED_TEST(Kernel, MatmulBiasGeluForward) {
@@ -641,14 +696,20 @@ TYPED_TEST(Kernel, AdamW) {
     Rng rng(12);
     // Three segments (decay, an empty one, no decay, decay) and one launch over the range
     // [lo, hi), which starts and ends inside segments: elements outside it stay as they were.
-    const size_t n = 1003, lo = 150, hi = 950;
+    // From lo = 148 (params + lo 16-byte aligned) the kernel takes 4 parameters per access,
+    // with segment ends inside packs and a tail of 3 before hi = 951; from lo = 150 (not
+    // aligned) one at a time.
+    const size_t n = 1003;
     gpu::AdamWTable table;
     table.count = 4;
-    const unsigned long long ends[] = {400, 400, 700, n};
+    const unsigned long long ends[] = {402, 402, 701, n};
     const bool decays[] = {true, true, false, true};
     for (int k = 0; k < 4; k++) table.end[k] = ends[k], table.decays[k] = decays[k];
+    for (const auto& range : {std::pair<size_t, size_t>{148, 951}, {150, 950}})
     for (float grad_size : {0.01f, 1e-8f}) {
-        SCOPED_TRACE("gradients of size " + std::to_string(grad_size));
+        const size_t lo = range.first, hi = range.second;
+        SCOPED_TRACE("range [" + std::to_string(lo) + ", " + std::to_string(hi) + "), gradients of size " +
+                     std::to_string(grad_size));
         const std::vector<float> params0 = random_vector(rng, n), grads = random_vector(rng, n, grad_size);
         std::vector<float> params = params0, m = random_vector(rng, n, 0.1f * grad_size),
                            v = random_vector(rng, n, 0.01f * grad_size);
@@ -691,6 +752,49 @@ TYPED_TEST(Kernel, AdamW) {
     }
 }
 
+// AdamW's 4-parameter accesses give the same bits as one at a time: the same update of
+// [0, n) on buffers shifted by one element (not aligned: one at a time).
+TYPED_TEST(Kernel, AdamWPacksMatchSingleElements) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(18);
+    const size_t n = 1003;
+    gpu::AdamWTable table;
+    table.count = 2, table.end[0] = 501, table.end[1] = n, table.decays[0] = true, table.decays[1] = false;
+    std::vector<float> params = random_vector(rng, n), grads = random_vector(rng, n, 0.01f),
+                       m = random_vector(rng, n, 0.001f), v = random_vector(rng, n, 0.001f);
+    for (float& x : v) x *= x;
+    const bool has_copy = !std::is_same<T, float>::value;
+    std::vector<std::vector<float>> results[2];  // params, m, v, copy per run
+    for (size_t shift : {0, 1}) {
+        const auto shifted = [&](const std::vector<float>& x) {
+            std::vector<float> out(shift, 0.0f);
+            out.insert(out.end(), x.begin(), x.end());
+            return out;
+        };
+        auto d_params = to_device<float>(shifted(params)), d_grads = to_device<float>(shifted(grads));
+        auto d_m = to_device<float>(shifted(m)), d_v = to_device<float>(shifted(v));
+        auto copy = poisoned<T>(n + shift);
+        gpu::adamw_update(d_params.data() + shift, has_copy ? copy.data() + shift : nullptr, d_grads.data() + shift,
+                          d_m.data() + shift, d_v.data() + shift, table, 0, n, AdamWHyper{1e-3, 0.9, 0.95, 1e-8, 0.1},
+                          2, 0.8, kStream);
+        for (const DeviceArray<float>* d : {&d_params, &d_m, &d_v}) {
+            std::vector<float> got = to_host(*d);
+            results[shift].emplace_back(got.begin() + shift, got.end());
+        }
+        if (has_copy) {
+            std::vector<float> got = to_host(copy);
+            results[shift].emplace_back(got.begin() + shift, got.end());
+        }
+    }
+    ASSERT_EQ(results[0].size(), results[1].size());
+    for (size_t b = 0; b < results[0].size(); b++) {
+        size_t mismatches = 0;
+        for (size_t i = 0; i < n; i++) mismatches += std::memcmp(&results[0][b][i], &results[1][b][i], 4) != 0;
+        EXPECT_EQ(mismatches, 0u) << "buffer " << b << " (params, m, v, copy)";
+    }
+}
+
 TYPED_TEST(Kernel, SumOfSquares) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
@@ -725,12 +829,21 @@ TYPED_TEST(Kernel, Convert) {
     Rng rng(15);
     const size_t n = 777;
     const std::vector<float> x = random_vector(rng, n);
-    auto out = poisoned<T>(n);
-    convert(out.data(), to_device<float>(x).data(), n, kStream);
-    const std::vector<float> got = to_host(out), want = rounded<T>(x);
-    size_t mismatches = 0;
-    for (size_t i = 0; i < n; i++) mismatches += got[i] != want[i];
-    EXPECT_EQ(mismatches, 0u) << "convert rounds like the host conversion";
+    // From element 0 in packs of 4 with a tail of 1; from element 1 (not aligned) one at a
+    // time, 3 elements short of the end. Elements outside the range stay poisoned.
+    for (auto [offset, count] : {std::pair<size_t, size_t>{0, n}, {1, n - 4}}) {
+        SCOPED_TRACE("elements " + std::to_string(offset) + " + " + std::to_string(count));
+        auto out = poisoned<T>(n);
+        convert(out.data() + offset, to_device<float>(x).data() + offset, count, kStream);
+        const std::vector<float> got = to_host(out), want = rounded<T>(x);
+        size_t mismatches = 0, outside = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (i < offset || i >= offset + count) outside += !std::isnan(got[i]);
+            else mismatches += got[i] != want[i];
+        }
+        EXPECT_EQ(mismatches, 0u) << "convert rounds like the host conversion";
+        EXPECT_EQ(outside, 0u) << "written outside the range";
+    }
 }
 
 }  // namespace

@@ -97,7 +97,11 @@ TYPED_TEST(TrafficTest, Convert) {
     using T = TypeParam;
     auto in = filled<float>(N * C);
     DeviceArray<T> out(N * C);
-    EXPECT_TRUE(agree(convert_traffic<T, float>(N * C), counted([&] { convert(out.data(), in.data(), N * C, kStream); })));
+    for (size_t offset : {0, 1})  // packs, and one element off alignment
+        EXPECT_TRUE(agree(convert_traffic<T, float>(N * C - offset), counted([&] {
+                              convert(out.data() + offset, in.data() + offset, N * C - offset, kStream);
+                          })))
+            << "offset " << offset;
 }
 
 TYPED_TEST(TrafficTest, AddColumnPartials) {
@@ -155,6 +159,20 @@ TYPED_TEST(TrafficTest, Gelu) {
                                                      kStream, mode);
                               })))
                 << (mode == GradOut::Add ? "added" : "written") << ", offset " << offset;
+}
+
+TYPED_TEST(TrafficTest, GeluBiasBackward) {
+    using T = TypeParam;
+    const int OC = 4 * C;
+    auto inp = filled<T>(N * OC), dout = filled<T>(N * OC), dinp = filled<T>(N * OC + 1);
+    auto dbias = filled<float>(OC), partial = filled<float>(MAX_ROW_CHUNKS * OC);
+    for (int oc : {OC, OC - 3})  // packs of 16 bytes, and OC not a multiple of a pack
+        for (size_t offset : {0, 1})  // dinp aligned, and one element off
+            EXPECT_TRUE(agree(gpu::gelu_bias_backward_traffic<T>(N, oc), counted([&] {
+                                  gpu::gelu_bias_backward(dinp.data() + offset, dbias.data(), dout.data(), inp.data(),
+                                                          N, oc, partial.data(), kStream);
+                              })))
+                << "OC " << oc << ", offset " << offset;
 }
 
 TYPED_TEST(TrafficTest, MatmulBiasGelu) {
@@ -248,11 +266,14 @@ TYPED_TEST(TrafficTest, AdamWAndSumOfSquares) {
     const AdamWHyper h{1e-3, 0.9, 0.95, 1e-8, 0.1};
     gpu::AdamWTable table;
     table.count = 2, table.end[0] = n / 3, table.end[1] = n, table.decays[0] = true, table.decays[1] = false;
-    const size_t lo = 7, hi = n - 5;  // a slice, as one ZeRO-1 rank updates
-    EXPECT_TRUE(agree(gpu::adamw_update_traffic<T>(hi - lo, has_copy), counted([&] {
-                          gpu::adamw_update(params.data(), has_copy ? copy.data() : nullptr, grads.data(), m.data(),
-                                            v.data(), table, lo, hi, h, 3, 1.0, kStream);
-                      })));
+    for (size_t lo : {7, 8}) {  // a slice, as one ZeRO-1 rank updates: one at a time, and in packs
+        const size_t hi = n - 5;
+        EXPECT_TRUE(agree(gpu::adamw_update_traffic<T>(hi - lo, has_copy), counted([&] {
+                              gpu::adamw_update(params.data(), has_copy ? copy.data() : nullptr, grads.data(),
+                                                m.data(), v.data(), table, lo, hi, h, 3, 1.0, kStream);
+                          })))
+            << "lo " << lo;
+    }
     EXPECT_TRUE(agree(gpu::sum_of_squares_traffic<T>(n),
                       counted([&] { gpu::sum_of_squares(copy.data(), n, partial.data(), kStream); })));
 }
@@ -276,6 +297,19 @@ TYPED_TEST(TrafficTest, Encoder) {
     EXPECT_TRUE(agree(gpu::encoder_backward_traffic<float>(B, Tn, C, 6), counted([&] {
                           gpu::encoder_backward(dwte.data(), dwpe.data(), out.data(), tokens.data(), order, B, Tn, C,
                                                 kStream);
+                      })));
+    // A batch of 3·1500 positions: 8192 keys, four tiles, so the sort also makes its launches
+    // over the whole array and its merges in the tiles.
+    const int big_T = 1500, big_N = B * big_T;
+    std::vector<int32_t> many(big_N);
+    for (int i = 0; i < big_N; i++) many[i] = (i * i) % 10;
+    DeviceArray<int32_t> big_tokens(big_N);
+    big_tokens.upload(many.data(), kStream);
+    gpu::TokenOrder big_order(big_N);
+    auto big_dout = filled<float>((size_t)big_N * 8), big_dwpe = filled<float>(big_T * 8), big_dwte = filled<float>(10 * 8);
+    EXPECT_TRUE(agree(gpu::encoder_backward_traffic<float>(B, big_T, 8, 6), counted([&] {
+                          gpu::encoder_backward(big_dwte.data(), big_dwpe.data(), big_dout.data(), big_tokens.data(),
+                                                big_order, B, big_T, 8, kStream);
                       })));
 }
 
