@@ -180,8 +180,8 @@ public:
     void residual_forward(float* out, const float* x, const T* f, float dt, size_t n) {
         gpu::residual_forward(out, x, f, dt, n, stream);
     }
-    void residual_backward(float* dx, T* df, const float* dout, float dt, size_t n, GradOut out = GradOut::Add) {
-        gpu::residual_backward(dx, df, dout, dt, n, stream, out);
+    void residual_backward(T* df, const float* dout, float dt, size_t n, GradOut out = GradOut::Add) {
+        gpu::residual_backward(df, dout, dt, n, stream, out);
     }
     // Keeps log Σ exp(logits) per row in lse, for the backward.
     void crossentropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {

@@ -146,7 +146,8 @@ public:
         tokens = alloc<int32_t>(act, N);
         targets = alloc<int32_t>(act, N);
         const auto scratch = MemoryCategory::Scratch;
-        for (Array<Stream>* v : {&d_stream, &d_stream_next, &d_h, &d_sum}) *v = alloc<Stream>(scratch, NC);
+        d_stream = alloc<Stream>(scratch, NC);
+        if (plan.after_add) d_sum = alloc<Stream>(scratch, NC);
         for (Array<Act>* v : {&d_f, &d_mod, &d_u, &d_heads}) *v = alloc<Act>(scratch, NC);
         d_qkv = alloc<Act>(scratch, 3 * NC);
         d_fc = alloc<Act>(scratch, 4 * NC);
@@ -249,12 +250,10 @@ public:
                                final_norm.mean.data(), final_norm.rstd.data(), N, C, GradOut::Write);
         if (record_stream_grads) stream_grad_norm.assign(2 * cfg.L + 1, 0.0);
         for (int l = cfg.L - 1; l >= 0; l--) {
-            if (record_stream_grads) stream_grad_norm[2 * l + 2] = ops.norm(d_stream);
-            block_backward(l, stream(l), d_stream.data(), d_stream_next.data());
-            if (record_stream_grads) stream_grad_norm[2 * l + 1] = ops.norm(d_h);
-            d_stream.swap(d_stream_next);
+            record_stream_grad(2 * l + 2);
+            block_backward(l);
         }
-        if (record_stream_grads) stream_grad_norm[0] = ops.norm(d_stream);
+        record_stream_grad(0);
         ops.encoder_backward(g.wte, g.wpe, d_stream.data(), tokens.data(), B, Tn, C);
     }
 
@@ -266,9 +265,11 @@ private:
     Array<Act> logits;      // (N,Vp), gradient after backward
     Array<Acc> losses;      // (N)
     Array<int32_t> tokens, targets;  // this batch (B·T), where the ops read them
-    // Gradient scratch, reused by every block (all (N,C) unless noted): of the stream, and of
-    // the activations.
-    Array<Stream> d_stream, d_stream_next, d_h, d_sum;
+    // Gradient scratch, reused by every block (all (N,C) unless noted): of the stream (d_stream
+    // holds ∂loss/∂X at the point backward has reached, updated in place; d_sum, Post-LN only,
+    // receives the after-add LayerNorm's input gradient and is then swapped in), and of the
+    // activations.
+    Array<Stream> d_stream, d_sum;
     Array<Act> d_f, d_mod, d_u, d_heads;
     Array<Act> d_qkv;         // (N,3C)
     Array<Act> d_fc, d_gelu;  // (N,4C)
@@ -314,11 +315,17 @@ private:
         step_forward(l, Half::Mlp, h);
     }
 
-    // Block l backward: given d(block output) (N,C), writes d(block input) into dx (N,C).
-    void block_backward(int l, const Stream* x, const Stream* dout, Stream* dx) {
-        const Stream* h = step_output(blocks[l].attn_step);
-        step_backward(l, Half::Mlp, h, dout, d_h.data());
-        step_backward(l, Half::Attention, x, d_h.data(), dx);
+    // Block l backward: d_stream (N,C) holds d(block output) and becomes d(block input); the
+    // gradient between the two halves is recorded at half-block point 2l + 1.
+    void block_backward(int l) {
+        step_backward(l, Half::Mlp, step_output(blocks[l].attn_step));
+        record_stream_grad(2 * l + 1);
+        step_backward(l, Half::Attention, stream(l));
+    }
+
+    // When recording, stores ‖d_stream‖ as the stream gradient at half-block point j.
+    void record_stream_grad(int j) {
+        if (record_stream_grads) stream_grad_norm[j] = ops.norm(d_stream);
     }
 
     // The pieces of one residual step as the forward pass runs them, saving what backward needs
@@ -355,18 +362,20 @@ private:
         return residual_step(norm_plan(cfg.placement), pass, x);
     }
 
-    // One residual step of block l backward, on the same input x (N,C) as its forward: given
-    // dx' (N,C), writes dx (N,C). The forward's pieces in reverse (docs/block.md §2):
-    //   ds = LN_after'(dx')?   dx = ds, df = Δt·ds   dF = LN_out'(df)?   du = F'(dF)   dx += LN_in'(du)?
-    void step_backward(int l, Half half, const Stream* x, const Stream* dxout, Stream* dx) {
+    // One residual step of block l backward, on the same input x (N,C) as its forward: d_stream
+    // (N,C) holds dx' and becomes dx, in place. The forward's pieces in reverse (docs/block.md §2):
+    //   ds = LN_after'(dx')?   df = Δt·ds   dF = LN_out'(df)?   du = F'(dF)   dx = ds + LN_in'(du)?
+    // The add's identity branch costs nothing: ds stays where it is and the module's path adds
+    // into it. Post-LN's ds is a new tensor: written into d_sum, which then becomes d_stream.
+    void step_backward(int l, Half half, const Stream* x) {
         const NormPlan plan = norm_plan(cfg.placement);
         const StepActs& s = blocks[l].step(half);
-        const Stream* ds = dxout;
         if (plan.after_add) {
-            norm_backward<StepNorm::AfterAdd>(l, half, d_sum.data(), dxout, s.sum.data(), GradOut::Write);
-            ds = d_sum.data();
+            norm_backward<StepNorm::AfterAdd>(l, half, d_sum.data(), d_stream.data(), s.sum.data(), GradOut::Write);
+            d_stream.swap(d_sum);
         }
-        ops.residual_backward(dx, d_f.data(), ds, cfg.dt, (size_t)N * cfg.C, GradOut::Write);
+        Stream* ds = d_stream.data();
+        ops.residual_backward(d_f.data(), ds, cfg.dt, (size_t)N * cfg.C, GradOut::Write);
         const Act* dmod = d_f.data();
         if (plan.output) {
             norm_backward<StepNorm::Output>(l, half, d_mod.data(), d_f.data(), s.module_out.data(), GradOut::Write);
@@ -374,9 +383,9 @@ private:
         }
         if (plan.input) {
             module_backward(l, half, s.in.out.data(), dmod, d_u.data(), GradOut::Write);
-            norm_backward<StepNorm::Input>(l, half, dx, d_u.data(), x, GradOut::Add);
+            norm_backward<StepNorm::Input>(l, half, ds, d_u.data(), x, GradOut::Add);
         } else {
-            module_backward(l, half, module_input(s, x), dmod, dx, GradOut::Add);
+            module_backward(l, half, module_input(s, x), dmod, ds, GradOut::Add);
         }
     }
 

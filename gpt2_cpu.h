@@ -97,8 +97,8 @@ struct ReferenceOps {
     static void residual_forward(T* out, const T* x, const T* f, float dt, size_t n) {
         ::residual_forward(out, x, f, (T)dt, n);
     }
-    static void residual_backward(T* dx, T* df, const T* dout, float dt, size_t n, GradOut out = GradOut::Add) {
-        ::residual_backward(dx, df, dout, (T)dt, n, out);
+    static void residual_backward(T* df, const T* dout, float dt, size_t n, GradOut out = GradOut::Add) {
+        ::residual_backward(df, dout, (T)dt, n, out);
     }
     static void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
         ::crossentropy_forward(losses, logits, targets, N, V, Vp);

@@ -136,7 +136,7 @@ public:
     void residual_forward(float*, const float*, const T*, float, size_t n) {
         note("residual fwd", {gpu::residual_forward_traffic<float, T>(n)});
     }
-    void residual_backward(float*, T*, const float*, float, size_t n, GradOut out = GradOut::Add) {
+    void residual_backward(T*, const float*, float, size_t n, GradOut out = GradOut::Add) {
         note("residual bwd", {gpu::residual_backward_traffic<float, T>(n, out)});
     }
     void crossentropy_forward(float*, const T*, const int32_t*, int N, int V, int Vp) {
