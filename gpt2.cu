@@ -183,6 +183,15 @@ public:
     void residual_backward(T* df, const float* dout, float dt, size_t n, GradOut out = GradOut::Add) {
         gpu::residual_backward(df, dout, dt, n, stream, out);
     }
+    // sum (N,C) = x + Δt·f, then out = LayerNorm(sum) with its mean and rstd. For now the two
+    // launches of residual.cuh and layernorm.cuh in turn (and TrafficOps declares their sum);
+    // the single fused launch takes their place here.
+    template <class O>
+    void residual_layernorm_forward(float* sum, O* out, float* mean, float* rstd, const float* x, const T* f, float dt,
+                                    const T* w, const T* b, int N, int C) {
+        gpu::residual_forward(sum, x, f, dt, (size_t)N * C, stream);
+        gpu::layernorm_forward(out, mean, rstd, sum, w, b, N, C, stream);
+    }
     // Keeps log Σ exp(logits) per row in lse, for the backward.
     void crossentropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
         gpu::crossentropy_forward(losses, lse.data(), logits, targets, N, V, Vp, stream);

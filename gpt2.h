@@ -207,17 +207,23 @@ public:
     // Runs block l alone on x (N,C); returns its output (N,C), valid until block l runs again.
     const Stream* run_block(int l, const Stream* x) {
         block_forward(l, x);
+        settle_stream();
         return block_output(blocks[l]);
     }
     // Runs one residual step of block l on x (N,C); returns x' (N,C), valid until that step
     // runs again. (half as an int: 0 attention, 1 MLP.)
-    const Stream* run_step(int l, Half half, const Stream* x) { return step_forward(l, half, x); }
-    const Stream* run_step(int l, int half, const Stream* x) { return step_forward(l, (Half)half, x); }
+    const Stream* run_step(int l, Half half, const Stream* x) {
+        const Stream* out = step_forward(l, half, x);
+        settle_stream();
+        return out;
+    }
+    const Stream* run_step(int l, int half, const Stream* x) { return run_step(l, (Half)half, x); }
     // Runs every block from X_0 = x0 (N,C) in place of the embedding; stream(i) then holds X_i.
     // The final LayerNorm, logits and losses are left as they were.
     void run_blocks_from(const Stream* x0) {
         ops.copy(embedded.data(), x0, (size_t)N * cfg.C);
         for (int l = 0; l < cfg.L; l++) block_forward(l, stream(l));
+        settle_stream();
     }
 
     // ---- the whole model -----------------------------------------------------------------------
@@ -229,8 +235,7 @@ public:
         ops.load_batch(tokens, targets, host_tokens, host_targets);
         ops.encoder_forward(embedded.data(), tokens.data(), p.wte, p.wpe, B, Tn, C);
         for (int l = 0; l < cfg.L; l++) block_forward(l, stream(l));
-        ops.layernorm_forward(final_norm.out.data(), final_norm.mean.data(), final_norm.rstd.data(), stream(cfg.L),
-                              p.lnfw, p.lnfb, N, C);
+        layernorm_of(final_norm, stream(cfg.L), NormWeights<Act>{p.lnfw, p.lnfb});
         ops.matmul_forward(logits.data(), final_norm.out.data(), p.wte, (const Act*)nullptr, N, C, cfg.Vp);
         ops.crossentropy_forward(losses.data(), logits.data(), targets.data(), N, cfg.V, cfg.Vp);
         return ops.mean(losses);
@@ -273,6 +278,18 @@ private:
     Array<Act> d_f, d_mod, d_u, d_heads;
     Array<Act> d_qkv;         // (N,3C)
     Array<Act> d_fc, d_gelu;  // (N,4C)
+
+    // The residual sum s = x + Δt·f of the forward pass that no op has computed yet
+    // (docs/block.md §1, "The add and the LayerNorm after it"): ForwardStep::add leaves its sum
+    // here, and its first reader computes it. A LayerNorm of s (the next step's LN_in, Post-LN's
+    // LN_after, the final LNf) computes s and its own output in one op; any other reader calls
+    // settle_stream() first. Nothing is pending after forward or any run_* call.
+    struct PendingSum {
+        Stream* sum = nullptr;       // where s goes (StepActs::sum); null: nothing pending
+        const Stream* x = nullptr;   // its terms
+        const Act* f = nullptr;
+    };
+    PendingSum pending;
 
     template <class U>
     Array<U> alloc(MemoryCategory category, size_t n) {
@@ -340,6 +357,7 @@ private:
         // the stream has its own type: one extra (N,C) pass and buffer per step).
         template <class In>
         const Act* module(const In* u) {
+            m.settle_stream();
             StepActs& s = m.blocks[l].step(half);
             const Act* in = s.module_in.data();
             if constexpr (std::is_same<In, Act>::value) in = u;
@@ -349,14 +367,17 @@ private:
             else m.mlp_forward(l, in, f);
             return f;
         }
+        // s = x + Δt·f, left pending for its first reader.
         const Stream* add(const Stream* x, const Act* f) {
+            m.settle_stream();
             Stream* s = m.blocks[l].step(half).sum.data();
-            m.ops.residual_forward(s, x, f, m.cfg.dt, (size_t)m.N * m.cfg.C);
+            m.pending = {s, x, f};
             return s;
         }
     };
 
-    // One residual step of block l forward, on its input x (N,C); returns x' (N,C).
+    // One residual step of block l forward, on its input x (N,C); returns x' (N,C), which may
+    // be the pending sum.
     const Stream* step_forward(int l, Half half, const Stream* x) {
         ForwardStep pass{*this, l, half};
         return residual_step(norm_plan(cfg.placement), pass, x);
@@ -393,9 +414,28 @@ private:
     template <StepNorm which, class In>
     const auto* norm_forward(int l, Half half, const In* x) {
         auto& n = blocks[l].step(half).template norm<which>();
-        const NormWeights<Act> w = step_norm(p, l, cfg.C, half, which);
-        ops.layernorm_forward(n.out.data(), n.mean.data(), n.rstd.data(), x, w.w, w.b, N, cfg.C);
+        layernorm_of(n, x, step_norm(p, l, cfg.C, half, which));
         return n.out.data();
+    }
+    // LayerNorm with gain and bias w of x (N,C), saved in n. When x is the pending residual sum,
+    // one op computes the sum and the LayerNorm of it.
+    template <class E, class In>
+    void layernorm_of(NormActs<E>& n, const In* x, const NormWeights<Act>& w) {
+        if constexpr (std::is_same<In, Stream>::value) {
+            if (pending.sum && x == pending.sum) {
+                ops.residual_layernorm_forward(pending.sum, n.out.data(), n.mean.data(), n.rstd.data(), pending.x,
+                                               pending.f, cfg.dt, w.w, w.b, N, cfg.C);
+                pending = {};
+                return;
+            }
+        }
+        ops.layernorm_forward(n.out.data(), n.mean.data(), n.rstd.data(), x, w.w, w.b, N, cfg.C);
+    }
+    // Computes the pending residual sum, if any, on its own.
+    void settle_stream() {
+        if (!pending.sum) return;
+        ops.residual_forward(pending.sum, pending.x, pending.f, cfg.dt, (size_t)N * cfg.C);
+        pending = {};
     }
     // Its backward: given dout (N,C) and the forward's input x, writes or adds (dx_out) dx (N,C)
     // and adds the gradients of its gain and bias.

@@ -139,6 +139,14 @@ public:
     void residual_backward(T*, const float*, float, size_t n, GradOut out = GradOut::Add) {
         note("residual bwd", {gpu::residual_backward_traffic<float, T>(n, out)});
     }
+    // The launches of CudaOps::residual_layernorm_forward: for now residual_forward, then
+    // layernorm_forward on the sum.
+    template <class O>
+    void residual_layernorm_forward(float*, O*, float*, float*, const float*, const T*, float, const T*, const T*,
+                                    int N, int C) {
+        note("residual + layernorm fwd",
+             {gpu::residual_forward_traffic<float, T>((size_t)N * C), gpu::layernorm_forward_traffic<O, float, T>(N, C)});
+    }
     void crossentropy_forward(float*, const T*, const int32_t*, int N, int V, int Vp) {
         note("crossentropy fwd", {gpu::crossentropy_forward_traffic<T>(N, V, Vp)});
     }
