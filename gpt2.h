@@ -410,13 +410,6 @@ private:
         }
     }
 
-    // LayerNorm `which` of one half of block l on x (N,C); returns its output, saved in blocks[l].
-    template <StepNorm which, class In>
-    const auto* norm_forward(int l, Half half, const In* x) {
-        auto& n = blocks[l].step(half).template norm<which>();
-        layernorm_of(n, x, step_norm(p, l, cfg.C, half, which));
-        return n.out.data();
-    }
     // LayerNorm with gain and bias w of x (N,C), saved in n. When x is the pending residual sum,
     // one op computes the sum and the LayerNorm of it.
     template <class E, class In>
@@ -436,6 +429,13 @@ private:
         if (!pending.sum) return;
         ops.residual_forward(pending.sum, pending.x, pending.f, cfg.dt, (size_t)N * cfg.C);
         pending = {};
+    }
+    // LayerNorm `which` of one half of block l on x (N,C); returns its output, saved in blocks[l].
+    template <StepNorm which, class In>
+    const auto* norm_forward(int l, Half half, const In* x) {
+        auto& n = blocks[l].step(half).template norm<which>();
+        layernorm_of(n, x, step_norm(p, l, cfg.C, half, which));
+        return n.out.data();
     }
     // Its backward: given dout (N,C) and the forward's input x, writes or adds (dx_out) dx (N,C)
     // and adds the gradients of its gain and bias.
