@@ -294,8 +294,10 @@ void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n, GradOut dinp_
 }
 
 // ---------------------------------------------------------------------------------------------
-// Residual add of one step: out = x + Δt · f over n elements; backward dx += dout,
-// df += Δt · dout (both = with GradOut::Write).
+// Residual add of one step: out = x + Δt · f over n elements; backward df += Δt · dout (= with
+// GradOut::Write). The other half of the backward, dx += dout, is no op of its own: the model
+// keeps the stream's gradient in one buffer, so dout already is that term of dx
+// (docs/block.md §2, line 4).
 
 template <typename T>
 void residual_forward(T* out, const T* x, const T* f, T dt, size_t n) {
@@ -304,13 +306,10 @@ void residual_forward(T* out, const T* x, const T* f, T dt, size_t n) {
 }
 
 template <typename T>
-void residual_backward(T* dx, T* df, const T* dout, T dt, size_t n, GradOut out = GradOut::Add) {
+void residual_backward(T* df, const T* dout, T dt, size_t n, GradOut out = GradOut::Add) {
     const bool add = out == GradOut::Add;
 #pragma omp parallel for schedule(static) if (n >= parallel_min_work())
-    for (size_t i = 0; i < n; i++) {
-        dx[i] = add ? dx[i] + dout[i] : dout[i];
-        df[i] = add ? df[i] + dt * dout[i] : dt * dout[i];
-    }
+    for (size_t i = 0; i < n; i++) df[i] = add ? df[i] + dt * dout[i] : dt * dout[i];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -187,8 +187,14 @@ public:
     void residual_forward(float* out, const float* x, const T* f, float dt, size_t n) {
         gpu::residual_forward(out, x, f, dt, n, stream);
     }
-    void residual_backward(float* dx, T* df, const float* dout, float dt, size_t n, GradOut out = GradOut::Add) {
-        gpu::residual_backward(dx, df, dout, dt, n, stream, out);
+    void residual_backward(T* df, const float* dout, float dt, size_t n, GradOut out = GradOut::Add) {
+        gpu::residual_backward(df, dout, dt, n, stream, out);
+    }
+    // sum (N,C) = x + Δt·f, then out = LayerNorm(sum) with its mean and rstd, in one launch.
+    template <class O>
+    void residual_layernorm_forward(float* sum, O* out, float* mean, float* rstd, const float* x, const T* f, float dt,
+                                    const T* w, const T* b, int N, int C) {
+        gpu::residual_layernorm_forward(sum, out, mean, rstd, x, f, dt, w, b, N, C, stream);
     }
     void crossentropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
         gpu::crossentropy_forward(losses, logits, targets, N, V, Vp, stream);

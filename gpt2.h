@@ -146,7 +146,8 @@ public:
         tokens = alloc<int32_t>(act, N);
         targets = alloc<int32_t>(act, N);
         const auto scratch = MemoryCategory::Scratch;
-        for (Array<Stream>* v : {&d_stream, &d_stream_next, &d_h, &d_sum}) *v = alloc<Stream>(scratch, NC);
+        d_stream = alloc<Stream>(scratch, NC);
+        if (plan.after_add) d_sum = alloc<Stream>(scratch, NC);
         for (Array<Act>* v : {&d_f, &d_mod, &d_u, &d_heads}) *v = alloc<Act>(scratch, NC);
         d_qkv = alloc<Act>(scratch, 3 * NC);
         d_fc = alloc<Act>(scratch, 4 * NC);
@@ -206,17 +207,23 @@ public:
     // Runs block l alone on x (N,C); returns its output (N,C), valid until block l runs again.
     const Stream* run_block(int l, const Stream* x) {
         block_forward(l, x);
+        settle_stream();
         return block_output(blocks[l]);
     }
     // Runs one residual step of block l on x (N,C); returns x' (N,C), valid until that step
     // runs again. (half as an int: 0 attention, 1 MLP.)
-    const Stream* run_step(int l, Half half, const Stream* x) { return step_forward(l, half, x); }
-    const Stream* run_step(int l, int half, const Stream* x) { return step_forward(l, (Half)half, x); }
+    const Stream* run_step(int l, Half half, const Stream* x) {
+        const Stream* out = step_forward(l, half, x);
+        settle_stream();
+        return out;
+    }
+    const Stream* run_step(int l, int half, const Stream* x) { return run_step(l, (Half)half, x); }
     // Runs every block from X_0 = x0 (N,C) in place of the embedding; stream(i) then holds X_i.
     // The final LayerNorm, logits and losses are left as they were.
     void run_blocks_from(const Stream* x0) {
         ops.copy(embedded.data(), x0, (size_t)N * cfg.C);
         for (int l = 0; l < cfg.L; l++) block_forward(l, stream(l));
+        settle_stream();
     }
 
     // ---- the whole model -----------------------------------------------------------------------
@@ -230,8 +237,7 @@ public:
         ops.load_batch(tokens, targets, host_tokens, host_targets);
         ops.encoder_forward(embedded.data(), tokens.data(), p.wte, p.wpe, B, Tn, C);
         for (int l = 0; l < cfg.L; l++) block_forward(l, stream(l));
-        ops.layernorm_forward(final_norm.out.data(), final_norm.mean.data(), final_norm.rstd.data(), stream(cfg.L),
-                              p.lnfw, p.lnfb, N, C);
+        layernorm_of(final_norm, stream(cfg.L), NormWeights<Act>{p.lnfw, p.lnfb});
         ops.matmul_forward(logits.data(), final_norm.out.data(), p.wte, (const Act*)nullptr, N, C, cfg.Vp);
     }
 
@@ -259,12 +265,10 @@ public:
                                final_norm.mean.data(), final_norm.rstd.data(), N, C, GradOut::Write);
         if (record_stream_grads) stream_grad_norm.assign(2 * cfg.L + 1, 0.0);
         for (int l = cfg.L - 1; l >= 0; l--) {
-            if (record_stream_grads) stream_grad_norm[2 * l + 2] = ops.norm(d_stream);
-            block_backward(l, stream(l), d_stream.data(), d_stream_next.data());
-            if (record_stream_grads) stream_grad_norm[2 * l + 1] = ops.norm(d_h);
-            d_stream.swap(d_stream_next);
+            record_stream_grad(2 * l + 2);
+            block_backward(l);
         }
-        if (record_stream_grads) stream_grad_norm[0] = ops.norm(d_stream);
+        record_stream_grad(0);
         ops.encoder_backward(g.wte, g.wpe, d_stream.data(), tokens.data(), B, Tn, C);
         return ops.mean(losses);
     }
@@ -277,12 +281,26 @@ private:
     Array<Act> logits;      // (N,Vp), gradient after backward
     Array<Acc> losses;      // (N)
     Array<int32_t> tokens, targets;  // this batch (B·T), where the ops read them
-    // Gradient scratch, reused by every block (all (N,C) unless noted): of the stream, and of
-    // the activations.
-    Array<Stream> d_stream, d_stream_next, d_h, d_sum;
+    // Gradient scratch, reused by every block (all (N,C) unless noted): of the stream (d_stream
+    // holds ∂loss/∂X at the point backward has reached, updated in place; d_sum, Post-LN only,
+    // receives the after-add LayerNorm's input gradient and is then swapped in), and of the
+    // activations.
+    Array<Stream> d_stream, d_sum;
     Array<Act> d_f, d_mod, d_u, d_heads;
     Array<Act> d_qkv;         // (N,3C)
     Array<Act> d_fc, d_gelu;  // (N,4C)
+
+    // The residual sum s = x + Δt·f of the forward pass that no op has computed yet
+    // (docs/block.md §1, "The add and the LayerNorm after it"): ForwardStep::add leaves its sum
+    // here, and its first reader computes it. A LayerNorm of s (the next step's LN_in, Post-LN's
+    // LN_after, the final LNf) computes s and its own output in one op; any other reader calls
+    // settle_stream() first. Nothing is pending after forward or any run_* call.
+    struct PendingSum {
+        Stream* sum = nullptr;       // where s goes (StepActs::sum); null: nothing pending
+        const Stream* x = nullptr;   // its terms
+        const Act* f = nullptr;
+    };
+    PendingSum pending;
 
     template <class U>
     Array<U> alloc(MemoryCategory category, size_t n) {
@@ -325,11 +343,17 @@ private:
         step_forward(l, Half::Mlp, h);
     }
 
-    // Block l backward: given d(block output) (N,C), writes d(block input) into dx (N,C).
-    void block_backward(int l, const Stream* x, const Stream* dout, Stream* dx) {
-        const Stream* h = step_output(blocks[l].attn_step);
-        step_backward(l, Half::Mlp, h, dout, d_h.data());
-        step_backward(l, Half::Attention, x, d_h.data(), dx);
+    // Block l backward: d_stream (N,C) holds d(block output) and becomes d(block input); the
+    // gradient between the two halves is recorded at half-block point 2l + 1.
+    void block_backward(int l) {
+        step_backward(l, Half::Mlp, step_output(blocks[l].attn_step));
+        record_stream_grad(2 * l + 1);
+        step_backward(l, Half::Attention, stream(l));
+    }
+
+    // When recording, stores ‖d_stream‖ as the stream gradient at half-block point j.
+    void record_stream_grad(int j) {
+        if (record_stream_grads) stream_grad_norm[j] = ops.norm(d_stream);
     }
 
     // The pieces of one residual step as the forward pass runs them, saving what backward needs
@@ -344,6 +368,7 @@ private:
         // the stream has its own type: one extra (N,C) pass and buffer per step).
         template <class In>
         const Act* module(const In* u) {
+            m.settle_stream();
             StepActs& s = m.blocks[l].step(half);
             const Act* in = s.module_in.data();
             if constexpr (std::is_same<In, Act>::value) in = u;
@@ -353,31 +378,36 @@ private:
             else m.mlp_forward(l, in, f);
             return f;
         }
+        // s = x + Δt·f, left pending for its first reader.
         const Stream* add(const Stream* x, const Act* f) {
+            m.settle_stream();
             Stream* s = m.blocks[l].step(half).sum.data();
-            m.ops.residual_forward(s, x, f, m.cfg.dt, (size_t)m.N * m.cfg.C);
+            m.pending = {s, x, f};
             return s;
         }
     };
 
-    // One residual step of block l forward, on its input x (N,C); returns x' (N,C).
+    // One residual step of block l forward, on its input x (N,C); returns x' (N,C), which may
+    // be the pending sum.
     const Stream* step_forward(int l, Half half, const Stream* x) {
         ForwardStep pass{*this, l, half};
         return residual_step(norm_plan(cfg.placement), pass, x);
     }
 
-    // One residual step of block l backward, on the same input x (N,C) as its forward: given
-    // dx' (N,C), writes dx (N,C). The forward's pieces in reverse (docs/block.md §2):
-    //   ds = LN_after'(dx')?   dx = ds, df = Δt·ds   dF = LN_out'(df)?   du = F'(dF)   dx += LN_in'(du)?
-    void step_backward(int l, Half half, const Stream* x, const Stream* dxout, Stream* dx) {
+    // One residual step of block l backward, on the same input x (N,C) as its forward: d_stream
+    // (N,C) holds dx' and becomes dx, in place. The forward's pieces in reverse (docs/block.md §2):
+    //   ds = LN_after'(dx')?   df = Δt·ds   dF = LN_out'(df)?   du = F'(dF)   dx = ds + LN_in'(du)?
+    // The add's identity branch costs nothing: ds stays where it is and the module's path adds
+    // into it. Post-LN's ds is a new tensor: written into d_sum, which then becomes d_stream.
+    void step_backward(int l, Half half, const Stream* x) {
         const NormPlan plan = norm_plan(cfg.placement);
         const StepActs& s = blocks[l].step(half);
-        const Stream* ds = dxout;
         if (plan.after_add) {
-            norm_backward<StepNorm::AfterAdd>(l, half, d_sum.data(), dxout, s.sum.data(), GradOut::Write);
-            ds = d_sum.data();
+            norm_backward<StepNorm::AfterAdd>(l, half, d_sum.data(), d_stream.data(), s.sum.data(), GradOut::Write);
+            d_stream.swap(d_sum);
         }
-        ops.residual_backward(dx, d_f.data(), ds, cfg.dt, (size_t)N * cfg.C, GradOut::Write);
+        Stream* ds = d_stream.data();
+        ops.residual_backward(d_f.data(), ds, cfg.dt, (size_t)N * cfg.C, GradOut::Write);
         const Act* dmod = d_f.data();
         if (plan.output) {
             norm_backward<StepNorm::Output>(l, half, d_mod.data(), d_f.data(), s.module_out.data(), GradOut::Write);
@@ -385,18 +415,37 @@ private:
         }
         if (plan.input) {
             module_backward(l, half, s.in.out.data(), dmod, d_u.data(), GradOut::Write);
-            norm_backward<StepNorm::Input>(l, half, dx, d_u.data(), x, GradOut::Add);
+            norm_backward<StepNorm::Input>(l, half, ds, d_u.data(), x, GradOut::Add);
         } else {
-            module_backward(l, half, module_input(s, x), dmod, dx, GradOut::Add);
+            module_backward(l, half, module_input(s, x), dmod, ds, GradOut::Add);
         }
     }
 
+    // LayerNorm with gain and bias w of x (N,C), saved in n. When x is the pending residual sum,
+    // one op computes the sum and the LayerNorm of it.
+    template <class E, class In>
+    void layernorm_of(NormActs<E>& n, const In* x, const NormWeights<Act>& w) {
+        if constexpr (std::is_same<In, Stream>::value) {
+            if (pending.sum && x == pending.sum) {
+                ops.residual_layernorm_forward(pending.sum, n.out.data(), n.mean.data(), n.rstd.data(), pending.x,
+                                               pending.f, cfg.dt, w.w, w.b, N, cfg.C);
+                pending = {};
+                return;
+            }
+        }
+        ops.layernorm_forward(n.out.data(), n.mean.data(), n.rstd.data(), x, w.w, w.b, N, cfg.C);
+    }
+    // Computes the pending residual sum, if any, on its own.
+    void settle_stream() {
+        if (!pending.sum) return;
+        ops.residual_forward(pending.sum, pending.x, pending.f, cfg.dt, (size_t)N * cfg.C);
+        pending = {};
+    }
     // LayerNorm `which` of one half of block l on x (N,C); returns its output, saved in blocks[l].
     template <StepNorm which, class In>
     const auto* norm_forward(int l, Half half, const In* x) {
         auto& n = blocks[l].step(half).template norm<which>();
-        const NormWeights<Act> w = step_norm(p, l, cfg.C, half, which);
-        ops.layernorm_forward(n.out.data(), n.mean.data(), n.rstd.data(), x, w.w, w.b, N, cfg.C);
+        layernorm_of(n, x, step_norm(p, l, cfg.C, half, which));
         return n.out.data();
     }
     // Its backward: given dout (N,C) and the forward's input x, writes or adds (dx_out) dx (N,C)

@@ -105,8 +105,15 @@ struct ReferenceOps {
     static void residual_forward(T* out, const T* x, const T* f, float dt, size_t n) {
         ::residual_forward(out, x, f, (T)dt, n);
     }
-    static void residual_backward(T* dx, T* df, const T* dout, float dt, size_t n, GradOut out = GradOut::Add) {
-        ::residual_backward(dx, df, dout, (T)dt, n, out);
+    static void residual_backward(T* df, const T* dout, float dt, size_t n, GradOut out = GradOut::Add) {
+        ::residual_backward(df, dout, (T)dt, n, out);
+    }
+    // sum (N,C) = x + Δt·f, then out, mean, rstd = LayerNorm(sum): the add and the LayerNorm
+    // that reads its sum, as one op of the model (on the CPU the two ops in turn).
+    static void residual_layernorm_forward(T* sum, T* out, T* mean, T* rstd, const T* x, const T* f, float dt,
+                                           const T* w, const T* b, int N, int C) {
+        ::residual_forward(sum, x, f, (T)dt, (size_t)N * C);
+        ::layernorm_forward(out, mean, rstd, sum, w, b, N, C);
     }
     static void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
         ::crossentropy_forward(losses, logits, targets, N, V, Vp);
@@ -128,6 +135,11 @@ struct FastOps : ReferenceOps<float> {
     static double norm(const Array<T>& a) { return std::sqrt(fast::sum_of_squares(a.data(), a.size())); }
     static void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int N, int C) {
         fast::layernorm_forward(out, mean, rstd, x, w, b, N, C);
+    }
+    static void residual_layernorm_forward(T* sum, T* out, T* mean, T* rstd, const T* x, const T* f, float dt,
+                                           const T* w, const T* b, int N, int C) {
+        ::residual_forward(sum, x, f, dt, (size_t)N * C);
+        fast::layernorm_forward(out, mean, rstd, sum, w, b, N, C);
     }
     static void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
                                    const T* rstd, int N, int C, GradOut dx_out = GradOut::Add) {

@@ -106,8 +106,14 @@ public:
     void residual_forward(float* out, const float* x, const T* f, float dt, size_t n) {
         timed("residual fwd", [&] { Base::residual_forward(out, x, f, dt, n); });
     }
-    void residual_backward(float* dx, T* df, const float* dout, float dt, size_t n, GradOut out = GradOut::Add) {
-        timed("residual bwd", [&] { Base::residual_backward(dx, df, dout, dt, n, out); });
+    void residual_backward(T* df, const float* dout, float dt, size_t n, GradOut out = GradOut::Add) {
+        timed("residual bwd", [&] { Base::residual_backward(df, dout, dt, n, out); });
+    }
+    template <class O>
+    void residual_layernorm_forward(float* sum, O* out, float* mean, float* rstd, const float* x, const T* f, float dt,
+                                    const T* w, const T* b, int N, int C) {
+        timed("residual + layernorm fwd",
+              [&] { Base::residual_layernorm_forward(sum, out, mean, rstd, x, f, dt, w, b, N, C); });
     }
     void crossentropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
         timed("crossentropy fwd", [&] { Base::crossentropy_forward(losses, logits, targets, N, V, Vp); });

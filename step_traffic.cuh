@@ -139,8 +139,13 @@ public:
     void residual_forward(float*, const float*, const T*, float, size_t n) {
         note("residual fwd", {gpu::residual_forward_traffic<float, T>(n)});
     }
-    void residual_backward(float*, T*, const float*, float, size_t n, GradOut out = GradOut::Add) {
+    void residual_backward(T*, const float*, float, size_t n, GradOut out = GradOut::Add) {
         note("residual bwd", {gpu::residual_backward_traffic<float, T>(n, out)});
+    }
+    template <class O>
+    void residual_layernorm_forward(float*, O*, float*, float*, const float*, const T*, float, const T*, const T*,
+                                    int N, int C) {
+        note("residual + layernorm fwd", {gpu::residual_layernorm_forward_traffic<float, T, O, T>(N, C)});
     }
     void crossentropy_forward(float*, const T*, const int32_t*, int N, int V, int Vp) {
         note("crossentropy fwd", {gpu::crossentropy_forward_traffic<T>(N, V, Vp)});

@@ -416,30 +416,72 @@ TYPED_TEST(Kernel, ResidualLayerNormForward) {
     }
 }
 
+// host on the device, `shift` elements past the start of an allocation of shift + n
+// (shift 1 misaligns the buffer for every pack); and back, without the shift.
+template <typename U>
+DeviceArray<U> to_device_shifted(const std::vector<float>& host, int shift) {
+    std::vector<float> padded(shift, 0.0f);
+    padded.insert(padded.end(), host.begin(), host.end());
+    return to_device<U>(padded);
+}
+template <typename U>
+std::vector<float> to_host_shifted(const DeviceArray<U>& d, int shift) {
+    const std::vector<float> all = to_host(d);
+    return std::vector<float>(all.begin() + shift, all.end());
+}
+
+// The packed path of residual.cuh runs only where every buffer is aligned to its pack: 16 bytes
+// for the stream's fp32 pointers, 4 elements' worth for the module's (8 bytes in bf16).
+TEST(ResidualPacks, AlignmentDecidesThePath) {
+    alignas(16) static float s[8];
+    alignas(16) static bf16 f[8];
+    EXPECT_EQ((gpu::residual_pack_size<float, bf16>()), 4);
+    EXPECT_EQ((gpu::residual_pack_size<float, float>()), 4);
+    EXPECT_TRUE((gpu::residual_aligned<float, bf16>({s, s + 4}, {f, f + 4})));
+    EXPECT_FALSE((gpu::residual_aligned<float, bf16>({s, s + 1}, {f})));
+    EXPECT_FALSE((gpu::residual_aligned<float, bf16>({s}, {f + 2})));
+    EXPECT_TRUE(gpu::residual_index32((size_t(1) << 31) - 1));
+    EXPECT_FALSE(gpu::residual_index32(size_t(1) << 31));
+}
+
+// As the model calls them: the stream (x, out, dout) fp32, the module's f and df in T. At n a
+// multiple of the pack (every pack whole), n − 3 (the last thread's pack partial), and with the
+// stream's buffers, or only f and df, one element off alignment (one thread per element).
 TYPED_TEST(Kernel, ResidualForwardAndBackward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(5);
-    const size_t n = (size_t)N * C;
     const float dt = 0.1f;
-    const std::vector<float> x = rounded<T>(random_vector(rng, n)), f = rounded<T>(random_vector(rng, n));
-    const std::vector<float> dout = rounded<T>(random_vector(rng, n));
-    std::vector<float> want(n);
-    ::residual_forward(want.data(), x.data(), f.data(), dt, n);
-    auto out = poisoned<T>(n);
-    gpu::residual_forward(out.data(), to_device<T>(x).data(), to_device<T>(f).data(), dt, n, kStream);
-    expect_close(out, want, tolerance<T>(), "residual out");
+    struct Case {
+        size_t n;
+        int stream_shift, f_shift;
+    };
+    const size_t nc = (size_t)N * C;
+    for (const Case& k : {Case{nc, 0, 0}, Case{nc - 3, 0, 0}, Case{nc - 3, 1, 1}, Case{nc, 0, 1}}) {
+        SCOPED_TRACE("n = " + std::to_string(k.n) + ", shifts " + std::to_string(k.stream_shift) + " and " +
+                     std::to_string(k.f_shift));
+        const size_t n = k.n;
+        const int ss = k.stream_shift, fs = k.f_shift;
+        const std::vector<float> x = random_vector(rng, n), f = rounded<T>(random_vector(rng, n));
+        const std::vector<float> dout = random_vector(rng, n);
+        std::vector<float> want(n);
+        ::residual_forward(want.data(), x.data(), f.data(), dt, n);
+        auto out = poisoned<float>(ss + n);
+        gpu::residual_forward(out.data() + ss, to_device_shifted<float>(x, ss).data() + ss,
+                              to_device_shifted<T>(f, fs).data() + fs, dt, n, kStream);
+        expect_close(to_host_shifted(out, ss), want, tolerance<float>(), "residual out");
 
-    // Adding into random gradients, and writing over NaN (GradOut::Write: nothing read).
-    for (GradOut mode : {GradOut::Add, GradOut::Write}) {
-        const bool add = mode == GradOut::Add;
-        SCOPED_TRACE(add ? "add" : "write");
-        std::vector<float> dx = rounded<T>(random_vector(rng, n)), df = rounded<T>(random_vector(rng, n));
-        auto d_dx = add ? to_device<T>(dx) : poisoned<T>(n), d_df = add ? to_device<T>(df) : poisoned<T>(n);
-        ::residual_backward(dx.data(), df.data(), dout.data(), dt, n, mode);
-        gpu::residual_backward(d_dx.data(), d_df.data(), to_device<T>(dout).data(), dt, n, kStream, mode);
-        expect_close(d_dx, dx, tolerance<T>(), "residual dx");
-        expect_close(d_df, df, tolerance<T>(), "residual df");
+        // Adding into random gradients, and writing over NaN (GradOut::Write: nothing read).
+        for (GradOut mode : {GradOut::Add, GradOut::Write}) {
+            const bool add = mode == GradOut::Add;
+            SCOPED_TRACE(add ? "add" : "write");
+            std::vector<float> df = rounded<T>(random_vector(rng, n));
+            auto d_df = add ? to_device_shifted<T>(df, fs) : poisoned<T>(fs + n);
+            ::residual_backward(df.data(), dout.data(), dt, n, mode);
+            gpu::residual_backward(d_df.data() + fs, to_device_shifted<float>(dout, ss).data() + ss, dt, n, kStream,
+                                   mode);
+            expect_close(to_host_shifted(d_df, fs), df, tolerance<T>(), "residual df");
+        }
     }
 }
 

@@ -184,6 +184,31 @@ std::vector<std::vector<double>> block_jacobians(CpuModel<double>& m, const Tiny
     return J;
 }
 
+// The forward pass computes each residual sum together with the LayerNorm that reads it
+// (docs/block.md §1); run_step computes a step's sum on its own. Both must give every
+// half-block point of the stream, bit for bit, in every placement and on both CPU op sets.
+template <typename T>
+void expect_run_step_reproduces_forward(Placement placement) {
+    const Tiny t = make_tiny(placement, 0.5f);
+    CpuModel<T> m = load<T>(t);
+    const int L = m.cfg.L;
+    const size_t NC = (size_t)m.N * m.cfg.C;
+    std::vector<std::vector<T>> points;
+    for (int j = 0; j <= 2 * L; j++) points.emplace_back(m.half_stream(j), m.half_stream(j) + NC);
+    for (int j = 1; j <= 2 * L; j++) {
+        const T* out = m.run_step((j - 1) / 2, (j - 1) % 2, points[j - 1].data());
+        for (size_t k = 0; k < NC; k++)
+            ASSERT_EQ(out[k], points[j][k]) << placement_name(placement) << ", point " << j << " [" << k << "]";
+    }
+}
+
+TEST(StreamPoints, RunStepReproducesTheForwardPassBitForBit) {
+    for (Placement p : {Placement::Pre, Placement::Post, Placement::Peri}) {
+        expect_run_step_reproduces_forward<double>(p);
+        expect_run_step_reproduces_forward<float>(p);
+    }
+}
+
 using Case = std::tuple<Placement, float>;
 
 class Sensitivity : public ::testing::TestWithParam<Case> {};
