@@ -168,7 +168,8 @@ __device__ inline float block_max(float x, float* shared) { return block_reduce(
 //   stage 1 (a kernel in each op's file): the rows are cut into `chunks` contiguous chunks;
 //           block (TILE_COLS, TILE_ROWS) handles 32 columns of one chunk, thread (x, y) summing
 //           rows y, y + 8, ... of it, and writes partial[k·stride + c] for chunk k;
-//   stage 2 (add_column_partials): out[c] += Σ_k partial[k·stride + c], k in order.
+//   stage 2 (add_column_partials): out[c] += Σ_k partial[k·stride + c] in a fixed order (8
+//           threads per column, each over every 8th chunk, their sums added in order).
 // Every sum has a fixed order, so results are the same on every run. The partial buffer holds
 // at most MAX_ROW_CHUNKS rows of `stride` floats.
 
@@ -197,18 +198,31 @@ __device__ inline float sum_over_tile_rows(float x, float* shared) {
     return sum;
 }
 
-// Stage 2: out[c] += Σ_k partial[k·stride + c] for c < width, one thread per column.
-__global__ void add_column_partials_kernel(float* out, const float* partial, int chunks, int stride, int width) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= width) return;
+// Stage 2 of column c in a (TILE_COLS, TILE_ROWS) block: Σ_k partial[k·stride + c] over the
+// `chunks` partials, thread (x, y) summing chunks y, y + 8, ... and the 8 sums added in order
+// of y (sum_over_tile_rows), so the sum has a fixed order and 8 threads share its loads. Every
+// thread of the block must call it (it synchronises); those with `valid` false add nothing.
+// The result is valid in the threads with threadIdx.y == 0.
+__device__ inline float sum_of_column_partials(const float* partial, int chunks, int stride, int c, bool valid,
+                                               float* shared) {
     float sum = 0.0f;
-    for (int k = 0; k < chunks; k++) sum += partial[(size_t)k * stride + c];
-    out[c] += sum;
+    if (valid)
+        for (int k = threadIdx.y; k < chunks; k += TILE_ROWS) sum += partial[(size_t)k * stride + c];
+    return sum_over_tile_rows(sum, shared);
+}
+
+// Stage 2: out[c] += Σ_k partial[k·stride + c] for c < width; a block per 32 columns.
+__global__ void add_column_partials_kernel(float* out, const float* partial, int chunks, int stride, int width) {
+    __shared__ float shared[TILE_ROWS * TILE_COLS];
+    const int c = blockIdx.x * TILE_COLS + threadIdx.x;
+    const float sum = sum_of_column_partials(partial, chunks, stride, c, c < width, shared);
+    if (threadIdx.y == 0 && c < width) out[c] += sum;
 }
 
 inline void add_column_partials(float* out, const float* partial, int chunks, int stride, int width,
                                 cudaStream_t stream) {
-    add_column_partials_kernel<<<ceil_div(width, 256), 256, 0, stream>>>(out, partial, chunks, stride, width);
+    add_column_partials_kernel<<<ceil_div(width, TILE_COLS), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
+        out, partial, chunks, stride, width);
     cudaCheck(cudaGetLastError());
 }
 

@@ -186,16 +186,12 @@ __global__ void layernorm_backward_kernel(D* dinp, float* partial, const G* dout
 }
 
 // dw, db stage 2: dw[c] += Σ_k partial[k·2C + c] and db[c] += Σ_k partial[k·2C + C + c] over
-// the `chunks` partials, both in one launch. Block (TILE_COLS, TILE_ROWS) handles 32 of the 2C
-// columns, thread (x, y) summing chunks y, y + 8, ..., and the 8 sums are added in order of y
-// (sum_over_tile_rows), so each sum has a fixed order and 8 threads share its loads.
+// the `chunks` partials, both in one launch: a block per 32 of the 2C columns, each column
+// summed as add_column_partials does (cuda_common.cuh).
 __global__ void layernorm_weight_gradients_kernel(float* dw, float* db, const float* partial, int chunks, int C) {
     __shared__ float shared[TILE_ROWS * TILE_COLS];
     const int c = blockIdx.x * TILE_COLS + threadIdx.x;
-    float sum = 0.0f;
-    if (c < 2 * C)
-        for (int k = threadIdx.y; k < chunks; k += TILE_ROWS) sum += partial[(size_t)k * 2 * C + c];
-    sum = sum_over_tile_rows(sum, shared);
+    const float sum = sum_of_column_partials(partial, chunks, 2 * C, c, c < 2 * C, shared);
     if (threadIdx.y == 0 && c < 2 * C) {
         float* out = c < C ? dw + c : db + (c - C);
         *out += sum;
