@@ -260,7 +260,7 @@ std::vector<OpRow> op_breakdown(const ModelConfig& cfg, int B, int T, int reps) 
                            rstd.data(), N, C);
     });
     add("gelu bwd", L, 0, false, [&] { Ops::gelu_backward(dg4.data(), dh4.data(), h4.data(), 4 * NC); });
-    add("residual bwd", 2 * L, 0, false, [&] { Ops::residual_backward(dy.data(), z.data(), dt, NC); });
+    add("residual bwd", 2 * L, 0, false, [&] { ::residual_backward(dy.data(), z.data(), dt, NC); });
     add("encoder bwd", 1, 0, false,
         [&] { Ops::encoder_backward(dw.data(), dwpe.data(), dy.data(), tokens.data(), B, T, C); });
     // Optimiser over all parameters (the bench's buffers stand in for params/grads/moments).

@@ -155,6 +155,14 @@ public:
                             const float* rstd, int N, int C, GradOut dx_out = GradOut::Add) {
         gpu::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, partial.data(), stream, dx_out);
     }
+    // layernorm_backward, and df (N,C) = Δt·dx in the same pass (the residual step's gradient).
+    template <class D, class G, class I>
+    void layernorm_backward_residual(D* dx, T* df, float dt, float* dw, float* db, const G* dout, const I* x,
+                                     const T* w, const float* mean, const float* rstd, int N, int C,
+                                     GradOut dx_out = GradOut::Add) {
+        gpu::layernorm_backward_residual(dx, df, dt, dw, db, dout, x, w, mean, rstd, N, C, partial.data(), stream,
+                                         dx_out);
+    }
     void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         gpu::matmul_forward(cublas, out, inp, w, bias, N, IC, OC, stream);
     }
@@ -186,9 +194,6 @@ public:
     }
     void residual_forward(float* out, const float* x, const T* f, float dt, size_t n) {
         gpu::residual_forward(out, x, f, dt, n, stream);
-    }
-    void residual_backward(T* df, const float* dout, float dt, size_t n, GradOut out = GradOut::Add) {
-        gpu::residual_backward(df, dout, dt, n, stream, out);
     }
     // sum (N,C) = x + Δt·f, then out = LayerNorm(sum) with its mean and rstd, in one launch.
     template <class O>

@@ -261,8 +261,15 @@ public:
                                           cfg.Vp);
         ops.matmul_backward(d_u.data(), g.wte, (Acc*)nullptr, logits.data(), final_norm.out.data(), p.wte, N, C,
                             cfg.Vp, GradOut::Write);
-        ops.layernorm_backward(d_stream.data(), g.lnfw, g.lnfb, d_u.data(), stream(cfg.L), p.lnfw,
-                               final_norm.mean.data(), final_norm.rstd.data(), N, C, GradOut::Write);
+        // LNf's backward writes the stream gradient and, when the last step has no LN_after of
+        // its own, that step's module gradient Δt·x̄_L (see step_backward).
+        if (norm_plan(cfg.placement).after_add)
+            ops.layernorm_backward(d_stream.data(), g.lnfw, g.lnfb, d_u.data(), stream(cfg.L), p.lnfw,
+                                   final_norm.mean.data(), final_norm.rstd.data(), N, C, GradOut::Write);
+        else
+            ops.layernorm_backward_residual(d_stream.data(), d_f.data(), cfg.dt, g.lnfw, g.lnfb, d_u.data(),
+                                            stream(cfg.L), p.lnfw, final_norm.mean.data(), final_norm.rstd.data(), N,
+                                            C, GradOut::Write);
         if (record_stream_grads) stream_grad_norm.assign(2 * cfg.L + 1, 0.0);
         for (int l = cfg.L - 1; l >= 0; l--) {
             record_stream_grad(2 * l + 2);
@@ -399,23 +406,30 @@ private:
     //   ds = LN_after'(dx')?   df = Δt·ds   dF = LN_out'(df)?   du = F'(dF)   dx = ds + LN_in'(du)?
     // The add's identity branch costs nothing: ds stays where it is and the module's path adds
     // into it. Post-LN's ds is a new tensor: written into d_sum, which then becomes d_stream.
+    // The add's other branch, df = Δt·ds, is no pass of its own either: ds is always finished
+    // by a LayerNorm backward (every placement has LN_in or LN_after), which writes df into d_f
+    // in the same pass: the step's own LN_after, else the LN_in of the step after it, or LNf.
     void step_backward(int l, Half half, const Stream* x) {
         const NormPlan plan = norm_plan(cfg.placement);
         const StepActs& s = blocks[l].step(half);
         if (plan.after_add) {
-            norm_backward<StepNorm::AfterAdd>(l, half, d_sum.data(), d_stream.data(), s.sum.data(), GradOut::Write);
+            norm_backward<StepNorm::AfterAdd>(l, half, d_sum.data(), d_stream.data(), s.sum.data(), GradOut::Write,
+                                              d_f.data());
             d_stream.swap(d_sum);
         }
         Stream* ds = d_stream.data();
-        ops.residual_backward(d_f.data(), ds, cfg.dt, (size_t)N * cfg.C, GradOut::Write);
-        const Act* dmod = d_f.data();
+        const Act* dmod = d_f.data();  // df = Δt·ds
         if (plan.output) {
             norm_backward<StepNorm::Output>(l, half, d_mod.data(), d_f.data(), s.module_out.data(), GradOut::Write);
             dmod = d_mod.data();
         }
         if (plan.input) {
             module_backward(l, half, s.in.out.data(), dmod, d_u.data(), GradOut::Write);
-            norm_backward<StepNorm::Input>(l, half, ds, d_u.data(), x, GradOut::Add);
+            // dx is finished here: df for the step before, unless it has its own LN_after or
+            // this is the first step.
+            const bool first = l == 0 && half == Half::Attention;
+            norm_backward<StepNorm::Input>(l, half, ds, d_u.data(), x, GradOut::Add,
+                                           plan.after_add || first ? nullptr : d_f.data());
         } else {
             module_backward(l, half, module_input(s, x), dmod, ds, GradOut::Add);
         }
@@ -449,13 +463,18 @@ private:
         return n.out.data();
     }
     // Its backward: given dout (N,C) and the forward's input x, writes or adds (dx_out) dx (N,C)
-    // and adds the gradients of its gain and bias.
+    // and adds the gradients of its gain and bias; with df, also writes df (N,C) = Δt·dx, the
+    // module gradient of the residual step whose sum dx is the gradient of.
     template <StepNorm which, class D, class G, class X>
-    void norm_backward(int l, Half half, D* dx, const G* dout, const X* x, GradOut dx_out) {
+    void norm_backward(int l, Half half, D* dx, const G* dout, const X* x, GradOut dx_out, Act* df = nullptr) {
         const auto& n = blocks[l].step(half).template norm<which>();
         const NormWeights<Act> w = step_norm(p, l, cfg.C, half, which);
         const NormWeights<Acc> dw = step_norm(g, l, cfg.C, half, which);
-        ops.layernorm_backward(dx, dw.w, dw.b, dout, x, w.w, n.mean.data(), n.rstd.data(), N, cfg.C, dx_out);
+        if (df)
+            ops.layernorm_backward_residual(dx, df, cfg.dt, dw.w, dw.b, dout, x, w.w, n.mean.data(), n.rstd.data(), N,
+                                            cfg.C, dx_out);
+        else
+            ops.layernorm_backward(dx, dw.w, dw.b, dout, x, w.w, n.mean.data(), n.rstd.data(), N, cfg.C, dx_out);
     }
 
     // The module's backward: given df (N,C), writes or adds (du_out) du (N,C) and adds its

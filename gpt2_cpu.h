@@ -68,6 +68,14 @@ struct ReferenceOps {
                                    const T* rstd, int N, int C, GradOut dx_out = GradOut::Add) {
         ::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out);
     }
+    // layernorm_backward, then df (N,C) = Δt·dx written: the residual step's gradient for its
+    // module, computed with the LayerNorm backward that finishes dx (on the CPU the two in turn).
+    static void layernorm_backward_residual(T* dx, T* df, float dt, T* dw, T* db, const T* dout, const T* x,
+                                            const T* w, const T* mean, const T* rstd, int N, int C,
+                                            GradOut dx_out = GradOut::Add) {
+        ::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out);
+        ::residual_backward(df, dx, (T)dt, (size_t)N * C, GradOut::Write);
+    }
     static void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         ::matmul_forward(out, inp, w, bias, N, IC, OC);
     }
@@ -105,9 +113,6 @@ struct ReferenceOps {
     static void residual_forward(T* out, const T* x, const T* f, float dt, size_t n) {
         ::residual_forward(out, x, f, (T)dt, n);
     }
-    static void residual_backward(T* df, const T* dout, float dt, size_t n, GradOut out = GradOut::Add) {
-        ::residual_backward(df, dout, (T)dt, n, out);
-    }
     // sum (N,C) = x + Δt·f, then out, mean, rstd = LayerNorm(sum): the add and the LayerNorm
     // that reads its sum, as one op of the model (on the CPU the two ops in turn).
     static void residual_layernorm_forward(T* sum, T* out, T* mean, T* rstd, const T* x, const T* f, float dt,
@@ -144,6 +149,12 @@ struct FastOps : ReferenceOps<float> {
     static void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
                                    const T* rstd, int N, int C, GradOut dx_out = GradOut::Add) {
         fast::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out);
+    }
+    static void layernorm_backward_residual(T* dx, T* df, float dt, T* dw, T* db, const T* dout, const T* x,
+                                            const T* w, const T* mean, const T* rstd, int N, int C,
+                                            GradOut dx_out = GradOut::Add) {
+        fast::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out);
+        ::residual_backward(df, dx, dt, (size_t)N * C, GradOut::Write);
     }
     static void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         fast::matmul_forward(out, inp, w, bias, N, IC, OC);

@@ -128,9 +128,11 @@ __global__ void layernorm_forward_kernel(O* out, float* mean, float* rstd, S* su
 // its warps' column sums in warp order, the first stage of a column sum (cuda_common.cuh;
 // stage 2 is layernorm_weight_gradients_kernel):
 // partial[k·2C + c] = Σ_{n in chunk k} dout·x̂ and partial[k·2C + C + c] = Σ_{n in chunk k} dout.
-template <int K, typename D, typename G, typename X, typename W>
-__global__ void layernorm_backward_kernel(D* dinp, float* partial, const G* dout, const X* inp, const W* w,
-                                          const float* mean, const float* rstd, int N, int C, bool add) {
+// When dres is given, the kernel also stores dres = Δt·dinp (the dinp just stored, rounded to
+// F): the gradient the residual step before hands its module (layernorm_backward_residual).
+template <int K, typename D, typename G, typename X, typename W, typename F>
+__global__ void layernorm_backward_kernel(D* dinp, F* dres, float dt, float* partial, const G* dout, const X* inp,
+                                          const W* w, const float* mean, const float* rstd, int N, int C, bool add) {
     extern __shared__ __align__(16) float column_sums[];  // (warps, 2C): Σ dout·x̂, then Σ dout, per warp
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, warps = blockDim.x / WARP_SIZE;
     float* dw_sum = column_sums + (size_t)warp * 2 * C;
@@ -173,6 +175,11 @@ __global__ void layernorm_backward_kernel(D* dinp, float* partial, const G* dout
                 db[e] += d[e];
             }
             store_pack(dinp + offset + c, dx);
+            if (dres) {
+                float r[K];
+                for (int e = 0; e < K; e++) r[e] = dt * to_float(from_float<D>(dx[e]));
+                store_pack(dres + offset + c, r);
+            }
             store_pack(dw_sum + c, dw);
             store_pack(db_sum + c, db);
         }
@@ -275,16 +282,35 @@ inline size_t layernorm_backward_scratch(int C) { return (size_t)LAYERNORM_BACKW
 
 // The backward kernel in packs of K, on `blocks` blocks; above the default 48 KiB of dynamic
 // shared memory the kernel's limit is raised first.
-template <int K, typename D, typename G, typename X, typename W>
-void launch_layernorm_backward(D* dinp, float* partial, const G* dout, const X* inp, const W* w, const float* mean,
-                               const float* rstd, int N, int C, int blocks, bool add, cudaStream_t stream) {
+template <int K, typename D, typename G, typename X, typename W, typename F>
+void launch_layernorm_backward(D* dinp, F* dres, float dt, float* partial, const G* dout, const X* inp, const W* w,
+                               const float* mean, const float* rstd, int N, int C, int blocks, bool add,
+                               cudaStream_t stream) {
     const int warps = layernorm_backward_warps(C);
     const size_t shared = (size_t)warps * 2 * C * sizeof(float);
     if (shared > (48 << 10))
-        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<K, D, G, X, W>,
+        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<K, D, G, X, W, F>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
-    layernorm_backward_kernel<K, D, G, X, W><<<blocks, warps * WARP_SIZE, shared, stream>>>(dinp, partial, dout, inp, w,
-                                                                                          mean, rstd, N, C, add);
+    layernorm_backward_kernel<K, D, G, X, W, F><<<blocks, warps * WARP_SIZE, shared, stream>>>(
+        dinp, dres, dt, partial, dout, inp, w, mean, rstd, N, C, add);
+    cudaCheck(cudaGetLastError());
+}
+
+// The whole backward for these pointers (dres null: none): the pass over the rows, in packs
+// where the rows allow, then the launch that adds the chunks' partials into dw and db.
+template <typename D, typename G, typename X, typename W, typename F>
+void layernorm_backward_rows(D* dinp, F* dres, float dt, float* dw, float* db, const G* dout, const X* inp,
+                             const W* w, const float* mean, const float* rstd, int N, int C, float* partial,
+                             cudaStream_t stream, GradOut dinp_out) {
+    constexpr int K = pack_width<D, G, X, W, F>();
+    const int blocks = layernorm_backward_blocks(N);
+    const bool add = dinp_out == GradOut::Add;
+    if (rows_in_packs<K>(C, dinp, dres, dout, inp, w))
+        launch_layernorm_backward<K>(dinp, dres, dt, partial, dout, inp, w, mean, rstd, N, C, blocks, add, stream);
+    else
+        launch_layernorm_backward<1>(dinp, dres, dt, partial, dout, inp, w, mean, rstd, N, C, blocks, add, stream);
+    layernorm_weight_gradients_kernel<<<column_tiles(2 * C, 1), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
+        dw, db, partial, blocks, C);
     cudaCheck(cudaGetLastError());
 }
 
@@ -296,16 +322,17 @@ template <typename D, typename G, typename X, typename W>
 void layernorm_backward(D* dinp, float* dw, float* db, const G* dout, const X* inp, const W* w, const float* mean,
                         const float* rstd, int N, int C, float* partial, cudaStream_t stream,
                         GradOut dinp_out = GradOut::Add) {
-    constexpr int K = pack_width<D, G, X, W>();
-    const int blocks = layernorm_backward_blocks(N);
-    const bool add = dinp_out == GradOut::Add;
-    if (rows_in_packs<K>(C, dinp, dout, inp, w))
-        launch_layernorm_backward<K>(dinp, partial, dout, inp, w, mean, rstd, N, C, blocks, add, stream);
-    else
-        launch_layernorm_backward<1>(dinp, partial, dout, inp, w, mean, rstd, N, C, blocks, add, stream);
-    layernorm_weight_gradients_kernel<<<column_tiles(2 * C, 1), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
-        dw, db, partial, blocks, C);
-    cudaCheck(cudaGetLastError());
+    layernorm_backward_rows(dinp, (G*)nullptr, 0.0f, dw, db, dout, inp, w, mean, rstd, N, C, partial, stream, dinp_out);
+}
+
+// layernorm_backward, and in the same pass df (N,C) = Δt·dinp as stored (written): when dinp is
+// the gradient of a residual sum s = x + Δt·f, the residual step's backward for f
+// (docs/block.md §2, line 4) without another pass over the stream gradient.
+template <typename D, typename F, typename G, typename X, typename W>
+void layernorm_backward_residual(D* dinp, F* df, float dt, float* dw, float* db, const G* dout, const X* inp,
+                                 const W* w, const float* mean, const float* rstd, int N, int C, float* partial,
+                                 cudaStream_t stream, GradOut dinp_out = GradOut::Add) {
+    layernorm_backward_rows(dinp, df, dt, dw, db, dout, inp, w, mean, rstd, N, C, partial, stream, dinp_out);
 }
 
 // Traffic of layernorm_backward: dout, inp, w, mean, rstd read, and dinp when added into;
@@ -318,6 +345,15 @@ Launches layernorm_backward_traffic(int N, int C, GradOut dinp_out = GradOut::Ad
     return {{"layernorm_backward_kernel", nc * (sizeof(G) + sizeof(X) + dinp_read) + C * sizeof(W) + 8.0 * N,
              nc * sizeof(D) + 8.0 * blocks * C, 17.0 * nc},
             {"layernorm_weight_gradients_kernel", 8.0 * C * (blocks + 1), 8.0 * C, 2.0 * C * blocks}};
+}
+
+// Traffic of layernorm_backward_residual: that of layernorm_backward, and df (N,C) written.
+template <typename D, typename F, typename G, typename X, typename W>
+Launches layernorm_backward_residual_traffic(int N, int C, GradOut dinp_out = GradOut::Add) {
+    Launches out = layernorm_backward_traffic<D, G, X, W>(N, C, dinp_out);
+    out[0].bytes_written += (double)N * C * sizeof(F);
+    out[0].flops += (double)N * C;
+    return out;
 }
 
 }  // namespace gpu

@@ -77,6 +77,14 @@ public:
                             const float* rstd, int N, int C, GradOut dx_out = GradOut::Add) {
         timed("layernorm bwd", [&] { Base::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out); });
     }
+    template <class D, class G, class I>
+    void layernorm_backward_residual(D* dx, T* df, float dt, float* dw, float* db, const G* dout, const I* x,
+                                     const T* w, const float* mean, const float* rstd, int N, int C,
+                                     GradOut dx_out = GradOut::Add) {
+        timed("layernorm + residual bwd", [&] {
+            Base::layernorm_backward_residual(dx, df, dt, dw, db, dout, x, w, mean, rstd, N, C, dx_out);
+        });
+    }
     void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         timed(step_traffic::matmul_name(cfg, IC, OC) + " fwd",
               [&] { Base::matmul_forward(out, inp, w, bias, N, IC, OC); });
@@ -105,9 +113,6 @@ public:
     }
     void residual_forward(float* out, const float* x, const T* f, float dt, size_t n) {
         timed("residual fwd", [&] { Base::residual_forward(out, x, f, dt, n); });
-    }
-    void residual_backward(T* df, const float* dout, float dt, size_t n, GradOut out = GradOut::Add) {
-        timed("residual bwd", [&] { Base::residual_backward(df, dout, dt, n, out); });
     }
     template <class O>
     void residual_layernorm_forward(float* sum, O* out, float* mean, float* rstd, const float* x, const T* f, float dt,

@@ -111,6 +111,11 @@ public:
                             GradOut dx_out = GradOut::Add) {
         note("layernorm bwd", gpu::layernorm_backward_traffic<D, G, I, T>(N, C, dx_out));
     }
+    template <class D, class G, class I>
+    void layernorm_backward_residual(D*, T*, float, float*, float*, const G*, const I*, const T*, const float*,
+                                     const float*, int N, int C, GradOut dx_out = GradOut::Add) {
+        note("layernorm + residual bwd", gpu::layernorm_backward_residual_traffic<D, T, G, I, T>(N, C, dx_out));
+    }
     void matmul_forward(T*, const T*, const T*, const T* bias, int N, int IC, int OC) {
         note(matmul_name(cfg, IC, OC) + " fwd", gpu::matmul_forward_traffic<T>(N, IC, OC, bias != nullptr));
     }
@@ -138,9 +143,6 @@ public:
     }
     void residual_forward(float*, const float*, const T*, float, size_t n) {
         note("residual fwd", {gpu::residual_forward_traffic<float, T>(n)});
-    }
-    void residual_backward(T*, const float*, float, size_t n, GradOut out = GradOut::Add) {
-        note("residual bwd", {gpu::residual_backward_traffic<float, T>(n, out)});
     }
     template <class O>
     void residual_layernorm_forward(float*, O*, float*, float*, const float*, const T*, float, const T*, const T*,

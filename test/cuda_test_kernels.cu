@@ -255,6 +255,14 @@ DeviceArray<T> to_device_shifted(const std::vector<float>& host, size_t shift) {
     return to_device<T>(padded);
 }
 
+// Bit patterns of a device array, to compare two kernels' results exactly.
+template <typename T>
+std::vector<uint16_t> bits_of(const DeviceArray<T>& d) {
+    std::vector<uint16_t> bits(d.size() * sizeof(T) / sizeof(uint16_t));
+    d.download(reinterpret_cast<T*>(bits.data()), kStream);
+    return bits;
+}
+
 // The forward of one shape against the CPU: input x of type X shifted by `shift` elements
 // (the stream's type as the model calls it), output and weights of type T.
 template <typename T, typename X>
@@ -292,8 +300,9 @@ void check_layernorm_backward(Rng& rng, const LayerNormShape& shape, const Layer
     for (GradOut mode : {GradOut::Add, GradOut::Write}) {
         const bool add = mode == GradOut::Add;
         SCOPED_TRACE(add ? "add" : "write");
-        std::vector<float> dinp = rounded<X>(random_vector(rng, (size_t)N * C));
-        std::vector<float> dw = random_vector(rng, C), db = random_vector(rng, C);
+        const std::vector<float> dinp_start = rounded<X>(random_vector(rng, (size_t)N * C));
+        const std::vector<float> dw_start = random_vector(rng, C), db_start = random_vector(rng, C);
+        std::vector<float> dinp = dinp_start, dw = dw_start, db = db_start;
         auto d_dinp = add ? to_device<X>(dinp) : poisoned<X>((size_t)N * C);
         auto d_dw = to_device<float>(dw), d_db = to_device<float>(db);
         ::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
@@ -306,6 +315,23 @@ void check_layernorm_backward(Rng& rng, const LayerNormShape& shape, const Layer
         expect_close(d_dinp, dinp, tolerance<T>(), "layernorm dinp");
         expect_close(d_dw, dw, tolerance<T>(), "layernorm dw");
         expect_close(d_db, db, tolerance<T>(), "layernorm db");
+
+        // With the residual gradient df = Δt·dinp (written over NaN): dinp, dw and db as above,
+        // and df exactly Δt times the dinp the kernel stored, rounded to T.
+        auto d_dinp2 = add ? to_device<X>(dinp_start) : poisoned<X>((size_t)N * C);
+        auto d_dw2 = to_device<float>(dw_start), d_db2 = to_device<float>(db_start);
+        auto d_df = poisoned<T>((size_t)N * C);
+        const float dt = 0.3f;
+        gpu::layernorm_backward_residual(d_dinp2.data(), d_df.data(), dt, d_dw2.data(), d_db2.data(),
+                                         to_device<T>(dout).data(), d_x.data() + shift, to_device<T>(w).data(),
+                                         to_device<float>(mean).data(), to_device<float>(rstd).data(), N, C,
+                                         partial.data(), kStream, mode);
+        EXPECT_EQ(bits_of(d_dinp2), bits_of(d_dinp)) << "dinp differs from layernorm_backward's";
+        EXPECT_EQ(bits_of(d_dw2), bits_of(d_dw)) << "dw differs from layernorm_backward's";
+        EXPECT_EQ(bits_of(d_db2), bits_of(d_db)) << "db differs from layernorm_backward's";
+        std::vector<float> want_df = to_host(d_dinp);
+        for (float& v : want_df) v *= dt;
+        EXPECT_EQ(to_host(d_df), rounded<T>(want_df)) << "df is not Δt·dinp";
     }
 }
 
@@ -343,14 +369,6 @@ TYPED_TEST(Kernel, LayerNormOnTheStream) {
             check_layernorm_forward<T, float>(rng, shape, kLayerNormInputs[0], shift);
             check_layernorm_backward<T, float>(rng, shape, kLayerNormInputs[0], shift);
         }
-}
-
-// Bit patterns of a device array, to compare two kernels' results exactly.
-template <typename T>
-std::vector<uint16_t> bits_of(const DeviceArray<T>& d) {
-    std::vector<uint16_t> bits(d.size() * sizeof(T) / sizeof(uint16_t));
-    d.download(reinterpret_cast<T*>(bits.data()), kStream);
-    return bits;
 }
 
 // The fused residual add + LayerNorm forward with sum of type S, output O, f and the weights T:
@@ -416,16 +434,9 @@ TYPED_TEST(Kernel, ResidualLayerNormForward) {
     }
 }
 
-// host on the device, `shift` elements past the start of an allocation of shift + n
-// (shift 1 misaligns the buffer for every pack); and back, without the shift.
+// A device array's values past its first `shift` elements (undoes to_device_shifted).
 template <typename U>
-DeviceArray<U> to_device_shifted(const std::vector<float>& host, int shift) {
-    std::vector<float> padded(shift, 0.0f);
-    padded.insert(padded.end(), host.begin(), host.end());
-    return to_device<U>(padded);
-}
-template <typename U>
-std::vector<float> to_host_shifted(const DeviceArray<U>& d, int shift) {
+std::vector<float> to_host_shifted(const DeviceArray<U>& d, size_t shift) {
     const std::vector<float> all = to_host(d);
     return std::vector<float>(all.begin() + shift, all.end());
 }
@@ -444,44 +455,29 @@ TEST(ResidualPacks, AlignmentDecidesThePath) {
     EXPECT_FALSE(gpu::residual_index32(size_t(1) << 31));
 }
 
-// As the model calls them: the stream (x, out, dout) fp32, the module's f and df in T. At n a
-// multiple of the pack (every pack whole), n − 3 (the last thread's pack partial), and with the
-// stream's buffers, or only f and df, one element off alignment (one thread per element).
-TYPED_TEST(Kernel, ResidualForwardAndBackward) {
+// As the model calls it: the stream (x, out) fp32, the module's f in T. At n a multiple of the
+// pack (every pack whole), n − 3 (the last thread's pack partial), and with the stream's
+// buffers, or only f, one element off alignment (one thread per element).
+TYPED_TEST(Kernel, ResidualForward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(5);
     const float dt = 0.1f;
     struct Case {
-        size_t n;
-        int stream_shift, f_shift;
+        size_t n, stream_shift, f_shift;
     };
     const size_t nc = (size_t)N * C;
     for (const Case& k : {Case{nc, 0, 0}, Case{nc - 3, 0, 0}, Case{nc - 3, 1, 1}, Case{nc, 0, 1}}) {
         SCOPED_TRACE("n = " + std::to_string(k.n) + ", shifts " + std::to_string(k.stream_shift) + " and " +
                      std::to_string(k.f_shift));
-        const size_t n = k.n;
-        const int ss = k.stream_shift, fs = k.f_shift;
+        const size_t n = k.n, ss = k.stream_shift, fs = k.f_shift;
         const std::vector<float> x = random_vector(rng, n), f = rounded<T>(random_vector(rng, n));
-        const std::vector<float> dout = random_vector(rng, n);
         std::vector<float> want(n);
         ::residual_forward(want.data(), x.data(), f.data(), dt, n);
         auto out = poisoned<float>(ss + n);
         gpu::residual_forward(out.data() + ss, to_device_shifted<float>(x, ss).data() + ss,
                               to_device_shifted<T>(f, fs).data() + fs, dt, n, kStream);
         expect_close(to_host_shifted(out, ss), want, tolerance<float>(), "residual out");
-
-        // Adding into random gradients, and writing over NaN (GradOut::Write: nothing read).
-        for (GradOut mode : {GradOut::Add, GradOut::Write}) {
-            const bool add = mode == GradOut::Add;
-            SCOPED_TRACE(add ? "add" : "write");
-            std::vector<float> df = rounded<T>(random_vector(rng, n));
-            auto d_df = add ? to_device_shifted<T>(df, fs) : poisoned<T>(fs + n);
-            ::residual_backward(df.data(), dout.data(), dt, n, mode);
-            gpu::residual_backward(d_df.data() + fs, to_device_shifted<float>(dout, ss).data() + ss, dt, n, kStream,
-                                   mode);
-            expect_close(to_host_shifted(d_df, fs), df, tolerance<T>(), "residual df");
-        }
     }
 }
 

@@ -141,7 +141,7 @@ void expect_write_equals_add_into_zeros() {
         Ops::matmul_backward(g[0].data(), g[1].data(), g[2].data(), dout.data(), inp.data(), w.data(), n, IC, OC,
                              mode);
         Ops::gelu_backward(g[3].data(), dx_in.data(), inp.data(), ni, mode);
-        Ops::residual_backward(g[4].data(), dx_in.data(), 0.3f, ni, mode);
+        ::residual_backward(g[4].data(), dx_in.data(), 0.3f, ni, mode);  // both op sets' (cpu_ops.h)
         Ops::layernorm_backward(g[5].data(), g[6].data(), g[7].data(), dx_in.data(), inp.data(), ln_w.data(),
                                 mean.data(), rstd.data(), n, IC, mode);
         return g;

@@ -190,17 +190,12 @@ TYPED_TEST(TrafficTest, Residual) {
     using T = TypeParam;
     // Every pack whole, and the last one partial.
     for (const size_t n : {(size_t)N * C, (size_t)N * C - 3}) {
-        // As the model calls them: the stream (x, out and the gradient dout) fp32, f and df in T.
+        // As the model calls it: the stream (x, out) fp32, f in T.
         auto x = filled<float>(n), out = filled<float>(n);
         auto f = filled<T>(n);
         EXPECT_TRUE(agree(gpu::residual_forward_traffic<float, T>(n),
                           counted([&] { gpu::residual_forward(out.data(), x.data(), f.data(), 0.3f, n, kStream); })))
             << n;
-        for (GradOut mode : {GradOut::Add, GradOut::Write})
-            EXPECT_TRUE(agree(gpu::residual_backward_traffic<float, T>(n, mode), counted([&] {
-                                  gpu::residual_backward(f.data(), out.data(), 0.3f, n, kStream, mode);
-                              })))
-                << n << (mode == GradOut::Add ? " added" : " written");
     }
 }
 
@@ -209,7 +204,7 @@ TYPED_TEST(TrafficTest, LayerNorm) {
     // As the model calls it on the stream: fp32 input and input gradient, output and weights in
     // T; in packs, and with x one element off alignment (single elements).
     auto x = filled<float>(N * C + 1), dx = filled<float>(N * C);
-    auto out = filled<T>(N * C), w = filled<T>(C), b = filled<T>(C);
+    auto out = filled<T>(N * C), w = filled<T>(C), b = filled<T>(C), df = filled<T>(N * C);
     auto mean = filled<float>(N), rstd = filled<float>(N), dw = filled<float>(C), db = filled<float>(C);
     auto partial = filled<float>(gpu::layernorm_backward_scratch(C));
     for (size_t offset : {0, 1}) {
@@ -225,6 +220,12 @@ TYPED_TEST(TrafficTest, LayerNorm) {
                                                           kStream, mode);
                               })))
                 << (mode == GradOut::Add ? "added" : "written") << ", offset " << offset;
+        EXPECT_TRUE(agree(gpu::layernorm_backward_residual_traffic<float, T, T, float, T>(N, C), counted([&] {
+                              gpu::layernorm_backward_residual(dx.data(), df.data(), 0.3f, dw.data(), db.data(),
+                                                               out.data(), x.data() + offset, w.data(), mean.data(),
+                                                               rstd.data(), N, C, partial.data(), kStream);
+                          })))
+            << "with the residual gradient, offset " << offset;
     }
 }
 
@@ -330,16 +331,15 @@ TYPED_TEST(TrafficTest, Attention) {
                       })));
 }
 
-// The comparison can fail: the residual backward that writes its gradient declared for the
-// forward (one input fewer read), the forward declared with 15% fewer bytes read, and a launch
-// left undeclared all disagree.
+// The comparison can fail: the forward declared as if it read only one of its inputs, the
+// forward declared with 15% fewer bytes read, and a launch left undeclared all disagree.
 TYPED_TEST(TrafficTest, WrongDeclarationsDisagree) {
     using T = TypeParam;
     const size_t n = (size_t)N * 4 * C;
     auto x = filled<T>(n), f = filled<T>(n), out = filled<T>(n);
     const auto launches = counted([&] { gpu::residual_forward(out.data(), x.data(), f.data(), 0.5f, n, kStream); });
-    Traffic wrong = gpu::residual_backward_traffic<T, T>(n, GradOut::Write);
-    wrong.kernel = "residual_forward_kernel";
+    Traffic wrong = gpu::residual_forward_traffic<T, T>(n);
+    wrong.bytes_read = n * sizeof(T);
     EXPECT_FALSE(agree(wrong, launches));
     Traffic short_read = gpu::residual_forward_traffic<T, T>(n);
     short_read.bytes_read *= 0.85;
