@@ -104,6 +104,34 @@ __host__ __device__ inline bool aligned_for(const T* p) {
     return reinterpret_cast<uintptr_t>(p) % sizeof(P) == 0;
 }
 
+// The pack of a kernel over tensors of the types Ts: K elements of each, 16 bytes of the widest.
+template <typename... Ts>
+constexpr int pack_width() {
+    return (int)(16 / std::max({sizeof(Ts)...}));
+}
+
+// Whether every pointer given is aligned for packs of K of its own type (a null pointer, one
+// the kernel does not use, counts as aligned).
+template <int K, typename... P>
+bool aligned_to_packs(const P*... p) {
+    return ((reinterpret_cast<uintptr_t>(p) % (K * sizeof(P)) == 0) && ...);
+}
+
+// v[e] = p[e] for e < K, as floats, in one access.
+template <int K, typename T>
+__device__ inline void load_pack(float (&v)[K], const T* p) {
+    const Pack<T, K> pack = *reinterpret_cast<const Pack<T, K>*>(p);
+    for (int e = 0; e < K; e++) v[e] = to_float(pack.v[e]);
+}
+
+// p[e] = v[e] for e < K, rounded to T, in one access.
+template <int K, typename T>
+__device__ inline void store_pack(T* p, const float (&v)[K]) {
+    Pack<T, K> pack;
+    for (int e = 0; e < K; e++) pack.v[e] = from_float<T>(v[e]);
+    *reinterpret_cast<Pack<T, K>*>(p) = pack;
+}
+
 // Exits with a message when n elements need 64-bit indices.
 inline void require_32bit_indices(const char* op, size_t n) {
     if (n < ((size_t)1 << 32)) return;

@@ -27,35 +27,13 @@
 namespace gpu {
 
 // ---------------------------------------------------------------------------------------------
-// Packs of K elements of type T (Pack, cuda_common.cuh), loaded or stored as one access of up
-// to 16 bytes.
-
-// v[e] = p[e] for e < K, as floats.
-template <int K, typename T>
-__device__ inline void load_pack(float (&v)[K], const T* p) {
-    const Pack<T, K> pack = *reinterpret_cast<const Pack<T, K>*>(p);
-    for (int e = 0; e < K; e++) v[e] = to_float(pack.v[e]);
-}
-
-// p[e] = v[e] for e < K, rounded to T.
-template <int K, typename T>
-__device__ inline void store_pack(T* p, const float (&v)[K]) {
-    Pack<T, K> pack;
-    for (int e = 0; e < K; e++) pack.v[e] = from_float<T>(v[e]);
-    *reinterpret_cast<Pack<T, K>*>(p) = pack;
-}
-
-// The pack of a kernel over tensors of the types Ts: 16 bytes of the widest.
-template <typename... Ts>
-constexpr int pack_width() {
-    return (int)(16 / std::max({sizeof(Ts)...}));
-}
+// Packs of K elements (pack_width, load_pack, store_pack: cuda_common.cuh).
 
 // Whether rows of C elements can be read in packs of K from every pointer given (null ones
 // are not used and do not count).
 template <int K, typename... P>
 bool rows_in_packs(int C, const P*... p) {
-    return C % K == 0 && ((reinterpret_cast<uintptr_t>(p) % (K * sizeof(P)) == 0) && ...);
+    return C % K == 0 && aligned_to_packs<K>(p...);
 }
 
 // ---------------------------------------------------------------------------------------------

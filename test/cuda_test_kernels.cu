@@ -441,18 +441,25 @@ std::vector<float> to_host_shifted(const DeviceArray<U>& d, size_t shift) {
     return std::vector<float>(all.begin() + shift, all.end());
 }
 
-// The packed path of residual.cuh runs only where every buffer is aligned to its pack: 16 bytes
-// for the stream's fp32 pointers, 4 elements' worth for the module's (8 bytes in bf16).
-TEST(ResidualPacks, AlignmentDecidesThePath) {
+// The packed paths (residual.cuh, layernorm.cuh) run only where every buffer is aligned to its
+// pack: 16 bytes for the stream's fp32 pointers, 4 elements' worth for the module's (8 bytes
+// in bf16); 32-bit indices only where the last pack's index cannot wrap.
+TEST(Packs, AlignmentAndSizeDecideThePath) {
     alignas(16) static float s[8];
     alignas(16) static bf16 f[8];
-    EXPECT_EQ((gpu::residual_pack_size<float, bf16>()), 4);
-    EXPECT_EQ((gpu::residual_pack_size<float, float>()), 4);
-    EXPECT_TRUE((gpu::residual_aligned<float, bf16>({s, s + 4}, {f, f + 4})));
-    EXPECT_FALSE((gpu::residual_aligned<float, bf16>({s, s + 1}, {f})));
-    EXPECT_FALSE((gpu::residual_aligned<float, bf16>({s}, {f + 2})));
-    EXPECT_TRUE(gpu::residual_index32((size_t(1) << 31) - 1));
-    EXPECT_FALSE(gpu::residual_index32(size_t(1) << 31));
+    EXPECT_EQ((pack_width<float, bf16>()), 4);
+    EXPECT_EQ((pack_width<float, float>()), 4);
+    EXPECT_EQ((pack_width<bf16, bf16>()), 8);
+    EXPECT_TRUE(aligned_to_packs<4>(s, s + 4, f, f + 4));
+    EXPECT_FALSE(aligned_to_packs<4>(s, s + 1, f));
+    EXPECT_FALSE(aligned_to_packs<4>(s, f + 2));
+    auto index_bits = [](size_t n) {
+        size_t bits = 0;
+        with_index_type(n, [&](auto index) { bits = 8 * sizeof(index); });
+        return bits;
+    };
+    EXPECT_EQ(index_bits((size_t(1) << 32) - (size_t(1) << 16) - 1), 32u);
+    EXPECT_EQ(index_bits((size_t(1) << 32) - (size_t(1) << 16)), 64u);
 }
 
 // As the model calls it: the stream (x, out) fp32, the module's f in T. At n a multiple of the
