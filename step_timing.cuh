@@ -105,9 +105,6 @@ public:
     void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         timed("fc matmul + bias + gelu fwd", [&] { Base::matmul_gelu_forward(out, pre, inp, w, bias, N, IC, OC); });
     }
-    void gelu_backward(T* dx, const T* dout, const T* x, size_t n, GradOut dx_out = GradOut::Add) {
-        timed("gelu bwd", [&] { Base::gelu_backward(dx, dout, x, n, dx_out); });
-    }
     void gelu_bias_backward(T* dx, float* dbias, const T* dout, const T* x, int N, int OC) {
         timed("gelu + fc bias bwd", [&] { Base::gelu_bias_backward(dx, dbias, dout, x, N, OC); });
     }

@@ -135,9 +135,6 @@ public:
     void matmul_gelu_forward(T*, T*, const T*, const T*, const T*, int N, int IC, int OC) {
         note("fc matmul + bias + gelu fwd", gpu::matmul_bias_gelu_forward_traffic<T>(N, IC, OC));
     }
-    void gelu_backward(T*, const T*, const T*, size_t n, GradOut dx_out = GradOut::Add) {
-        note("gelu bwd", {gpu::gelu_backward_traffic<T>(n, dx_out)});
-    }
     void gelu_bias_backward(T*, float*, const T*, const T*, int N, int OC) {
         note("gelu + fc bias bwd", gpu::gelu_bias_backward_traffic<T>(N, OC));
     }
