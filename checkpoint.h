@@ -154,15 +154,20 @@ inline void write_state(const std::string& path, const TrainState& s, Placement 
                                  {s.v.data(), s.v.size() * sizeof(float)}});
 }
 
-// Reads a state file written for a model of num_params parameters; throws InputError if it
-// does not match.
-inline TrainState read_state(const std::string& path, size_t num_params) {
+// Reads a state file written for a model of num_params parameters with this placement (the
+// model file's); throws InputError if it does not match.
+inline TrainState read_state(const std::string& path, size_t num_params, Placement placement) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(path + ": cannot open optimiser state");
     int32_t h[HEADER_INTS];
     if (!in.read((char*)h, sizeof h)) throw InputError(path + ": truncated optimiser state");
     if (h[0] != STATE_MAGIC || h[1] != STATE_VERSION) throw InputError(path + ": not an optimiser state file");
     if (get_u64(&h[4]) != num_params) throw InputError(path + ": parameter count does not match its model file");
+    if (h[3] != (int32_t)placement)
+        throw InputError(path + ": optimiser state of a " +
+                         (h[3] >= 0 && h[3] <= 2 ? std::string(placement_name((Placement)h[3])) + "-LN" :
+                                                   "placement " + std::to_string(h[3])) +
+                         " model, but its model file is " + placement_name(placement) + "-LN");
     TrainState s;
     s.steps_done = h[2];
     s.seed = get_u64(&h[6]);

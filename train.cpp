@@ -279,7 +279,7 @@ static Run prepare(const TrainOptions& o, int ranks, int gpu_index) {
             const std::string model_path = numbered(o.out_dir, "model", n);
             r.cfg = read_checkpoint(model_path, &r.initial_params);
             check_against_flags(r.cfg, o, model_path);
-            r.state = read_state(numbered(o.out_dir, "state", n), r.initial_params.size());
+            r.state = read_state(numbered(o.out_dir, "state", n), r.initial_params.size(), r.cfg.placement);
             check_resumed_state(r.state, n, o, numbered(o.out_dir, "state", n));
             r.resuming = true;
             r.model_origin = "resumed from " + model_path;

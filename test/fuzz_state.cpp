@@ -1,6 +1,6 @@
 // Fuzz target: ./train's optimiser-state reader (read_state in train.cpp, whose file layout README
 // "Outputs" gives) and the resume check on it. Any bytes must either load as the state of a
-// 16-parameter model or be refused with an InputError. train.cpp is compiled in with its main()
+// 16-parameter model or be refused with an InputError (a Pre-LN model's state). train.cpp is compiled in with its main()
 // renamed, so the reader tested is the program's own.
 #define main train_main
 #include "../train.cpp"
@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const InputFile input(data, size);
     const std::string& path = input.path;
     try {
-        const TrainState s = read_state(path, 16);
+        const TrainState s = read_state(path, 16, Placement::Pre);
         if (s.m.size() != 16 || s.v.size() != 16) std::abort();
         TrainOptions o;
         o.seed = 42;

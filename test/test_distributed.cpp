@@ -165,7 +165,8 @@ TEST_F(Distributed, TwoAndThreeRanksMatchOneProcess) {
     expect_same_as_one_process("np2_replicated");
     // The AdamW state gathered from the shards is that of the one process.
     const size_t P = num_parameters(cfg);
-    const TrainState one = read_state(dir + "one/state_00000006.bin", P), three = read_state(dir + "np3/state_00000006.bin", P);
+    const TrainState one = read_state(dir + "one/state_00000006.bin", P, cfg.placement),
+                     three = read_state(dir + "np3/state_00000006.bin", P, cfg.placement);
     EXPECT_LE(norm_relative_difference(three.m, one.m), 1e-5);
     EXPECT_LE(norm_relative_difference(three.v, one.v), 1e-5);
     EXPECT_EQ(three.loader.epoch, one.loader.epoch);

@@ -241,6 +241,24 @@ TEST_F(RunDir, ResumeRefusesSettingsThatContradictTheRun) {
     EXPECT_EQ(config_line(read_file(dir + "out/config.json"), "command"), config_line(config, "command"));
 }
 
+// A state file whose placement word is not its model file's (a file copied in from another run)
+// is refused on resume, naming the file, and nothing of the run is changed.
+TEST_F(RunDir, ResumeRefusesAStateOfAnotherPlacement) {
+    ASSERT_EQ(train("-steps 6 -save_every 3").status, 0);
+    std::remove((dir + "out/model_00000006.bin").c_str());
+    std::remove((dir + "out/state_00000006.bin").c_str());
+    const std::string state = dir + "out/state_00000003.bin";
+    std::string bytes = read_file(state);
+    const int32_t other = (int32_t)Placement::Post;  // header[3], the placement (docs/formats.md §3)
+    ASSERT_GE(bytes.size(), 16u);
+    bytes.replace(12, 4, reinterpret_cast<const char*>(&other), 4);
+    { std::ofstream(state, std::ios::binary) << bytes; }
+    const std::string log = read_file(dir + "out/log.jsonl");
+    expect_refused(train("-steps 6 -save_every 3 -resume 1"),
+                   state + ": optimiser state of a post-LN model, but its model file is peri-LN");
+    EXPECT_EQ(read_file(dir + "out/log.jsonl"), log);
+}
+
 TEST_F(RunDir, ChangeStepsMovesTheScheduleEndOnPurposeAndIsRecorded) {
     ASSERT_EQ(train("-steps 4 -save_every 2").status, 0);
     expect_refused(train("-steps 6 -save_every 2 -resume 1"), "flag -steps");
