@@ -4,10 +4,12 @@
     lr_sensitivity       Wortsman et al.'s LR sensitivity E_η[min(L(η), L_init) − L*]
     fit_laws             linear, quadratic and exponential laws fitted to y(x), compared by AICc
     fisher_exact         Fisher's exact test of a 2×2 table, two-sided p
+    sign_test            the exact sign test of paired comparisons, two-sided p
 
 sweep.py imports it to write each experiment's tables; test/test_sweep.cpp (Analysis) checks it
 against values computed independently.
 """
+import itertools
 import math
 
 
@@ -173,6 +175,16 @@ def fisher_exact(a, b, c, d):
     return min(1.0, sum(p for p in (prob(x) for x in range(lo, hi + 1)) if p <= observed * (1 + 1e-7)))
 
 
+def sign_test(k, n):
+    """Two-sided p of the exact sign test: k of n paired differences have one sign, each sign
+    having probability 1/2 under no effect; the binomial probability of a count no more likely
+    than k (ties within a relative 1e-7, as R's binom.test). None when n = 0."""
+    if n == 0:
+        return None
+    probs = [math.comb(n, i) / 2 ** n for i in range(n + 1)]
+    return min(1.0, sum(p for p in probs if p <= probs[k] * (1 + 1e-7)))
+
+
 # ---------------------------------------------------------------------------------------------
 # Welch's t-test (for metric comparisons between configurations)
 
@@ -238,20 +250,33 @@ def ranks(values):
 
 
 def spearman(xs, ys):
-    """Spearman's rank correlation ρ and its two-sided p from the t approximation
-    t = ρ·sqrt((n−2)/(1−ρ²)) with n−2 degrees of freedom; None with fewer than 4 points or a
-    constant series."""
+    """Spearman's rank correlation ρ and its two-sided p: exact for n ≤ 8 (the share of the n!
+    orderings of the y ranks whose |ρ| is at least the observed one), else from the t
+    approximation t = ρ·sqrt((n−2)/(1−ρ²)) with n−2 degrees of freedom; None with fewer than 4
+    points or a constant series."""
     n = len(xs)
     if n < 4:
         return None
     rx, ry = ranks(xs), ranks(ys)
+    rho = rank_correlation(rx, ry)
+    if rho is None:
+        return None
+    if n <= 8:
+        orders = list(itertools.permutations(ry))
+        extreme = sum(1 for order in orders if abs(rank_correlation(rx, order)) >= abs(rho) - 1e-12)
+        return rho, extreme / len(orders)
+    if abs(rho) >= 1:
+        return rho, 0.0
+    t2 = rho * rho * (n - 2) / (1 - rho * rho)
+    return rho, incomplete_beta((n - 2) / 2, 0.5, (n - 2) / (n - 2 + t2))
+
+
+def rank_correlation(rx, ry):
+    """Pearson's correlation of two rank vectors; None when one is constant."""
+    n = len(rx)
     mx, my = sum(rx) / n, sum(ry) / n
     sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
     sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
     if sxx == 0 or syy == 0:
         return None
-    rho = sxy / math.sqrt(sxx * syy)
-    if abs(rho) >= 1:
-        return rho, 0.0
-    t2 = rho * rho * (n - 2) / (1 - rho * rho)
-    return rho, incomplete_beta((n - 2) / 2, 0.5, (n - 2) / (n - 2 + t2))
+    return sxy / math.sqrt(sxx * syy)

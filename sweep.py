@@ -94,7 +94,7 @@ PRESETS = {
     # E1: learning-rate sensitivity of every placement and Δt.
     "e1": dict(SMALL, experiment="e1", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS, out="runs/e1", publish="docs/e1"),
     # E2: growth of the hidden states with depth, at init (step 0) and after 300 steps.
-    "e2": dict(SMALL, experiment="e2", ln="pre,peri", dt="1,0.1", lr="3e-3", depth="4,8,16,32", steps=300,
+    "e2": dict(SMALL, experiment="e2", ln="pre,peri", dt="1,0.1", lr="3e-3", depth="4,8,16,32", steps=300, seeds="1-5",
                save_every=150, eval_every=150, stats_every=50, out="runs/e2", publish="docs/e2"),
     # E3: outcomes with and without weight decay at the edge-of-stability lr of E1 (lr_from),
     # 600 steps (the same warmup and peak lr as E1, a cosine decay twice as fast).
@@ -555,11 +555,16 @@ def config_label(config):
 
 
 def fmt_stat(values, digits):
-    """mean ± std (n) of the finite values; "—" when there are none."""
+    """mean ± std (n) of the finite values with `digits` decimals; "—" when there are none."""
+    return fmt_spread(values, f".{digits}f")
+
+
+def fmt_spread(values, spec=".3g"):
+    """mean ± sd (n) of the finite values, each number in the format `spec`; "—" without values."""
     mean, std, n = mean_std(values)
     if mean is None:
         return "—"
-    return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None else "") + f" ({n})"
+    return format(mean, spec) + (f" ± {format(std, spec)}" if std is not None else "") + f" ({n})"
 
 
 def outcome_counts(recs):
@@ -785,6 +790,7 @@ def e2_report(s, runs, records):
               "‖∂L/∂X_0‖·RMS(X_0) / ‖∂L/∂X_L‖·RMS(X_L).", "",
               "| configuration | L | ρ(grad W_fcproj, hidden RMS) | p | max block sensitivity | relative amplification X_L "
               "| scale-free gradient X_0 / X_L |", "|---|---|---|---|---|---|---|"]
+    diagnostics = []
     for r in runs:
         rec = records.get(r.name)
         if not rec or not rec["eval"]:
@@ -796,15 +802,99 @@ def e2_report(s, runs, records):
         amp = ls["relative_amplification"][-1]
         g = ls["grad_norm_scaled"]
         ratio = g[0] / g[-1] if g[0] is not None and g[-1] else None
+        diagnostics.append(dict(run_keys(r), depth=r.depth or len(ls["mean_abs"]) - 1, rho=rho and rho[0],
+                                rho_p=rho and rho[1], max_sensitivity=max(sens) if sens else None,
+                                amplification=amp, gradient_ratio=ratio))
         num = lambda v, f: "—" if v is None else format(v, f)
         lines.append(f"| {short_label(r.ln, r.dt, r.precision)} (seed {r.seed}) | {r.depth or len(ls['mean_abs']) - 1} | "
                      f"{num(rho and rho[0], '.2f')} | {num(rho and rho[1], '.2g')} | {num(max(sens) if sens else None, '.3g')} | "
                      f"{num(amp, '.3g')} | {num(ratio, '.3g')} |")
+    lines += e2_over_seeds(rows, diagnostics)
     columns = RUN_KEYS + ["stage", "quantity", "first", "last", "winner", "rate_kind", "rate", "delta_aicc"] + \
         [f"aicc_{law}" for law in analysis.LAWS] + ["linear_a", "linear_b", "quadratic_a", "quadratic_b", "quadratic_c",
                                                     "exponential_a", "exponential_r"]
     write_csv(os.path.join(s.out, "fits.csv"), columns, rows)
     return lines, rows
+
+
+def law_name(row):
+    """The winning law of one fit row, a quadratic named by the sign of its curvature."""
+    if row["winner"] != "quadratic":
+        return row["winner"] or "—"
+    return "concave quadratic" if row["quadratic_c"] < 0 else "convex quadratic"
+
+
+def tally(names):
+    """"a 4, b 1": how often each name occurs, the most frequent first."""
+    counts = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    return ", ".join(f"{n} {k}" for n, k in sorted(counts.items(), key=lambda x: -x[1]))
+
+
+def e2_over_seeds(fit_rows, diagnostics):
+    """E2's tables over the seeds: per configuration, depth, stage and quantity the spread of X_L
+    and how often each law wins; the smaller Δt against the larger, paired by placement, depth and seed
+    (sign test); the after-training diagnostics' spread, and Pre- against Peri-LN at the same Δt
+    and depth (Welch's t-test). fit_rows: e2_report's fits; diagnostics: one dict per run."""
+    groups = {}
+    for row in fit_rows:
+        groups.setdefault((row["ln"], row["dt"], row["depth"], row["stage"], row["quantity"]), []).append(row)
+    lines = ["", "### Over the seeds", "",
+             "X_L as mean ± sd (runs); winners: how many runs each law won (a quadratic named by the sign of its "
+             "curvature), and how many of those wins are clear (ΔAICc ≥ 2).", "",
+             "| configuration | L | stage | quantity | X_L | winners | clear wins |", "|---|---|---|---|---|---|---|"]
+    for (ln, dt, depth, stage, key), group in groups.items():
+        won = [g for g in group if g["winner"]]
+        clear = [g for g in won if g["delta_aicc"] is not None and g["delta_aicc"] >= 2]
+        lines.append(f"| {short_label(ln, dt)} | {depth} | {stage} | {key} | {fmt_spread([g['last'] for g in group])} | "
+                     f"{tally(law_name(g) for g in won) or '— (too few layers)'} | "
+                     f"{tally(law_name(g) for g in clear) or '—'} |")
+    dts = sorted({g["dt"] for g in fit_rows})
+    last = {(g["ln"], g["dt"], g["depth"], g["seed"], g["stage"], g["quantity"]): g["last"] for g in fit_rows}
+    if len(dts) == 2:
+        small, large = (fmt_num(dt) for dt in dts)
+        lines += ["", f"Δt = {small} against Δt = {large}: X_L of the same placement, depth and seed; pairs in which "
+                  f"Δt = {small} gives the smaller value, and the two-sided sign test.", "",
+                  f"| stage | quantity | placement | smaller with Δt = {small} | sign test p |", "|---|---|---|---|---|"]
+        for stage in ("init", "trained"):
+            for key in ("mean_abs", "entry_var"):
+                for placement in sorted({g["ln"] for g in fit_rows}) + ["all"]:
+                    pairs = [(v, last.get((ln, dts[1], depth, seed, stage, key)))
+                             for (ln, dt, depth, seed, st, k), v in last.items()
+                             if dt == dts[0] and st == stage and k == key and placement in (ln, "all")]
+                    pairs = [p for p in pairs if p[1] is not None]
+                    if pairs:
+                        smaller = sum(1 for a, b in pairs if a < b)
+                        lines.append(f"| {stage} | {key} | {PLACEMENT_LABEL.get(placement, placement)} | "
+                                     f"{smaller} of {len(pairs)} | {analysis.sign_test(smaller, len(pairs)):.2g} |")
+    lines += ["", "After training, over the seeds: Spearman's ρ as mean ± sd, and how many runs have a significant "
+              "(p < 0.05) positive or negative ρ; the largest block sensitivity and the relative amplification at "
+              "X_L as mean ± sd.", "",
+              "| configuration | L | ρ(grad W_fcproj, hidden RMS) | significant + / − | max block sensitivity "
+              "| relative amplification X_L |", "|---|---|---|---|---|---|"]
+    by_config = {}
+    for d in diagnostics:
+        by_config.setdefault((d["ln"], d["dt"], d["depth"]), []).append(d)
+    for (ln, dt, depth), group in by_config.items():
+        significant = [d for d in group if d["rho_p"] is not None and d["rho_p"] < 0.05]
+        lines.append(f"| {short_label(ln, dt)} | {depth} | {fmt_spread([d['rho'] for d in group], '.2f')} | "
+                     f"{sum(1 for d in significant if d['rho'] > 0)} / {sum(1 for d in significant if d['rho'] < 0)} | "
+                     f"{fmt_spread([d['max_sensitivity'] for d in group])} | "
+                     f"{fmt_spread([d['amplification'] for d in group])} |")
+    lines += ["", "Pre-LN against Peri-LN at the same Δt and depth (Welch's t-test, two-sided).", "",
+              "| Δt | L | quantity | Pre-LN | Peri-LN | p |", "|---|---|---|---|---|---|"]
+    for (ln, dt, depth), pre in by_config.items():
+        peri = by_config.get(("peri", dt, depth))
+        if ln != "pre" or not peri:
+            continue
+        for key in ("max_sensitivity", "amplification"):
+            xs = [d[key] for d in pre if d[key] is not None]
+            ys = [d[key] for d in peri if d[key] is not None]
+            test = analysis.welch_t(xs, ys)
+            lines.append(f"| {fmt_num(dt)} | {depth} | {key.replace('_', ' ')} | {fmt_spread(xs)} | {fmt_spread(ys)} | "
+                         f"{'—' if test is None else f'{test[2]:.2g}'} |")
+    return lines
 
 
 def e3_report(s, runs, records):

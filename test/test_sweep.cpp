@@ -326,8 +326,8 @@ TEST_F(Sweep, EveryPresetRunsEndToEndOnATinyGrid) {
 // analysis.py against values worked out independently: Fisher's exact test (R's fisher.test on
 // the classic tables), Welch's t-test (scipy's ttest_ind(equal_var=False): t = -1.8974,
 // p = 0.1075, also by numerical integration of Student's t density), the LR sensitivity of a
-// grid by hand, the AICc winner and rate on synthetic data with a known law, and the edge of
-// stability of an E1 grid.
+// grid by hand, the AICc winner and rate on synthetic data with a known law, the edge of
+// stability of an E1 grid, the sign test and Spearman's exact p by counting by hand.
 TEST(Analysis, StatisticsAgainstKnownValues) {
     const std::string program = R"PY(
 import math, random, sys
@@ -362,6 +362,19 @@ e1 = {("pre", 1e-3): [("ok", 5.2)], ("pre", 1e-2): [("ok", 4.8)], ("pre", 3e-2):
       ("post", 1e-2): [("diverged", None)]}
 assert A.edge_of_stability(e1, ("pre", "peri"))[0] == 3e-2  # the collapse below the best lr does not count
 assert A.edge_of_stability({("pre", 1e-3): [("ok", 5.0)]}, ("pre", "peri"))[0] == 1e-3
+# Sign test: 2·Σ_{i≤k} C(n, i)/2^n by hand (R's binom.test gives the same).
+near(A.sign_test(0, 8), 2 / 256, 1e-15)
+near(A.sign_test(8, 8), 2 / 256, 1e-15)
+near(A.sign_test(1, 8), 2 * 9 / 256, 1e-15)
+near(A.sign_test(3, 10), 2 * 176 / 1024, 1e-15)
+near(A.sign_test(4, 8), 1.0, 1e-15)
+assert A.sign_test(0, 0) is None
+# Spearman, exact for n <= 8: n = 4 in order, 2 of the 24 orderings reach |rho| = 1; n = 5 with
+# two adjacent swaps (rho = 0.8), 16 of 120 orderings have sum d^2 <= 4 or >= 36.
+rho, p = A.spearman([1, 2, 3, 4], [10, 20, 30, 40]); near(rho, 1.0, 1e-12); near(p, 2 / 24, 1e-12)
+rho, p = A.spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]); near(rho, 0.8, 1e-12); near(p, 16 / 120, 1e-12)
+rho, p = A.spearman([1, 2, 3, 4, 5], [5, 4, 3, 2, 1]); near(rho, -1.0, 1e-12); near(p, 2 / 120, 1e-12)
+assert A.spearman([1, 2, 3, 4], [1, 1, 1, 1]) is None
 print("analysis ok")
 )PY";
     const std::string path = testing::TempDir() + "analysis_check.py";
@@ -370,6 +383,42 @@ print("analysis ok")
     const int raw = std::system(("python3 " + path + " > " + out + " 2>&1").c_str());
     EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << read_file(out);
     EXPECT_NE(read_file(out).find("analysis ok"), std::string::npos) << read_file(out);
+}
+
+// E2's tables over the seeds on hand-made fits and diagnostics: X_L's spread, the winners
+// (a quadratic named by its curvature's sign; a win is clear at ΔAICc ≥ 2), the Δt pairs with
+// their sign test, and the diagnostics' spread and significance counts.
+TEST(Analysis, E2SummarisesSeedsOfHandMadeRuns) {
+    const std::string program = R"PY(
+import sys
+sys.path.insert(0, ".")
+import sweep
+def fit(dt, seed, last, winner, delta, c=None):
+    return dict(ln="pre", dt=dt, depth=8, seed=seed, stage="trained", quantity="mean_abs", last=last,
+                winner=winner, delta_aicc=delta, quadratic_c=c)
+fits = [fit(1.0, 1, 10.0, "quadratic", 5.0, -0.1), fit(1.0, 2, 12.0, "quadratic", 1.0, 0.2),
+        fit(0.1, 1, 1.0, "linear", 3.0), fit(0.1, 2, 13.0, "linear", 3.0)]
+def diag(ln, seed, rho, p, sens, amp):
+    return dict(ln=ln, dt=1.0, depth=8, seed=seed, rho=rho, rho_p=p, max_sensitivity=sens, amplification=amp)
+diags = [diag("pre", 1, 0.9, 0.01, 6.0, 1.0), diag("pre", 2, 0.5, 0.2, 8.0, 3.0),
+         diag("peri", 1, -0.9, 0.01, 1.0, 0.1), diag("peri", 2, -0.7, 0.04, 1.2, 0.1)]
+lines = sweep.e2_over_seeds(fits, diags)
+want = ["| Pre-LN Δt=1 | 8 | trained | mean_abs | 11 ± 1.41 (2) | concave quadratic 1, convex quadratic 1 | concave quadratic 1 |",
+        "| Pre-LN Δt=0.1 | 8 | trained | mean_abs | 7 ± 8.49 (2) | linear 2 | linear 2 |",
+        "| trained | mean_abs | Pre-LN | 1 of 2 | 1 |",
+        "| Pre-LN Δt=1 | 8 | 0.70 ± 0.28 (2) | 1 / 0 | 7 ± 1.41 (2) | 2 ± 1.41 (2) |",
+        "| Peri-LN Δt=1 | 8 | -0.80 ± 0.14 (2) | 0 / 2 | 1.1 ± 0.141 (2) | 0.1 ± 0 (2) |"]
+for w in want:
+    assert w in lines, (w, "\n".join(lines))
+assert any(l.startswith("| 1 | 8 | max sensitivity | 7 ± 1.41 (2) | 1.1 ± 0.141 (2) | ") for l in lines), lines
+print("e2 ok")
+)PY";
+    const std::string path = testing::TempDir() + "e2_check.py";
+    { std::ofstream(path) << program; }
+    const std::string out = testing::TempDir() + "e2_check.out";
+    const int raw = std::system(("python3 " + path + " > " + out + " 2>&1").c_str());
+    EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << read_file(out);
+    EXPECT_NE(read_file(out).find("e2 ok"), std::string::npos) << read_file(out);
 }
 
 // plot.py on two tiny ./train runs, one with statistics: a PNG where matplotlib is installed
