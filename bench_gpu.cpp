@@ -15,7 +15,8 @@
 // B defaults to 64, halved until the memory plan fits the free device memory (fit_batch,
 // memory_plan.h). On a machine without a CUDA device it says so and exits 0.
 // -plan prints the device memory the backend would allocate, by category, without a GPU
-// (docs/cuda.md §4): B defaults to ./train's 32; -fit GIB adds the largest B that fits GIB.
+// (docs/cuda.md §4): B defaults to ./train's 32; -fit GIB adds the largest B that fits GIB with
+// ./train's reserve kept free.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -43,7 +44,7 @@ const char* USAGE =
     "  -B N (largest that fits, up to 64)  -T N (1024, at most maxT)  -steps N (20)  -warmup N (3)\n"
     "  -precision bf16|fp32 (bf16)  -ln pre|post|peri (pre)\n"
     "  -plan  print the planned device memory by category instead (B defaults to 32; no GPU needed)\n"
-    "  -fit GIB  with -plan: also the largest B whose plan fits GIB\n"
+    "  -fit GIB  with -plan: also the largest B whose plan fits GIB less ./train's 1 GiB reserve\n"
 
     "  -model  (no value) print the modelled step on an H200 instead of measuring; needs no GPU\n";
 
@@ -103,7 +104,8 @@ size_t device_memory_used() {
 }
 
 // -plan: the device memory of the backend for (cfg, B, T) by category, and its total as the
-// last line; with -fit, first the largest B whose plan fits that many GiB.
+// last line; with -fit, first the largest B whose plan fits that many GiB less the reserve
+// ./train keeps free (largest_fitting_batch).
 int print_plan(const ModelConfig& cfg, const Options& o) {
     const int B = o.B > 0 ? o.B : 32;
     const MemoryPlan plan = cuda_memory_plan(cfg, B, o.T, o.bf16);
@@ -113,15 +115,11 @@ int print_plan(const ModelConfig& cfg, const Options& o) {
         std::printf("  %-32s %16llu bytes  %8.2f GiB\n", memory_category_name((MemoryCategory)c),
                     (unsigned long long)plan.bytes[c], gib(plan.bytes[c]));
     if (o.fit_gib > 0) {
-        const uint64_t room = (uint64_t)(o.fit_gib * (uint64_t(1) << 30));
-        auto fits = [&](int b) { return cuda_memory_plan(cfg, b, o.T, o.bf16).total() <= room; };
-        int lo = 0, hi = 1;  // fits(lo) (or lo = 0), !fits(hi)
-        while (hi < (1 << 16) && fits(hi)) lo = hi, hi *= 2;
-        while (hi - lo > 1) {
-            const int mid = lo + (hi - lo) / 2;
-            (fits(mid) ? lo : hi) = mid;
-        }
-        std::printf("largest B that fits %g GiB: %d\n", o.fit_gib, lo);
+        const int largest = largest_fitting_batch((uint64_t)(o.fit_gib * (uint64_t(1) << 30)), [&](int b) {
+            return cuda_memory_plan(cfg, b, o.T, o.bf16).total();
+        });
+        std::printf("largest B that fits %g GiB, %.0f GiB of it kept free as ./train keeps it: %d\n", o.fit_gib,
+                    gib(DEVICE_MEMORY_RESERVE), largest);
     }
     std::printf("planned device memory: %.2f GiB\n", gib(plan.total()));
     return 0;

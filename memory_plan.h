@@ -48,6 +48,22 @@ inline double gib(uint64_t bytes) { return bytes / (double)(uint64_t(1) << 30); 
 // workspace and the allocator's rounding.
 constexpr uint64_t DEVICE_MEMORY_RESERVE = uint64_t(1) << 30;
 
+// The largest micro-batch B (up to 2^16) whose plan, `planned(B)`, fits `available` free bytes
+// with DEVICE_MEMORY_RESERVE kept free, as fit_batch keeps it; 0 when not even B = 1 fits. The
+// plan grows with B, so a doubling then a bisection finds it.
+inline int largest_fitting_batch(uint64_t available, const std::function<uint64_t(int)>& planned) {
+    const uint64_t room = available > DEVICE_MEMORY_RESERVE ? available - DEVICE_MEMORY_RESERVE : 0;
+    auto fits = [&](int B) { return planned(B) <= room; };
+    int lo = 0, hi = 1;  // fits(lo) (or lo = 0), !fits(hi)
+    while (hi < (1 << 16) && fits(hi)) lo = hi, hi *= 2;
+    if (fits(hi)) return hi;
+    while (hi - lo > 1) {
+        const int mid = lo + (hi - lo) / 2;
+        (fits(mid) ? lo : hi) = mid;
+    }
+    return lo;
+}
+
 // The micro-batch for a device with `available` free bytes, given the plan's total for a batch
 // B (`planned`). A B the user gave (`given`) is kept if it fits and refused (InputError) if not;
 // otherwise `preferred` is halved until it fits, saying so in one line. Refuses too when even

@@ -1,5 +1,6 @@
 // fit_batch (memory_plan.h): the micro-batch ./train -device cuda takes, from a memory plan and
-// the free device memory. Plans here are made-up functions of B, so each case knows its answer.
+// the free device memory; largest_fitting_batch: bench_gpu -plan -fit's answer. Plans here are
+// made-up functions of B, so each case knows its answer.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -60,6 +61,17 @@ TEST(FitBatch, ModelThatFitsAtNoBatchIsRefused) {
     } catch (const InputError& e) {
         EXPECT_EQ(std::string(e.what()).find("fits)"), std::string::npos) << e.what();
     }
+}
+
+// bench_gpu -plan -fit's answer: the largest B, not only a power of two, with the reserve free.
+TEST(LargestFittingBatch, KeepsTheReserveFreeAndFindsAnyB) {
+    EXPECT_EQ(largest_fitting_batch(50 * GiB + DEVICE_MEMORY_RESERVE, two_gib_per_sequence), 24);  // 49 GiB, 25: 51
+    EXPECT_EQ(largest_fitting_batch(49 * GiB + DEVICE_MEMORY_RESERVE, two_gib_per_sequence), 24);  // exactly
+    EXPECT_EQ(largest_fitting_batch(49 * GiB + DEVICE_MEMORY_RESERVE - 1, two_gib_per_sequence), 23);
+    EXPECT_EQ(largest_fitting_batch(49 * GiB, two_gib_per_sequence), 23);  // the reserve kept free
+    EXPECT_EQ(largest_fitting_batch(3 * GiB + DEVICE_MEMORY_RESERVE, two_gib_per_sequence), 1);
+    EXPECT_EQ(largest_fitting_batch(3 * GiB, two_gib_per_sequence), 0);
+    EXPECT_EQ(largest_fitting_batch(GiB, [](int) { return uint64_t(0); }), 1 << 16);  // the cap
 }
 
 TEST(MemoryPlan, AddsByCategory) {
