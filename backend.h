@@ -101,11 +101,11 @@ void for_each_tensor_part(const ModelConfig& cfg, Range range, F f) {
 }
 
 // The CUDA backend (gpt2.cu), linked in when the Makefile finds nvcc (USE_CUDA defined).
-// cuda_device_available: true when a usable device exists (any runtime error, e.g. no
-// driver, counts as none); fills `description` with its name. make_cuda_backend: the model on
-// the device; bf16 = bf16 weights/activations with fp32 master weights, else full fp32; on
-// visible GPU number `gpu` (one per local rank under mpirun), or the only one visible.
-bool cuda_device_available(std::string* description);
+// cuda_device_available: true when the device local rank `gpu` uses (visible GPU number `gpu`,
+// or the only one visible) exists and is usable (any runtime error, e.g. no driver, counts as
+// none); fills `description` with its name or what is missing. make_cuda_backend: the model on
+// that device; bf16 = bf16 weights/activations with fp32 master weights, else full fp32.
+bool cuda_device_available(std::string* description, int gpu = 0);
 std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool bf16, int gpu = 0);
 // The device memory make_cuda_backend would allocate, counted without a device (docs/cuda.md §4).
 MemoryPlan cuda_memory_plan(const ModelConfig& cfg, int B, int T, bool bf16);

@@ -381,7 +381,12 @@ private:
     }
 };
 
-bool cuda_device_available(std::string* description) {
+// The index among `count` visible GPUs that local rank `gpu` uses: its own, or the only one
+// visible (srun --gpus-per-task=1, CUDA_VISIBLE_DEVICES per rank), whatever its rank; -1 when
+// there are fewer.
+static int visible_gpu_index(int gpu, int count) { return count == 1 ? 0 : gpu < count ? gpu : -1; }
+
+bool cuda_device_available(std::string* description, int gpu) {
     int count = 0;  // without a driver the call fails and leaves count alone
     const cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count <= 0) {
@@ -389,10 +394,17 @@ bool cuda_device_available(std::string* description) {
         if (description) *description = err != cudaSuccess ? cudaGetErrorString(err) : "0 devices";
         return false;
     }
+    const int index = visible_gpu_index(gpu, count);
+    if (index < 0) {
+        if (description)
+            *description = "local rank " + std::to_string(gpu) + " needs GPU " + std::to_string(gpu) + " but " +
+                           std::to_string(count) + " are visible (one GPU per rank on each node)";
+        return false;
+    }
     cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
         cudaGetLastError();
-        if (description) *description = "CUDA device 0 unreadable";
+        if (description) *description = "CUDA device " + std::to_string(index) + " unreadable";
         return false;
     }
     const std::string arch = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
@@ -414,17 +426,16 @@ MemoryPlan cuda_memory_plan(const ModelConfig& cfg, int B, int T, bool use_bf16)
     return plan;
 }
 
-// Makes the GPU of local rank `gpu` current and returns its index: a process that sees one GPU
-// (srun --gpus-per-task=1, CUDA_VISIBLE_DEVICES per rank) takes it, whatever its rank.
+// Makes the GPU of local rank `gpu` current (visible_gpu_index) and returns its index.
 static int select_cuda_device(int gpu) {
     int count = 0;
     cudaCheck(cudaGetDeviceCount(&count));
-    if (count == 1) gpu = 0;
-    if (gpu >= count)
+    const int index = visible_gpu_index(gpu, count);
+    if (index < 0)
         throw InputError("-device cuda: local rank " + std::to_string(gpu) + " needs GPU " + std::to_string(gpu) +
                          " but " + std::to_string(count) + " are visible (one GPU per rank on each node)");
-    cudaCheck(cudaSetDevice(gpu));
-    return gpu;
+    cudaCheck(cudaSetDevice(index));
+    return index;
 }
 
 uint64_t cuda_free_memory(int gpu) {
@@ -436,7 +447,7 @@ uint64_t cuda_free_memory(int gpu) {
 
 std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool use_bf16, int gpu) {
     std::string device;
-    if (!cuda_device_available(&device)) throw InputError("-device cuda: " + device);
+    if (!cuda_device_available(&device, gpu)) throw InputError("-device cuda: " + device);
     if (B <= 0 || T <= 0 || T > cfg.maxT)
         throw InputError("cuda backend: need B >= 1 and 1 <= T <= maxT = " + std::to_string(cfg.maxT));
     select_cuda_device(gpu);
