@@ -92,7 +92,8 @@ GPT2_COMMON = dict(ln="pre,peri,post", dt="1,0.1", wd="0.1,0", seeds="1-3", lr="
                    threads=0, jobs=1)
 PRESETS = {
     # E1: learning-rate sensitivity of every placement and Δt.
-    "e1": dict(SMALL, experiment="e1", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS, out="runs/e1", publish="docs/e1"),
+    "e1": dict(SMALL, experiment="e1", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS, seeds="1-3", out="runs/e1",
+               publish="docs/e1"),
     # E2: growth of the hidden states with depth, at init (step 0) and after 300 steps.
     "e2": dict(SMALL, experiment="e2", ln="pre,peri", dt="1,0.1", lr="3e-3", depth="4,8,16,32", steps=300, seeds="1-5",
                save_every=150, eval_every=150, stats_every=50, out="runs/e2", publish="docs/e2"),
@@ -680,61 +681,116 @@ def short_label(ln, dt, precision=None, depth=None):
             (f" {precision}" if precision else ""))
 
 
+def e1_cell(recs):
+    """One E1 table cell: the final validation loss of one run (or its outcome when it stopped;
+    (c) = collapsed), or over several seeds its mean ± sd and how many collapsed or stopped."""
+    got = [rec for rec in recs if rec]
+    if not got:
+        return "…"
+    if len(got) == 1:
+        res = got[0]["result"]
+        if res["outcome"] not in FINISHED:
+            return f"{res['outcome']} @{res.get('stopped_step')}"
+        return f"{final_val_loss(got[0]):.3f}" + (" (c)" if res["outcome"] == "collapsed" else "")
+    losses = [final_val_loss(rec) for rec in got if rec["result"]["outcome"] in FINISHED]
+    collapsed = sum(1 for rec in got if rec["result"]["outcome"] == "collapsed")
+    stopped = len(got) - len(losses)
+    notes = [f"{collapsed} c"] * bool(collapsed) + [f"{stopped} stopped"] * bool(stopped)
+    return (fmt_spread(losses, ".3f") if losses else "—") + (f" [{', '.join(notes)}]" if notes else "")
+
+
 def e1_report(s, runs, records):
     """E1: final loss against learning rate per configuration; L*, its lr and the LR
-    sensitivity; writes lr.csv. Returns (markdown lines, rows)."""
+    sensitivity, per seed and, over several seeds, as mean ± sd with Welch's t-test of each
+    configuration's sensitivity against Peri-LN's at its smallest Δt; writes lr.csv. Returns
+    (markdown lines, rows)."""
     lrs = sorted({r.lr for r in runs})
+    seeds = sorted({r.seed for r in runs})
+    several = len(seeds) > 1
     lines = ["## E1: learning-rate sensitivity", "",
-             "Final validation loss per learning rate (one run per cell; a run that stopped shows its outcome "
-             "and counts as L_init, the mean step-0 training loss; (c) = collapsed: not below unigram_ce). "
-             "LR sensitivity = mean over the grid of min(L(η), L_init) − L* (Wortsman et al. 2023).", "",
+             "Final validation loss per learning rate (" +
+             (f"mean ± sd (runs) over seeds {', '.join(map(str, seeds))}; [k c] = k runs collapsed: not below "
+              "unigram_ce; [k stopped] = k runs diverged or went non-finite" if several else
+              "one run per cell; a run that stopped shows its outcome; (c) = collapsed: not below unigram_ce") +
+             "). A stopped run counts as L_init, the mean step-0 training loss. LR sensitivity = mean over the "
+             "grid of min(L(η), L_init) − L* (Wortsman et al. 2023)" +
+             (", per seed, then mean ± sd over the seeds; L* likewise, with the learning rates it fell at." if several
+              else "."), "",
              "| configuration | " + " | ".join(f"lr {fmt_num(lr)}" for lr in lrs) + " | L* (lr) | LR sensitivity |",
              "|---|" + "---|" * len(lrs) + "---|---|"]
-    rows, summary = [], []
+    rows, summary, sensitivities = [], [], {}
     for key, group in group_without(runs, 3).items():
         ln, dt, wd, depth, precision = key
-        recs = {r.lr: records.get(r.name) for r in group}
+        recs = {(r.seed, r.lr): records.get(r.name) for r in group}
         inits = [first_loss(rec["log"]) for rec in recs.values() if rec and first_loss(rec["log"]) is not None]
         if not inits:
             continue
         l_init = statistics.fmean(inits)
-        cells, losses = [], {}
-        for lr in lrs:
-            rec = recs.get(lr)
-            if not rec:
-                cells.append("…")
-                continue
-            res = rec["result"]
-            loss = final_val_loss(rec)
-            losses[lr] = loss
-            if res["outcome"] in FINISHED:
-                cells.append(f"{loss:.3f}" + (" (c)" if res["outcome"] == "collapsed" else ""))
-            else:
-                cells.append(f"{res['outcome']} @{res.get('stopped_step')}")
-            rows.append(dict(ln=ln, dt=dt, wd=wd, depth=depth, precision=precision, lr=lr, outcome=res["outcome"],
-                             spikes=res.get("spikes"), val_loss=loss, unigram_ce=res.get("unigram_ce"),
-                             initial_loss=l_init))
-        best, best_lr, sens = analysis.lr_sensitivity(losses, l_init)
-        summary.append((best, short_label(ln, dt, precision, depth)))
-        lines.append(f"| {short_label(ln, dt, precision, depth)} | " + " | ".join(cells) + " | " +
-                     (f"{best:.3f} ({fmt_num(best_lr)})" if best is not None else "—") + " | " +
-                     (f"{sens:.3f}" if sens is not None and len(losses) == len(lrs) else
-                      f"— ({len(losses)} of {len(lrs)} lrs recorded)") + " |")
+        cells = [e1_cell([recs.get((seed, lr)) for seed in seeds]) for lr in lrs]
+        bests, best_lrs, sens = [], [], []
+        for seed in seeds:
+            losses = {}
+            for lr in lrs:
+                rec = recs.get((seed, lr))
+                if not rec:
+                    continue
+                res = rec["result"]
+                losses[lr] = final_val_loss(rec)
+                rows.append(dict(ln=ln, dt=dt, wd=wd, depth=depth, precision=precision, lr=lr, seed=seed,
+                                 outcome=res["outcome"], spikes=res.get("spikes"), val_loss=losses[lr],
+                                 unigram_ce=res.get("unigram_ce"), initial_loss=l_init))
+            best, best_lr, sensitivity = analysis.lr_sensitivity(losses, l_init)
+            if best is not None:
+                bests.append(best)
+                best_lrs.append(best_lr)
+            if sensitivity is not None and len(losses) == len(lrs):
+                sens.append(sensitivity)
+        label = short_label(ln, dt, precision, depth)
+        sensitivities[(ln, dt, wd, depth, precision)] = sens
+        summary.append((statistics.fmean(bests) if bests else None, label))
+        where = ", ".join(fmt_num(lr) for lr in sorted(set(best_lrs)))
+        best_cell = (f"{fmt_spread(bests, '.3f') if several else f'{bests[0]:.3f}'} ({where})" if bests else "—")
+        complete = len(sens) == len(seeds)
+        sens_cell = ((fmt_spread(sens, ".3f") if several else f"{sens[0]:.3f}") if complete else
+                     "— (not every lr recorded" + (f" for {len(seeds) - len(sens)} of {len(seeds)} seeds)" if several else ")"))
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {best_cell} | {sens_cell} |")
     uni = [row["unigram_ce"] for row in rows if row.get("unigram_ce") is not None]
     done = [x for x in summary if x[0] is not None]
     if done and uni:
         best, label = min(done)
-        lines += ["", f"Best configuration: {label}, L* = {best:.3f}; unigram_ce − L* = {statistics.fmean(uni) - best:.3f} "
-                      f"nats (unigram_ce {statistics.fmean(uni):.3f})."]
+        lines += ["", f"Best configuration: {label}, L* = {best:.3f}" + (" (mean over the seeds)" if several else "") +
+                  f"; unigram_ce − L* = {statistics.fmean(uni) - best:.3f} nats (unigram_ce {statistics.fmean(uni):.3f})."]
+    if several:
+        lines += e1_sensitivity_tests(sensitivities)
     results = {}
     for row in rows:
         results.setdefault((row["ln"], row["lr"]), []).append((row["outcome"], row["val_loss"]))
     edge = analysis.edge_of_stability(results, ("pre", "peri"))
     if edge[0] is not None:
         lines += ["", f"Edge of stability (the learning rate of E3): {fmt_num(edge[0])}, {edge[1]}."]
-    write_csv(os.path.join(s.out, "lr.csv"), ["ln", "dt", "wd", "depth", "precision", "lr", "outcome", "spikes",
-                                                 "val_loss", "unigram_ce", "initial_loss"], rows)
+    write_csv(os.path.join(s.out, "lr.csv"), ["ln", "dt", "wd", "depth", "precision", "lr", "seed", "outcome",
+                                                 "spikes", "val_loss", "unigram_ce", "initial_loss"], rows)
     return lines, rows
+
+
+def e1_sensitivity_tests(sensitivities):
+    """Welch's t-test of each configuration's per-seed LR sensitivities against those of Peri-LN
+    at its smallest Δt (same wd, depth and precision); markdown lines, none without that
+    reference."""
+    lines = ["", "LR sensitivity against Peri-LN at its smallest Δt (Welch's t-test, two-sided, over the seeds).", "",
+             "| configuration | LR sensitivity | reference | p |", "|---|---|---|---|"]
+    tested = 0
+    for (ln, dt, wd, depth, precision), sens in sensitivities.items():
+        peri_dts = [k[1] for k in sensitivities if k[0] == "peri" and k[2:] == (wd, depth, precision)]
+        if not peri_dts or (ln, dt) == ("peri", min(peri_dts)):
+            continue
+        ref = sensitivities[("peri", min(peri_dts), wd, depth, precision)]
+        test = analysis.welch_t(sens, ref)
+        lines.append(f"| {short_label(ln, dt, precision, depth)} | {fmt_spread(sens, '.3f')} | "
+                     f"{short_label('peri', min(peri_dts), precision, depth)} {fmt_spread(ref, '.3f')} | "
+                     f"{'—' if test is None else f'{test[2]:.2g}'} |")
+        tested += 1
+    return lines if tested else []
 
 
 def profile(rec, stage, key):
@@ -1076,16 +1132,22 @@ def draw_experiment_figures(s, runs, records, plt):
         fig, ax = plt.subplots(figsize=(7.5, 4.8))
         for key, group in group_without(runs, 3).items():
             ln, dt, wd, depth, precision = key
-            pts, stopped = [], []
+            finished, stopped = {}, []
             for r in sorted(group, key=lambda r: r.lr):
                 rec = records.get(r.name)
                 if not rec:
                     continue
                 loss = final_val_loss(rec)
-                (pts if loss is not None else stopped).append((r.lr, loss if loss is not None else first_loss(rec["log"])))
+                if loss is not None:
+                    finished.setdefault(r.lr, []).append(loss)
+                else:
+                    stopped.append((r.lr, first_loss(rec["log"])))
             st = dict(color=COLORS[ln], linestyle="-" if dt == 1 else "--")
-            if pts:
-                ax.plot(*zip(*pts), marker="o", markersize=4, label=short_label(ln, dt, precision, depth), **st)
+            if finished:
+                lrs = sorted(finished)
+                spread = [mean_std(finished[lr]) for lr in lrs]
+                ax.errorbar(lrs, [m for m, _, _ in spread], yerr=[sd or 0 for _, sd, _ in spread], marker="o",
+                            markersize=4, capsize=3, label=short_label(ln, dt, precision, depth), **st)
             if stopped:
                 ax.plot(*zip(*stopped), linestyle="none", marker="x", markersize=9, color=COLORS[ln])
         uni = [rec["eval"]["unigram_ce"] for rec in records.values() if rec and rec["eval"] and rec["eval"].get("unigram_ce")]
@@ -1097,7 +1159,8 @@ def draw_experiment_figures(s, runs, records, plt):
         ax.set_xscale("log")
         ax.set_xlabel("peak learning rate")
         ax.set_ylabel("final validation loss (nats)")
-        ax.set_title("E1: final loss against learning rate (× = stopped, at the initial loss)", fontsize=10)
+        ax.set_title("E1: final loss against learning rate (mean ± sd over the seeds; × = a stopped run, at the "
+                     "initial loss)", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
         fig.tight_layout()

@@ -421,6 +421,47 @@ print("e2 ok")
     EXPECT_NE(read_file(out).find("e2 ok"), std::string::npos) << read_file(out);
 }
 
+// E1's report over two seeds on hand-made runs: a cell's mean ± sd with its collapsed and
+// stopped runs, L* and the LR sensitivity per seed then over the seeds (worked out by hand), and
+// the Welch test against Peri-LN at its smallest Δt.
+TEST(Analysis, E1SummarisesSeedsOfHandMadeRuns) {
+    const std::string program = R"PY(
+import argparse, os, sys, tempfile
+sys.path.insert(0, ".")
+import sweep
+out = tempfile.mkdtemp()
+runs, records = [], {}
+def add(ln, dt, lr, seed, outcome, loss):
+    r = sweep.Run(ln, dt, 0.1, lr, None, None, seed, out)
+    runs.append(r)
+    records[r.name] = dict(result=dict(outcome=outcome, unigram_ce=5.8), log=[dict(step=0, loss=8.0)],
+                           eval=None if loss is None else dict(val_loss=loss, unigram_ce=5.8))
+# Pre-LN: seed 1 finishes at both lrs; seed 2 collapses at 1e-3 and diverges at 1e-2.
+add("pre", 1.0, 1e-3, 1, "ok", 5.0); add("pre", 1.0, 1e-2, 1, "ok", 4.0)
+add("pre", 1.0, 1e-3, 2, "collapsed", 6.0); add("pre", 1.0, 1e-2, 2, "diverged", None)
+add("peri", 0.1, 1e-3, 1, "ok", 4.5); add("peri", 0.1, 1e-2, 1, "ok", 4.4)
+add("peri", 0.1, 1e-3, 2, "ok", 4.7); add("peri", 0.1, 1e-2, 2, "ok", 4.5)
+s = argparse.Namespace(out=out)
+lines, rows = sweep.e1_report(s, runs, records)
+text = "\n".join(lines)
+# Pre-LN: L* 4.0 (seed 1) and 6.0 (seed 2: its only finished run); sensitivity (1 + 0) / 2 = 0.5
+# and (0 + (8 - 6)) / 2 = 1.0. Peri-LN: L* 4.4, 4.5; sensitivity 0.05 and 0.1.
+want = ["| Pre-LN Δt=1 | 5.500 ± 0.707 (2) [1 c] | 4.000 (1) [1 stopped] | 5.000 ± 1.414 (2) (0.001, 0.01) | 0.750 ± 0.354 (2) |",
+        "| Peri-LN Δt=0.1 | 4.600 ± 0.141 (2) | 4.450 ± 0.071 (2) | 4.450 ± 0.071 (2) (0.01) | 0.075 ± 0.035 (2) |"]
+for w in want:
+    assert w in lines, (w, text)
+assert any(l.startswith("| Pre-LN Δt=1 | 0.750 ± 0.354 (2) | Peri-LN Δt=0.1 0.075 ± 0.035 (2) | ") for l in lines), text
+assert len(rows) == 8 and {r["seed"] for r in rows} == {1, 2}, rows
+print("e1 ok")
+)PY";
+    const std::string path = testing::TempDir() + "e1_check.py";
+    { std::ofstream(path) << program; }
+    const std::string out = testing::TempDir() + "e1_check.out";
+    const int raw = std::system(("python3 " + path + " > " + out + " 2>&1").c_str());
+    EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << read_file(out);
+    EXPECT_NE(read_file(out).find("e1 ok"), std::string::npos) << read_file(out);
+}
+
 // plot.py on two tiny ./train runs, one with statistics: a PNG where matplotlib is installed
 // (for python3 or /usr/bin/python3), else one line naming what is missing; always exit 2 and one
 // line for a folder that is not a run.
