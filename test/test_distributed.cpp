@@ -5,8 +5,9 @@
 //   - a run of 2 ranks resumes bit for bit on 2 ranks, and continues on 3;
 //   - so do 1, 2 and 3 ranks of the emulated CUDA build (fp32; bf16 on 2 ranks), whose collectives run over the emulated
 //     NCCL (test/simt/nccl), and that NCCL's calls give what NCCL documents on 3 ranks;
-//   - bad setups are refused on every rank with one line and exit status 2, and a rank that
-//     dies takes the others down instead of leaving them waiting.
+//   - bad setups are refused on every rank with one line and exit status 2, a rank that dies
+//     takes the others down instead of leaving them waiting, and SIGTERM to one rank stops
+//     every rank after the same step with a checkpoint pair that resumes bit for bit.
 // Skips (saying why) when mpirun is missing or ./train was built without MPI. As root, mpirun
 // needs --allow-run-as-root; --oversubscribe lets 3 ranks run on 2 cores.
 #include <gtest/gtest.h>
@@ -136,6 +137,44 @@ protected:
         EXPECT_LE(weights, 1e-6);
     }
 
+    // Starts `ranks` ranks of ./train into DIR/out_name in the background (stdout and stderr to
+    // DIR/stdout, DIR/stderr); returns mpirun's pid.
+    pid_t start(int ranks, const std::string& out_name, const std::string& length) const {
+        const std::string command = std::string(MPIRUN) + " -np " + std::to_string(ranks) + " " +
+                                    train_args(out_name, "", length);
+        const pid_t launcher = fork();
+        if (launcher == 0) {
+            execl("/bin/sh", "sh", "-c", ("exec " + command + " > " + dir + "stdout 2> " + dir + "stderr").c_str(),
+                  nullptr);
+            _exit(127);
+        }
+        return launcher;
+    }
+    // Waits (up to a minute) until DIR/out_name/log.jsonl has `steps` step records, then returns
+    // the pid of one rank (a child of mpirun), or 0.
+    pid_t a_rank_once_training(pid_t launcher, const std::string& out_name, size_t steps) const {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (numbers(out_name, "loss").size() < steps && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        const std::string ranks = dir + "ranks";
+        if (std::system(("pgrep -P " + std::to_string(launcher) + " > " + ranks).c_str()) != 0) return 0;
+        return std::atoi(read_file(ranks).c_str());
+    }
+    // Waits up to 30 s for mpirun to end (`ended`), killing it otherwise; its wait status.
+    static int finish(pid_t launcher, bool* ended) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        int status = 0;
+        pid_t done = 0;
+        while ((done = waitpid(launcher, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        *ended = done == launcher;
+        if (done == 0) {
+            kill(launcher, SIGKILL);
+            waitpid(launcher, &status, 0);
+        }
+        return status;
+    }
+
     // Asserts a refusal: status 2, `what` on stderr in exactly one line from ./train, no run folder.
     void expect_refused(const Result& r, const std::string& what, const std::string& out_name) const {
         EXPECT_EQ(r.status, 2) << r.err;
@@ -250,33 +289,44 @@ TEST_F(Distributed, ARankThatCannotStartStopsEveryRank) {
 
 TEST_F(Distributed, ARankThatDiesTakesTheOthersDown) {
     // A long run of 2 ranks; one of them is killed: mpirun must end, not hang.
-    const std::string command = std::string(MPIRUN) + " -np 2 " + train_args("out", "", "-steps 100000 -eval_every 0");
-    const pid_t launcher = fork();
-    if (launcher == 0) {
-        execl("/bin/sh", "sh", "-c", ("exec " + command + " > " + dir + "stdout 2> " + dir + "stderr").c_str(), nullptr);
-        _exit(127);
-    }
+    const pid_t launcher = start(2, "out", "-steps 100000 -eval_every 0");
     ASSERT_GT(launcher, 0);
-    // Wait until training runs (the log has a step), then kill one rank: a child of mpirun.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (read_file(dir + "out/log.jsonl").find("\"loss\"") == std::string::npos &&
-           std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    const std::string ranks = dir + "ranks";
-    std::system(("pgrep -P " + std::to_string(launcher) + " > " + ranks).c_str());
-    const int rank_pid = std::atoi(read_file(ranks).c_str());
-    ASSERT_GT(rank_pid, 0) << "no rank process found under mpirun";
-    kill(rank_pid, SIGKILL);
-    int status = 0;
-    pid_t done = 0;
-    while ((done = waitpid(launcher, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline + std::chrono::seconds(30))
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (done == 0) {
-        kill(launcher, SIGKILL);
-        waitpid(launcher, &status, 0);
-    }
-    EXPECT_EQ(done, launcher) << "mpirun still running 30 s after a rank died";
+    const pid_t rank = a_rank_once_training(launcher, "out", 1);
+    ASSERT_GT(rank, 0) << "no rank process found under mpirun";
+    kill(rank, SIGKILL);
+    bool ended = false;
+    const int status = finish(launcher, &ended);
+    EXPECT_TRUE(ended) << "mpirun still running 30 s after a rank died";
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << "status " << status;
+}
+
+TEST_F(Distributed, ASignalToOneRankStopsEveryRankWithACheckpointThatResumes) {
+    const std::string length = "-steps 300 -eval_every 0 -save_every 0";
+    ASSERT_EQ(train(2, "whole", "", length).status, 0);
+    const std::vector<double> uninterrupted = numbers("whole", "loss");
+    ASSERT_EQ(uninterrupted.size(), 300u);
+    // SIGTERM to one rank only (as a scheduler might send it): the other learns of it at the
+    // end of the step, and both stop there with one checkpoint pair.
+    const pid_t launcher = start(2, "out", length);
+    ASSERT_GT(launcher, 0);
+    const pid_t rank = a_rank_once_training(launcher, "out", 2);
+    ASSERT_GT(rank, 0) << "no rank process found under mpirun";
+    kill(rank, SIGTERM);
+    bool ended = false;
+    const int status = finish(launcher, &ended);
+    ASSERT_TRUE(ended) << "mpirun still running 30 s after the signal";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 143) << "status " << status;
+    const size_t done = numbers("out", "loss").size();
+    ASSERT_LT(done, 300u) << "the run ended before the signal";
+    EXPECT_NE(read_file(dir + "stdout").find("stopped by SIGTERM after " + std::to_string(done) + " of 300 steps"),
+              std::string::npos) << read_file(dir + "stdout");
+    char model[32], state[32];
+    std::snprintf(model, sizeof model, "/model_%08zu.bin", done);
+    std::snprintf(state, sizeof state, "/state_%08zu.bin", done);
+    EXPECT_TRUE(exists(dir + "out" + model) && exists(dir + "out" + state)) << model;
+    const Result resumed = train(2, "out", "-resume 1", length);
+    ASSERT_EQ(resumed.status, 0) << resumed.err;
+    EXPECT_EQ(numbers("out", "loss"), uninterrupted);
 }
 
 TEST_F(Distributed, OneProcessNeedsNoMpirun) {
