@@ -6,9 +6,12 @@
     python3 plot.py runs/a runs/b --out ab.png --step 500
 
 Each argument is a ./train -out folder. Panels:
-    training loss (moving average of 10 steps) and validation loss against step;
-    mean |X_i|, data_var of X_i and ‖∂loss/∂X_i‖ against layer i (0 = embedding, log scale)
-    from each run's last `stats` record (or its last at or before --step), when it has one.
+    training loss (moving average of 10 steps) and validation loss against step; the gradient
+    norm (before clipping) against step;
+    for runs with `stats` records, from each run's last one (or its last at or before --step):
+    mean |X_i|, data_var, ‖∂loss/∂X_i‖ and entry_var of X_i against layer i (0 = embedding)
+    and the largest attention logit of each block; and over all its stats records, the largest
+    attention logit of any block and the largest output logit against step (log scales).
 A run is labelled with its folder name and the placement and Δt of its config.json.
 
 Needs matplotlib (Debian: apt-get install python3-matplotlib). When this interpreter lacks it
@@ -63,6 +66,14 @@ def stats_record(records, step):
     return found
 
 
+def stat_series(records, step):
+    """(step, largest attention logit over the blocks, largest output logit) of every `stats`
+    record (up to `step` when given)."""
+    return [(r["step"], max((x for x in r.get("attn_logit_max") or [] if x is not None), default=None),
+             r.get("logit_max")) for r in records
+            if r.get("event") == "stats" and (step is None or r["step"] <= step)]
+
+
 def draw(runs, out, step):
     import matplotlib
     matplotlib.use("Agg")
@@ -73,10 +84,14 @@ def draw(runs, out, step):
     color = lambda i: colors[i % len(colors)]
     with_stats = [(i, label, stats_record(records, step)) for i, (label, records) in enumerate(runs)]
     with_stats = [(i, label, r) for i, label, r in with_stats if r is not None]
-    layer_panels = [("mean_abs", "mean |X_i|"), ("data_var", "data_var: variance across tokens"),
-                    ("grad_norm", "‖∂loss/∂X_i‖")] if with_stats else []
-    fig, axes = plt.subplots(1, 1 + len(layer_panels), figsize=(5.2 * (1 + len(layer_panels)), 4.3), squeeze=False)
-    axes = axes[0]
+    # (key, title, first point): layer series start at X_0, block series at block 1.
+    layer_panels = [("mean_abs", "mean |X_i|", 0), ("data_var", "data_var: variance across tokens", 0),
+                    ("grad_norm", "‖∂loss/∂X_i‖", 0), ("entry_var", "entry_var: variance inside a token", 0),
+                    ("attn_logit_max", "largest attention logit of block i", 1)] if with_stats else []
+    columns = 3 if with_stats else 2
+    rows = 1 + (len(layer_panels) + 1 + columns - 1) // columns if with_stats else 1
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.3 * rows), squeeze=False)
+    axes = [ax for row in axes for ax in row]
 
     ax = axes[0]
     for i, (label, records) in enumerate(runs):
@@ -97,18 +112,45 @@ def draw(runs, out, step):
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
 
-    for ax, (key, title) in zip(axes[1:], layer_panels):
+    ax = axes[1]
+    for i, (label, records) in enumerate(runs):
+        norms = [(r["step"], r["grad_norm"]) for r in records
+                 if "loss" in r and "event" not in r and r.get("grad_norm") is not None and r["grad_norm"] > 0]
+        if norms:
+            ax.plot(*zip(*norms), color=color(i), linewidth=1, label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_title("gradient norm before clipping", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+
+    for ax, (key, title, first) in zip(axes[2:], layer_panels):
         for i, label, record in with_stats:
-            points = [(k, v) for k, v in enumerate(record.get(key) or []) if v is not None and v > 0]
+            points = [(k + first, v) for k, v in enumerate(record.get(key) or []) if v is not None and v > 0]
             if points:
                 ax.plot(*zip(*points), marker="o", markersize=3, color=color(i), label=f"{label} @ step {record['step']}")
         ax.set_yscale("log")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("layer i (0 = embedding)")
+        ax.set_xlabel("block i" if first else "layer i (0 = embedding)")
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
     if layer_panels:
-        axes[1].legend(fontsize=7)
+        axes[2].legend(fontsize=7)
+        ax = axes[2 + len(layer_panels)]
+        for i, (label, records) in enumerate(runs):
+            series = stat_series(records, step)
+            attention = [(s, a) for s, a, _ in series if a is not None and a > 0]
+            output = [(s, o) for s, _, o in series if o is not None and o > 0]
+            if attention:
+                ax.plot(*zip(*attention), color=color(i), marker="o", markersize=3, label=f"{label}: attention")
+            if output:
+                ax.plot(*zip(*output), color=color(i), marker="s", markersize=3, linestyle="--", label=f"{label}: output")
+        ax.set_yscale("log")
+        ax.set_xlabel("step")
+        ax.set_title("largest logit: attention (any block, —) and output (--)", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in axes[3 + len(layer_panels) if layer_panels else 2:]:
+        ax.set_visible(False)
     fig.tight_layout()
     tmp = out + ".tmp.png"
     fig.savefig(tmp, dpi=110)
