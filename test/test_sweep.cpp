@@ -323,6 +323,16 @@ TEST_F(Sweep, EveryPresetRunsEndToEndOnATinyGrid) {
     }
 }
 
+// Runs `program` with python3 from the repository root (as NAME.py in the test's temporary
+// folder): it must exit 0 and print `done`, else its output is shown.
+void expect_python_passes(const std::string& name, const std::string& program, const std::string& done) {
+    const std::string path = testing::TempDir() + name + ".py", out = testing::TempDir() + name + ".out";
+    { std::ofstream(path) << program; }
+    const int raw = std::system(("python3 " + path + " > " + out + " 2>&1").c_str());
+    EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << read_file(out);
+    EXPECT_NE(read_file(out).find(done), std::string::npos) << read_file(out);
+}
+
 // analysis.py against values worked out independently: Fisher's exact test (R's fisher.test on
 // the classic tables), Welch's t-test (scipy's ttest_ind(equal_var=False): t = -1.8974,
 // p = 0.1075, also by numerical integration of Student's t density), the LR sensitivity of a
@@ -377,12 +387,7 @@ rho, p = A.spearman([1, 2, 3, 4, 5], [5, 4, 3, 2, 1]); near(rho, -1.0, 1e-12); n
 assert A.spearman([1, 2, 3, 4], [1, 1, 1, 1]) is None
 print("analysis ok")
 )PY";
-    const std::string path = testing::TempDir() + "analysis_check.py";
-    { std::ofstream(path) << program; }
-    const std::string out = testing::TempDir() + "analysis_check.out";
-    const int raw = std::system(("python3 " + path + " > " + out + " 2>&1").c_str());
-    EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << read_file(out);
-    EXPECT_NE(read_file(out).find("analysis ok"), std::string::npos) << read_file(out);
+    expect_python_passes("analysis_check", program, "analysis ok");
 }
 
 // E2's tables over the seeds on hand-made fits and diagnostics: X_L's spread, the winners
@@ -413,12 +418,7 @@ for w in want:
 assert any(l.startswith("| 1 | 8 | max sensitivity | 7 ± 1.41 (2) | 1.1 ± 0.141 (2) | ") for l in lines), lines
 print("e2 ok")
 )PY";
-    const std::string path = testing::TempDir() + "e2_check.py";
-    { std::ofstream(path) << program; }
-    const std::string out = testing::TempDir() + "e2_check.out";
-    const int raw = std::system(("python3 " + path + " > " + out + " 2>&1").c_str());
-    EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << read_file(out);
-    EXPECT_NE(read_file(out).find("e2 ok"), std::string::npos) << read_file(out);
+    expect_python_passes("e2_check", program, "e2 ok");
 }
 
 // E1's report over two seeds on hand-made runs: a cell's mean ± sd with its collapsed and
@@ -454,12 +454,7 @@ assert any(l.startswith("| Pre-LN Δt=1 | 0.750 ± 0.354 (2) | Peri-LN Δt=0.1 0
 assert len(rows) == 8 and {r["seed"] for r in rows} == {1, 2}, rows
 print("e1 ok")
 )PY";
-    const std::string path = testing::TempDir() + "e1_check.py";
-    { std::ofstream(path) << program; }
-    const std::string out = testing::TempDir() + "e1_check.out";
-    const int raw = std::system(("python3 " + path + " > " + out + " 2>&1").c_str());
-    EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << read_file(out);
-    EXPECT_NE(read_file(out).find("e1 ok"), std::string::npos) << read_file(out);
+    expect_python_passes("e1_check", program, "e1 ok");
 }
 
 // plot.py on two tiny ./train runs, one with statistics: a PNG where matplotlib is installed
