@@ -117,6 +117,13 @@ bool aligned_to_packs(const P*... p) {
     return ((reinterpret_cast<uintptr_t>(p) % (K * sizeof(P)) == 0) && ...);
 }
 
+// Whether rows of `width` elements can be read in packs of K from every pointer given (null
+// ones are not used and do not count): width a multiple of K, every pointer aligned to its pack.
+template <int K, typename... P>
+bool rows_in_packs(int width, const P*... p) {
+    return width % K == 0 && aligned_to_packs<K>(p...);
+}
+
 // v[e] = p[e] for e < K, as floats, in one access.
 template <int K, typename T>
 __device__ inline void load_pack(float (&v)[K], const T* p) {

@@ -9,8 +9,10 @@
 //             dinp (N,OC) = dout·GELU'(x) as above (written), and dbias (OC) += Σ_n dinp, so the
 //             fc layer's matmul_backward need not read dinp again for its bias
 //
-// Elements are T (float or bf16), arithmetic in fp32. The backwards move 16 bytes per load and
-// store (4 floats or 8 bf16) where their buffers are 16-byte aligned, with 32-bit indices.
+// Elements are T (float or bf16), arithmetic in fp32. Every kernel moves 16 bytes per load and
+// store (4 floats or 8 bf16) where its buffers are 16-byte aligned (and, for the kernels over
+// rows of (N,OC), OC is a multiple of the pack), else one element at a time; indices are
+// 32-bit where the sizes allow (the forward falls back to 64-bit, the backwards require it).
 #pragma once
 #include "cuda_common.cuh"
 #include "matmul.cuh"
@@ -38,14 +40,19 @@ __device__ inline T gelu_input_grad(T dout, T x) {
 // Kernels
 
 // pre[n, o] += bias[o], then out = GELU(pre) of the stored (rounded) pre, so the result is the
-// same as a bias pass followed by a GELU pass; one thread per element of (N,OC).
-template <typename T>
-__global__ void bias_gelu_forward_kernel(T* out, T* pre, const T* bias, int N, int OC) {
-    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;  // N·OC < 2^32 (the launcher checks)
-    if (i >= (unsigned)N * (unsigned)OC) return;
-    const T p = from_float<T>(to_float(pre[i]) + to_float(bias[i % (unsigned)OC]));
-    pre[i] = p;
-    out[i] = from_float<T>(gelu(to_float(p)));
+// same as a bias pass followed by a GELU pass. Thread k handles the K elements [k·K, k·K + K)
+// of the n = N·OC elements, which lie in one row (K divides OC), with one access per buffer:
+// K = Pack16<T>::size (16 bytes) where the launcher found the rows aligned, else K = 1. I is
+// the index type (with_index_type).
+template <int K, typename T, typename I>
+__global__ void bias_gelu_forward_kernel(T* out, T* pre, const T* bias, I n, I OC) {
+    const I first = ((I)blockIdx.x * blockDim.x + threadIdx.x) * K;
+    if (first >= n) return;
+    float p[K], g[K];
+    load_plus_bias(p, pre + first, bias + first % OC);
+    for (int e = 0; e < K; e++) g[e] = gelu(p[e]);
+    store_pack(pre + first, p);
+    store_pack(out + first, g);
 }
 
 // Adds into dinp, or stores into it when `add` is false (then dinp is not read); thread k
@@ -116,25 +123,53 @@ __global__ void gelu_bias_backward_kernel(T* dinp, float* partial, const T* dout
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
+// The bias + GELU pass with packs of K elements (1: one element per thread).
+template <int K, typename T>
+void launch_bias_gelu_forward(T* out, T* pre, const T* bias, int N, int OC, cudaStream_t stream) {
+    const size_t n = (size_t)N * OC;
+    with_index_type(n, [&](auto index) {
+        using I = decltype(index);
+        bias_gelu_forward_kernel<K, T, I><<<ceil_div(ceil_div(n, K), 256), 256, 0, stream>>>(out, pre, bias, (I)n,
+                                                                                              (I)OC);
+    });
+    cudaCheck(cudaGetLastError());
+}
+
+// pre (N,OC) += bias (OC);  out (N,OC) = GELU(pre): in 16-byte packs where OC is a multiple of
+// Pack16<T>::size and out, pre and bias are 16-byte aligned, else element by element (the same
+// results, bit for bit).
+template <typename T>
+void bias_gelu_forward(T* out, T* pre, const T* bias, int N, int OC, cudaStream_t stream) {
+    if (N == 0 || OC == 0) return;
+    constexpr int S = Pack16<T>::size;
+    if (rows_in_packs<S>(OC, out, pre, bias))
+        launch_bias_gelu_forward<S>(out, pre, bias, N, OC, stream);
+    else
+        launch_bias_gelu_forward<1>(out, pre, bias, N, OC, stream);
+}
+
+// Traffic of bias_gelu_forward: pre and bias read, pre and out written, about 11 FLOPs per
+// element.
+template <typename T>
+Traffic bias_gelu_forward_traffic(int N, int OC) {
+    const double n = (double)N * OC;
+    return {"bias_gelu_forward_kernel", (n + OC) * sizeof(T), 2 * n * sizeof(T), 11.0 * n};
+}
+
 // pre (N,OC) = inp (N,IC)·wᵀ + bias;  out (N,OC) = GELU(pre): the product, then one pass for
 // bias and GELU together.
 template <typename T>
 void matmul_bias_gelu_forward(cublasHandle_t handle, T* out, T* pre, const T* inp, const T* w, const T* bias, int N,
                               int IC, int OC, cudaStream_t stream) {
     matmul_forward(handle, pre, inp, w, (const T*)nullptr, N, IC, OC, stream);
-    const size_t n = (size_t)N * OC;
-    require_32bit_indices("matmul_bias_gelu_forward", n);
-    bias_gelu_forward_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(out, pre, bias, N, OC);
-    cudaCheck(cudaGetLastError());
+    bias_gelu_forward(out, pre, bias, N, OC, stream);
 }
 
-// Traffic of matmul_bias_gelu_forward: the product, then pre and bias read, pre and out
-// written, about 11 FLOPs per element.
+// Traffic of matmul_bias_gelu_forward: the product, then the bias + GELU pass.
 template <typename T>
 Launches matmul_bias_gelu_forward_traffic(int N, int IC, int OC) {
     Launches out = matmul_forward_traffic<T>(N, IC, OC, false);
-    const double n = (double)N * OC;
-    out.push_back({"bias_gelu_forward_kernel", (n + OC) * sizeof(T), 2 * n * sizeof(T), 11.0 * n});
+    out.push_back(bias_gelu_forward_traffic<T>(N, OC));
     return out;
 }
 

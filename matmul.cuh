@@ -40,6 +40,17 @@ inline Traffic gemm_traffic(int M, int N, int K, bool beta_nonzero, size_t ab_by
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
+// v[e] = x[e] + bias[e] for e < K, each sum rounded to T as it is stored: K consecutive
+// elements of one row of an (N,OC) matrix and the bias entries of their columns, one access
+// per buffer (the bias passes below and bias_gelu_forward_kernel, gelu.cuh).
+template <int K, typename T>
+__device__ inline void load_plus_bias(float (&v)[K], const T* x, const T* bias) {
+    float b[K];
+    load_pack(v, x);
+    load_pack(b, bias);
+    for (int e = 0; e < K; e++) v[e] = to_float(from_float<T>(v[e] + b[e]));
+}
+
 // out[n, o] += bias[o], one thread per element of out (N,OC).
 template <typename T>
 __global__ void add_bias_kernel(T* out, const T* bias, int N, int OC) {

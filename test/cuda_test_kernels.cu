@@ -255,11 +255,13 @@ DeviceArray<T> to_device_shifted(const std::vector<float>& host, size_t shift) {
     return to_device<T>(padded);
 }
 
-// Bit patterns of a device array, to compare two kernels' results exactly.
+// Bit patterns of a device array past its first `shift` elements, to compare two kernels'
+// results exactly.
 template <typename T>
-std::vector<uint16_t> bits_of(const DeviceArray<T>& d) {
+std::vector<uint16_t> bits_of(const DeviceArray<T>& d, size_t shift = 0) {
     std::vector<uint16_t> bits(d.size() * sizeof(T) / sizeof(uint16_t));
     d.download(reinterpret_cast<T*>(bits.data()), kStream);
+    bits.erase(bits.begin(), bits.begin() + shift * sizeof(T) / sizeof(uint16_t));
     return bits;
 }
 
@@ -697,6 +699,63 @@ TYPED_TEST(Kernel, MatmulBiasGeluForward) {
                                   to_device<T>(w).data(), to_device<T>(bias).data(), N, IC, OC, kStream);
     expect_close(pre, want_pre, tolerance<T>(), "fc pre-activation");
     expect_close(out, want_out, tolerance<T>(), "fc GELU");
+}
+
+// The bias passes over (N,OC) rows, N = 39: OC = 4C = 192, a multiple of both packs (16-byte
+// accesses in fp32 and in bf16); 44, a multiple of 4 only (packs in fp32, single elements in
+// bf16); 13, of neither. Each with every buffer aligned, and with all of them, or one, one
+// element off 16-byte alignment (single elements). x is the buffer the bias is added to.
+constexpr int kBiasWidths[] = {4 * C, 44, 13};
+struct BiasShifts {
+    size_t x, out, bias;  // elements into its allocation where each buffer begins
+};
+constexpr BiasShifts kBiasShifts[] = {{0, 0, 0}, {1, 1, 1}, {0, 1, 0}, {0, 0, 1}};
+
+std::string bias_case_name(int OC, const BiasShifts& s) {
+    return "OC = " + std::to_string(OC) + ", shifts " + std::to_string(s.x) + ", " + std::to_string(s.out) + ", " +
+           std::to_string(s.bias);
+}
+
+// x (N,OC) + bias (OC) in fp32, rounded to T: what a bias pass stores.
+template <typename T>
+std::vector<float> plus_bias(const std::vector<float>& x, const std::vector<float>& bias) {
+    std::vector<float> sum(x.size());
+    for (size_t i = 0; i < x.size(); i++) sum[i] = x[i] + bias[i % bias.size()];
+    return rounded<T>(sum);
+}
+
+// The fc layer's bias + GELU pass alone: pre += bias exactly as a bias pass rounds it, and
+// GELU of the stored pre against the CPU; and the same bits whichever path (packs or single
+// elements) ran.
+TYPED_TEST(Kernel, BiasGeluForward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(23);
+    for (int OC : kBiasWidths) {
+        const size_t n = (size_t)N * OC;
+        const std::vector<float> pre = rounded<T>(random_vector(rng, n, 2.0f));
+        const std::vector<float> bias = rounded<T>(random_vector(rng, OC));
+        const std::vector<float> want_pre = plus_bias<T>(pre, bias);
+        std::vector<float> want_out(n);
+        ::gelu_forward(want_out.data(), want_pre.data(), n);
+        std::vector<uint16_t> pre_bits, out_bits;  // of the first case
+        for (const BiasShifts& s : kBiasShifts) {
+            SCOPED_TRACE(bias_case_name(OC, s));
+            auto d_pre = to_device_shifted<T>(pre, s.x);
+            auto d_out = poisoned<T>(s.out + n);
+            gpu::bias_gelu_forward(d_out.data() + s.out, d_pre.data() + s.x,
+                                   to_device_shifted<T>(bias, s.bias).data() + s.bias, N, OC, kStream);
+            EXPECT_EQ(to_host_shifted(d_pre, s.x), want_pre) << "pre is not pre + bias rounded to T";
+            expect_close(to_host_shifted(d_out, s.out), want_out, tolerance<T>(), "bias_gelu out");
+            if (pre_bits.empty()) {
+                pre_bits = bits_of(d_pre, s.x);
+                out_bits = bits_of(d_out, s.out);
+                continue;
+            }
+            EXPECT_EQ(bits_of(d_pre, s.x), pre_bits) << "pre differs between the paths";
+            EXPECT_EQ(bits_of(d_out, s.out), out_bits) << "out differs between the paths";
+        }
+    }
 }
 
 // The losses of the forward-only op (evaluation), and the losses and gradient of the one-pass

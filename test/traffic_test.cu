@@ -175,6 +175,18 @@ TYPED_TEST(TrafficTest, GeluBiasBackward) {
                 << "OC " << oc << ", offset " << offset;
 }
 
+TYPED_TEST(TrafficTest, BiasGelu) {
+    using T = TypeParam;
+    const int OC = 4 * C;
+    auto pre = filled<T>(N * OC + 1), out = filled<T>(N * OC), bias = filled<T>(OC);
+    for (int oc : {OC, OC - 3})  // packs of 16 bytes, and OC not a multiple of a pack
+        for (size_t offset : {0, 1})  // pre aligned, and one element off
+            EXPECT_TRUE(agree(gpu::bias_gelu_forward_traffic<T>(N, oc), counted([&] {
+                                  gpu::bias_gelu_forward(out.data(), pre.data() + offset, bias.data(), N, oc, kStream);
+                              })))
+                << "OC " << oc << ", offset " << offset;
+}
+
 TYPED_TEST(TrafficTest, MatmulBiasGelu) {
     using T = TypeParam;
     const int IC = C, OC = 4 * C;
