@@ -155,6 +155,18 @@ void with_index_type(size_t n, F launch) {
     else launch(size_t{0});
 }
 
+// Calls launch(pack, index) for a kernel over the n elements of rows of `width` that moves K
+// consecutive elements of a row per thread: pack is std::integral_constant<int, K>, K = S where
+// the rows can be read in packs of S from every pointer given (rows_in_packs), else 1; index is
+// of the index type for n elements (with_index_type).
+template <int S, class F, typename... P>
+void with_row_packs(size_t n, int width, F launch, const P*... p) {
+    with_index_type(n, [&](auto index) {
+        if (rows_in_packs<S>(width, p...)) launch(std::integral_constant<int, S>{}, index);
+        else launch(std::integral_constant<int, 1>{}, index);
+    });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Reductions in fp32. A warp is 32 lanes; blocks that use block_sum or block_max are 1-D with a
 // multiple of 32 threads (at most 1024), and pass 32 floats of their shared memory.

@@ -123,29 +123,21 @@ __global__ void gelu_bias_backward_kernel(T* dinp, float* partial, const T* dout
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
-// The bias + GELU pass with packs of K elements (1: one element per thread).
-template <int K, typename T>
-void launch_bias_gelu_forward(T* out, T* pre, const T* bias, int N, int OC, cudaStream_t stream) {
-    const size_t n = (size_t)N * OC;
-    with_index_type(n, [&](auto index) {
-        using I = decltype(index);
-        bias_gelu_forward_kernel<K, T, I><<<ceil_div(ceil_div(n, K), 256), 256, 0, stream>>>(out, pre, bias, (I)n,
-                                                                                              (I)OC);
-    });
-    cudaCheck(cudaGetLastError());
-}
-
 // pre (N,OC) += bias (OC);  out (N,OC) = GELU(pre): in 16-byte packs where OC is a multiple of
 // Pack16<T>::size and out, pre and bias are 16-byte aligned, else element by element (the same
 // results, bit for bit).
 template <typename T>
 void bias_gelu_forward(T* out, T* pre, const T* bias, int N, int OC, cudaStream_t stream) {
-    if (N == 0 || OC == 0) return;
-    constexpr int S = Pack16<T>::size;
-    if (rows_in_packs<S>(OC, out, pre, bias))
-        launch_bias_gelu_forward<S>(out, pre, bias, N, OC, stream);
-    else
-        launch_bias_gelu_forward<1>(out, pre, bias, N, OC, stream);
+    const size_t n = (size_t)N * OC;
+    if (n == 0) return;
+    auto launch = [&](auto pack, auto index) {
+        constexpr int K = decltype(pack)::value;
+        using I = decltype(index);
+        bias_gelu_forward_kernel<K, T, I><<<ceil_div(ceil_div(n, K), 256), 256, 0, stream>>>(out, pre, bias, (I)n,
+                                                                                              (I)OC);
+    };
+    with_row_packs<Pack16<T>::size>(n, OC, launch, out, pre, bias);
+    cudaCheck(cudaGetLastError());
 }
 
 // Traffic of bias_gelu_forward: pre and bias read, pre and out written, about 11 FLOPs per

@@ -758,6 +758,25 @@ TYPED_TEST(Kernel, BiasGeluForward) {
     }
 }
 
+// The linear layer's bias pass alone: out += bias exactly as rounded to T, whichever path
+// (packs or single elements) ran.
+TYPED_TEST(Kernel, AddBias) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(24);
+    for (int OC : kBiasWidths) {
+        const std::vector<float> out = rounded<T>(random_vector(rng, (size_t)N * OC));
+        const std::vector<float> bias = rounded<T>(random_vector(rng, OC));
+        const std::vector<float> want = plus_bias<T>(out, bias);
+        for (const BiasShifts& s : kBiasShifts) {
+            SCOPED_TRACE(bias_case_name(OC, s));
+            auto d_out = to_device_shifted<T>(out, s.x);
+            gpu::add_bias(d_out.data() + s.x, to_device_shifted<T>(bias, s.bias).data() + s.bias, N, OC, kStream);
+            EXPECT_EQ(to_host_shifted(d_out, s.x), want) << "out is not out + bias rounded to T";
+        }
+    }
+}
+
 // The losses of the forward-only op (evaluation), and the losses and gradient of the one-pass
 // op (training) against the CPU reference's forward then backward, at rows of (V, Vp):
 // narrower than the 1024-thread block of the one-pass kernel, wider than it and not a multiple

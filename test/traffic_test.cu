@@ -148,6 +148,18 @@ TYPED_TEST(TrafficTest, MatmulForwardAndBackward) {
     }
 }
 
+TYPED_TEST(TrafficTest, AddBias) {
+    using T = TypeParam;
+    const int OC = 3 * C;
+    auto out = filled<T>(N * OC + 1), bias = filled<T>(OC);
+    for (int oc : {OC, OC - 3})  // packs of 16 bytes, and OC not a multiple of a pack
+        for (size_t offset : {0, 1})  // out aligned, and one element off
+            EXPECT_TRUE(agree(gpu::add_bias_traffic<T>(N, oc), counted([&] {
+                                  gpu::add_bias(out.data() + offset, bias.data(), N, oc, kStream);
+                              })))
+                << "OC " << oc << ", offset " << offset;
+}
+
 TYPED_TEST(TrafficTest, Gelu) {
     using T = TypeParam;
     const size_t n = (size_t)N * 4 * C;
