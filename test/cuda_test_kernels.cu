@@ -98,6 +98,22 @@ std::vector<float> to_host(const DeviceArray<T>& d) {
     return out;
 }
 
+// A device copy of `host` that begins `shift` elements into its allocation (shift = 1 breaks
+// the alignment of every pack), with zeros before it.
+template <typename T>
+DeviceArray<T> to_device_shifted(const std::vector<float>& host, size_t shift) {
+    std::vector<float> padded(shift, 0.0f);
+    padded.insert(padded.end(), host.begin(), host.end());
+    return to_device<T>(padded);
+}
+
+// A device array's values past its first `shift` elements (undoes to_device_shifted).
+template <typename U>
+std::vector<float> to_host_shifted(const DeviceArray<U>& d, size_t shift) {
+    const std::vector<float> all = to_host(d);
+    return std::vector<float>(all.begin() + shift, all.end());
+}
+
 // An output buffer of n elements filled with 0xff bytes: NaN in fp32 and in bf16.
 template <typename T>
 DeviceArray<T> poisoned(size_t n) {
@@ -156,20 +172,37 @@ struct PrecisionName {
 using Precisions = ::testing::Types<float, bf16>;
 TYPED_TEST_SUITE(Kernel, Precisions, PrecisionName);
 
+// As the model calls it (out the fp32 stream, packs of 4: 16-byte stores) at C = 48 (a multiple
+// of the pack) and 50 (not: single elements), with every buffer aligned and with out, wte or
+// wpe one element off (single elements): exactly the CPU's sums, whichever path ran. And with
+// out in T (packs of 8 in bf16), against the CPU within the tolerance.
 TYPED_TEST(Kernel, EncoderForward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(1);
     const std::vector<int32_t> tokens = random_tokens(rng, N, V);
-    const std::vector<float> wte = rounded<T>(random_vector(rng, (size_t)Vp * C));
-    const std::vector<float> wpe = rounded<T>(random_vector(rng, (size_t)maxT * C));
-    std::vector<float> want((size_t)N * C);
-    ::encoder_forward(want.data(), tokens.data(), wte.data(), wpe.data(), B, Tn, C);
-
-    auto out = poisoned<T>((size_t)N * C);
-    gpu::encoder_forward(out.data(), to_device(tokens).data(), to_device<T>(wte).data(), to_device<T>(wpe).data(), B,
-                         Tn, C, kStream);
-    expect_close(out, want, tolerance<T>(), "encoder out");
+    auto d_tokens = to_device(tokens);
+    struct Shifts {
+        size_t out, wte, wpe;
+    };
+    for (int width : {C, 50}) {
+        const std::vector<float> wte = rounded<T>(random_vector(rng, (size_t)Vp * width));
+        const std::vector<float> wpe = rounded<T>(random_vector(rng, (size_t)maxT * width));
+        std::vector<float> want((size_t)N * width);
+        ::encoder_forward(want.data(), tokens.data(), wte.data(), wpe.data(), B, Tn, width);
+        for (const Shifts& s : {Shifts{0, 0, 0}, Shifts{1, 0, 0}, Shifts{0, 1, 0}, Shifts{0, 0, 1}}) {
+            SCOPED_TRACE("C = " + std::to_string(width) + ", shifts " + std::to_string(s.out) + ", " +
+                         std::to_string(s.wte) + ", " + std::to_string(s.wpe));
+            auto out = poisoned<float>(s.out + want.size());
+            gpu::encoder_forward(out.data() + s.out, d_tokens.data(), to_device_shifted<T>(wte, s.wte).data() + s.wte,
+                                 to_device_shifted<T>(wpe, s.wpe).data() + s.wpe, B, Tn, width, kStream);
+            EXPECT_EQ(to_host_shifted(out, s.out), want) << "encoder out (fp32) is not wte + wpe";
+        }
+        auto out = poisoned<T>(want.size());
+        gpu::encoder_forward(out.data(), d_tokens.data(), to_device<T>(wte).data(), to_device<T>(wpe).data(), B, Tn,
+                             width, kStream);
+        expect_close(out, want, tolerance<T>(), "encoder out (T), C = " + std::to_string(width));
+    }
 }
 
 TYPED_TEST(Kernel, EncoderBackward) {
@@ -244,15 +277,6 @@ constexpr LayerNormShape kLayerNormShapes[] = {{39, 48}, {39, 44}, {39, 50}, {30
 
 std::string shape_name(const LayerNormShape& shape) {
     return "N = " + std::to_string(shape.N) + ", C = " + std::to_string(shape.C);
-}
-
-// A device copy of `host` that begins `shift` elements into its allocation (shift = 1 breaks
-// the alignment of every pack), with zeros before it.
-template <typename T>
-DeviceArray<T> to_device_shifted(const std::vector<float>& host, size_t shift) {
-    std::vector<float> padded(shift, 0.0f);
-    padded.insert(padded.end(), host.begin(), host.end());
-    return to_device<T>(padded);
 }
 
 // Bit patterns of a device array past its first `shift` elements, to compare two kernels'
@@ -434,13 +458,6 @@ TYPED_TEST(Kernel, ResidualLayerNormForward) {
             check_residual_layernorm_forward<T, T, T>(rng, shape);
         }
     }
-}
-
-// A device array's values past its first `shift` elements (undoes to_device_shifted).
-template <typename U>
-std::vector<float> to_host_shifted(const DeviceArray<U>& d, size_t shift) {
-    const std::vector<float> all = to_host(d);
-    return std::vector<float>(all.begin() + shift, all.end());
 }
 
 // The packed paths (residual.cuh, layernorm.cuh) run only where every buffer is aligned to its

@@ -313,11 +313,17 @@ TYPED_TEST(TrafficTest, Encoder) {
     for (int i = 0; i < N; i++) distinct[i] = (7 * i) % V, repeated[i] = (i * i) % 10;
     DeviceArray<int32_t> tokens(N);
     tokens.upload(distinct.data(), kStream);
-    auto wte = filled<T>(Vp * C), wpe = filled<T>(maxT * C);
-    auto out = filled<float>(N * C);  // X_0, the fp32 stream
-    EXPECT_TRUE(agree(gpu::encoder_forward_traffic<float, T>(B, Tn, C), counted([&] {
-                          gpu::encoder_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, Tn, C, kStream);
-                      })));
+    // In packs of 4 (C = 48), with out one element off (single elements), and C = 50, not a
+    // multiple of the pack (single elements).
+    auto wte = filled<T>(Vp * 50), wpe = filled<T>(maxT * 50);
+    auto out = filled<float>(N * 50 + 1);  // X_0, the fp32 stream
+    for (int width : {C, 50})
+        for (size_t offset : {0, 1})
+            EXPECT_TRUE(agree(gpu::encoder_forward_traffic<float, T>(B, Tn, width), counted([&] {
+                                  gpu::encoder_forward(out.data() + offset, tokens.data(), wte.data(), wpe.data(), B,
+                                                       Tn, width, kStream);
+                              })))
+                << "C " << width << ", offset " << offset;
     // Backward: repeated tokens, i² mod 10 takes 6 distinct values.
     tokens.upload(repeated.data(), kStream);
     gpu::TokenOrder order(N);
