@@ -3,16 +3,15 @@
 //   forward, fused with the bias of the matrix product before it (the MLP's fc layer):
 //             pre (N,OC) = inp·wᵀ + bias;  out = GELU(pre) = ½·pre·(1 + tanh(u)),
 //             u = √(2/π)·(pre + 0.044715·pre³); pre is kept for the backward
-//   backward: dinp += dout·(½·(1 + tanh(u)) + ½·x·(1 − tanh²(u))·√(2/π)·(1 + 3·0.044715·x²))
-//             (or =, with GradOut::Write)
 //   backward, fused with the bias gradient of the fc layer (the MLP's backward):
-//             dinp (N,OC) = dout·GELU'(x) as above (written), and dbias (OC) += Σ_n dinp, so the
-//             fc layer's matmul_backward need not read dinp again for its bias
+//             dinp (N,OC) = dout·GELU'(x) (written), and dbias (OC) += Σ_n dinp, so the fc
+//             layer's matmul_backward need not read dinp again for its bias, where
+//             GELU'(x) = ½·(1 + tanh(u)) + ½·x·(1 − tanh²(u))·√(2/π)·(1 + 3·0.044715·x²)
 //
-// Elements are T (float or bf16), arithmetic in fp32. Every kernel moves 16 bytes per load and
-// store (4 floats or 8 bf16) where its buffers are 16-byte aligned (and, for the kernels over
-// rows of (N,OC), OC is a multiple of the pack), else one element at a time; indices are
-// 32-bit where the sizes allow (the forward falls back to 64-bit, the backwards require it).
+// Elements are T (float or bf16), arithmetic in fp32. Both kernels move 16 bytes per load and
+// store (4 floats or 8 bf16) where OC is a multiple of the pack and the buffers are 16-byte
+// aligned, else one element at a time; indices are 32-bit where the sizes allow (the forward
+// falls back to 64-bit, the backward requires them).
 #pragma once
 #include "cuda_common.cuh"
 #include "matmul.cuh"
@@ -53,31 +52,6 @@ __global__ void bias_gelu_forward_kernel(T* out, T* pre, const T* bias, I n, I O
     for (int e = 0; e < K; e++) g[e] = gelu(p[e]);
     store_pack(pre + first, p);
     store_pack(out + first, g);
-}
-
-// Adds into dinp, or stores into it when `add` is false (then dinp is not read); thread k
-// handles elements [k·S, k·S + S), S = Pack16<T>::size: as one 16-byte access per buffer when
-// all S are there and the buffers are aligned, else one by one.
-template <typename T>
-__global__ void gelu_backward_kernel(T* dinp, const T* dout, const T* inp, unsigned n, bool add) {
-    using P = Pack16<T>;
-    const unsigned first = (blockIdx.x * blockDim.x + threadIdx.x) * P::size;
-    if (first >= n) return;
-    if (first + P::size <= n && aligned16(dinp, dout, inp)) {
-        P d;
-        if (add) d = *reinterpret_cast<const P*>(dinp + first);
-        const P g = *reinterpret_cast<const P*>(dout + first), x = *reinterpret_cast<const P*>(inp + first);
-        for (int e = 0; e < P::size; e++) {
-            const float grad = to_float(g.v[e]) * gelu_derivative(to_float(x.v[e]));
-            d.v[e] = from_float<T>(add ? to_float(d.v[e]) + grad : grad);
-        }
-        *reinterpret_cast<P*>(dinp + first) = d;
-        return;
-    }
-    for (unsigned i = first; i < n && i < first + P::size; i++) {
-        const float grad = to_float(dout[i]) * gelu_derivative(to_float(inp[i]));
-        dinp[i] = from_float<T>(add ? to_float(dinp[i]) + grad : grad);
-    }
 }
 
 // dinp = dout·GELU'(inp) (written) over (N,OC), and stage 1 of dbias (see cuda_common.cuh):
@@ -163,25 +137,6 @@ Launches matmul_bias_gelu_forward_traffic(int N, int IC, int OC) {
     Launches out = matmul_forward_traffic<T>(N, IC, OC, false);
     out.push_back(bias_gelu_forward_traffic<T>(N, OC));
     return out;
-}
-
-// dinp += dout·GELU'(inp) (= with GradOut::Write), n elements.
-template <typename T>
-void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n, cudaStream_t stream,
-                   GradOut dinp_out = GradOut::Add) {
-    if (n == 0) return;
-    require_32bit_indices("gelu_backward", n);
-    gelu_backward_kernel<T><<<ceil_div(ceil_div(n, Pack16<T>::size), 256), 256, 0, stream>>>(
-        dinp, dout, inp, (unsigned)n, dinp_out == GradOut::Add);
-    cudaCheck(cudaGetLastError());
-}
-
-// Traffic of gelu_backward: dout and inp read, dinp read when added into, dinp written,
-// about 20 FLOPs per element.
-template <typename T>
-Traffic gelu_backward_traffic(size_t n, GradOut dinp_out = GradOut::Add) {
-    const double reads = dinp_out == GradOut::Add ? 3.0 : 2.0;
-    return {"gelu_backward_kernel", reads * n * sizeof(T), (double)n * sizeof(T), 20.0 * n};
 }
 
 // dinp (N,OC) = dout·GELU'(inp) (written);  dbias (OC) += Σ_n dinp (fp32): GELU's backward

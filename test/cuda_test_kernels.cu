@@ -639,32 +639,6 @@ TYPED_TEST(Kernel, AttentionBackward) {
     }
 }
 
-// The backward on the elements [offset, offset + count) of buffers of N·4C = 7488: all in
-// 16-byte packs; a count that leaves a partial pack at the end; buffers one element off
-// 16-byte alignment, which take the element-by-element path. Elements outside are untouched.
-TYPED_TEST(Kernel, GeluBackward) {
-    REQUIRE_CUDA_DEVICE();
-    using T = TypeParam;
-    Rng rng(10);
-    const size_t n = (size_t)N * 4 * C;
-    const std::vector<float> x = rounded<T>(random_vector(rng, n, 2.0f));
-    const std::vector<float> dout = rounded<T>(random_vector(rng, n));
-    // Adding into random values, or writing over NaN in the range (GradOut::Write: not read);
-    // outside the range dinp keeps its values.
-    for (GradOut mode : {GradOut::Add, GradOut::Write})
-        for (auto [offset, count] : {std::pair<size_t, size_t>{0, n}, {0, n - 3}, {1, n - 1}}) {
-            SCOPED_TRACE(std::string(mode == GradOut::Add ? "add" : "write") + ", elements " +
-                         std::to_string(offset) + " + " + std::to_string(count));
-            std::vector<float> dinp = rounded<T>(random_vector(rng, n)), before = dinp;
-            if (mode == GradOut::Write) std::fill(before.begin() + offset, before.begin() + offset + count, NAN);
-            auto d_dinp = to_device<T>(before), d_dout = to_device<T>(dout), d_x = to_device<T>(x);
-            ::gelu_backward(dinp.data() + offset, dout.data() + offset, x.data() + offset, count, mode);
-            gpu::gelu_backward(d_dinp.data() + offset, d_dout.data() + offset, d_x.data() + offset, count, kStream,
-                               mode);
-            expect_close(d_dinp, dinp, tolerance<T>(), "gelu dinp");
-        }
-}
-
 // GELU's backward with the fc bias gradient fused in, against the reference's gelu_backward
 // (written over NaN) then the bias gradient (added into random values). OC = 4C = 192 and
 // OC = 13 (not a multiple of the 16-byte pack: one element at a time), and dinp one element

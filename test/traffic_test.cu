@@ -160,19 +160,6 @@ TYPED_TEST(TrafficTest, AddBias) {
                 << "OC " << oc << ", offset " << offset;
 }
 
-TYPED_TEST(TrafficTest, Gelu) {
-    using T = TypeParam;
-    const size_t n = (size_t)N * 4 * C;
-    auto inp = filled<T>(n), out = filled<T>(n), dinp = filled<T>(n);
-    for (GradOut mode : {GradOut::Add, GradOut::Write})
-        for (size_t offset : {0, 1})  // packs of 16 bytes, and one element off alignment
-            EXPECT_TRUE(agree(gpu::gelu_backward_traffic<T>(n - offset, mode), counted([&] {
-                                  gpu::gelu_backward(dinp.data() + offset, out.data(), inp.data(), n - offset,
-                                                     kStream, mode);
-                              })))
-                << (mode == GradOut::Add ? "added" : "written") << ", offset " << offset;
-}
-
 TYPED_TEST(TrafficTest, GeluBiasBackward) {
     using T = TypeParam;
     const int OC = 4 * C;
