@@ -772,15 +772,21 @@ TYPED_TEST(Kernel, AddBias) {
 // op (training) against the CPU reference's forward then backward, at rows of (V, Vp):
 // narrower than the 1024-thread block of the one-pass kernel, wider than it and not a multiple
 // of it, and too long for shared memory (above 227 KiB: the unstaged path; V > 58K in fp32,
-// > 116K in bf16). Padding columns V..Vp−1 of the gradient must be exactly 0.
+// > 116K in bf16). Padding columns V..Vp−1 of the gradient must be exactly 0. These rows are
+// read in 16-byte packs (Vp a multiple of 8), V mod 8 columns one by one; the rows of Vp = 97,
+// and logits one element off alignment, one element at a time throughout.
 TYPED_TEST(Kernel, CrossEntropy) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     const int long_row = 227 * 1024 / (int)sizeof(T) + 33;
-    const struct Shape { int N, V, Vp; } shapes[] = {{N, V, Vp}, {5, 1500, 1536}, {3, long_row, long_row + 31}};
+    const struct Shape {
+        int N, V, Vp;
+        size_t shift;  // elements into its allocation where the logits begin
+    } shapes[] = {{N, V, Vp, 0}, {5, 1500, 1536, 0}, {3, long_row, long_row + 31, 0}, {7, V, 97, 0}, {N, V, Vp, 1}};
     Rng rng(11);
     for (const Shape& s : shapes) {
-        const std::string at = " at N " + std::to_string(s.N) + ", V " + std::to_string(s.V);
+        const std::string at = " at N " + std::to_string(s.N) + ", V " + std::to_string(s.V) + ", Vp " +
+                               std::to_string(s.Vp) + ", shift " + std::to_string(s.shift);
         const std::vector<float> logits = rounded<T>(random_vector(rng, (size_t)s.N * s.Vp, 2.0f));
         const std::vector<int32_t> targets = random_tokens(rng, s.N, s.V);
         const float dloss = 0.37f / s.N;
@@ -788,18 +794,18 @@ TYPED_TEST(Kernel, CrossEntropy) {
         ::crossentropy_forward(want_losses.data(), logits.data(), targets.data(), s.N, s.V, s.Vp);
         ::crossentropy_backward_inplace(want_dlogits.data(), targets.data(), dloss, s.N, s.V, s.Vp);
 
-        auto d_logits = to_device<T>(logits);
+        auto d_logits = to_device_shifted<T>(logits, s.shift);
         auto d_targets = to_device(targets);
         auto losses = poisoned<float>(s.N);
-        gpu::crossentropy_forward(losses.data(), d_logits.data(), d_targets.data(), s.N, s.V, s.Vp, kStream);
+        gpu::crossentropy_forward(losses.data(), d_logits.data() + s.shift, d_targets.data(), s.N, s.V, s.Vp, kStream);
         expect_close(losses, want_losses, tolerance<T>(), "crossentropy forward losses" + at);
-        EXPECT_EQ(to_host(d_logits), logits) << "the forward-only op keeps the logits" << at;
+        EXPECT_EQ(to_host_shifted(d_logits, s.shift), logits) << "the forward-only op keeps the logits" << at;
 
         auto fused_losses = poisoned<float>(s.N);
-        gpu::crossentropy_forward_backward(fused_losses.data(), d_logits.data(), d_targets.data(), dloss, s.N, s.V,
-                                           s.Vp, kStream);
+        gpu::crossentropy_forward_backward(fused_losses.data(), d_logits.data() + s.shift, d_targets.data(), dloss,
+                                           s.N, s.V, s.Vp, kStream);
         expect_close(fused_losses, want_losses, tolerance<T>(), "crossentropy fwd+bwd losses" + at);
-        const std::vector<float> got = to_host(d_logits);
+        const std::vector<float> got = to_host_shifted(d_logits, s.shift);
         expect_close(got, want_dlogits, tolerance<T>(), "crossentropy fwd+bwd dlogits" + at);
         size_t nonzero_padding = 0;
         for (int n = 0; n < s.N; n++)

@@ -259,16 +259,21 @@ TYPED_TEST(TrafficTest, ResidualLayerNorm) {
 
 TYPED_TEST(TrafficTest, CrossEntropy) {
     using T = TypeParam;
-    auto logits = filled<T>(N * Vp);
+    auto logits = filled<T>(N * Vp + 1);
     auto targets = filled<int32_t>(N);
     auto losses = filled<float>(N);
-    EXPECT_TRUE(agree(gpu::crossentropy_forward_traffic<T>(N, V, Vp), counted([&] {
-                          gpu::crossentropy_forward(losses.data(), logits.data(), targets.data(), N, V, Vp, kStream);
-                      })));
-    EXPECT_TRUE(agree(gpu::crossentropy_forward_backward_traffic<T>(N, V, Vp), counted([&] {
-                          gpu::crossentropy_forward_backward(losses.data(), logits.data(), targets.data(), 0.1f, N, V,
-                                                             Vp, kStream);
-                      })));
+    for (size_t offset : {0, 1}) {  // packs of 16 bytes (V mod 8 columns one by one), and one element off
+        EXPECT_TRUE(agree(gpu::crossentropy_forward_traffic<T>(N, V, Vp), counted([&] {
+                              gpu::crossentropy_forward(losses.data(), logits.data() + offset, targets.data(), N, V,
+                                                        Vp, kStream);
+                          })))
+            << "offset " << offset;
+        EXPECT_TRUE(agree(gpu::crossentropy_forward_backward_traffic<T>(N, V, Vp), counted([&] {
+                              gpu::crossentropy_forward_backward(losses.data(), logits.data() + offset,
+                                                                 targets.data(), 0.1f, N, V, Vp, kStream);
+                          })))
+            << "offset " << offset;
+    }
 }
 
 TYPED_TEST(TrafficTest, AdamWAndSumOfSquares) {
