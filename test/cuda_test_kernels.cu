@@ -41,7 +41,7 @@ namespace {
 // C = 48 is not a multiple of the 32 lanes of a warp, and the head size is 12, so every kernel's
 // tail (the last, partly idle block or warp) is exercised. (cuda_test_model.cu runs the whole
 // step at power-of-two sizes.)
-constexpr int B = 3, Tn = 13, C = 48, NH = 4, V = 83, Vp = 96, maxT = 20;
+constexpr int B = 3, Tn = 13, C = 48, V = 83, Vp = 96, maxT = 20;
 constexpr int N = B * Tn;
 constexpr cudaStream_t kStream = nullptr;
 
