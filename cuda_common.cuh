@@ -117,6 +117,13 @@ bool aligned_to_packs(const P*... p) {
     return ((reinterpret_cast<uintptr_t>(p) % (K * sizeof(P)) == 0) && ...);
 }
 
+// Whether rows of `width` elements can be read in packs of K from every pointer given (null
+// ones are not used and do not count): width a multiple of K, every pointer aligned to its pack.
+template <int K, typename... P>
+bool rows_in_packs(int width, const P*... p) {
+    return width % K == 0 && aligned_to_packs<K>(p...);
+}
+
 // v[e] = p[e] for e < K, as floats, in one access.
 template <int K, typename T>
 __device__ inline void load_pack(float (&v)[K], const T* p) {
@@ -146,6 +153,18 @@ template <class F>
 void with_index_type(size_t n, F launch) {
     if (n < ((size_t)1 << 32) - ((size_t)1 << 16)) launch(0u);
     else launch(size_t{0});
+}
+
+// Calls launch(pack, index) for a kernel over the n elements of rows of `width` that moves K
+// consecutive elements of a row per thread: pack is std::integral_constant<int, K>, K = S where
+// the rows can be read in packs of S from every pointer given (rows_in_packs), else 1; index is
+// of the index type for n elements (with_index_type).
+template <int S, class F, typename... P>
+void with_row_packs(size_t n, int width, F launch, const P*... p) {
+    with_index_type(n, [&](auto index) {
+        if (rows_in_packs<S>(width, p...)) launch(std::integral_constant<int, S>{}, index);
+        else launch(std::integral_constant<int, 1>{}, index);
+    });
 }
 
 // ---------------------------------------------------------------------------------------------

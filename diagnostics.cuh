@@ -42,13 +42,14 @@ __global__ void attention_logit_row_max_kernel(float* row_max, const T* qkv, int
     if (lane == 0) row_max[row] = best;
 }
 
-// One warp per row n of logits (N,Vp): row_max[n] = max_{v<V} z, row_lse[n] = log Σ_{v<V} exp(z).
+// One warp per row n of logits (N,Vp): row_max[n] = max_{v<V} z, row_lse[n] = log Σ_{v<V} exp(z),
+// one element at a time (it runs only at stats time).
 template <typename T>
 __global__ void logit_row_stats_kernel(float* row_max, float* row_lse, const T* logits, int N, int V, int Vp) {
     const int n = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     if (n >= N) return;
-    const RowLogSumExp row = row_log_sum_exp(logits + (size_t)n * Vp, V, lane);
+    const RowLogSumExp row = row_log_sum_exp<1>(logits + (size_t)n * Vp, V, lane);
     if (lane == 0) {
         row_max[n] = row.max;
         row_lse[n] = row.log_sum;

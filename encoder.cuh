@@ -3,7 +3,9 @@
 //   forward:  out (B,T,C) = wte[tokens[b,t]] + wpe[t];  tokens (B,T), wte (Vp,C), wpe (maxT,C)
 //   backward: dwte[tokens[b,t]] += dout[b,t];  dwpe[t] += dout[b,t]   (dwte, dwpe fp32)
 // out and dout are the residual stream X_0 and its gradient (fp32 in both precisions, its
-// element type S); the weights are of type W (the bf16 copy in bf16 mode).
+// element type S); the weights are of type W (the bf16 copy in bf16 mode). The forward moves
+// 16 bytes of out (4 floats) per thread, and the matching pack of each weight row, where C and
+// the buffers allow, else single elements, with 32-bit indices where the sizes allow.
 //
 // The same token can sit at many positions, so its dwte row gathers several rows of dout. To
 // sum them without atomics, in a fixed order and without the host, the positions are sorted on
@@ -44,14 +46,20 @@ inline int sort_tile(int padded) { return std::min(SORT_TILE, padded); }
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
-// One thread per output element (n, c), n = b·T + t.
-template <typename S, typename W>
-__global__ void encoder_forward_kernel(S* out, const int32_t* tokens, const W* wte, const W* wpe, int N, int Tn,
-                                       int C) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)N * C) return;
-    const int n = (int)(i / C), c = (int)(i % C), t = n % Tn;
-    out[i] = from_float<S>(to_float(wte[(size_t)tokens[n] * C + c]) + to_float(wpe[(size_t)t * C + c]));
+// out[n, c] = wte[tokens[n], c] + wpe[t, c] over the n·C elements of out, row n = b·T + t.
+// Thread k handles the K elements [k·K, k·K + K), which lie in one row (K divides C), with one
+// access per buffer: K = pack_width<S, W>() (16 bytes of the fp32 stream) where the launcher
+// found the rows aligned, else K = 1. I is the index type (with_index_type).
+template <int K, typename S, typename W, typename I>
+__global__ void encoder_forward_kernel(S* out, const int32_t* tokens, const W* wte, const W* wpe, I n, I Tn, I C) {
+    const I first = ((I)blockIdx.x * blockDim.x + threadIdx.x) * K;
+    if (first >= n) return;
+    const I row = first / C, c = first % C, t = row % Tn;
+    float sum[K], position[K];
+    load_pack(sum, wte + (size_t)tokens[row] * C + c);
+    load_pack(position, wpe + t * C + c);
+    for (int e = 0; e < K; e++) sum[e] += position[e];
+    store_pack(out + first, sum);
 }
 
 // dwpe[t, c] += Σ_b dout[b, t, c], one thread per (t, c).
@@ -147,12 +155,21 @@ __global__ void wte_backward_kernel(float* dwte, const T* dout, const unsigned l
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
-// out (B,T,C) from tokens (B,T) on the device.
+// out (B,T,C) from tokens (B,T) on the device: in packs of pack_width<S, W>() elements of a row
+// (16 bytes of the fp32 stream) where C is a multiple and out, wte and wpe are aligned to their
+// packs, else element by element.
 template <typename S, typename W>
 void encoder_forward(S* out, const int32_t* tokens, const W* wte, const W* wpe, int B, int Tn, int C,
                      cudaStream_t stream) {
     const size_t n = (size_t)B * Tn * C;
-    encoder_forward_kernel<S, W><<<ceil_div(n, 256), 256, 0, stream>>>(out, tokens, wte, wpe, B * Tn, Tn, C);
+    if (n == 0) return;
+    auto launch = [&](auto pack, auto index) {
+        constexpr int K = decltype(pack)::value;
+        using I = decltype(index);
+        encoder_forward_kernel<K, S, W, I><<<ceil_div(ceil_div(n, K), 256), 256, 0, stream>>>(out, tokens, wte, wpe,
+                                                                                               (I)n, (I)Tn, (I)C);
+    };
+    with_row_packs<pack_width<S, W>()>(n, C, launch, out, wte, wpe);
     cudaCheck(cudaGetLastError());
 }
 

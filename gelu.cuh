@@ -3,14 +3,15 @@
 //   forward, fused with the bias of the matrix product before it (the MLP's fc layer):
 //             pre (N,OC) = inp·wᵀ + bias;  out = GELU(pre) = ½·pre·(1 + tanh(u)),
 //             u = √(2/π)·(pre + 0.044715·pre³); pre is kept for the backward
-//   backward: dinp += dout·(½·(1 + tanh(u)) + ½·x·(1 − tanh²(u))·√(2/π)·(1 + 3·0.044715·x²))
-//             (or =, with GradOut::Write)
 //   backward, fused with the bias gradient of the fc layer (the MLP's backward):
-//             dinp (N,OC) = dout·GELU'(x) as above (written), and dbias (OC) += Σ_n dinp, so the
-//             fc layer's matmul_backward need not read dinp again for its bias
+//             dinp (N,OC) = dout·GELU'(x) (written), and dbias (OC) += Σ_n dinp, so the fc
+//             layer's matmul_backward need not read dinp again for its bias, where
+//             GELU'(x) = ½·(1 + tanh(u)) + ½·x·(1 − tanh²(u))·√(2/π)·(1 + 3·0.044715·x²)
 //
-// Elements are T (float or bf16), arithmetic in fp32. The backwards move 16 bytes per load and
-// store (4 floats or 8 bf16) where their buffers are 16-byte aligned, with 32-bit indices.
+// Elements are T (float or bf16), arithmetic in fp32. Both kernels move 16 bytes per load and
+// store (4 floats or 8 bf16) where OC is a multiple of the pack and the buffers are 16-byte
+// aligned, else one element at a time; indices are 32-bit where the sizes allow (the forward
+// falls back to 64-bit, the backward requires them).
 #pragma once
 #include "cuda_common.cuh"
 #include "matmul.cuh"
@@ -38,39 +39,19 @@ __device__ inline T gelu_input_grad(T dout, T x) {
 // Kernels
 
 // pre[n, o] += bias[o], then out = GELU(pre) of the stored (rounded) pre, so the result is the
-// same as a bias pass followed by a GELU pass; one thread per element of (N,OC).
-template <typename T>
-__global__ void bias_gelu_forward_kernel(T* out, T* pre, const T* bias, int N, int OC) {
-    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;  // N·OC < 2^32 (the launcher checks)
-    if (i >= (unsigned)N * (unsigned)OC) return;
-    const T p = from_float<T>(to_float(pre[i]) + to_float(bias[i % (unsigned)OC]));
-    pre[i] = p;
-    out[i] = from_float<T>(gelu(to_float(p)));
-}
-
-// Adds into dinp, or stores into it when `add` is false (then dinp is not read); thread k
-// handles elements [k·S, k·S + S), S = Pack16<T>::size: as one 16-byte access per buffer when
-// all S are there and the buffers are aligned, else one by one.
-template <typename T>
-__global__ void gelu_backward_kernel(T* dinp, const T* dout, const T* inp, unsigned n, bool add) {
-    using P = Pack16<T>;
-    const unsigned first = (blockIdx.x * blockDim.x + threadIdx.x) * P::size;
+// same as a bias pass followed by a GELU pass. Thread k handles the K elements [k·K, k·K + K)
+// of the n = N·OC elements, which lie in one row (K divides OC), with one access per buffer:
+// K = Pack16<T>::size (16 bytes) where the launcher found the rows aligned, else K = 1. I is
+// the index type (with_index_type).
+template <int K, typename T, typename I>
+__global__ void bias_gelu_forward_kernel(T* out, T* pre, const T* bias, I n, I OC) {
+    const I first = ((I)blockIdx.x * blockDim.x + threadIdx.x) * K;
     if (first >= n) return;
-    if (first + P::size <= n && aligned16(dinp, dout, inp)) {
-        P d;
-        if (add) d = *reinterpret_cast<const P*>(dinp + first);
-        const P g = *reinterpret_cast<const P*>(dout + first), x = *reinterpret_cast<const P*>(inp + first);
-        for (int e = 0; e < P::size; e++) {
-            const float grad = to_float(g.v[e]) * gelu_derivative(to_float(x.v[e]));
-            d.v[e] = from_float<T>(add ? to_float(d.v[e]) + grad : grad);
-        }
-        *reinterpret_cast<P*>(dinp + first) = d;
-        return;
-    }
-    for (unsigned i = first; i < n && i < first + P::size; i++) {
-        const float grad = to_float(dout[i]) * gelu_derivative(to_float(inp[i]));
-        dinp[i] = from_float<T>(add ? to_float(dinp[i]) + grad : grad);
-    }
+    float p[K], g[K];
+    load_plus_bias(p, pre + first, bias + first % OC);
+    for (int e = 0; e < K; e++) g[e] = gelu(p[e]);
+    store_pack(pre + first, p);
+    store_pack(out + first, g);
 }
 
 // dinp = dout·GELU'(inp) (written) over (N,OC), and stage 1 of dbias (see cuda_common.cuh):
@@ -116,45 +97,46 @@ __global__ void gelu_bias_backward_kernel(T* dinp, float* partial, const T* dout
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
+// pre (N,OC) += bias (OC);  out (N,OC) = GELU(pre): in 16-byte packs where OC is a multiple of
+// Pack16<T>::size and out, pre and bias are 16-byte aligned, else element by element (the same
+// results, bit for bit).
+template <typename T>
+void bias_gelu_forward(T* out, T* pre, const T* bias, int N, int OC, cudaStream_t stream) {
+    const size_t n = (size_t)N * OC;
+    if (n == 0) return;
+    auto launch = [&](auto pack, auto index) {
+        constexpr int K = decltype(pack)::value;
+        using I = decltype(index);
+        bias_gelu_forward_kernel<K, T, I><<<ceil_div(ceil_div(n, K), 256), 256, 0, stream>>>(out, pre, bias, (I)n,
+                                                                                              (I)OC);
+    };
+    with_row_packs<Pack16<T>::size>(n, OC, launch, out, pre, bias);
+    cudaCheck(cudaGetLastError());
+}
+
+// Traffic of bias_gelu_forward: pre and bias read, pre and out written, about 11 FLOPs per
+// element.
+template <typename T>
+Traffic bias_gelu_forward_traffic(int N, int OC) {
+    const double n = (double)N * OC;
+    return {"bias_gelu_forward_kernel", (n + OC) * sizeof(T), 2 * n * sizeof(T), 11.0 * n};
+}
+
 // pre (N,OC) = inp (N,IC)·wᵀ + bias;  out (N,OC) = GELU(pre): the product, then one pass for
 // bias and GELU together.
 template <typename T>
 void matmul_bias_gelu_forward(cublasHandle_t handle, T* out, T* pre, const T* inp, const T* w, const T* bias, int N,
                               int IC, int OC, cudaStream_t stream) {
     matmul_forward(handle, pre, inp, w, (const T*)nullptr, N, IC, OC, stream);
-    const size_t n = (size_t)N * OC;
-    require_32bit_indices("matmul_bias_gelu_forward", n);
-    bias_gelu_forward_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(out, pre, bias, N, OC);
-    cudaCheck(cudaGetLastError());
+    bias_gelu_forward(out, pre, bias, N, OC, stream);
 }
 
-// Traffic of matmul_bias_gelu_forward: the product, then pre and bias read, pre and out
-// written, about 11 FLOPs per element.
+// Traffic of matmul_bias_gelu_forward: the product, then the bias + GELU pass.
 template <typename T>
 Launches matmul_bias_gelu_forward_traffic(int N, int IC, int OC) {
     Launches out = matmul_forward_traffic<T>(N, IC, OC, false);
-    const double n = (double)N * OC;
-    out.push_back({"bias_gelu_forward_kernel", (n + OC) * sizeof(T), 2 * n * sizeof(T), 11.0 * n});
+    out.push_back(bias_gelu_forward_traffic<T>(N, OC));
     return out;
-}
-
-// dinp += dout·GELU'(inp) (= with GradOut::Write), n elements.
-template <typename T>
-void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n, cudaStream_t stream,
-                   GradOut dinp_out = GradOut::Add) {
-    if (n == 0) return;
-    require_32bit_indices("gelu_backward", n);
-    gelu_backward_kernel<T><<<ceil_div(ceil_div(n, Pack16<T>::size), 256), 256, 0, stream>>>(
-        dinp, dout, inp, (unsigned)n, dinp_out == GradOut::Add);
-    cudaCheck(cudaGetLastError());
-}
-
-// Traffic of gelu_backward: dout and inp read, dinp read when added into, dinp written,
-// about 20 FLOPs per element.
-template <typename T>
-Traffic gelu_backward_traffic(size_t n, GradOut dinp_out = GradOut::Add) {
-    const double reads = dinp_out == GradOut::Add ? 3.0 : 2.0;
-    return {"gelu_backward_kernel", reads * n * sizeof(T), (double)n * sizeof(T), 20.0 * n};
 }
 
 // dinp (N,OC) = dout·GELU'(inp) (written);  dbias (OC) += Σ_n dinp (fp32): GELU's backward

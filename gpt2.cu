@@ -186,9 +186,6 @@ public:
     void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         gpu::matmul_bias_gelu_forward(cublas, out, pre, inp, w, bias, N, IC, OC, stream);
     }
-    void gelu_backward(T* dx, const T* dout, const T* x, size_t n, GradOut dx_out = GradOut::Add) {
-        gpu::gelu_backward(dx, dout, x, n, stream, dx_out);
-    }
     void gelu_bias_backward(T* dx, float* dbias, const T* dout, const T* x, int N, int OC) {
         gpu::gelu_bias_backward(dx, dbias, dout, x, N, OC, partial.data(), stream);
     }

@@ -27,14 +27,7 @@
 namespace gpu {
 
 // ---------------------------------------------------------------------------------------------
-// Packs of K elements (pack_width, load_pack, store_pack: cuda_common.cuh).
-
-// Whether rows of C elements can be read in packs of K from every pointer given (null ones
-// are not used and do not count).
-template <int K, typename... P>
-bool rows_in_packs(int C, const P*... p) {
-    return C % K == 0 && aligned_to_packs<K>(p...);
-}
+// Packs of K elements: pack_width, rows_in_packs, load_pack, store_pack (cuda_common.cuh).
 
 // ---------------------------------------------------------------------------------------------
 // Kernels

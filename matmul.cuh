@@ -8,7 +8,9 @@
 // Operands A and B are of the element type T; the result is T, or fp32 where precision
 // matters (weight gradients, an input gradient that is the residual stream's). cuBLAS multiplies in fp32 (CUBLAS_COMPUTE_32F):
 // with bf16 operands it uses the tensor cores, with fp32 operands it stays exact fp32 (no
-// TF32), as the fp32 mode promises. Weight and bias gradients are fp32.
+// TF32), as the fp32 mode promises. Weight and bias gradients are fp32. The bias pass of the
+// forward moves 16-byte packs of a row (4 floats or 8 bf16) per thread where OC and its buffers
+// allow, else single elements, with 32-bit indices where the sizes allow.
 #pragma once
 #include "cuda_common.cuh"
 
@@ -40,11 +42,28 @@ inline Traffic gemm_traffic(int M, int N, int K, bool beta_nonzero, size_t ab_by
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
-// out[n, o] += bias[o], one thread per element of out (N,OC).
-template <typename T>
-__global__ void add_bias_kernel(T* out, const T* bias, int N, int OC) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (size_t)N * OC) out[i] = from_float<T>(to_float(out[i]) + to_float(bias[i % OC]));
+// v[e] = x[e] + bias[e] for e < K, each sum rounded to T as it is stored: K consecutive
+// elements of one row of an (N,OC) matrix and the bias entries of their columns, one access
+// per buffer (the bias passes below and bias_gelu_forward_kernel, gelu.cuh).
+template <int K, typename T>
+__device__ inline void load_plus_bias(float (&v)[K], const T* x, const T* bias) {
+    float b[K];
+    load_pack(v, x);
+    load_pack(b, bias);
+    for (int e = 0; e < K; e++) v[e] = to_float(from_float<T>(v[e] + b[e]));
+}
+
+// out[n, o] += bias[o] over the n = N·OC elements of out. Thread k handles the K elements
+// [k·K, k·K + K), which lie in one row (K divides OC), with one access per buffer: K =
+// Pack16<T>::size (16 bytes) where the launcher found the rows aligned, else K = 1. I is the
+// index type (with_index_type).
+template <int K, typename T, typename I>
+__global__ void add_bias_kernel(T* out, const T* bias, I n, I OC) {
+    const I first = ((I)blockIdx.x * blockDim.x + threadIdx.x) * K;
+    if (first >= n) return;
+    float v[K];
+    load_plus_bias(v, out + first, bias + first % OC);
+    store_pack(out + first, v);
 }
 
 // dbias stage 1 (see cuda_common.cuh): partial[k·OC + o] = Σ_{n in chunk k} dout[n, o].
@@ -65,22 +84,41 @@ __global__ void bias_backward_kernel(float* partial, const T* dout, int N, int O
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
+// out (N,OC) += bias (OC): in 16-byte packs where OC is a multiple of Pack16<T>::size and out
+// and bias are 16-byte aligned, else element by element (the same results, bit for bit).
+template <typename T>
+void add_bias(T* out, const T* bias, int N, int OC, cudaStream_t stream) {
+    const size_t n = (size_t)N * OC;
+    if (n == 0) return;
+    auto launch = [&](auto pack, auto index) {
+        constexpr int K = decltype(pack)::value;
+        using I = decltype(index);
+        add_bias_kernel<K, T, I><<<ceil_div(ceil_div(n, K), 256), 256, 0, stream>>>(out, bias, (I)n, (I)OC);
+    };
+    with_row_packs<Pack16<T>::size>(n, OC, launch, out, bias);
+    cudaCheck(cudaGetLastError());
+}
+
+// Traffic of add_bias: out and bias read, out written, one FLOP per element.
+template <typename T>
+Traffic add_bias_traffic(int N, int OC) {
+    const double n = (double)N * OC;
+    return {"add_bias_kernel", (n + OC) * sizeof(T), n * sizeof(T), n};
+}
+
 // out (N,OC) = inp (N,IC)·wᵀ + bias; bias may be null (the tied lm head has none).
 template <typename T>
 void matmul_forward(cublasHandle_t handle, T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC,
                     cudaStream_t stream) {
     gemm(handle, false, true, N, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC);
-    if (!bias) return;
-    add_bias_kernel<T><<<ceil_div((size_t)N * OC, 256), 256, 0, stream>>>(out, bias, N, OC);
-    cudaCheck(cudaGetLastError());
+    if (bias) add_bias(out, bias, N, OC, stream);
 }
 
 // Traffic of matmul_forward: the product, then the bias pass that reads and writes out.
 template <typename T>
 Launches matmul_forward_traffic(int N, int IC, int OC, bool bias) {
     Launches out{gemm_traffic(N, OC, IC, false, sizeof(T), sizeof(T))};
-    const double n = (double)N * OC;
-    if (bias) out.push_back({"add_bias_kernel", (n + OC) * sizeof(T), n * sizeof(T), n});
+    if (bias) out.push_back(add_bias_traffic<T>(N, OC));
     return out;
 }
 

@@ -41,7 +41,7 @@ namespace {
 // C = 48 is not a multiple of the 32 lanes of a warp, and the head size is 12, so every kernel's
 // tail (the last, partly idle block or warp) is exercised. (cuda_test_model.cu runs the whole
 // step at power-of-two sizes.)
-constexpr int B = 3, Tn = 13, C = 48, NH = 4, V = 83, Vp = 96, maxT = 20;
+constexpr int B = 3, Tn = 13, C = 48, V = 83, Vp = 96, maxT = 20;
 constexpr int N = B * Tn;
 constexpr cudaStream_t kStream = nullptr;
 
@@ -96,6 +96,22 @@ std::vector<float> to_host(const DeviceArray<T>& d) {
     std::vector<float> out(d.size());
     for (size_t i = 0; i < d.size(); i++) out[i] = to_float(raw[i]);
     return out;
+}
+
+// A device copy of `host` that begins `shift` elements into its allocation (shift = 1 breaks
+// the alignment of every pack), with zeros before it.
+template <typename T>
+DeviceArray<T> to_device_shifted(const std::vector<float>& host, size_t shift) {
+    std::vector<float> padded(shift, 0.0f);
+    padded.insert(padded.end(), host.begin(), host.end());
+    return to_device<T>(padded);
+}
+
+// A device array's values past its first `shift` elements (undoes to_device_shifted).
+template <typename U>
+std::vector<float> to_host_shifted(const DeviceArray<U>& d, size_t shift) {
+    const std::vector<float> all = to_host(d);
+    return std::vector<float>(all.begin() + shift, all.end());
 }
 
 // An output buffer of n elements filled with 0xff bytes: NaN in fp32 and in bf16.
@@ -156,20 +172,37 @@ struct PrecisionName {
 using Precisions = ::testing::Types<float, bf16>;
 TYPED_TEST_SUITE(Kernel, Precisions, PrecisionName);
 
+// As the model calls it (out the fp32 stream, packs of 4: 16-byte stores) at C = 48 (a multiple
+// of the pack) and 50 (not: single elements), with every buffer aligned and with out, wte or
+// wpe one element off (single elements): exactly the CPU's sums, whichever path ran. And with
+// out in T (packs of 8 in bf16), against the CPU within the tolerance.
 TYPED_TEST(Kernel, EncoderForward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(1);
     const std::vector<int32_t> tokens = random_tokens(rng, N, V);
-    const std::vector<float> wte = rounded<T>(random_vector(rng, (size_t)Vp * C));
-    const std::vector<float> wpe = rounded<T>(random_vector(rng, (size_t)maxT * C));
-    std::vector<float> want((size_t)N * C);
-    ::encoder_forward(want.data(), tokens.data(), wte.data(), wpe.data(), B, Tn, C);
-
-    auto out = poisoned<T>((size_t)N * C);
-    gpu::encoder_forward(out.data(), to_device(tokens).data(), to_device<T>(wte).data(), to_device<T>(wpe).data(), B,
-                         Tn, C, kStream);
-    expect_close(out, want, tolerance<T>(), "encoder out");
+    auto d_tokens = to_device(tokens);
+    struct Shifts {
+        size_t out, wte, wpe;
+    };
+    for (int width : {C, 50}) {
+        const std::vector<float> wte = rounded<T>(random_vector(rng, (size_t)Vp * width));
+        const std::vector<float> wpe = rounded<T>(random_vector(rng, (size_t)maxT * width));
+        std::vector<float> want((size_t)N * width);
+        ::encoder_forward(want.data(), tokens.data(), wte.data(), wpe.data(), B, Tn, width);
+        for (const Shifts& s : {Shifts{0, 0, 0}, Shifts{1, 0, 0}, Shifts{0, 1, 0}, Shifts{0, 0, 1}}) {
+            SCOPED_TRACE("C = " + std::to_string(width) + ", shifts " + std::to_string(s.out) + ", " +
+                         std::to_string(s.wte) + ", " + std::to_string(s.wpe));
+            auto out = poisoned<float>(s.out + want.size());
+            gpu::encoder_forward(out.data() + s.out, d_tokens.data(), to_device_shifted<T>(wte, s.wte).data() + s.wte,
+                                 to_device_shifted<T>(wpe, s.wpe).data() + s.wpe, B, Tn, width, kStream);
+            EXPECT_EQ(to_host_shifted(out, s.out), want) << "encoder out (fp32) is not wte + wpe";
+        }
+        auto out = poisoned<T>(want.size());
+        gpu::encoder_forward(out.data(), d_tokens.data(), to_device<T>(wte).data(), to_device<T>(wpe).data(), B, Tn,
+                             width, kStream);
+        expect_close(out, want, tolerance<T>(), "encoder out (T), C = " + std::to_string(width));
+    }
 }
 
 TYPED_TEST(Kernel, EncoderBackward) {
@@ -246,20 +279,13 @@ std::string shape_name(const LayerNormShape& shape) {
     return "N = " + std::to_string(shape.N) + ", C = " + std::to_string(shape.C);
 }
 
-// A device copy of `host` that begins `shift` elements into its allocation (shift = 1 breaks
-// the alignment of every pack), with zeros before it.
+// Bit patterns of a device array past its first `shift` elements, to compare two kernels'
+// results exactly.
 template <typename T>
-DeviceArray<T> to_device_shifted(const std::vector<float>& host, size_t shift) {
-    std::vector<float> padded(shift, 0.0f);
-    padded.insert(padded.end(), host.begin(), host.end());
-    return to_device<T>(padded);
-}
-
-// Bit patterns of a device array, to compare two kernels' results exactly.
-template <typename T>
-std::vector<uint16_t> bits_of(const DeviceArray<T>& d) {
+std::vector<uint16_t> bits_of(const DeviceArray<T>& d, size_t shift = 0) {
     std::vector<uint16_t> bits(d.size() * sizeof(T) / sizeof(uint16_t));
     d.download(reinterpret_cast<T*>(bits.data()), kStream);
+    bits.erase(bits.begin(), bits.begin() + shift * sizeof(T) / sizeof(uint16_t));
     return bits;
 }
 
@@ -432,13 +458,6 @@ TYPED_TEST(Kernel, ResidualLayerNormForward) {
             check_residual_layernorm_forward<T, T, T>(rng, shape);
         }
     }
-}
-
-// A device array's values past its first `shift` elements (undoes to_device_shifted).
-template <typename U>
-std::vector<float> to_host_shifted(const DeviceArray<U>& d, size_t shift) {
-    const std::vector<float> all = to_host(d);
-    return std::vector<float>(all.begin() + shift, all.end());
 }
 
 // The packed paths (residual.cuh, layernorm.cuh) run only where every buffer is aligned to its
@@ -620,32 +639,6 @@ TYPED_TEST(Kernel, AttentionBackward) {
     }
 }
 
-// The backward on the elements [offset, offset + count) of buffers of N·4C = 7488: all in
-// 16-byte packs; a count that leaves a partial pack at the end; buffers one element off
-// 16-byte alignment, which take the element-by-element path. Elements outside are untouched.
-TYPED_TEST(Kernel, GeluBackward) {
-    REQUIRE_CUDA_DEVICE();
-    using T = TypeParam;
-    Rng rng(10);
-    const size_t n = (size_t)N * 4 * C;
-    const std::vector<float> x = rounded<T>(random_vector(rng, n, 2.0f));
-    const std::vector<float> dout = rounded<T>(random_vector(rng, n));
-    // Adding into random values, or writing over NaN in the range (GradOut::Write: not read);
-    // outside the range dinp keeps its values.
-    for (GradOut mode : {GradOut::Add, GradOut::Write})
-        for (auto [offset, count] : {std::pair<size_t, size_t>{0, n}, {0, n - 3}, {1, n - 1}}) {
-            SCOPED_TRACE(std::string(mode == GradOut::Add ? "add" : "write") + ", elements " +
-                         std::to_string(offset) + " + " + std::to_string(count));
-            std::vector<float> dinp = rounded<T>(random_vector(rng, n)), before = dinp;
-            if (mode == GradOut::Write) std::fill(before.begin() + offset, before.begin() + offset + count, NAN);
-            auto d_dinp = to_device<T>(before), d_dout = to_device<T>(dout), d_x = to_device<T>(x);
-            ::gelu_backward(dinp.data() + offset, dout.data() + offset, x.data() + offset, count, mode);
-            gpu::gelu_backward(d_dinp.data() + offset, d_dout.data() + offset, d_x.data() + offset, count, kStream,
-                               mode);
-            expect_close(d_dinp, dinp, tolerance<T>(), "gelu dinp");
-        }
-}
-
 // GELU's backward with the fc bias gradient fused in, against the reference's gelu_backward
 // (written over NaN) then the bias gradient (added into random values). OC = 4C = 192 and
 // OC = 13 (not a multiple of the 16-byte pack: one element at a time), and dinp one element
@@ -699,19 +692,101 @@ TYPED_TEST(Kernel, MatmulBiasGeluForward) {
     expect_close(out, want_out, tolerance<T>(), "fc GELU");
 }
 
+// The bias passes over (N,OC) rows, N = 39: OC = 4C = 192, a multiple of both packs (16-byte
+// accesses in fp32 and in bf16); 44, a multiple of 4 only (packs in fp32, single elements in
+// bf16); 13, of neither. Each with every buffer aligned, and with all of them, or one, one
+// element off 16-byte alignment (single elements). x is the buffer the bias is added to.
+constexpr int kBiasWidths[] = {4 * C, 44, 13};
+struct BiasShifts {
+    size_t x, out, bias;  // elements into its allocation where each buffer begins
+};
+constexpr BiasShifts kBiasShifts[] = {{0, 0, 0}, {1, 1, 1}, {0, 1, 0}, {0, 0, 1}};
+
+std::string bias_case_name(int OC, const BiasShifts& s) {
+    return "OC = " + std::to_string(OC) + ", shifts " + std::to_string(s.x) + ", " + std::to_string(s.out) + ", " +
+           std::to_string(s.bias);
+}
+
+// x (N,OC) + bias (OC) in fp32, rounded to T: what a bias pass stores.
+template <typename T>
+std::vector<float> plus_bias(const std::vector<float>& x, const std::vector<float>& bias) {
+    std::vector<float> sum(x.size());
+    for (size_t i = 0; i < x.size(); i++) sum[i] = x[i] + bias[i % bias.size()];
+    return rounded<T>(sum);
+}
+
+// The fc layer's bias + GELU pass alone: pre += bias exactly as a bias pass rounds it, and
+// GELU of the stored pre against the CPU; and the same bits whichever path (packs or single
+// elements) ran.
+TYPED_TEST(Kernel, BiasGeluForward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(23);
+    for (int OC : kBiasWidths) {
+        const size_t n = (size_t)N * OC;
+        const std::vector<float> pre = rounded<T>(random_vector(rng, n, 2.0f));
+        const std::vector<float> bias = rounded<T>(random_vector(rng, OC));
+        const std::vector<float> want_pre = plus_bias<T>(pre, bias);
+        std::vector<float> want_out(n);
+        ::gelu_forward(want_out.data(), want_pre.data(), n);
+        std::vector<uint16_t> pre_bits, out_bits;  // of the first case
+        for (const BiasShifts& s : kBiasShifts) {
+            SCOPED_TRACE(bias_case_name(OC, s));
+            auto d_pre = to_device_shifted<T>(pre, s.x);
+            auto d_out = poisoned<T>(s.out + n);
+            gpu::bias_gelu_forward(d_out.data() + s.out, d_pre.data() + s.x,
+                                   to_device_shifted<T>(bias, s.bias).data() + s.bias, N, OC, kStream);
+            EXPECT_EQ(to_host_shifted(d_pre, s.x), want_pre) << "pre is not pre + bias rounded to T";
+            expect_close(to_host_shifted(d_out, s.out), want_out, tolerance<T>(), "bias_gelu out");
+            if (pre_bits.empty()) {
+                pre_bits = bits_of(d_pre, s.x);
+                out_bits = bits_of(d_out, s.out);
+                continue;
+            }
+            EXPECT_EQ(bits_of(d_pre, s.x), pre_bits) << "pre differs between the paths";
+            EXPECT_EQ(bits_of(d_out, s.out), out_bits) << "out differs between the paths";
+        }
+    }
+}
+
+// The linear layer's bias pass alone: out += bias exactly as rounded to T, whichever path
+// (packs or single elements) ran.
+TYPED_TEST(Kernel, AddBias) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(24);
+    for (int OC : kBiasWidths) {
+        const std::vector<float> out = rounded<T>(random_vector(rng, (size_t)N * OC));
+        const std::vector<float> bias = rounded<T>(random_vector(rng, OC));
+        const std::vector<float> want = plus_bias<T>(out, bias);
+        for (const BiasShifts& s : kBiasShifts) {
+            SCOPED_TRACE(bias_case_name(OC, s));
+            auto d_out = to_device_shifted<T>(out, s.x);
+            gpu::add_bias(d_out.data() + s.x, to_device_shifted<T>(bias, s.bias).data() + s.bias, N, OC, kStream);
+            EXPECT_EQ(to_host_shifted(d_out, s.x), want) << "out is not out + bias rounded to T";
+        }
+    }
+}
+
 // The losses of the forward-only op (evaluation), and the losses and gradient of the one-pass
 // op (training) against the CPU reference's forward then backward, at rows of (V, Vp):
 // narrower than the 1024-thread block of the one-pass kernel, wider than it and not a multiple
 // of it, and too long for shared memory (above 227 KiB: the unstaged path; V > 58K in fp32,
-// > 116K in bf16). Padding columns V..Vp−1 of the gradient must be exactly 0.
+// > 116K in bf16). Padding columns V..Vp−1 of the gradient must be exactly 0. These rows are
+// read in 16-byte packs (Vp a multiple of 8), V mod 8 columns one by one; the rows of Vp = 97,
+// and logits one element off alignment, one element at a time throughout.
 TYPED_TEST(Kernel, CrossEntropy) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     const int long_row = 227 * 1024 / (int)sizeof(T) + 33;
-    const struct Shape { int N, V, Vp; } shapes[] = {{N, V, Vp}, {5, 1500, 1536}, {3, long_row, long_row + 31}};
+    const struct Shape {
+        int N, V, Vp;
+        size_t shift;  // elements into its allocation where the logits begin
+    } shapes[] = {{N, V, Vp, 0}, {5, 1500, 1536, 0}, {3, long_row, long_row + 31, 0}, {7, V, 97, 0}, {N, V, Vp, 1}};
     Rng rng(11);
     for (const Shape& s : shapes) {
-        const std::string at = " at N " + std::to_string(s.N) + ", V " + std::to_string(s.V);
+        const std::string at = " at N " + std::to_string(s.N) + ", V " + std::to_string(s.V) + ", Vp " +
+                               std::to_string(s.Vp) + ", shift " + std::to_string(s.shift);
         const std::vector<float> logits = rounded<T>(random_vector(rng, (size_t)s.N * s.Vp, 2.0f));
         const std::vector<int32_t> targets = random_tokens(rng, s.N, s.V);
         const float dloss = 0.37f / s.N;
@@ -719,18 +794,18 @@ TYPED_TEST(Kernel, CrossEntropy) {
         ::crossentropy_forward(want_losses.data(), logits.data(), targets.data(), s.N, s.V, s.Vp);
         ::crossentropy_backward_inplace(want_dlogits.data(), targets.data(), dloss, s.N, s.V, s.Vp);
 
-        auto d_logits = to_device<T>(logits);
+        auto d_logits = to_device_shifted<T>(logits, s.shift);
         auto d_targets = to_device(targets);
         auto losses = poisoned<float>(s.N);
-        gpu::crossentropy_forward(losses.data(), d_logits.data(), d_targets.data(), s.N, s.V, s.Vp, kStream);
+        gpu::crossentropy_forward(losses.data(), d_logits.data() + s.shift, d_targets.data(), s.N, s.V, s.Vp, kStream);
         expect_close(losses, want_losses, tolerance<T>(), "crossentropy forward losses" + at);
-        EXPECT_EQ(to_host(d_logits), logits) << "the forward-only op keeps the logits" << at;
+        EXPECT_EQ(to_host_shifted(d_logits, s.shift), logits) << "the forward-only op keeps the logits" << at;
 
         auto fused_losses = poisoned<float>(s.N);
-        gpu::crossentropy_forward_backward(fused_losses.data(), d_logits.data(), d_targets.data(), dloss, s.N, s.V,
-                                           s.Vp, kStream);
+        gpu::crossentropy_forward_backward(fused_losses.data(), d_logits.data() + s.shift, d_targets.data(), dloss,
+                                           s.N, s.V, s.Vp, kStream);
         expect_close(fused_losses, want_losses, tolerance<T>(), "crossentropy fwd+bwd losses" + at);
-        const std::vector<float> got = to_host(d_logits);
+        const std::vector<float> got = to_host_shifted(d_logits, s.shift);
         expect_close(got, want_dlogits, tolerance<T>(), "crossentropy fwd+bwd dlogits" + at);
         size_t nonzero_padding = 0;
         for (int n = 0; n < s.N; n++)

@@ -148,17 +148,16 @@ TYPED_TEST(TrafficTest, MatmulForwardAndBackward) {
     }
 }
 
-TYPED_TEST(TrafficTest, Gelu) {
+TYPED_TEST(TrafficTest, AddBias) {
     using T = TypeParam;
-    const size_t n = (size_t)N * 4 * C;
-    auto inp = filled<T>(n), out = filled<T>(n), dinp = filled<T>(n);
-    for (GradOut mode : {GradOut::Add, GradOut::Write})
-        for (size_t offset : {0, 1})  // packs of 16 bytes, and one element off alignment
-            EXPECT_TRUE(agree(gpu::gelu_backward_traffic<T>(n - offset, mode), counted([&] {
-                                  gpu::gelu_backward(dinp.data() + offset, out.data(), inp.data(), n - offset,
-                                                     kStream, mode);
+    const int OC = 3 * C;
+    auto out = filled<T>(N * OC + 1), bias = filled<T>(OC);
+    for (int oc : {OC, OC - 3})  // packs of 16 bytes, and OC not a multiple of a pack
+        for (size_t offset : {0, 1})  // out aligned, and one element off
+            EXPECT_TRUE(agree(gpu::add_bias_traffic<T>(N, oc), counted([&] {
+                                  gpu::add_bias(out.data() + offset, bias.data(), N, oc, kStream);
                               })))
-                << (mode == GradOut::Add ? "added" : "written") << ", offset " << offset;
+                << "OC " << oc << ", offset " << offset;
 }
 
 TYPED_TEST(TrafficTest, GeluBiasBackward) {
@@ -171,6 +170,18 @@ TYPED_TEST(TrafficTest, GeluBiasBackward) {
             EXPECT_TRUE(agree(gpu::gelu_bias_backward_traffic<T>(N, oc), counted([&] {
                                   gpu::gelu_bias_backward(dinp.data() + offset, dbias.data(), dout.data(), inp.data(),
                                                           N, oc, partial.data(), kStream);
+                              })))
+                << "OC " << oc << ", offset " << offset;
+}
+
+TYPED_TEST(TrafficTest, BiasGelu) {
+    using T = TypeParam;
+    const int OC = 4 * C;
+    auto pre = filled<T>(N * OC + 1), out = filled<T>(N * OC), bias = filled<T>(OC);
+    for (int oc : {OC, OC - 3})  // packs of 16 bytes, and OC not a multiple of a pack
+        for (size_t offset : {0, 1})  // pre aligned, and one element off
+            EXPECT_TRUE(agree(gpu::bias_gelu_forward_traffic<T>(N, oc), counted([&] {
+                                  gpu::bias_gelu_forward(out.data(), pre.data() + offset, bias.data(), N, oc, kStream);
                               })))
                 << "OC " << oc << ", offset " << offset;
 }
@@ -248,16 +259,21 @@ TYPED_TEST(TrafficTest, ResidualLayerNorm) {
 
 TYPED_TEST(TrafficTest, CrossEntropy) {
     using T = TypeParam;
-    auto logits = filled<T>(N * Vp);
+    auto logits = filled<T>(N * Vp + 1);
     auto targets = filled<int32_t>(N);
     auto losses = filled<float>(N);
-    EXPECT_TRUE(agree(gpu::crossentropy_forward_traffic<T>(N, V, Vp), counted([&] {
-                          gpu::crossentropy_forward(losses.data(), logits.data(), targets.data(), N, V, Vp, kStream);
-                      })));
-    EXPECT_TRUE(agree(gpu::crossentropy_forward_backward_traffic<T>(N, V, Vp), counted([&] {
-                          gpu::crossentropy_forward_backward(losses.data(), logits.data(), targets.data(), 0.1f, N, V,
-                                                             Vp, kStream);
-                      })));
+    for (size_t offset : {0, 1}) {  // packs of 16 bytes (V mod 8 columns one by one), and one element off
+        EXPECT_TRUE(agree(gpu::crossentropy_forward_traffic<T>(N, V, Vp), counted([&] {
+                              gpu::crossentropy_forward(losses.data(), logits.data() + offset, targets.data(), N, V,
+                                                        Vp, kStream);
+                          })))
+            << "offset " << offset;
+        EXPECT_TRUE(agree(gpu::crossentropy_forward_backward_traffic<T>(N, V, Vp), counted([&] {
+                              gpu::crossentropy_forward_backward(losses.data(), logits.data() + offset,
+                                                                 targets.data(), 0.1f, N, V, Vp, kStream);
+                          })))
+            << "offset " << offset;
+    }
 }
 
 TYPED_TEST(TrafficTest, AdamWAndSumOfSquares) {
@@ -289,11 +305,17 @@ TYPED_TEST(TrafficTest, Encoder) {
     for (int i = 0; i < N; i++) distinct[i] = (7 * i) % V, repeated[i] = (i * i) % 10;
     DeviceArray<int32_t> tokens(N);
     tokens.upload(distinct.data(), kStream);
-    auto wte = filled<T>(Vp * C), wpe = filled<T>(maxT * C);
-    auto out = filled<float>(N * C);  // X_0, the fp32 stream
-    EXPECT_TRUE(agree(gpu::encoder_forward_traffic<float, T>(B, Tn, C), counted([&] {
-                          gpu::encoder_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, Tn, C, kStream);
-                      })));
+    // In packs of 4 (C = 48), with out one element off (single elements), and C = 50, not a
+    // multiple of the pack (single elements).
+    auto wte = filled<T>(Vp * 50), wpe = filled<T>(maxT * 50);
+    auto out = filled<float>(N * 50 + 1);  // X_0, the fp32 stream
+    for (int width : {C, 50})
+        for (size_t offset : {0, 1})
+            EXPECT_TRUE(agree(gpu::encoder_forward_traffic<float, T>(B, Tn, width), counted([&] {
+                                  gpu::encoder_forward(out.data() + offset, tokens.data(), wte.data(), wpe.data(), B,
+                                                       Tn, width, kStream);
+                              })))
+                << "C " << width << ", offset " << offset;
     // Backward: repeated tokens, i² mod 10 takes 6 distinct values.
     tokens.upload(repeated.data(), kStream);
     gpu::TokenOrder order(N);
