@@ -701,9 +701,8 @@ def e1_cell(recs):
 
 def e1_report(s, runs, records):
     """E1: final loss against learning rate per configuration; L*, its lr and the LR
-    sensitivity, per seed and, over several seeds, as mean ± sd with Welch's t-test of each
-    configuration's sensitivity against Peri-LN's at its smallest Δt; writes lr.csv. Returns
-    (markdown lines, rows)."""
+    sensitivity, per seed and, over several seeds, as mean ± sd with Welch's t-tests against
+    Peri-LN at its smallest Δt (e1_tests); writes lr.csv. Returns (markdown lines, rows)."""
     lrs = sorted({r.lr for r in runs})
     seeds = sorted({r.seed for r in runs})
     several = len(seeds) > 1
@@ -718,7 +717,7 @@ def e1_report(s, runs, records):
               else "."), "",
              "| configuration | " + " | ".join(f"lr {fmt_num(lr)}" for lr in lrs) + " | L* (lr) | LR sensitivity |",
              "|---|" + "---|" * len(lrs) + "---|---|"]
-    rows, summary, sensitivities = [], [], {}
+    rows, summary, measured = [], [], {}
     for key, group in group_without(runs, 3).items():
         ln, dt, wd, depth, precision = key
         recs = {(r.seed, r.lr): records.get(r.name) for r in group}
@@ -746,7 +745,8 @@ def e1_report(s, runs, records):
             if sensitivity is not None and len(losses) == len(lrs):
                 sens.append(sensitivity)
         label = short_label(ln, dt, precision, depth)
-        sensitivities[(ln, dt, wd, depth, precision)] = sens
+        measured[(ln, dt, wd, depth, precision)] = {"L*": bests, "LR sensitivity": sens,
+                                                    **e1_at_best_lr(recs, seeds, lrs)}
         summary.append((statistics.fmean(bests) if bests else None, label))
         where = ", ".join(fmt_num(lr) for lr in sorted(set(best_lrs)))
         best_cell = (f"{fmt_spread(bests, '.3f') if several else f'{bests[0]:.3f}'} ({where})" if bests else "—")
@@ -761,7 +761,7 @@ def e1_report(s, runs, records):
         lines += ["", f"Best configuration: {label}, L* = {best:.3f}" + (" (mean over the seeds)" if several else "") +
                   f"; unigram_ce − L* = {statistics.fmean(uni) - best:.3f} nats (unigram_ce {statistics.fmean(uni):.3f})."]
     if several:
-        lines += e1_sensitivity_tests(sensitivities)
+        lines += e1_tests(measured)
     results = {}
     for row in rows:
         results.setdefault((row["ln"], row["lr"]), []).append((row["outcome"], row["val_loss"]))
@@ -773,23 +773,45 @@ def e1_report(s, runs, records):
     return lines, rows
 
 
-def e1_sensitivity_tests(sensitivities):
-    """Welch's t-test of each configuration's per-seed LR sensitivities against those of Peri-LN
-    at its smallest Δt (same wd, depth and precision); markdown lines, none without that
-    reference."""
-    lines = ["", "LR sensitivity against Peri-LN at its smallest Δt (Welch's t-test, two-sided, over the seeds).", "",
-             "| configuration | LR sensitivity | reference | p |", "|---|---|---|---|"]
+def e1_at_best_lr(recs, seeds, lrs):
+    """At a configuration's best learning rate (the lowest mean final loss of its finished runs
+    over the seeds), each finished run's ppl_seq, accuracy and stemmed ROUGE-1. recs maps
+    (seed, lr) to a run's record."""
+    finished = {lr: [recs.get((seed, lr)) for seed in seeds] for lr in lrs}
+    finished = {lr: [rec for rec in got if rec and rec["eval"] and rec["result"]["outcome"] in FINISHED]
+                for lr, got in finished.items()}
+    finished = {lr: got for lr, got in finished.items() if got}
+    if not finished:
+        return {}
+    best = min(finished, key=lambda lr: statistics.fmean(final_val_loss(rec) for rec in finished[lr]))
+    got = finished[best]
+    return {"ppl_seq at the best lr": [rec["eval"].get("ppl_seq") for rec in got],
+            "accuracy at the best lr": [rec["eval"].get("accuracy") for rec in got],
+            "ROUGE-1 (stemmed) at the best lr": [(rec["eval"].get("rouge") or {}).get("rouge1_stem") for rec in got]}
+
+
+def e1_tests(measured):
+    """Welch's t-test of each configuration's per-seed L* and LR sensitivity, and of its runs'
+    ppl_seq, accuracy and ROUGE-1 at its best learning rate, against those of Peri-LN at its
+    smallest Δt (same wd, depth and precision); markdown lines, none without that reference."""
+    lines = ["", "Against Peri-LN at its smallest Δt (Welch's t-test, two-sided, over the seeds; the metrics at "
+             "each configuration's own best learning rate, the lowest mean final loss).", "",
+             "| configuration | quantity | value | reference | p |", "|---|---|---|---|---|"]
     tested = 0
-    for (ln, dt, wd, depth, precision), sens in sensitivities.items():
-        peri_dts = [k[1] for k in sensitivities if k[0] == "peri" and k[2:] == (wd, depth, precision)]
+    for (ln, dt, wd, depth, precision), mine in measured.items():
+        peri_dts = [k[1] for k in measured if k[0] == "peri" and k[2:] == (wd, depth, precision)]
         if not peri_dts or (ln, dt) == ("peri", min(peri_dts)):
             continue
-        ref = sensitivities[("peri", min(peri_dts), wd, depth, precision)]
-        test = analysis.welch_t(sens, ref)
-        lines.append(f"| {short_label(ln, dt, precision, depth)} | {fmt_spread(sens, '.3f')} | "
-                     f"{short_label('peri', min(peri_dts), precision, depth)} {fmt_spread(ref, '.3f')} | "
-                     f"{'—' if test is None else f'{test[2]:.2g}'} |")
-        tested += 1
+        ref = measured[("peri", min(peri_dts), wd, depth, precision)]
+        for quantity, values in mine.items():
+            xs = [v for v in values if v is not None]
+            ys = [v for v in ref.get(quantity, []) if v is not None]
+            test = analysis.welch_t(xs, ys)
+            spec = ".1f" if quantity.startswith("ppl") else ".3f"
+            lines.append(f"| {short_label(ln, dt, precision, depth)} | {quantity} | {fmt_spread(xs, spec)} | "
+                         f"{short_label('peri', min(peri_dts), precision, depth)} {fmt_spread(ys, spec)} | "
+                         f"{'—' if test is None else f'{test[2]:.2g}'} |")
+            tested += 1
     return lines if tested else []
 
 

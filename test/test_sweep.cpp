@@ -422,8 +422,8 @@ print("e2 ok")
 }
 
 // E1's report over two seeds on hand-made runs: a cell's mean ± sd with its collapsed and
-// stopped runs, L* and the LR sensitivity per seed then over the seeds (worked out by hand), and
-// the Welch test against Peri-LN at its smallest Δt.
+// stopped runs, L* and the LR sensitivity per seed then over the seeds (worked out by hand), the
+// metrics at the best learning rate, and the Welch tests against Peri-LN at its smallest Δt.
 TEST(Analysis, E1SummarisesSeedsOfHandMadeRuns) {
     const std::string program = R"PY(
 import argparse, os, sys, tempfile
@@ -431,16 +431,16 @@ sys.path.insert(0, ".")
 import sweep
 out = tempfile.mkdtemp()
 runs, records = [], {}
-def add(ln, dt, lr, seed, outcome, loss):
+def add(ln, dt, lr, seed, outcome, loss, accuracy=None):
     r = sweep.Run(ln, dt, 0.1, lr, None, None, seed, out)
     runs.append(r)
     records[r.name] = dict(result=dict(outcome=outcome, unigram_ce=5.8), log=[dict(step=0, loss=8.0)],
-                           eval=None if loss is None else dict(val_loss=loss, unigram_ce=5.8))
+                           eval=None if loss is None else dict(val_loss=loss, unigram_ce=5.8, accuracy=accuracy))
 # Pre-LN: seed 1 finishes at both lrs; seed 2 collapses at 1e-3 and diverges at 1e-2.
-add("pre", 1.0, 1e-3, 1, "ok", 5.0); add("pre", 1.0, 1e-2, 1, "ok", 4.0)
-add("pre", 1.0, 1e-3, 2, "collapsed", 6.0); add("pre", 1.0, 1e-2, 2, "diverged", None)
-add("peri", 0.1, 1e-3, 1, "ok", 4.5); add("peri", 0.1, 1e-2, 1, "ok", 4.4)
-add("peri", 0.1, 1e-3, 2, "ok", 4.7); add("peri", 0.1, 1e-2, 2, "ok", 4.5)
+add("pre", 1.0, 1e-3, 1, "ok", 5.0, 0.20); add("pre", 1.0, 1e-2, 1, "ok", 4.0, 0.25)
+add("pre", 1.0, 1e-3, 2, "collapsed", 6.0, 0.10); add("pre", 1.0, 1e-2, 2, "diverged", None)
+add("peri", 0.1, 1e-3, 1, "ok", 4.5, 0.30); add("peri", 0.1, 1e-2, 1, "ok", 4.4, 0.32)
+add("peri", 0.1, 1e-3, 2, "ok", 4.7, 0.28); add("peri", 0.1, 1e-2, 2, "ok", 4.5, 0.34)
 s = argparse.Namespace(out=out)
 lines, rows = sweep.e1_report(s, runs, records)
 text = "\n".join(lines)
@@ -450,7 +450,11 @@ want = ["| Pre-LN Δt=1 | 5.500 ± 0.707 (2) [1 c] | 4.000 (1) [1 stopped] | 5.0
         "| Peri-LN Δt=0.1 | 4.600 ± 0.141 (2) | 4.450 ± 0.071 (2) | 4.450 ± 0.071 (2) (0.01) | 0.075 ± 0.035 (2) |"]
 for w in want:
     assert w in lines, (w, text)
-assert any(l.startswith("| Pre-LN Δt=1 | 0.750 ± 0.354 (2) | Peri-LN Δt=0.1 0.075 ± 0.035 (2) | ") for l in lines), text
+assert any(l.startswith("| Pre-LN Δt=1 | LR sensitivity | 0.750 ± 0.354 (2) | Peri-LN Δt=0.1 0.075 ± 0.035 (2) | ")
+           for l in lines), text
+assert any(l.startswith("| Pre-LN Δt=1 | L* | 5.000 ± 1.414 (2) | Peri-LN Δt=0.1 4.450 ± 0.071 (2) | ") for l in lines), text
+# The best lr by mean finished loss: Pre-LN's 1e-2 (4.0; 1e-3: 5.5), Peri-LN's 1e-2 (4.45; 1e-3: 4.6).
+assert "| Pre-LN Δt=1 | accuracy at the best lr | 0.250 (1) | Peri-LN Δt=0.1 0.330 ± 0.014 (2) | — |" in lines, text
 assert len(rows) == 8 and {r["seed"] for r in rows} == {1, 2}, rows
 print("e1 ok")
 )PY";
