@@ -383,6 +383,12 @@ private:
 // there are fewer.
 static int visible_gpu_index(int gpu, int count) { return count == 1 ? 0 : gpu < count ? gpu : -1; }
 
+// What is missing when visible_gpu_index finds no GPU for local rank `gpu`.
+static std::string gpu_not_visible(int gpu, int count) {
+    return "local rank " + std::to_string(gpu) + " needs GPU " + std::to_string(gpu) + " but " + std::to_string(count) +
+           " are visible (one GPU per rank on each node)";
+}
+
 bool cuda_device_available(std::string* description, int gpu) {
     int count = 0;  // without a driver the call fails and leaves count alone
     const cudaError_t err = cudaGetDeviceCount(&count);
@@ -393,9 +399,7 @@ bool cuda_device_available(std::string* description, int gpu) {
     }
     const int index = visible_gpu_index(gpu, count);
     if (index < 0) {
-        if (description)
-            *description = "local rank " + std::to_string(gpu) + " needs GPU " + std::to_string(gpu) + " but " +
-                           std::to_string(count) + " are visible (one GPU per rank on each node)";
+        if (description) *description = gpu_not_visible(gpu, count);
         return false;
     }
     cudaDeviceProp prop;
@@ -428,9 +432,7 @@ static int select_cuda_device(int gpu) {
     int count = 0;
     cudaCheck(cudaGetDeviceCount(&count));
     const int index = visible_gpu_index(gpu, count);
-    if (index < 0)
-        throw InputError("-device cuda: local rank " + std::to_string(gpu) + " needs GPU " + std::to_string(gpu) +
-                         " but " + std::to_string(count) + " are visible (one GPU per rank on each node)");
+    if (index < 0) throw InputError("-device cuda: " + gpu_not_visible(gpu, count));
     cudaCheck(cudaSetDevice(index));
     return index;
 }

@@ -48,11 +48,16 @@ inline double gib(uint64_t bytes) { return bytes / (double)(uint64_t(1) << 30); 
 // workspace and the allocator's rounding.
 constexpr uint64_t DEVICE_MEMORY_RESERVE = uint64_t(1) << 30;
 
+// The bytes of `available` a plan may take: all but DEVICE_MEMORY_RESERVE.
+inline uint64_t room_beside_reserve(uint64_t available) {
+    return available > DEVICE_MEMORY_RESERVE ? available - DEVICE_MEMORY_RESERVE : 0;
+}
+
 // The largest micro-batch B (up to 2^16) whose plan, `planned(B)`, fits `available` free bytes
 // with DEVICE_MEMORY_RESERVE kept free, as fit_batch keeps it; 0 when not even B = 1 fits. The
 // plan grows with B, so a doubling then a bisection finds it.
 inline int largest_fitting_batch(uint64_t available, const std::function<uint64_t(int)>& planned) {
-    const uint64_t room = available > DEVICE_MEMORY_RESERVE ? available - DEVICE_MEMORY_RESERVE : 0;
+    const uint64_t room = room_beside_reserve(available);
     auto fits = [&](int B) { return planned(B) <= room; };
     int lo = 0, hi = 1;  // fits(lo) (or lo = 0), !fits(hi)
     while (hi < (1 << 16) && fits(hi)) lo = hi, hi *= 2;
@@ -69,7 +74,7 @@ inline int largest_fitting_batch(uint64_t available, const std::function<uint64_
 // otherwise `preferred` is halved until it fits, saying so in one line. Refuses too when even
 // B = 1 does not fit.
 inline int fit_batch(int preferred, bool given, uint64_t available, const std::function<uint64_t(int)>& planned) {
-    const uint64_t room = available > DEVICE_MEMORY_RESERVE ? available - DEVICE_MEMORY_RESERVE : 0;
+    const uint64_t room = room_beside_reserve(available);
     auto need = [&](int B) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.2f GiB", gib(planned(B)));
