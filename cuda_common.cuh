@@ -155,16 +155,21 @@ void with_index_type(size_t n, F launch) {
     else launch(size_t{0});
 }
 
+// Calls launch(pack) for a kernel that moves K consecutive elements of a row of `width` per
+// access: pack is std::integral_constant<int, K>, K = S where the rows can be read in packs of S
+// from every pointer given (rows_in_packs), else 1.
+template <int S, class F, typename... P>
+void with_packs(int width, F launch, const P*... p) {
+    if (rows_in_packs<S>(width, p...)) launch(std::integral_constant<int, S>{});
+    else launch(std::integral_constant<int, 1>{});
+}
+
 // Calls launch(pack, index) for a kernel over the n elements of rows of `width` that moves K
-// consecutive elements of a row per thread: pack is std::integral_constant<int, K>, K = S where
-// the rows can be read in packs of S from every pointer given (rows_in_packs), else 1; index is
-// of the index type for n elements (with_index_type).
+// consecutive elements of a row per thread: pack as with_packs gives it; index is of the index
+// type for n elements (with_index_type).
 template <int S, class F, typename... P>
 void with_row_packs(size_t n, int width, F launch, const P*... p) {
-    with_index_type(n, [&](auto index) {
-        if (rows_in_packs<S>(width, p...)) launch(std::integral_constant<int, S>{}, index);
-        else launch(std::integral_constant<int, 1>{}, index);
-    });
+    with_index_type(n, [&](auto index) { with_packs<S>(width, [&](auto pack) { launch(pack, index); }, p...); });
 }
 
 // ---------------------------------------------------------------------------------------------

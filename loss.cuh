@@ -130,25 +130,16 @@ __global__ void __launch_bounds__(CE_THREADS)
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
-// Calls launch(pack), pack std::integral_constant<int, K>, K the width of the packs in which
-// the kernels read rows of Vp logits: 16 bytes (Pack16<T>::size elements) where Vp is a
-// multiple and the logits are 16-byte aligned (then so is every row), else 1.
-template <typename T, class F>
-void with_logit_packs(const T* logits, int Vp, F launch) {
-    if (rows_in_packs<Pack16<T>::size>(Vp, logits)) launch(std::integral_constant<int, Pack16<T>::size>{});
-    else launch(std::integral_constant<int, 1>{});
-}
-
 // losses (N) from logits (N,Vp) and targets (N).
 template <typename T>
 void crossentropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V, int Vp,
                           cudaStream_t stream) {
     if (N == 0) return;
-    with_logit_packs(logits, Vp, [&](auto pack) {
+    with_packs<Pack16<T>::size>(Vp, [&](auto pack) {
         crossentropy_forward_kernel<decltype(pack)::value, T>
             <<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(losses, logits, targets, N, V,
                                                                                        Vp);
-    });
+    }, logits);
     cudaCheck(cudaGetLastError());
 }
 
@@ -182,14 +173,14 @@ void crossentropy_forward_backward(float* losses, T* logits, const int32_t* targ
     const size_t row_bytes = (size_t)V * sizeof(T);
     const bool staged = row_bytes <= crossentropy_shared_limit();
     const size_t shared = staged ? row_bytes : 0;
-    with_logit_packs(logits, Vp, [&](auto pack) {
+    with_packs<Pack16<T>::size>(Vp, [&](auto pack) {
         constexpr int K = decltype(pack)::value;
         if (shared > 0)
             cudaCheck(cudaFuncSetAttribute(crossentropy_forward_backward_kernel<K, T>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
         crossentropy_forward_backward_kernel<K, T><<<N, CE_THREADS, shared, stream>>>(losses, logits, targets, dloss,
                                                                                        V, Vp, staged);
-    });
+    }, logits);
     cudaCheck(cudaGetLastError());
 }
 
