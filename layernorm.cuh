@@ -27,7 +27,7 @@
 namespace gpu {
 
 // ---------------------------------------------------------------------------------------------
-// Packs of K elements: pack_width, rows_in_packs, load_pack, store_pack (cuda_common.cuh).
+// Packs of K elements: pack_width, with_packs, load_pack, store_pack (cuda_common.cuh).
 
 // ---------------------------------------------------------------------------------------------
 // Kernels
@@ -193,11 +193,10 @@ void launch_layernorm_forward(O* out, float* mean, float* rstd, S* sum, const S*
 template <bool ADD_FIRST, typename O, typename S, typename F, typename W>
 void layernorm_forward_rows(O* out, float* mean, float* rstd, S* sum, const S* inp, const F* f, float dt, const W* w,
                             const W* b, int N, int C, cudaStream_t stream) {
-    constexpr int K = pack_width<O, S, F, W>();
-    if (rows_in_packs<K>(C, out, sum, inp, f, w, b))
-        launch_layernorm_forward<ADD_FIRST, K>(out, mean, rstd, sum, inp, f, dt, w, b, N, C, stream);
-    else
-        launch_layernorm_forward<ADD_FIRST, 1>(out, mean, rstd, sum, inp, f, dt, w, b, N, C, stream);
+    with_packs<pack_width<O, S, F, W>()>(C, [&](auto pack) {
+        launch_layernorm_forward<ADD_FIRST, decltype(pack)::value>(out, mean, rstd, sum, inp, f, dt, w, b, N, C,
+                                                                   stream);
+    }, out, sum, inp, f, w, b);
 }
 
 // out (N,C), mean (N), rstd (N) from inp (N,C), w (C), b (C).
@@ -273,13 +272,12 @@ template <typename D, typename G, typename X, typename W, typename F>
 void layernorm_backward_rows(D* dinp, F* dres, float dt, float* dw, float* db, const G* dout, const X* inp,
                              const W* w, const float* mean, const float* rstd, int N, int C, float* partial,
                              cudaStream_t stream, GradOut dinp_out) {
-    constexpr int K = pack_width<D, G, X, W, F>();
     const int blocks = layernorm_backward_blocks(N);
     const bool add = dinp_out == GradOut::Add;
-    if (rows_in_packs<K>(C, dinp, dres, dout, inp, w))
-        launch_layernorm_backward<K>(dinp, dres, dt, partial, dout, inp, w, mean, rstd, N, C, blocks, add, stream);
-    else
-        launch_layernorm_backward<1>(dinp, dres, dt, partial, dout, inp, w, mean, rstd, N, C, blocks, add, stream);
+    with_packs<pack_width<D, G, X, W, F>()>(C, [&](auto pack) {
+        launch_layernorm_backward<decltype(pack)::value>(dinp, dres, dt, partial, dout, inp, w, mean, rstd, N, C,
+                                                         blocks, add, stream);
+    }, dinp, dres, dout, inp, w);
     layernorm_weight_gradients_kernel<<<column_tiles(2 * C, 1), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
         dw, db, partial, blocks, C);
     cudaCheck(cudaGetLastError());
