@@ -47,7 +47,7 @@ CUDA_LIBDIR  ?= $(patsubst %/libcudart.so,%,$(firstword $(wildcard \
 CUDA_OBJ     := $(BUILD)/gpt2_cuda.o
 ifneq ($(CUDA_LIBDIR),)
 CUDA_DEFS := -DUSE_CUDA
-CUDA_LIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lcublas
+CUDA_LIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lcublas -lcublasLt
 CUDA_LINK := $(CUDA_OBJ)
 else
 $(warning nvcc is $(NVCC) but libcudart.so was not found: gpt2.cu is compiled, train and eval are CPU-only)
@@ -281,7 +281,7 @@ endif
 $(BUILD)/cuda/cuda_test_%: test/cuda_test_%.cu $(CUDA_SOURCES)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) $(GPU_ARCH) -I. -Itest -o $@ $< \
-	    -L$(CUDA_LIBDIR) -lcublas -lgtest -lgtest_main -lgomp -lpthread -Xlinker -rpath,$(CUDA_LIBDIR)
+	    -L$(CUDA_LIBDIR) -lcublas -lcublasLt -lgtest -lgtest_main -lgomp -lpthread -Xlinker -rpath,$(CUDA_LIBDIR)
 
 test: $(EMU_TEST_BINS) $(EMU_PROGRAMS) $(CUDA_TEST_BINS) $(if $(CUDA_LINK),$(BUILD)/bench_gpu)
 # ---- end CUDA tests ----

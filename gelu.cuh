@@ -1,17 +1,17 @@
 // gelu.cuh — GELU, tanh approximation (GPT-2's), elementwise over n = B·T·4C elements:
 //
-//   forward, fused with the bias of the matrix product before it (the MLP's fc layer):
+//   forward, fused with the fc layer's product and bias (the MLP's fc layer):
 //             pre (N,OC) = inp·wᵀ + bias;  out = GELU(pre) = ½·pre·(1 + tanh(u)),
 //             u = √(2/π)·(pre + 0.044715·pre³); pre is kept for the backward
-//   backward, fused with the bias gradient of the fc layer (the MLP's backward):
-//             dinp (N,OC) = dout·GELU'(x) (written), and dbias (OC) += Σ_n dinp, so the fc
-//             layer's matmul_backward need not read dinp again for its bias, where
+//   backward, fused with the product of the layer after it (fcproj, whose input is GELU(pre)):
+//             dpre (N,IC) = (dout·w)·GELU'(pre) (written), where
 //             GELU'(x) = ½·(1 + tanh(u)) + ½·x·(1 − tanh²(u))·√(2/π)·(1 + 3·0.044715·x²)
 //
-// Elements are T (float or bf16), arithmetic in fp32. Both kernels move 16 bytes per load and
+// Both are epilogues of cuBLASLt products (matmul.cuh) where it has an algorithm for them;
+// otherwise the product runs alone and one of the kernels below makes a pass over its result.
+// Elements are T (float or bf16), arithmetic in fp32. The kernels move 16 bytes per load and
 // store (4 floats or 8 bf16) where OC is a multiple of the pack and the buffers are 16-byte
-// aligned, else one element at a time; indices are 32-bit where the sizes allow (the forward
-// falls back to 64-bit, the backward requires them).
+// aligned, else one element at a time, with 32-bit indices where the sizes allow.
 #pragma once
 #include "cuda_common.cuh"
 #include "matmul.cuh"
@@ -27,12 +27,6 @@ __device__ inline float gelu_derivative(float x) {
     const float th = tanhf(GELU_SCALE * (x + GELU_CUBIC * x * x * x));
     const float du = GELU_SCALE * (1.0f + 3.0f * GELU_CUBIC * x * x);
     return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
-}
-
-// The input gradient of one element, rounded to T as it is stored.
-template <typename T>
-__device__ inline T gelu_input_grad(T dout, T x) {
-    return from_float<T>(to_float(dout) * gelu_derivative(to_float(x)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -54,44 +48,19 @@ __global__ void bias_gelu_forward_kernel(T* out, T* pre, const T* bias, I n, I O
     store_pack(out + first, g);
 }
 
-// dinp = dout·GELU'(inp) (written) over (N,OC), and stage 1 of dbias (see cuda_common.cuh):
-// partial[k·OC + o] = Σ_{n in chunk k} dinp[n, o] of the stored (rounded) dinp, so the sum is
-// the one bias_backward_kernel would take of it. Block (TILE_COLS, TILE_ROWS) covers
-// TILE_COLS·S columns (S = Pack16<T>::size) of row chunk blockIdx.y; thread (x, y) handles the S
-// columns from c0 = (blockIdx.x·TILE_COLS + x)·S in rows y, y + TILE_ROWS, ... of the chunk, as
-// one 16-byte access per buffer and row when OC is a multiple of S and the buffers are aligned
-// (then a row's S columns are all there), else one by one.
-template <typename T>
-__global__ void gelu_bias_backward_kernel(T* dinp, float* partial, const T* dout, const T* inp, int N, int OC) {
-    using P = Pack16<T>;
-    __shared__ float shared[TILE_ROWS * TILE_COLS];
-    const unsigned c0 = (blockIdx.x * TILE_COLS + threadIdx.x) * P::size, width = (unsigned)OC;
-    const int k = blockIdx.y, chunks = gridDim.y;
-    const int end = row_chunk_begin(k + 1, chunks, N);
-    const bool packed = width % P::size == 0 && aligned16(dinp, dout, inp);
-    float sum[P::size] = {};
-    if (c0 < width)
-        for (int n = row_chunk_begin(k, chunks, N) + threadIdx.y; n < end; n += TILE_ROWS) {
-            const unsigned first = (unsigned)n * width + c0;  // N·OC < 2^32 (the launcher checks)
-            if (packed) {
-                const P g = *reinterpret_cast<const P*>(dout + first), x = *reinterpret_cast<const P*>(inp + first);
-                P d;
-                for (int e = 0; e < P::size; e++) {
-                    d.v[e] = gelu_input_grad(g.v[e], x.v[e]);
-                    sum[e] += to_float(d.v[e]);
-                }
-                *reinterpret_cast<P*>(dinp + first) = d;
-            } else {
-                for (unsigned e = 0; e < (unsigned)P::size && c0 + e < width; e++) {
-                    dinp[first + e] = gelu_input_grad(dout[first + e], inp[first + e]);
-                    sum[e] += to_float(dinp[first + e]);
-                }
-            }
-        }
-    for (int e = 0; e < P::size; e++) {
-        const float column = sum_over_tile_rows(sum[e], shared);
-        if (threadIdx.y == 0 && c0 + e < width) partial[(size_t)k * OC + c0 + e] = column;
-    }
+// d[e] *= GELU'(pre[e]) over the n elements of d, each product rounded to T as it is stored:
+// the pass of GELU's backward over a product's result. Thread k handles the K elements
+// [k·K, k·K + K) with one access per buffer: K = Pack16<T>::size where the launcher found the
+// buffers aligned, else K = 1. I is the index type (with_index_type).
+template <int K, typename T, typename I>
+__global__ void gelu_backward_inplace_kernel(T* d, const T* pre, I n) {
+    const I first = ((I)blockIdx.x * blockDim.x + threadIdx.x) * K;
+    if (first >= n) return;
+    float g[K], x[K];
+    load_pack(g, d + first);
+    load_pack(x, pre + first);
+    for (int e = 0; e < K; e++) g[e] *= gelu_derivative(x[e]);
+    store_pack(d + first, g);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -122,47 +91,74 @@ Traffic bias_gelu_forward_traffic(int N, int OC) {
     return {"bias_gelu_forward_kernel", (n + OC) * sizeof(T), 2 * n * sizeof(T), 11.0 * n};
 }
 
-// pre (N,OC) = inp (N,IC)·wᵀ + bias;  out (N,OC) = GELU(pre): the product, then one pass for
-// bias and GELU together.
+// d (N,OC) *= GELU'(pre) elementwise, in 16-byte packs where OC is a multiple of
+// Pack16<T>::size and both buffers are 16-byte aligned, else element by element.
 template <typename T>
-void matmul_bias_gelu_forward(cublasHandle_t handle, T* out, T* pre, const T* inp, const T* w, const T* bias, int N,
-                              int IC, int OC, cudaStream_t stream) {
-    matmul_forward(handle, pre, inp, w, (const T*)nullptr, N, IC, OC, stream);
+void gelu_backward_inplace(T* d, const T* pre, int N, int OC, cudaStream_t stream) {
+    const size_t n = (size_t)N * OC;
+    if (n == 0) return;
+    auto launch = [&](auto pack, auto index) {
+        constexpr int K = decltype(pack)::value;
+        using I = decltype(index);
+        gelu_backward_inplace_kernel<K, T, I><<<ceil_div(ceil_div(n, K), 256), 256, 0, stream>>>(d, pre, (I)n);
+    };
+    with_row_packs<Pack16<T>::size>(n, OC, launch, d, pre);
+    cudaCheck(cudaGetLastError());
+}
+
+// Traffic of gelu_backward_inplace: d and pre read, d written, about 21 FLOPs per element.
+template <typename T>
+Traffic gelu_backward_inplace_traffic(int N, int OC) {
+    const double n = (double)N * OC;
+    return {"gelu_backward_inplace_kernel", 2 * n * sizeof(T), n * sizeof(T), 21.0 * n};
+}
+
+// pre (N,OC) = inp (N,IC)·wᵀ + bias;  out (N,OC) = GELU(pre): one cuBLASLt product with the
+// bias and GELU as its epilogue where it has an algorithm for it (GELU of the fp32 sum), else
+// the product, then one pass for bias and GELU together (GELU of the stored pre).
+template <typename T>
+void matmul_bias_gelu_forward(Blas& blas, T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC,
+                              int OC, cudaStream_t stream) {
+    if (blas.fused_gemm(Epilogue::BiasGelu, (void*)bias, (const T*)pre, false, true, N, OC, IC, 1.0f, inp, IC, w, IC,
+                        0.0f, out, OC))
+        return;
+    gemm(blas.cublas, false, true, N, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, pre, OC);
     bias_gelu_forward(out, pre, bias, N, OC, stream);
 }
 
-// Traffic of matmul_bias_gelu_forward: the product, then the bias + GELU pass.
+// Traffic of matmul_bias_gelu_forward: the fused product where OC allows it, else the product
+// and the bias + GELU pass.
 template <typename T>
 Launches matmul_bias_gelu_forward_traffic(int N, int IC, int OC) {
-    Launches out = matmul_forward_traffic<T>(N, IC, OC, false);
-    out.push_back(bias_gelu_forward_traffic<T>(N, OC));
+    if (aux_stride_allowed(OC)) return {fused_gemm_traffic(Epilogue::BiasGelu, N, OC, IC, false, sizeof(T), sizeof(T))};
+    return {gemm_traffic(N, OC, IC, false, sizeof(T), sizeof(T)), bias_gelu_forward_traffic<T>(N, OC)};
+}
+
+// The backward of a linear layer whose input is inp = GELU(pre) (the MLP's fcproj):
+//   dpre (N,IC) = (dout·w)·GELU'(pre) (written);  dw (OC,IC) += doutᵀ·inp;  dbias (OC) += Σ_n dout.
+// The dpre product has GELU's derivative as its cuBLASLt epilogue where it has an algorithm for
+// it, else a pass of its own over the product's result; then weight_backward. `partial` is
+// scratch of MAX_ROW_CHUNKS·OC floats.
+template <typename T>
+void matmul_gelu_backward(Blas& blas, T* dpre, float* dw, float* dbias, const T* dout, const T* inp, const T* w,
+                          const T* pre, int N, int IC, int OC, float* partial, cudaStream_t stream) {
+    if (!blas.fused_gemm(Epilogue::GeluGrad, nullptr, pre, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dpre,
+                         IC)) {
+        gemm(blas.cublas, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dpre, IC);
+        gelu_backward_inplace(dpre, pre, N, IC, stream);
+    }
+    weight_backward(blas, dw, dbias, dout, inp, N, IC, OC, partial, stream);
+}
+
+// Traffic of matmul_gelu_backward: the dpre product with GELU's derivative fused where IC
+// allows it, else the product and the pass; then weight_backward's.
+template <typename T>
+Launches matmul_gelu_backward_traffic(int N, int IC, int OC, bool bias) {
+    Launches out;
+    if (aux_stride_allowed(IC)) out.push_back(fused_gemm_traffic(Epilogue::GeluGrad, N, IC, OC, false, sizeof(T), sizeof(T)));
+    else out = {gemm_traffic(N, IC, OC, false, sizeof(T), sizeof(T)), gelu_backward_inplace_traffic<T>(N, IC)};
+    append(out, weight_backward_traffic<T>(N, IC, OC, bias));
     return out;
-}
-
-// dinp (N,OC) = dout·GELU'(inp) (written);  dbias (OC) += Σ_n dinp (fp32): GELU's backward
-// and the bias part of the fc layer's matmul_backward (which then gets a null dbias) in one
-// pass over the rows, then the second stage of the column sum. `partial` is scratch of
-// MAX_ROW_CHUNKS·OC floats.
-template <typename T>
-void gelu_bias_backward(T* dinp, float* dbias, const T* dout, const T* inp, int N, int OC, float* partial,
-                        cudaStream_t stream) {
-    if (N == 0 || OC == 0) return;
-    require_32bit_indices("gelu_bias_backward", (size_t)N * OC);
-    const int chunks = row_chunks(N);
-    const dim3 grid((unsigned)ceil_div(OC, (size_t)TILE_COLS * Pack16<T>::size), (unsigned)chunks);
-    gelu_bias_backward_kernel<T><<<grid, dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(dinp, partial, dout, inp, N, OC);
-    cudaCheck(cudaGetLastError());
-    add_column_partials(dbias, partial, chunks, OC, OC, stream);
-}
-
-// Traffic of gelu_bias_backward: dout and inp read, dinp and the partials written, about 21
-// FLOPs per element; then the second stage of the bias gradient.
-template <typename T>
-Launches gelu_bias_backward_traffic(int N, int OC) {
-    const double n = (double)N * OC;
-    const int chunks = row_chunks(N);
-    return {{"gelu_bias_backward_kernel", 2.0 * n * sizeof(T), n * sizeof(T) + 4.0 * chunks * OC, 21.0 * n},
-            add_column_partials_traffic(chunks, OC)};
 }
 
 }  // namespace gpu

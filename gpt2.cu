@@ -54,7 +54,7 @@
 
 // The CUDA ops as the model calls them: the kernels on DeviceArray buffers, activations in T,
 // the residual stream, statistics, losses and parameter gradients in fp32. The object owns the
-// stream every op runs on, the cuBLAS handle and the scratch memory the kernels need between
+// stream every op runs on, the cuBLAS and cuBLASLt handles and the scratch memory the kernels need between
 // and within ops. Built while device memory is being counted (cuda_common.cuh), it only
 // counts: no stream, no handle, no launch.
 template <typename T>
@@ -67,7 +67,7 @@ public:
     using Array = DeviceArray<U>;
 
     cudaStream_t stream = nullptr;
-    cublasHandle_t cublas = nullptr;
+    std::unique_ptr<gpu::Blas> blas;  // cuBLAS and cuBLASLt on `stream`
 
     CudaOps(const ModelConfig& cfg, int B, int Tn)
         : attention_delta(gpu::attention_saved_size(B, Tn, cfg.NH)), token_order(B * Tn),
@@ -77,15 +77,10 @@ public:
           stats_scratch(gpu::stream_statistics_scratch(B * Tn, cfg.C)) {
         if (counting_device_memory()) return;
         cudaCheck(cudaStreamCreate(&stream));
-        cublasCheck(cublasCreate(&cublas));
-        cublasCheck(cublasSetStream(cublas, stream));
-        // fp32 products stay fp32 (no TF32); bf16 products accumulate in fp32 all the way,
-        // with no reduced-precision steps inside a split-K reduction.
-        cublasCheck(cublasSetMathMode(
-            cublas, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+        blas = std::make_unique<gpu::Blas>(stream);
     }
     ~CudaOps() {
-        if (cublas) cublasDestroy(cublas);
+        blas.reset();
         if (stream) cudaStreamDestroy(stream);
     }
     CudaOps(const CudaOps&) = delete;
@@ -164,13 +159,13 @@ public:
                                          dx_out);
     }
     void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
-        gpu::matmul_forward(cublas, out, inp, w, bias, N, IC, OC, stream);
+        gpu::matmul_forward(*blas, out, inp, w, bias, N, IC, OC, stream);
     }
     // dinp is T, or float where it is the stream's gradient (a module without an input LayerNorm).
     template <class D>
     void matmul_backward(D* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N, int IC,
                          int OC, GradOut dinp_out = GradOut::Add) {
-        gpu::matmul_backward(cublas, dinp, dw, dbias, dout, inp, w, N, IC, OC, partial.data(), stream, dinp_out);
+        gpu::matmul_backward(*blas, dinp, dw, dbias, dout, inp, w, N, IC, OC, partial.data(), stream, dinp_out);
     }
     // Attention saves the log-sum-exp of each (b, h, t) row, fp32 (attention.cuh).
     using AttentionSaved = float;
@@ -184,10 +179,11 @@ public:
                                 stream);
     }
     void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
-        gpu::matmul_bias_gelu_forward(cublas, out, pre, inp, w, bias, N, IC, OC, stream);
+        gpu::matmul_bias_gelu_forward(*blas, out, pre, inp, w, bias, N, IC, OC, stream);
     }
-    void gelu_bias_backward(T* dx, float* dbias, const T* dout, const T* x, int N, int OC) {
-        gpu::gelu_bias_backward(dx, dbias, dout, x, N, OC, partial.data(), stream);
+    void matmul_gelu_backward(T* dpre, float* dw, float* dbias, const T* dout, const T* inp, const T* w, const T* pre,
+                              int N, int IC, int OC) {
+        gpu::matmul_gelu_backward(*blas, dpre, dw, dbias, dout, inp, w, pre, N, IC, OC, partial.data(), stream);
     }
     void residual_forward(float* out, const float* x, const T* f, float dt, size_t n) {
         gpu::residual_forward(out, x, f, dt, n, stream);

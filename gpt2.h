@@ -151,7 +151,6 @@ public:
         for (Array<Act>* v : {&d_f, &d_mod, &d_u, &d_heads}) *v = alloc<Act>(scratch, NC);
         d_qkv = alloc<Act>(scratch, 3 * NC);
         d_fc = alloc<Act>(scratch, 4 * NC);
-        d_gelu = alloc<Act>(scratch, 4 * NC);
         ops.finish();
     }
 
@@ -295,7 +294,7 @@ private:
     Array<Stream> d_stream, d_sum;
     Array<Act> d_f, d_mod, d_u, d_heads;
     Array<Act> d_qkv;         // (N,3C)
-    Array<Act> d_fc, d_gelu;  // (N,4C)
+    Array<Act> d_fc;          // (N,4C)
 
     // The residual sum s = x + Δt·f of the forward pass that no op has computed yet
     // (docs/block.md §1, "The add and the LayerNorm after it"): ForwardStep::add leaves its sum
@@ -523,11 +522,10 @@ private:
     void mlp_backward(int l, const Act* u, const Act* df, D* du, GradOut du_out) {
         BlockActs& a = blocks[l];
         const size_t C = cfg.C;
-        ops.matmul_backward(d_gelu.data(), g.fcprojw + l * 4 * C * C, g.fcprojb + l * C, df, a.gelu.data(),
-                            p.fcprojw + l * 4 * C * C, N, (int)(4 * C), (int)C, GradOut::Write);
-        // d_fc and fc's bias gradient in one op, so fc's matmul_backward skips its bias part.
-        ops.gelu_bias_backward(d_fc.data(), g.fcb + l * 4 * C, d_gelu.data(), a.fc.data(), N, (int)(4 * C));
-        ops.matmul_backward(du, g.fcw + l * 4 * C * C, (Acc*)nullptr, d_fc.data(), u, p.fcw + l * 4 * C * C, N,
+        // fcproj's backward, its input gradient taken through GELU' to d_fc in the same op.
+        ops.matmul_gelu_backward(d_fc.data(), g.fcprojw + l * 4 * C * C, g.fcprojb + l * C, df, a.gelu.data(),
+                                 p.fcprojw + l * 4 * C * C, a.fc.data(), N, (int)(4 * C), (int)C);
+        ops.matmul_backward(du, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, d_fc.data(), u, p.fcw + l * 4 * C * C, N,
                             (int)C, (int)(4 * C), du_out);
     }
 };

@@ -104,11 +104,12 @@ struct ReferenceOps {
     static void gelu_backward(T* dx, const T* dout, const T* x, size_t n, GradOut dx_out = GradOut::Add) {
         ::gelu_backward(dx, dout, x, n, dx_out);
     }
-    // dx (N,OC) = dout·GELU'(x) (written), dbias (OC) += Σ_n dx: GELU's backward, then the fc
-    // layer's bias gradient (its matmul_backward then gets a null dbias).
-    static void gelu_bias_backward(T* dx, T* dbias, const T* dout, const T* x, int N, int OC) {
-        ::gelu_backward(dx, dout, x, (size_t)N * OC, GradOut::Write);
-        ::bias_backward(dbias, dx, N, OC);
+    // The backward of a linear layer whose input is inp = GELU(pre): dpre (N,IC) = (dout·w)·GELU'(pre)
+    // (written), dw and dbias as matmul_backward adds them; the layer's backward, then GELU's in place.
+    static void matmul_gelu_backward(T* dpre, T* dw, T* dbias, const T* dout, const T* inp, const T* w, const T* pre,
+                                     int N, int IC, int OC) {
+        ::matmul_backward(dpre, dw, dbias, dout, inp, w, N, IC, OC, GradOut::Write);
+        ::gelu_backward(dpre, dpre, pre, (size_t)N * IC, GradOut::Write);
     }
     static void residual_forward(T* out, const T* x, const T* f, float dt, size_t n) {
         ::residual_forward(out, x, f, (T)dt, n);
@@ -180,9 +181,10 @@ struct FastOps : ReferenceOps<float> {
     static void gelu_backward(T* dx, const T* dout, const T* x, size_t n, GradOut dx_out = GradOut::Add) {
         fast::gelu_backward(dx, dout, x, n, dx_out);
     }
-    static void gelu_bias_backward(T* dx, T* dbias, const T* dout, const T* x, int N, int OC) {
-        fast::gelu_backward(dx, dout, x, (size_t)N * OC, GradOut::Write);
-        fast::bias_backward(dbias, dx, N, OC);
+    static void matmul_gelu_backward(T* dpre, T* dw, T* dbias, const T* dout, const T* inp, const T* w, const T* pre,
+                                     int N, int IC, int OC) {
+        fast::matmul_backward(dpre, dw, dbias, dout, inp, w, N, IC, OC, GradOut::Write);
+        fast::gelu_backward(dpre, dpre, pre, (size_t)N * IC, GradOut::Write);
     }
     static void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
         fast::crossentropy_forward(losses, logits, targets, N, V, Vp);

@@ -1,17 +1,31 @@
-// matmul.cuh — matrix products on cuBLAS, and the linear layer built from them.
+// matmul.cuh — matrix products on cuBLAS and cuBLASLt, and the linear layer built from them.
 //
 //   gemm:               C (M,N) = alpha·op(A)·op(B) + beta·C, row-major like matmul.h's gemm;
+//   fused_gemm:         the same product with an epilogue cuBLASLt applies before it stores C
+//                       (a bias, bias + GELU, GELU's derivative, or a bias gradient), so the
+//                       separate pass over C that the epilogue replaces is not needed;
 //   linear forward:     out (N,OC) = inp (N,IC)·wᵀ + bias,  w (OC,IC) as PyTorch stores it;
 //   linear backward:    dinp (N,IC) += dout·w (or =, GradOut::Write);  dw (OC,IC) += doutᵀ·inp;
 //                       dbias (OC) += Σ_n dout.
 //
 // Operands A and B are of the element type T; the result is T, or fp32 where precision
-// matters (weight gradients, an input gradient that is the residual stream's). cuBLAS multiplies in fp32 (CUBLAS_COMPUTE_32F):
-// with bf16 operands it uses the tensor cores, with fp32 operands it stays exact fp32 (no
-// TF32), as the fp32 mode promises. Weight and bias gradients are fp32. The bias pass of the
-// forward moves 16-byte packs of a row (4 floats or 8 bf16) per thread where OC and its buffers
-// allow, else single elements, with 32-bit indices where the sizes allow.
+// matters (weight gradients, an input gradient that is the residual stream's). Both libraries
+// multiply in fp32 (CUBLAS_COMPUTE_32F): with bf16 operands on the tensor cores, with fp32
+// operands in exact fp32 (no TF32), as the fp32 mode promises. Weight and bias gradients are
+// fp32. Where cuBLASLt has no algorithm for a fused product (an epilogue whose auxiliary matrix
+// has a row stride that is not a multiple of 8, or a device that refuses it), the launchers run
+// the plain product and the kernels below instead, with the same results up to rounding
+// (docs/cuda.md §3). The bias pass moves 16-byte packs of a row (4 floats or 8 bf16) per
+// thread where OC and its buffers allow, else single elements, with 32-bit indices where the
+// sizes allow.
 #pragma once
+#include <cublasLt.h>
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <tuple>
+
 #include "cuda_common.cuh"
 
 namespace gpu {
@@ -37,6 +51,159 @@ inline Traffic gemm_traffic(int M, int N, int K, bool beta_nonzero, size_t ab_by
     const double mn = (double)M * N;
     return {"gemm", ((double)M * K + (double)K * N) * ab_bytes + (beta_nonzero ? mn * c_bytes : 0.0),
             mn * c_bytes, 0, 2.0 * mn * K};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Products with a fused epilogue. In row-major terms, with t = alpha·op(A)·op(B) + beta·C:
+//   Bias:      C[m, n] = t + bias[n]                    bias: TC, N elements
+//   BiasGelu:  pre[m, n] = t + bias[n];  C = GELU(pre)  pre: TC, (M,N) with row stride ldc
+//              (GELU of the fp32 sum, pre rounded to TC as it is stored)
+//   GeluGrad:  C = t·GELU'(pre[m, n])                   pre read as above; beta must be 0
+//   BiasGrad:  C = t;  bias[m] = Σ_k op(A)[m, k]        bias: TC, M elements, written (not added)
+// cuBLASLt sees the row-major product in its column-major view (B before A, M and N swapped, as
+// gemm above), where these are its epilogues BIAS, GELU_AUX_BIAS, DGELU and BGRADB. GELU is
+// taken to be the tanh approximation of gelu.cuh: cuBLASLt does not say which it uses, so
+// scripts/gpu_check.sh compares the fused products with the CPU model on a GPU.
+
+enum class Epilogue { Bias, BiasGelu, GeluGrad, BiasGrad };
+
+// cuBLASLt needs the row stride of an epilogue's auxiliary matrix (pre) to be a multiple of 8
+// elements; the launchers do not ask it for a fused product otherwise.
+inline bool aux_stride_allowed(int ld) { return ld % 8 == 0; }
+
+inline cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+    switch (e) {
+        case Epilogue::Bias: return CUBLASLT_EPILOGUE_BIAS;
+        case Epilogue::BiasGelu: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+        case Epilogue::GeluGrad: return CUBLASLT_EPILOGUE_DGELU;
+        case Epilogue::BiasGrad: return CUBLASLT_EPILOGUE_BGRADB;
+    }
+    return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// The matrix-product libraries on one stream: a cuBLAS handle for plain products, a cuBLASLt
+// handle with its workspace for fused ones, and the algorithm cuBLASLt picked for each kind of
+// fused product (or that it has none), asked once per kind so that every step runs the same
+// algorithm (deterministic results) without a heuristic query per launch.
+class Blas {
+public:
+    static constexpr size_t LT_WORKSPACE_BYTES = (size_t)32 << 20;  // beside the 1 GiB reserve, like cuBLAS's own
+
+    explicit Blas(cudaStream_t stream) : stream(stream) {
+        cublasCheck(cublasCreate(&cublas));
+        cublasCheck(cublasSetStream(cublas, stream));
+        // fp32 products stay fp32 (no TF32); bf16 products accumulate in fp32 all the way,
+        // with no reduced-precision steps inside a split-K reduction.
+        cublasCheck(cublasSetMathMode(
+            cublas, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+        cublasCheck(cublasLtCreate(&lt));
+        cudaCheck(cudaMalloc(&workspace, LT_WORKSPACE_BYTES));
+    }
+    ~Blas() {
+        cudaFree(workspace);
+        cublasLtDestroy(lt);
+        cublasDestroy(cublas);
+    }
+    Blas(const Blas&) = delete;
+    Blas& operator=(const Blas&) = delete;
+
+    cublasHandle_t cublas = nullptr;
+
+    // C (M,N) = epilogue(alpha·op(A)·op(B) + beta·C) as listed above, row-major like gemm;
+    // bias and pre as the epilogue needs them (else null). Returns false, having done nothing,
+    // where cuBLASLt has no algorithm for it.
+    template <typename TAB, typename TC>
+    bool fused_gemm(Epilogue epilogue, void* bias, const TC* pre, bool transA, bool transB, int M, int N, int K,
+                    float alpha, const TAB* A, int lda, const TAB* B, int ldb, float beta, TC* C, int ldc) {
+        if (pre && !aux_stride_allowed(ldc)) return false;
+        cublasLtMatmulDesc_t desc;
+        cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        set(desc, CUBLASLT_MATMUL_DESC_TRANSA, (int32_t)cublas_op(transB));
+        set(desc, CUBLASLT_MATMUL_DESC_TRANSB, (int32_t)cublas_op(transA));
+        set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, (uint32_t)lt_epilogue(epilogue));
+        if (bias) set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+        if (pre) {
+            set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, (const void*)pre);
+            set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, (int64_t)ldc);
+        }
+        // Column-major layouts: a row-major (r, c) matrix with row stride ld is a (c, r) one.
+        const cudaDataType tab = cuda_data_type<TAB>(), tc = cuda_data_type<TC>();
+        cublasLtMatrixLayout_t a = layout(tab, transB ? N : K, ldb, transB ? K : N);  // B as cuBLASLt's A
+        cublasLtMatrixLayout_t b = layout(tab, transA ? K : M, lda, transA ? M : K);  // A as its B
+        cublasLtMatrixLayout_t c = layout(tc, M, ldc, N);
+        const Key key{(int)epilogue, transA, transB, M, N, K, lda, ldb, ldc, (int)tab, (int)tc, beta != 0.0f,
+                      alignment(A), alignment(B), alignment(C), alignment(bias), alignment(pre)};
+        const std::optional<cublasLtMatmulAlgo_t>& algo = algorithm(key, desc, a, b, c);
+        if (algo)
+            cublasCheck(cublasLtMatmul(lt, desc, &alpha, B, a, A, b, &beta, C, c, C, c, &*algo, workspace,
+                                       LT_WORKSPACE_BYTES, stream));
+        for (cublasLtMatrixLayout_t l : {a, b, c}) cublasLtMatrixLayoutDestroy(l);
+        cublasLtMatmulDescDestroy(desc);
+        return algo.has_value();
+    }
+
+private:
+    // What the choice of algorithm depends on: the product, its types, and the alignment of
+    // every pointer (cuBLASLt picks algorithms by the alignment it is shown).
+    using Key = std::tuple<int, bool, bool, int, int, int, int, int, int, int, int, bool, int, int, int, int, int>;
+
+    static int alignment(const void* p) { return (int)((uintptr_t)p % 16); }
+
+    template <class V>
+    static void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, V value) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value));
+    }
+
+    // A column-major rows × cols layout with leading dimension ld, given as (row-major cols, ld,
+    // row-major rows): the row-major matrix it views.
+    static cublasLtMatrixLayout_t layout(cudaDataType type, int rowmajor_cols, int ld, int rowmajor_rows) {
+        cublasLtMatrixLayout_t l;
+        cublasCheck(cublasLtMatrixLayoutCreate(&l, type, (uint64_t)rowmajor_cols, (uint64_t)rowmajor_rows, ld));
+        return l;
+    }
+
+    // The algorithm for `key`, asked of cuBLASLt's heuristic the first time; none where it has none.
+    const std::optional<cublasLtMatmulAlgo_t>& algorithm(const Key& key, cublasLtMatmulDesc_t desc,
+                                                         cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                                         cublasLtMatrixLayout_t c) {
+        const auto known = algos.find(key);
+        if (known != algos.end()) return known->second;
+        cublasLtMatmulPreference_t preference;
+        cublasCheck(cublasLtMatmulPreferenceCreate(&preference));
+        const uint64_t bytes = LT_WORKSPACE_BYTES;
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
+                                                         sizeof bytes));
+        cublasLtMatmulHeuristicResult_t result;
+        std::memset(&result, 0, sizeof result);
+        int found = 0;
+        const cublasStatus_t status =
+            cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, preference, 1, &result, &found);
+        cublasLtMatmulPreferenceDestroy(preference);
+        std::optional<cublasLtMatmulAlgo_t> algo;
+        if (status == CUBLAS_STATUS_SUCCESS && found > 0) algo = result.algo;
+        return algos.emplace(key, algo).first->second;
+    }
+
+    cudaStream_t stream;
+    cublasLtHandle_t lt = nullptr;
+    void* workspace = nullptr;
+    std::map<Key, std::optional<cublasLtMatmulAlgo_t>> algos;
+};
+
+// Traffic of fused_gemm: gemm's, plus the bias read (Bias, BiasGelu) or written (BiasGrad, as
+// TC), and pre written (BiasGelu) or read (GeluGrad); the epilogue's FLOPs count as other FLOPs
+// (about 11 per element for GELU, 21 for its derivative, as the kernels they replace).
+inline Traffic fused_gemm_traffic(Epilogue e, int M, int N, int K, bool beta_nonzero, size_t ab_bytes,
+                                  size_t c_bytes) {
+    Traffic t = gemm_traffic(M, N, K, beta_nonzero, ab_bytes, c_bytes);
+    const double mn = (double)M * N;
+    switch (e) {
+        case Epilogue::Bias: t.bytes_read += (double)N * c_bytes; break;
+        case Epilogue::BiasGelu: t.bytes_read += (double)N * c_bytes, t.bytes_written += mn * c_bytes, t.flops = 11.0 * mn; break;
+        case Epilogue::GeluGrad: t.bytes_read += mn * c_bytes, t.flops = 21.0 * mn; break;
+        case Epilogue::BiasGrad: t.bytes_written += (double)M * c_bytes; break;
+    }
+    return t;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -106,30 +273,38 @@ Traffic add_bias_traffic(int N, int OC) {
     return {"add_bias_kernel", (n + OC) * sizeof(T), n * sizeof(T), n};
 }
 
-// out (N,OC) = inp (N,IC)·wᵀ + bias; bias may be null (the tied lm head has none).
+// out (N,OC) = inp (N,IC)·wᵀ + bias; bias may be null (the tied lm head has none). The bias is
+// cuBLASLt's epilogue where it has an algorithm for it, else a pass of its own.
 template <typename T>
-void matmul_forward(cublasHandle_t handle, T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC,
+void matmul_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC,
                     cudaStream_t stream) {
-    gemm(handle, false, true, N, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC);
+    if (bias && blas.fused_gemm(Epilogue::Bias, (void*)bias, (const T*)nullptr, false, true, N, OC, IC, 1.0f, inp, IC,
+                                w, IC, 0.0f, out, OC))
+        return;
+    gemm(blas.cublas, false, true, N, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC);
     if (bias) add_bias(out, bias, N, OC, stream);
 }
 
-// Traffic of matmul_forward: the product, then the bias pass that reads and writes out.
+// Traffic of matmul_forward: the product with its bias epilogue, or the product alone.
 template <typename T>
 Launches matmul_forward_traffic(int N, int IC, int OC, bool bias) {
-    Launches out{gemm_traffic(N, OC, IC, false, sizeof(T), sizeof(T))};
-    if (bias) out.push_back(add_bias_traffic<T>(N, OC));
-    return out;
+    if (bias) return {fused_gemm_traffic(Epilogue::Bias, N, OC, IC, false, sizeof(T), sizeof(T))};
+    return {gemm_traffic(N, OC, IC, false, sizeof(T), sizeof(T))};
 }
 
-// dinp (N,IC) += dout·w (with GradOut::Write: =, beta = 0);  dw (OC,IC) += doutᵀ·inp;
-// dbias (OC) += Σ_n dout (skipped when null). dinp is T or fp32 (D). `partial` is scratch of
-// MAX_ROW_CHUNKS·OC floats.
-template <typename T, typename D>
-void matmul_backward(cublasHandle_t handle, D* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w,
-                     int N, int IC, int OC, float* partial, cudaStream_t stream, GradOut dinp_out = GradOut::Add) {
-    gemm(handle, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, dinp_out == GradOut::Write ? 0.0f : 1.0f, dinp, IC);
-    gemm(handle, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
+// dw (OC,IC) += doutᵀ·inp (N,OC), (N,IC);  dbias (OC) += Σ_n dout (skipped when null): the
+// weight half of a linear layer's backward. The bias gradient is cuBLASLt's epilogue of the dw
+// product where it has an algorithm for it, written to `partial` and added to dbias; else the
+// two stages of column sums (cuda_common.cuh). `partial` is scratch of MAX_ROW_CHUNKS·OC floats.
+template <typename T>
+void weight_backward(Blas& blas, float* dw, float* dbias, const T* dout, const T* inp, int N, int IC, int OC,
+                     float* partial, cudaStream_t stream) {
+    if (dbias && blas.fused_gemm(Epilogue::BiasGrad, (void*)partial, (const float*)nullptr, true, false, OC, IC, N,
+                                 1.0f, dout, OC, inp, IC, 1.0f, dw, IC)) {
+        add_column_partials(dbias, partial, 1, OC, OC, stream);
+        return;
+    }
+    gemm(blas.cublas, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
     if (!dbias) return;
     const int chunks = row_chunks(N);
     bias_backward_kernel<T><<<column_tiles(OC, chunks), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(partial, dout, N, OC);
@@ -137,16 +312,31 @@ void matmul_backward(cublasHandle_t handle, D* dinp, float* dw, float* dbias, co
     add_column_partials(dbias, partial, chunks, OC, OC, stream);
 }
 
-// Traffic of matmul_backward: the two products (dw accumulates, so its C is read; dinp's C
-// only when it adds), then the two stages of the bias gradient.
+// Traffic of weight_backward: the dw product (which accumulates, so its C is read) with the
+// bias gradient as its epilogue, then the one-row stage 2 that adds it to dbias.
+template <typename T>
+Launches weight_backward_traffic(int N, int IC, int OC, bool bias) {
+    if (!bias) return {gemm_traffic(OC, IC, N, true, sizeof(T), 4)};
+    return {fused_gemm_traffic(Epilogue::BiasGrad, OC, IC, N, true, sizeof(T), 4), add_column_partials_traffic(1, OC)};
+}
+
+// dinp (N,IC) += dout·w (with GradOut::Write: =, beta = 0);  dw (OC,IC) += doutᵀ·inp;
+// dbias (OC) += Σ_n dout (skipped when null). dinp is T or fp32 (D). `partial` is scratch of
+// MAX_ROW_CHUNKS·OC floats.
+template <typename T, typename D>
+void matmul_backward(Blas& blas, D* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N,
+                     int IC, int OC, float* partial, cudaStream_t stream, GradOut dinp_out = GradOut::Add) {
+    gemm(blas.cublas, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, dinp_out == GradOut::Write ? 0.0f : 1.0f, dinp,
+         IC);
+    weight_backward(blas, dw, dbias, dout, inp, N, IC, OC, partial, stream);
+}
+
+// Traffic of matmul_backward: the dinp product (its C read only when it adds), then
+// weight_backward's.
 template <typename T, typename D = T>
 Launches matmul_backward_traffic(int N, int IC, int OC, bool bias, GradOut dinp_out = GradOut::Add) {
-    Launches out{gemm_traffic(N, IC, OC, dinp_out == GradOut::Add, sizeof(T), sizeof(D)),
-                 gemm_traffic(OC, IC, N, true, sizeof(T), 4)};
-    if (!bias) return out;
-    const int chunks = row_chunks(N);
-    out.push_back({"bias_backward_kernel", (double)N * OC * sizeof(T), 4.0 * chunks * OC, (double)N * OC});
-    out.push_back(add_column_partials_traffic(chunks, OC));
+    Launches out{gemm_traffic(N, IC, OC, dinp_out == GradOut::Add, sizeof(T), sizeof(D))};
+    append(out, weight_backward_traffic<T>(N, IC, OC, bias));
     return out;
 }
 

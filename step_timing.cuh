@@ -105,8 +105,10 @@ public:
     void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         timed("fc matmul + bias + gelu fwd", [&] { Base::matmul_gelu_forward(out, pre, inp, w, bias, N, IC, OC); });
     }
-    void gelu_bias_backward(T* dx, float* dbias, const T* dout, const T* x, int N, int OC) {
-        timed("gelu + fc bias bwd", [&] { Base::gelu_bias_backward(dx, dbias, dout, x, N, OC); });
+    void matmul_gelu_backward(T* dpre, float* dw, float* dbias, const T* dout, const T* inp, const T* w, const T* pre,
+                              int N, int IC, int OC) {
+        timed(step_traffic::matmul_name(cfg, IC, OC) + " + gelu bwd",
+              [&] { Base::matmul_gelu_backward(dpre, dw, dbias, dout, inp, w, pre, N, IC, OC); });
     }
     void residual_forward(float* out, const float* x, const T* f, float dt, size_t n) {
         timed("residual fwd", [&] { Base::residual_forward(out, x, f, dt, n); });

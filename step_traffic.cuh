@@ -135,8 +135,10 @@ public:
     void matmul_gelu_forward(T*, T*, const T*, const T*, const T*, int N, int IC, int OC) {
         note("fc matmul + bias + gelu fwd", gpu::matmul_bias_gelu_forward_traffic<T>(N, IC, OC));
     }
-    void gelu_bias_backward(T*, float*, const T*, const T*, int N, int OC) {
-        note("gelu + fc bias bwd", gpu::gelu_bias_backward_traffic<T>(N, OC));
+    void matmul_gelu_backward(T*, float*, float* dbias, const T*, const T*, const T*, const T*, int N, int IC,
+                              int OC) {
+        note(matmul_name(cfg, IC, OC) + " + gelu bwd",
+             gpu::matmul_gelu_backward_traffic<T>(N, IC, OC, dbias != nullptr));
     }
     void residual_forward(float*, const float*, const T*, float, size_t n) {
         note("residual fwd", {gpu::residual_forward_traffic<float, T>(n)});

@@ -150,13 +150,6 @@ void expect_close(const DeviceArray<T>& got, const std::vector<float>& want, dou
     expect_close(to_host(got), want, tol, what);
 }
 
-// A cuBLAS handle for one test.
-struct Cublas {
-    cublasHandle_t handle = nullptr;
-    Cublas() { cublasCheck(cublasCreate(&handle)); }
-    ~Cublas() { cublasDestroy(handle); }
-};
-
 // ---- the tests, once per element type ---------------------------------------------------------
 
 template <typename T>
@@ -515,13 +508,13 @@ TYPED_TEST(Kernel, MatmulForward) {
     const std::vector<float> inp = rounded<T>(random_vector(rng, (size_t)N * IC));
     const std::vector<float> w = rounded<T>(random_vector(rng, (size_t)OC * IC, 0.1f));
     const std::vector<float> bias = rounded<T>(random_vector(rng, OC));
-    Cublas cublas;
+    gpu::Blas blas(kStream);
     for (bool with_bias : {true, false}) {
         std::vector<float> want((size_t)N * OC);
         ::matmul_forward(want.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, N, IC, OC);
         auto out = poisoned<T>((size_t)N * OC);
         auto d_bias = to_device<T>(bias);
-        gpu::matmul_forward(cublas.handle, out.data(), to_device<T>(inp).data(), to_device<T>(w).data(),
+        gpu::matmul_forward(blas, out.data(), to_device<T>(inp).data(), to_device<T>(w).data(),
                             with_bias ? d_bias.data() : nullptr, N, IC, OC, kStream);
         expect_close(out, want, tolerance<T>(), with_bias ? "matmul out (bias)" : "matmul out (no bias)");
     }
@@ -535,7 +528,7 @@ TYPED_TEST(Kernel, MatmulBackward) {
     const std::vector<float> inp = rounded<T>(random_vector(rng, (size_t)N * IC));
     const std::vector<float> w = rounded<T>(random_vector(rng, (size_t)OC * IC, 0.1f));
     const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)N * OC));
-    Cublas cublas;
+    gpu::Blas blas(kStream);
     DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * OC);
     // dinp added into random values, or written over NaN (GradOut::Write: beta = 0, not read);
     // the weight gradients add in both.
@@ -547,7 +540,7 @@ TYPED_TEST(Kernel, MatmulBackward) {
         auto d_dinp = add ? to_device<T>(dinp) : poisoned<T>((size_t)N * IC);
         auto d_dw = to_device<float>(dw), d_dbias = to_device<float>(dbias);
         ::matmul_backward(dinp.data(), dw.data(), dbias.data(), dout.data(), inp.data(), w.data(), N, IC, OC, mode);
-        gpu::matmul_backward(cublas.handle, d_dinp.data(), d_dw.data(), d_dbias.data(), to_device<T>(dout).data(),
+        gpu::matmul_backward(blas, d_dinp.data(), d_dw.data(), d_dbias.data(), to_device<T>(dout).data(),
                              to_device<T>(inp).data(), to_device<T>(w).data(), N, IC, OC, partial.data(), kStream,
                              mode);
         expect_close(d_dinp, dinp, tolerance<T>(), "matmul dinp");
@@ -639,57 +632,70 @@ TYPED_TEST(Kernel, AttentionBackward) {
     }
 }
 
-// GELU's backward with the fc bias gradient fused in, against the reference's gelu_backward
-// (written over NaN) then the bias gradient (added into random values). OC = 4C = 192 and
-// OC = 13 (not a multiple of the 16-byte pack: one element at a time), and dinp one element
-// off 16-byte alignment (also one at a time); N = 39 and N = 200 (several row chunks).
-TYPED_TEST(Kernel, GeluBiasBackward) {
+// fcproj's backward with GELU's derivative in it (the MLP's backward), against the reference's
+// matmul_backward (dpre written over NaN, dw and dbias added into random values) and then
+// gelu_backward over dpre. IC = 4C = 192, a multiple of 8: GELU' is the product's cuBLASLt
+// epilogue; IC = 44 and 13: the product, then the in-place pass (in packs in fp32 at 44, one
+// element at a time at 13); dpre also one element off 16-byte alignment; N = 39 and 200 (several
+// row chunks in the fallback's bias gradient).
+TYPED_TEST(Kernel, MatmulGeluBackward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(16);
+    const int OC = C;
+    gpu::Blas blas(kStream);
     for (int rows : {N, 200})
-        for (int OC : {4 * C, 13})
+        for (int IC : {4 * C, 44, 13})
             for (size_t offset : {0, 1}) {
-                SCOPED_TRACE("N = " + std::to_string(rows) + ", OC = " + std::to_string(OC) + ", offset " +
+                SCOPED_TRACE("N = " + std::to_string(rows) + ", IC = " + std::to_string(IC) + ", offset " +
                              std::to_string(offset));
-                const size_t n = (size_t)rows * OC;
-                const std::vector<float> x = rounded<T>(random_vector(rng, n, 2.0f));
-                const std::vector<float> dout = rounded<T>(random_vector(rng, n));
-                std::vector<float> dinp(n), dbias = random_vector(rng, OC);
-                auto d_dbias = to_device<float>(dbias);
-                ::gelu_backward(dinp.data(), dout.data(), x.data(), n, GradOut::Write);
-                ::bias_backward(dbias.data(), rounded<T>(dinp).data(), rows, OC);  // the sum of the stored dinp
+                const size_t n = (size_t)rows * IC;
+                const std::vector<float> pre = rounded<T>(random_vector(rng, n, 2.0f));
+                const std::vector<float> inp = rounded<T>(random_vector(rng, n));
+                const std::vector<float> w = rounded<T>(random_vector(rng, (size_t)OC * IC, 0.2f));
+                const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)rows * OC));
+                std::vector<float> dpre(n), dw = random_vector(rng, (size_t)OC * IC), dbias = random_vector(rng, OC);
+                auto d_dw = to_device<float>(dw), d_dbias = to_device<float>(dbias);
+                ::matmul_backward(dpre.data(), dw.data(), dbias.data(), dout.data(), inp.data(), w.data(), rows, IC,
+                                  OC, GradOut::Write);
+                ::gelu_backward(dpre.data(), dpre.data(), pre.data(), n, GradOut::Write);
 
-                auto d_dinp = poisoned<T>(n + offset);
-                DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * OC);
-                gpu::gelu_bias_backward(d_dinp.data() + offset, d_dbias.data(), to_device<T>(dout).data(),
-                                        to_device<T>(x).data(), rows, OC, partial.data(), kStream);
-                std::vector<float> got = to_host(d_dinp);
+                auto d_dpre = poisoned<T>(n + offset);
+                auto partial = poisoned<float>((size_t)MAX_ROW_CHUNKS * OC);
+                gpu::matmul_gelu_backward(blas, d_dpre.data() + offset, d_dw.data(), d_dbias.data(),
+                                          to_device<T>(dout).data(), to_device<T>(inp).data(), to_device<T>(w).data(),
+                                          to_device<T>(pre).data(), rows, IC, OC, partial.data(), kStream);
+                std::vector<float> got = to_host(d_dpre);
                 got.erase(got.begin(), got.begin() + offset);
-                expect_close(got, dinp, tolerance<T>(), "gelu dinp");
-                expect_close(d_dbias, dbias, tolerance<T>(), "fc dbias");
+                expect_close(got, dpre, tolerance<T>(), "fcproj dpre through GELU'");
+                expect_close(d_dw, dw, tolerance<T>(), "fcproj dw");
+                expect_close(d_dbias, dbias, tolerance<T>(), "fcproj dbias");
             }
 }
 
 // The MLP's fc layer with its GELU fused in: pre = inp·wᵀ + bias and GELU(pre), against the
-// reference's matmul then GELU (OC = 4C; N·OC = 7488 elements fill no block exactly).
+// reference's matmul then GELU. OC = 4C = 192, a multiple of 8: bias and GELU are the product's
+// cuBLASLt epilogue; OC = 44 and 13: the product, then the bias + GELU pass.
 TYPED_TEST(Kernel, MatmulBiasGeluForward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(11);
-    const int IC = C, OC = 4 * C;
-    const std::vector<float> inp = rounded<T>(random_vector(rng, (size_t)N * IC));
-    const std::vector<float> w = rounded<T>(random_vector(rng, (size_t)OC * IC, 0.2f));
-    const std::vector<float> bias = rounded<T>(random_vector(rng, OC));
-    std::vector<float> want_pre((size_t)N * OC), want_out((size_t)N * OC);
-    ::matmul_forward(want_pre.data(), inp.data(), w.data(), bias.data(), N, IC, OC);
-    ::gelu_forward(want_out.data(), want_pre.data(), want_pre.size());
-    Cublas cublas;
-    auto pre = poisoned<T>((size_t)N * OC), out = poisoned<T>((size_t)N * OC);
-    gpu::matmul_bias_gelu_forward(cublas.handle, out.data(), pre.data(), to_device<T>(inp).data(),
-                                  to_device<T>(w).data(), to_device<T>(bias).data(), N, IC, OC, kStream);
-    expect_close(pre, want_pre, tolerance<T>(), "fc pre-activation");
-    expect_close(out, want_out, tolerance<T>(), "fc GELU");
+    const int IC = C;
+    gpu::Blas blas(kStream);
+    for (int OC : {4 * C, 44, 13}) {
+        SCOPED_TRACE("OC = " + std::to_string(OC));
+        const std::vector<float> inp = rounded<T>(random_vector(rng, (size_t)N * IC));
+        const std::vector<float> w = rounded<T>(random_vector(rng, (size_t)OC * IC, 0.2f));
+        const std::vector<float> bias = rounded<T>(random_vector(rng, OC));
+        std::vector<float> want_pre((size_t)N * OC), want_out((size_t)N * OC);
+        ::matmul_forward(want_pre.data(), inp.data(), w.data(), bias.data(), N, IC, OC);
+        ::gelu_forward(want_out.data(), want_pre.data(), want_pre.size());
+        auto pre = poisoned<T>((size_t)N * OC), out = poisoned<T>((size_t)N * OC);
+        gpu::matmul_bias_gelu_forward(blas, out.data(), pre.data(), to_device<T>(inp).data(), to_device<T>(w).data(),
+                                      to_device<T>(bias).data(), N, IC, OC, kStream);
+        expect_close(pre, want_pre, tolerance<T>(), "fc pre-activation");
+        expect_close(out, want_out, tolerance<T>(), "fc GELU");
+    }
 }
 
 // The bias passes over (N,OC) rows, N = 39: OC = 4C = 192, a multiple of both packs (16-byte
@@ -764,6 +770,32 @@ TYPED_TEST(Kernel, AddBias) {
             auto d_out = to_device_shifted<T>(out, s.x);
             gpu::add_bias(d_out.data() + s.x, to_device_shifted<T>(bias, s.bias).data() + s.bias, N, OC, kStream);
             EXPECT_EQ(to_host_shifted(d_out, s.x), want) << "out is not out + bias rounded to T";
+        }
+    }
+}
+
+// GELU's backward pass alone, in place: d·GELU'(pre) against the CPU's gelu_backward, with d
+// and pre aligned or one element off (BiasShifts' x and bias), and the same bits whichever path
+// (packs or single elements) ran.
+TYPED_TEST(Kernel, GeluBackwardInplace) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(25);
+    for (int OC : kBiasWidths) {
+        const size_t n = (size_t)N * OC;
+        const std::vector<float> d = rounded<T>(random_vector(rng, n));
+        const std::vector<float> pre = rounded<T>(random_vector(rng, n, 2.0f));
+        std::vector<float> want(n);
+        ::gelu_backward(want.data(), d.data(), pre.data(), n, GradOut::Write);
+        std::vector<uint16_t> first_bits;
+        for (const BiasShifts& s : kBiasShifts) {
+            SCOPED_TRACE(bias_case_name(OC, s));
+            auto d_d = to_device_shifted<T>(d, s.x);
+            gpu::gelu_backward_inplace(d_d.data() + s.x, to_device_shifted<T>(pre, s.bias).data() + s.bias, N, OC,
+                                       kStream);
+            expect_close(to_host_shifted(d_d, s.x), want, tolerance<T>(), "gelu backward in place");
+            if (first_bits.empty()) first_bits = bits_of(d_d, s.x);
+            else EXPECT_EQ(bits_of(d_d, s.x), first_bits) << "d differs between the paths";
         }
     }
 }

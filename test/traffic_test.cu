@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -81,13 +82,10 @@ bool close(double a, size_t b) { return b == 0 ? a == 0 : std::fabs(a - (double)
 template <typename T>
 class TrafficTest : public ::testing::Test {
 protected:
-    cublasHandle_t handle = nullptr;
+    std::unique_ptr<gpu::Blas> blas;
     void SetUp() override {
         ASSERT_TRUE(simt::counting_compiled()) << "not the counting build: the hooks are never called";
-        cublasCheck(cublasCreate(&handle));
-    }
-    void TearDown() override {
-        if (handle) cublasDestroy(handle);
+        blas = std::make_unique<gpu::Blas>(kStream);
     }
 };
 using ElementTypes = ::testing::Types<float, bf16>;
@@ -120,7 +118,7 @@ TYPED_TEST(TrafficTest, Gemm) {
     auto c = filled<float>(M * Nn);
     for (float beta : {0.0f, 1.0f})
         EXPECT_TRUE(agree(gpu::gemm_traffic(M, Nn, K, beta != 0, sizeof(T), 4), counted([&] {
-                              gpu::gemm(this->handle, false, true, M, Nn, K, 1.0f, a.data(), K, b.data(), K, beta,
+                              gpu::gemm(this->blas->cublas, false, true, M, Nn, K, 1.0f, a.data(), K, b.data(), K, beta,
                                         c.data(), Nn);
                           })))
             << "beta = " << beta;
@@ -134,13 +132,13 @@ TYPED_TEST(TrafficTest, MatmulForwardAndBackward) {
     auto dw = filled<float>(OC * IC), dbias = filled<float>(OC), partial = filled<float>(MAX_ROW_CHUNKS * OC);
     for (bool with_bias : {false, true}) {
         EXPECT_TRUE(agree(gpu::matmul_forward_traffic<T>(N, IC, OC, with_bias), counted([&] {
-                              gpu::matmul_forward(this->handle, out.data(), inp.data(), w.data(),
+                              gpu::matmul_forward(*this->blas, out.data(), inp.data(), w.data(),
                                                   with_bias ? bias.data() : nullptr, N, IC, OC, kStream);
                           })))
             << "bias " << with_bias;
         for (GradOut mode : {GradOut::Add, GradOut::Write})
             EXPECT_TRUE(agree(gpu::matmul_backward_traffic<T>(N, IC, OC, with_bias, mode), counted([&] {
-                                  gpu::matmul_backward(this->handle, dinp.data(), dw.data(),
+                                  gpu::matmul_backward(*this->blas, dinp.data(), dw.data(),
                                                        with_bias ? dbias.data() : nullptr, out.data(), inp.data(),
                                                        w.data(), N, IC, OC, partial.data(), kStream, mode);
                               })))
@@ -160,18 +158,34 @@ TYPED_TEST(TrafficTest, AddBias) {
                 << "OC " << oc << ", offset " << offset;
 }
 
-TYPED_TEST(TrafficTest, GeluBiasBackward) {
+TYPED_TEST(TrafficTest, GeluBackwardInplace) {
     using T = TypeParam;
     const int OC = 4 * C;
-    auto inp = filled<T>(N * OC), dout = filled<T>(N * OC), dinp = filled<T>(N * OC + 1);
-    auto dbias = filled<float>(OC), partial = filled<float>(MAX_ROW_CHUNKS * OC);
+    auto pre = filled<T>(N * OC), d = filled<T>(N * OC + 1);
     for (int oc : {OC, OC - 3})  // packs of 16 bytes, and OC not a multiple of a pack
-        for (size_t offset : {0, 1})  // dinp aligned, and one element off
-            EXPECT_TRUE(agree(gpu::gelu_bias_backward_traffic<T>(N, oc), counted([&] {
-                                  gpu::gelu_bias_backward(dinp.data() + offset, dbias.data(), dout.data(), inp.data(),
-                                                          N, oc, partial.data(), kStream);
+        for (size_t offset : {0, 1})  // d aligned, and one element off
+            EXPECT_TRUE(agree(gpu::gelu_backward_inplace_traffic<T>(N, oc), counted([&] {
+                                  gpu::gelu_backward_inplace(d.data() + offset, pre.data(), N, oc, kStream);
                               })))
                 << "OC " << oc << ", offset " << offset;
+}
+
+// fcproj's backward with GELU's derivative: fused into the dpre product where IC is a multiple
+// of 8 (4C), else the product and the pass (4C − 4: packs in fp32; 4C − 3: single elements).
+TYPED_TEST(TrafficTest, MatmulGeluBackward) {
+    using T = TypeParam;
+    const int OC = C;
+    for (int IC : {4 * C, 4 * C - 4, 4 * C - 3}) {
+        auto inp = filled<T>(N * IC), pre = filled<T>(N * IC), w = filled<T>(OC * IC), dout = filled<T>(N * OC);
+        auto dpre = filled<T>(N * IC);
+        auto dw = filled<float>(OC * IC), dbias = filled<float>(OC), partial = filled<float>(MAX_ROW_CHUNKS * OC);
+        EXPECT_TRUE(agree(gpu::matmul_gelu_backward_traffic<T>(N, IC, OC, true), counted([&] {
+                              gpu::matmul_gelu_backward(*this->blas, dpre.data(), dw.data(), dbias.data(), dout.data(),
+                                                        inp.data(), w.data(), pre.data(), N, IC, OC, partial.data(),
+                                                        kStream);
+                          })))
+            << "IC " << IC;
+    }
 }
 
 TYPED_TEST(TrafficTest, BiasGelu) {
@@ -186,15 +200,20 @@ TYPED_TEST(TrafficTest, BiasGelu) {
                 << "OC " << oc << ", offset " << offset;
 }
 
+// fc with bias and GELU: one fused product where OC is a multiple of 8 (4C), else the product
+// and the bias + GELU pass (4C − 4).
 TYPED_TEST(TrafficTest, MatmulBiasGelu) {
     using T = TypeParam;
-    const int IC = C, OC = 4 * C;
-    auto inp = filled<T>(N * IC), w = filled<T>(OC * IC), bias = filled<T>(OC);
-    auto pre = filled<T>(N * OC), out = filled<T>(N * OC);
-    EXPECT_TRUE(agree(gpu::matmul_bias_gelu_forward_traffic<T>(N, IC, OC), counted([&] {
-                          gpu::matmul_bias_gelu_forward(this->handle, out.data(), pre.data(), inp.data(), w.data(),
-                                                        bias.data(), N, IC, OC, kStream);
-                      })));
+    const int IC = C;
+    for (int OC : {4 * C, 4 * C - 4}) {
+        auto inp = filled<T>(N * IC), w = filled<T>(OC * IC), bias = filled<T>(OC);
+        auto pre = filled<T>(N * OC), out = filled<T>(N * OC);
+        EXPECT_TRUE(agree(gpu::matmul_bias_gelu_forward_traffic<T>(N, IC, OC), counted([&] {
+                              gpu::matmul_bias_gelu_forward(*this->blas, out.data(), pre.data(), inp.data(), w.data(),
+                                                            bias.data(), N, IC, OC, kStream);
+                          })))
+            << "OC " << OC;
+    }
 }
 
 TYPED_TEST(TrafficTest, Residual) {
