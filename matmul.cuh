@@ -71,6 +71,16 @@ enum class Epilogue { Bias, BiasGelu, GeluGrad, BiasGrad };
 // elements; the launchers do not ask it for a fused product otherwise.
 inline bool aux_stride_allowed(int ld) { return ld % 8 == 0; }
 
+inline const char* epilogue_name(Epilogue e) {
+    switch (e) {
+        case Epilogue::Bias: return "bias";
+        case Epilogue::BiasGelu: return "bias + GELU";
+        case Epilogue::GeluGrad: return "GELU'";
+        case Epilogue::BiasGrad: return "bias gradient";
+    }
+    return "?";
+}
+
 inline cublasLtEpilogue_t lt_epilogue(Epilogue e) {
     switch (e) {
         case Epilogue::Bias: return CUBLASLT_EPILOGUE_BIAS;
@@ -181,6 +191,10 @@ private:
         cublasLtMatmulPreferenceDestroy(preference);
         std::optional<cublasLtMatmulAlgo_t> algo;
         if (status == CUBLAS_STATUS_SUCCESS && found > 0) algo = result.algo;
+        else
+            std::fprintf(stderr, "cuBLASLt has no algorithm for the %s epilogue of a %dx%dx%d product: it runs unfused\n",
+                         epilogue_name((Epilogue)std::get<0>(key)), std::get<3>(key), std::get<4>(key),
+                         std::get<5>(key));
         return algos.emplace(key, algo).first->second;
     }
 

@@ -171,6 +171,10 @@ else
   bench=$(grep '^bench-summary:' "$OUT/bench.log" | sed 's/^bench-summary: //')
   if [ $status -eq 0 ] && [ -n "$bench" ]; then row bench ok "$bench, $((SECONDS - start)) s"
   else row bench FAIL "see $OUT/bench.log"; fi
+  # The traffic model assumes every product with a bias or GELU runs fused (docs/cuda.md §3).
+  unfused=$(grep -c '^cuBLASLt has no algorithm' "$OUT/bench.log")
+  if [ "$unfused" = 0 ]; then row "fused products" ok "cuBLASLt ran every epilogue"
+  else row "fused products" FAIL "$unfused kinds of product ran unfused; see $OUT/bench.log"; fi
 fi
 if build/bench_gpu -plan -init d48 -B 32 -T 1024 -fit 139 >"$OUT/plan.log" 2>&1; then
   row "plan d48 bf16 B=32" ok "$(tail -2 "$OUT/plan.log" | paste -sd ';' -)"
