@@ -136,11 +136,11 @@ public:
             set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, (const void*)pre);
             set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, (int64_t)ldc);
         }
-        // Column-major layouts: a row-major (r, c) matrix with row stride ld is a (c, r) one.
+        // The matrices as stored (row-major rows × cols): A is (M,K), or (K,M) when transposed.
         const cudaDataType tab = cuda_data_type<TAB>(), tc = cuda_data_type<TC>();
-        cublasLtMatrixLayout_t a = layout(tab, transB ? N : K, ldb, transB ? K : N);  // B as cuBLASLt's A
-        cublasLtMatrixLayout_t b = layout(tab, transA ? K : M, lda, transA ? M : K);  // A as its B
-        cublasLtMatrixLayout_t c = layout(tc, M, ldc, N);
+        cublasLtMatrixLayout_t a = layout(tab, transB ? N : K, transB ? K : N, ldb);  // B, cuBLASLt's A
+        cublasLtMatrixLayout_t b = layout(tab, transA ? K : M, transA ? M : K, lda);  // A, its B
+        cublasLtMatrixLayout_t c = layout(tc, M, N, ldc);
         const Key key{(int)epilogue, transA, transB, M, N, K, lda, ldb, ldc, (int)tab, (int)tc, beta != 0.0f,
                       alignment(A), alignment(B), alignment(C), alignment(bias), alignment(pre)};
         const std::optional<cublasLtMatmulAlgo_t>& algo = algorithm(key, desc, a, b, c);
@@ -164,11 +164,11 @@ private:
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value));
     }
 
-    // A column-major rows × cols layout with leading dimension ld, given as (row-major cols, ld,
-    // row-major rows): the row-major matrix it views.
-    static cublasLtMatrixLayout_t layout(cudaDataType type, int rowmajor_cols, int ld, int rowmajor_rows) {
+    // cuBLASLt's layout of a row-major rows × cols matrix with row stride ld: the column-major
+    // cols × rows matrix with leading dimension ld.
+    static cublasLtMatrixLayout_t layout(cudaDataType type, int rows, int cols, int ld) {
         cublasLtMatrixLayout_t l;
-        cublasCheck(cublasLtMatrixLayoutCreate(&l, type, (uint64_t)rowmajor_cols, (uint64_t)rowmajor_rows, ld));
+        cublasCheck(cublasLtMatrixLayoutCreate(&l, type, (uint64_t)cols, (uint64_t)rows, ld));
         return l;
     }
 
