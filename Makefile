@@ -261,7 +261,7 @@ COUNT_OBJECTS  := $(patsubst $(SIMT)/%.cpp,$(COUNT)/simt/%.o,$(wildcard $(SIMT)/
 
 $(COUNT)/simt/%.o: $(SIMT)/%.cpp $(wildcard $(SIMT)/*.h)
 	@mkdir -p $(@D)
-	$(EMU_CXX) $(COUNT_CXXFLAGS) -O2 $(if $(filter cublas,$*),-fsanitize=thread) -c $< -o $@
+	$(EMU_CXX) $(COUNT_CXXFLAGS) -O2 $(if $(filter cublas cublaslt,$*),-fsanitize=thread) -c $< -o $@
 
 $(COUNT)/traffic_test.o: $(EMU_SRC)/test/traffic_test.cu $(EMU_SOURCES) $(wildcard $(SIMT)/*.h)
 	@mkdir -p $(@D)
@@ -281,7 +281,7 @@ endif
 $(BUILD)/cuda/cuda_test_%: test/cuda_test_%.cu $(CUDA_SOURCES)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) $(GPU_ARCH) -I. -Itest -o $@ $< \
-	    -L$(CUDA_LIBDIR) -lcublas -lgtest -lgtest_main -lgomp -lpthread -Xlinker -rpath,$(CUDA_LIBDIR)
+	    -L$(CUDA_LIBDIR) -lcublas -lcublasLt -lgtest -lgtest_main -lgomp -lpthread -Xlinker -rpath,$(CUDA_LIBDIR)
 
 test: $(EMU_TEST_BINS) $(EMU_PROGRAMS) $(CUDA_TEST_BINS) $(if $(CUDA_LINK),$(BUILD)/bench_gpu)
 # ---- end CUDA tests ----
