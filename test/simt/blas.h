@@ -1,5 +1,6 @@
 // The matrix product shared by the emulated cuBLAS (cublas.cpp) and cuBLASLt (cublaslt.cpp), so
-// that both give the same bits for the same product (docs/simt.md, "cuBLAS" and "cuBLASLt").
+// that both give the same bits for the same product (docs/simt.md: "Design", its cuBLAS paragraph, and
+// "cuBLASLt").
 //
 // All matrices are column-major: element (row, col) of a matrix with leading dimension ld is
 // at data[row + col * ld]. op(A) is m x k and op(B) is k x n; op is the identity or the
