@@ -2,14 +2,16 @@
 //
 // Part 1 runs correct CUDA code everywhere: emulated on the CPU, and natively when a GPU is
 // present, where the same expectations hold. It covers shared-memory reductions, warp
-// operations, atomics, bf16, vector loads, dynamic shared memory and cuBLAS, each checked
-// against a plain loop, and a wrong cuBLAS transpose, which must give a mismatch or be refused.
+// operations, atomics, bf16, vector loads, dynamic shared memory, cuBLAS and cuBLASLt's
+// epilogues, each checked against a plain loop, and a wrong cuBLAS transpose, which must give a
+// mismatch or be refused.
 // Because the same file passes natively, the emulator's semantics are pinned to the GPU's.
 //
 // Part 2 runs only emulated: it plants the bugs the layer exists to catch (races, out-of-bounds
 // accesses, divergent shuffles and barriers, invalid launches, a cuBLAS transpose that reads past
 // the end of a matrix, host access to device memory) and checks that each one fails loudly and
-// names the kernel.
+// names the kernel; and it checks what the emulated cuBLASLt refuses, and that its plain product
+// is the emulated cublasGemmEx bit for bit.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -1039,11 +1041,13 @@ struct RefusalCase {
 };
 
 // Runs a broken call: the heuristic answers `heuristic` (with no algorithm unless SUCCESS),
-// the product answers `matmul`, and nothing is written.
-void expect_refused(const RefusalCase& broken, cublasStatus_t heuristic, cublasStatus_t matmul, const char* what) {
+// the product answers `matmul`, and nothing is written; with null_handle, on a handle never
+// created.
+void expect_refused(const RefusalCase& broken, cublasStatus_t heuristic, cublasStatus_t matmul, const char* what,
+                    bool null_handle = false) {
   cublasLtHandle_t handle;
   ASSERT_EQ(cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS);
-  const LtOutcome outcome = run_lt(handle, broken.call);
+  const LtOutcome outcome = run_lt(null_handle ? nullptr : handle, broken.call);
   EXPECT_EQ(outcome.heuristic, heuristic) << what;
   EXPECT_EQ(outcome.algo_count, heuristic == CUBLAS_STATUS_SUCCESS ? 1 : 0) << what;
   EXPECT_EQ(outcome.matmul, matmul) << what;
@@ -1085,6 +1089,8 @@ TEST(SimtCatches, CublasLtRefusesWhatItDoesNotDocument) {
     breakage.apply(broken.call, broken, host_bias.data());
     expect_refused(broken, breakage.heuristic, breakage.matmul, breakage.what);
   }
+  expect_refused(RefusalCase(CUDA_R_32F), CUBLAS_STATUS_NOT_INITIALIZED, CUBLAS_STATUS_NOT_INITIALIZED, "a null handle",
+                 true);
 }
 
 TEST(SimtCatches, CublasLtDescriptorsCheckTheirArguments) {

@@ -74,15 +74,40 @@ void write(Opaque* opaque, const Fields& fields) {
   std::memcpy(opaque->data, &fields, sizeof fields);
 }
 
-// Copies an attribute's value from `buf` into `field`, as cuBLASLt does when sizeInBytes is
+// The descriptor field an attribute sets: its name, where it is and its size.
+struct Field {
+  const char* name;
+  void* data;
+  std::size_t size;
+};
+
+template <typename T>
+Field field(const char* name, T& value) {
+  return {name, &value, sizeof value};
+}
+
+// The field of `op` that `attr` sets; a null one for an attribute not emulated.
+Field operation_field(Operation& op, cublasLtMatmulDescAttributes_t attr) {
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA: return field("TRANSA", op.transa);
+    case CUBLASLT_MATMUL_DESC_TRANSB: return field("TRANSB", op.transb);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: return field("EPILOGUE", op.epilogue);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return field("BIAS_POINTER", op.bias);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return field("BIAS_DATA_TYPE", op.bias_type);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return field("EPILOGUE_AUX_POINTER", op.aux);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return field("EPILOGUE_AUX_LD", op.aux_ld);
+    default: return {nullptr, nullptr, 0};
+  }
+}
+
+// Copies an attribute's value from `buf` into its field, as cuBLASLt does when sizeInBytes is
 // the attribute's own size; refuses a null buf or any other size.
-cublasStatus_t set_field(const char* api, const char* attribute, void* field, std::size_t field_size,
-                         const void* buf, std::size_t size) {
-  if (buf == nullptr || size != field_size)
+cublasStatus_t set_field(const char* api, const Field& field, const void* buf, std::size_t size) {
+  if (buf == nullptr || size != field.size)
     return reject(CUBLAS_STATUS_INVALID_VALUE, api,
-                  std::string(attribute) + " takes " + std::to_string(field_size) + " bytes, got " +
+                  std::string(field.name) + " takes " + std::to_string(field.size) + " bytes, got " +
                       (buf == nullptr ? std::string("a null buffer") : std::to_string(size)));
-  std::memcpy(field, buf, size);
+  std::memcpy(field.data, buf, size);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -317,28 +342,10 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
   const char* api = "cublasLtMatmulDescSetAttribute";
   if (desc == nullptr) return reject(CUBLAS_STATUS_INVALID_VALUE, api, "null descriptor");
   simt::Operation op = simt::read<simt::Operation>(desc);
-  cublasStatus_t status;
-  switch (attr) {
-    case CUBLASLT_MATMUL_DESC_TRANSA: status = simt::set_field(api, "TRANSA", &op.transa, sizeof op.transa, buf, size); break;
-    case CUBLASLT_MATMUL_DESC_TRANSB: status = simt::set_field(api, "TRANSB", &op.transb, sizeof op.transb, buf, size); break;
-    case CUBLASLT_MATMUL_DESC_EPILOGUE:
-      status = simt::set_field(api, "EPILOGUE", &op.epilogue, sizeof op.epilogue, buf, size);
-      break;
-    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
-      status = simt::set_field(api, "BIAS_POINTER", &op.bias, sizeof op.bias, buf, size);
-      break;
-    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
-      status = simt::set_field(api, "BIAS_DATA_TYPE", &op.bias_type, sizeof op.bias_type, buf, size);
-      break;
-    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
-      status = simt::set_field(api, "EPILOGUE_AUX_POINTER", &op.aux, sizeof op.aux, buf, size);
-      break;
-    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
-      status = simt::set_field(api, "EPILOGUE_AUX_LD", &op.aux_ld, sizeof op.aux_ld, buf, size);
-      break;
-    default:
-      return reject(CUBLAS_STATUS_NOT_SUPPORTED, api, "attribute " + std::to_string(attr) + " not emulated");
-  }
+  const simt::Field field = simt::operation_field(op, attr);
+  if (field.data == nullptr)
+    return reject(CUBLAS_STATUS_NOT_SUPPORTED, api, "attribute " + std::to_string(attr) + " not emulated");
+  const cublasStatus_t status = simt::set_field(api, field, buf, size);
   if (status == CUBLAS_STATUS_SUCCESS) simt::write(desc, op);
   return status;
 }
@@ -381,8 +388,8 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   if (attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
     return reject(CUBLAS_STATUS_NOT_SUPPORTED, api, "attribute " + std::to_string(attr) + " not emulated");
   simt::Preference preference = simt::read<simt::Preference>(pref);
-  const cublasStatus_t status = simt::set_field(api, "MAX_WORKSPACE_BYTES", &preference.max_workspace_bytes,
-                                                sizeof preference.max_workspace_bytes, buf, size);
+  const cublasStatus_t status =
+      simt::set_field(api, simt::field("MAX_WORKSPACE_BYTES", preference.max_workspace_bytes), buf, size);
   if (status == CUBLAS_STATUS_SUCCESS) simt::write(pref, preference);
   return status;
 }
