@@ -2,14 +2,17 @@
 //
 // Part 1 runs correct CUDA code everywhere: emulated on the CPU, and natively when a GPU is
 // present, where the same expectations hold. It covers shared-memory reductions, warp
-// operations, atomics, bf16, vector loads, dynamic shared memory and cuBLAS, each checked
-// against a plain loop, and a wrong cuBLAS transpose, which must give a mismatch or be refused.
+// operations, atomics, bf16, vector loads, dynamic shared memory, cuBLAS and cuBLASLt's
+// epilogues, each checked against a plain loop, and a wrong cuBLAS transpose, which must give a
+// mismatch or be refused.
 // Because the same file passes natively, the emulator's semantics are pinned to the GPU's.
 //
 // Part 2 runs only emulated: it plants the bugs the layer exists to catch (races, out-of-bounds
 // accesses, divergent shuffles and barriers, invalid launches, a cuBLAS transpose that reads past
 // the end of a matrix, host access to device memory) and checks that each one fails loudly and
-// names the kernel.
+// names the kernel; and it checks what the emulated cuBLASLt refuses, and that its plain product
+// is the emulated cublasGemmEx bit for bit.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -17,8 +20,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -181,6 +187,171 @@ cublasStatus_t row_major_matmul(cublasHandle_t handle, cublasOperation_t op_b, c
                                 const float* b, float* c, int m, int n, int k) {
   const float one = 1.0f, zero = 0.0f;
   return cublasSgemm(handle, op_b, CUBLAS_OP_N, n, m, k, &one, b, n, a, k, &zero, c, n);
+}
+
+// ---- cuBLASLt ------------------------------------------------------------------------------------
+
+template <typename T>
+cudaDataType data_type() {
+  return std::is_same<T, float>::value ? CUDA_R_32F : CUDA_R_16BF;
+}
+
+// A float as T (float, or bf16 rounded to nearest), and back.
+template <typename T>
+T round_to(float value);
+template <>
+float round_to<float>(float value) { return value; }
+template <>
+__nv_bfloat16 round_to<__nv_bfloat16>(float value) { return __float2bfloat16(value); }
+float to_float(float value) { return value; }
+float to_float(__nv_bfloat16 value) { return __bfloat162float(value); }
+
+// Host values as T, and back.
+template <typename T>
+std::vector<T> converted(const std::vector<float>& values) {
+  std::vector<T> out;
+  for (float v : values) out.push_back(round_to<T>(v));
+  return out;
+}
+template <typename T>
+std::vector<float> as_floats(const std::vector<T>& values) {
+  std::vector<float> out;
+  for (const T& v : values) out.push_back(to_float(v));
+  return out;
+}
+
+// Values k * 65/256 for small integers k: exact in bf16 (7 significant bits), while their
+// products (14 bits) are not, and every sum of a few products is exact in fp32.
+std::vector<float> bf16_exact_values(std::size_t n, int seed) {
+  std::vector<float> values = small_integers(n, seed);
+  for (float& v : values) v *= 65.0f / 256.0f;
+  return values;
+}
+
+// GELU, tanh approximation, and its derivative, in double: the test's own reference.
+double reference_gelu(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+double reference_gelu_derivative(double x) {
+  const double s = std::sqrt(2.0 / M_PI), u = s * (x + 0.044715 * x * x * x), th = std::tanh(u);
+  return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * s * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+// One cublasLtMatmul call: D = epilogue(alpha op(A) op(B) + beta C), column-major.
+struct LtCall {
+  cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
+  int m = 0, n = 0, k = 0;
+  float alpha = 1.0f, beta = 0.0f;
+  const void* a = nullptr;
+  cudaDataType ab_type = CUDA_R_32F;
+  long long lda = 0;
+  const void* b = nullptr;
+  long long ldb = 0;
+  const void* c = nullptr;
+  void* d = nullptr;
+  cudaDataType cd_type = CUDA_R_32F;
+  long long ldc = 0, ldd = 0;
+  int cd_rows = 0;  // rows of C and D as described; 0: m
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  void* bias = nullptr;
+  int bias_type = -1;  // -1: not set (D's type)
+  void* aux = nullptr;
+  long long aux_ld = 0;
+};
+
+// What the heuristic and the product returned.
+struct LtOutcome {
+  cublasStatus_t heuristic;
+  int algo_count;
+  cublasStatus_t matmul;  // with the heuristic's algorithm, or a null one when it gave none
+};
+
+// Describes `call` to cuBLASLt, asks the heuristic for an algorithm and runs the product.
+LtOutcome run_lt(cublasLtHandle_t handle, const LtCall& call) {
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  const int32_t transa = call.transa, transb = call.transb;
+  const uint32_t epilogue = call.epilogue;
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+  if (call.bias != nullptr)
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias, sizeof call.bias);
+  if (call.bias_type != -1) {
+    const int32_t bias_type = call.bias_type;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
+  }
+  if (call.aux != nullptr) {
+    const int64_t aux_ld = call.aux_ld;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &call.aux, sizeof call.aux);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
+  }
+  const bool ta = call.transa != CUBLAS_OP_N, tb = call.transb != CUBLAS_OP_N;
+  cublasLtMatrixLayout_t a_layout, b_layout, c_layout, d_layout;
+  cublasLtMatrixLayoutCreate(&a_layout, call.ab_type, ta ? call.k : call.m, ta ? call.m : call.k, call.lda);
+  cublasLtMatrixLayoutCreate(&b_layout, call.ab_type, tb ? call.n : call.k, tb ? call.k : call.n, call.ldb);
+  const int cd_rows = call.cd_rows == 0 ? call.m : call.cd_rows;
+  cublasLtMatrixLayoutCreate(&c_layout, call.cd_type, cd_rows, call.n, call.ldc);
+  cublasLtMatrixLayoutCreate(&d_layout, call.cd_type, cd_rows, call.n, call.ldd);
+  cublasLtMatmulPreference_t preference;
+  cublasLtMatmulPreferenceCreate(&preference);
+  const uint64_t workspace_bytes = 0;
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+                                       sizeof workspace_bytes);
+  cublasLtMatmulHeuristicResult_t result{};
+  LtOutcome outcome{};
+  outcome.heuristic = cublasLtMatmulAlgoGetHeuristic(handle, desc, a_layout, b_layout, c_layout, d_layout, preference,
+                                                     1, &result, &outcome.algo_count);
+  const bool have_algo = outcome.heuristic == CUBLAS_STATUS_SUCCESS && outcome.algo_count > 0;
+  outcome.matmul = cublasLtMatmul(handle, desc, &call.alpha, call.a, a_layout, call.b, b_layout, &call.beta, call.c,
+                                  c_layout, call.d, d_layout, have_algo ? &result.algo : nullptr, nullptr, 0, 0);
+  check(cudaDeviceSynchronize(), "cublasLtMatmul");
+  cublasLtMatmulPreferenceDestroy(preference);
+  for (cublasLtMatrixLayout_t layout : {a_layout, b_layout, c_layout, d_layout}) cublasLtMatrixLayoutDestroy(layout);
+  cublasLtMatmulDescDestroy(desc);
+  return outcome;
+}
+
+// What `call` must produce, from the documented semantics, on the host in double: `t` holds
+// alpha op(A) op(B) + beta C (m x n, ld m) on entry and D (before rounding) on return; aux and
+// bias are updated as the epilogue writes them.
+void reference_epilogue(cublasLtEpilogue_t epilogue, int m, int n, int k, std::vector<double>& t,
+                        const std::vector<float>& op_b, std::vector<float>& bias, std::vector<float>& aux,
+                        long long aux_ld) {
+  for (int col = 0; col < n; ++col)
+    for (int row = 0; row < m; ++row) {
+      double& value = t[row + 1ll * col * m];
+      if (epilogue == CUBLASLT_EPILOGUE_BIAS) value += bias[row];
+      if (epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+        value += bias[row];
+        aux[row + col * aux_ld] = static_cast<float>(value);
+        value = reference_gelu(value);
+      }
+      if (epilogue == CUBLASLT_EPILOGUE_DGELU) value *= reference_gelu_derivative(aux[row + col * aux_ld]);
+    }
+  if (epilogue == CUBLASLT_EPILOGUE_BGRADB)
+    for (int col = 0; col < n; ++col) {
+      double sum = 0.0;
+      for (int p = 0; p < k; ++p) sum += op_b[p + 1ll * col * k];
+      bias[col] = static_cast<float>(sum);
+    }
+}
+
+// Tolerance, relative to 1 + |value|, of a GELU or GELU' result in fp32. The emulator computes
+// the tanh formula in float (a few units in the last place); a GPU's cuBLASLt may use the
+// hardware's approximate tanh (relative error about 2^-11), which the native run allows.
+#ifdef SIMT_EMULATION
+constexpr double kGeluTolerance = 1e-6;
+#else
+constexpr double kGeluTolerance = 2e-3;
+#endif
+
+// True when `got` is `want` rounded to T; when `inexact` (a GELU or GELU' result), within one
+// rounding step of T (bf16) or kGeluTolerance (fp32).
+template <typename T>
+bool close_to(float got, double want, bool inexact) {
+  const float rounded = to_float(round_to<T>(static_cast<float>(want)));
+  if (!inexact) return got == rounded;
+  const double step = std::is_same<T, float>::value ? kGeluTolerance : std::max(kGeluTolerance, 1.0 / 256);
+  return std::fabs(got - want) <= step * (1.0 + std::fabs(want));
 }
 
 // =============================================================================================
@@ -394,6 +565,130 @@ TEST(SimtCorrect, CublasWrongTransposeIsCaught) {
   EXPECT_EQ(row_major_matmul(handle, CUBLAS_OP_T, d_small_a.get(), d_small_b.get(), d_small_c.get(), m, n, k),
             CUBLAS_STATUS_INVALID_VALUE);
   cublasDestroy(handle);
+}
+
+// One cuBLASLt product with one epilogue, types TAB (A, B) and TD (C, D), checked against the
+// documented semantics computed on the host (reference_epilogue). Padded leading dimensions;
+// padding must stay untouched. With beta == 0, C holds NaN (it must not be read); in_place
+// accumulates into D = C. A configuration the GPU's cuBLASLt refuses skips the test natively
+// (the caller then takes another path); the emulator must run every one of them.
+template <typename TAB, typename TD>
+void check_lt_epilogue(cublasLtHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                       int k, float alpha, float beta, bool in_place, cublasLtEpilogue_t epilogue,
+                       bool fp32_bias = false) {
+  SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n) + " k " + std::to_string(k) + ", transa " +
+               std::to_string(transa) + " transb " + std::to_string(transb) + ", epilogue " + std::to_string(epilogue) +
+               (in_place ? ", in place" : "") + (fp32_bias ? ", fp32 bias" : ""));
+  const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
+  const long long lda = (ta ? k : m) + 1, ldb = (tb ? n : k) + 2, ldd = m + 3;
+  const long long aux_ld = (m + 7) / 8 * 8 + 8;
+  const float sentinel = -99.0f;
+  const bool bgrad = epilogue == CUBLASLT_EPILOGUE_BGRADB;
+  const std::vector<float> a = as_floats(converted<TAB>(bf16_exact_values(lda * (ta ? m : k), 1)));
+  const std::vector<float> b = as_floats(converted<TAB>(bf16_exact_values(ldb * (tb ? k : n), 2)));
+  const std::vector<float> c = beta == 0.0f ? std::vector<float>(ldd * n, NAN) : bf16_exact_values(ldd * n, 3);
+  std::vector<float> bias = bgrad ? std::vector<float>(n, sentinel) : bf16_exact_values(m, 4);
+  std::vector<float> aux = epilogue == CUBLASLT_EPILOGUE_DGELU ? bf16_exact_values(aux_ld * n, 5)
+                                                               : std::vector<float>(aux_ld * n, sentinel);
+  const DeviceArray<TAB> d_a(converted<TAB>(a)), d_b(converted<TAB>(b));
+  DeviceArray<TD> d_c(converted<TD>(c)), d_d(converted<TD>(std::vector<float>(ldd * n, sentinel)));
+  DeviceArray<TD> d_aux(converted<TD>(aux));
+  DeviceArray<TD> d_bias(converted<TD>(bias));
+  DeviceArray<float> d_bias32(bias);
+  LtCall call;
+  call.transa = transa, call.transb = transb, call.m = m, call.n = n, call.k = k, call.alpha = alpha, call.beta = beta;
+  call.a = d_a.get(), call.ab_type = data_type<TAB>(), call.lda = lda, call.b = d_b.get(), call.ldb = ldb;
+  call.c = d_c.get(), call.d = in_place ? d_c.get() : d_d.get(), call.cd_type = data_type<TD>(), call.ldc = ldd;
+  call.ldd = ldd, call.epilogue = epilogue;
+  if (epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || bgrad) {
+    call.bias = fp32_bias ? static_cast<void*>(d_bias32.get()) : static_cast<void*>(d_bias.get());
+    if (fp32_bias) call.bias_type = CUDA_R_32F;
+  }
+  if (epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epilogue == CUBLASLT_EPILOGUE_DGELU)
+    call.aux = d_aux.get(), call.aux_ld = aux_ld;
+  const LtOutcome outcome = run_lt(handle, call);
+#ifndef SIMT_EMULATION
+  if (outcome.heuristic != CUBLAS_STATUS_SUCCESS || outcome.algo_count == 0)
+    GTEST_SKIP() << "this GPU's cuBLASLt has no algorithm for the configuration";
+#endif
+  ASSERT_EQ(outcome.heuristic, CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(outcome.algo_count, 1);
+  ASSERT_EQ(outcome.matmul, CUBLAS_STATUS_SUCCESS);
+
+  // The reference, from the host copies of the (exactly representable) inputs.
+  std::vector<double> t(1ull * m * n);
+  std::vector<float> op_b(1ull * k * n);
+  for (int col = 0; col < n; ++col)
+    for (int p = 0; p < k; ++p) op_b[p + 1ll * col * k] = tb ? b[col + p * ldb] : b[p + col * ldb];
+  for (int col = 0; col < n; ++col)
+    for (int row = 0; row < m; ++row) {
+      double sum = 0.0;
+      for (int p = 0; p < k; ++p) sum += static_cast<double>(ta ? a[p + row * lda] : a[row + p * lda]) * op_b[p + 1ll * col * k];
+      t[row + 1ll * col * m] = alpha * sum + (beta == 0.0f ? 0.0 : beta * to_float(round_to<TD>(c[row + col * ldd])));
+    }
+  std::vector<float> bias_want = bias, aux_want = as_floats(converted<TD>(aux));
+  if (!fp32_bias) bias_want = as_floats(converted<TD>(bias));
+  reference_epilogue(epilogue, m, n, k, t, op_b, bias_want, aux_want, aux_ld);
+
+  const bool inexact = epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epilogue == CUBLASLT_EPILOGUE_DGELU;
+  const std::vector<float> d = as_floats((in_place ? d_c : d_d).to_host());
+  const std::vector<float> d_before = in_place ? as_floats(converted<TD>(c)) : std::vector<float>(ldd * n, sentinel);
+  for (int col = 0; col < n; ++col)
+    for (long long row = 0; row < ldd; ++row) {
+      const long long i = row + col * ldd;
+      if (row < m)
+        EXPECT_TRUE(close_to<TD>(d[i], t[row + 1ll * col * m], inexact)) << "D(" << row << ", " << col << ") = " << d[i]
+                                                                          << ", want " << t[row + 1ll * col * m];
+      else
+        EXPECT_EQ(d[i], d_before[i]) << "padding of D(" << row << ", " << col << ") written";
+    }
+  if (epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+    const std::vector<float> aux_got = as_floats(d_aux.to_host());
+    for (std::size_t i = 0; i < aux_got.size(); ++i)
+      EXPECT_EQ(aux_got[i], to_float(round_to<TD>(aux_want[i]))) << "aux[" << i << "]";
+  }
+  if (bgrad) {
+    const std::vector<float> bias_got = as_floats(d_bias.to_host());
+    for (int col = 0; col < n; ++col) EXPECT_EQ(bias_got[col], to_float(round_to<TD>(bias_want[col]))) << "bias[" << col << "]";
+  }
+}
+
+// The epilogues as the linear layers call them, on two shapes: the forward product (T, N) with
+// DEFAULT, BIAS and GELU_AUX_BIAS; the input gradient (N, N) with DGELU, and accumulated in
+// place; the weight gradient (N, T) accumulated in place, with and without BGRADB.
+template <typename TAB, typename TD>
+void check_lt_epilogues() {
+  cublasLtHandle_t handle;
+  ASSERT_EQ(cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  const int shapes[2][3] = {{5, 7, 3}, {16, 24, 8}};
+  for (const auto& shape : shapes) {
+    const int m = shape[0], n = shape[1], k = shape[2];
+    check_lt_epilogue<TAB, TD>(handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, 0.5f, 0.0f, false, CUBLASLT_EPILOGUE_DEFAULT);
+    check_lt_epilogue<TAB, TD>(handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, 1.0f, 0.0f, false, CUBLASLT_EPILOGUE_BIAS);
+    check_lt_epilogue<TAB, TD>(handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, 1.0f, 0.0f, false, CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
+    check_lt_epilogue<TAB, TD>(handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, 1.0f, 0.0f, false, CUBLASLT_EPILOGUE_DGELU);
+    check_lt_epilogue<TAB, TD>(handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, 1.0f, 1.0f, true, CUBLASLT_EPILOGUE_DEFAULT);
+    check_lt_epilogue<TAB, TD>(handle, CUBLAS_OP_N, CUBLAS_OP_T, m, n, k, 1.0f, 1.0f, true, CUBLASLT_EPILOGUE_DEFAULT);
+    check_lt_epilogue<TAB, TD>(handle, CUBLAS_OP_N, CUBLAS_OP_T, m, n, k, 1.0f, 1.0f, true, CUBLASLT_EPILOGUE_BGRADB);
+    if (std::is_same<TD, __nv_bfloat16>::value)
+      check_lt_epilogue<TAB, TD>(handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, 1.0f, 0.0f, false, CUBLASLT_EPILOGUE_BIAS, true);
+  }
+  cublasLtDestroy(handle);
+}
+
+TEST(SimtCorrect, CublasLtEpiloguesFp32) {
+  REQUIRE_CUDA_DEVICE();
+  check_lt_epilogues<float, float>();
+}
+
+TEST(SimtCorrect, CublasLtEpiloguesBf16) {
+  REQUIRE_CUDA_DEVICE();
+  check_lt_epilogues<__nv_bfloat16, __nv_bfloat16>();
+}
+
+TEST(SimtCorrect, CublasLtEpiloguesBf16InputsFp32Output) {
+  REQUIRE_CUDA_DEVICE();
+  check_lt_epilogues<__nv_bfloat16, float>();
 }
 
 // =============================================================================================
@@ -669,6 +964,167 @@ TEST(SimtCatches, ScheduleSyntax) {
   EXPECT_EQ(simt::to_string(simt::parse_schedule("reverse")), "reverse");
   EXPECT_THROW(simt::parse_schedule("sideways"), std::invalid_argument);
   EXPECT_THROW(simt::parse_schedule("shuffle:"), std::invalid_argument);
+}
+
+// ---- the emulated cuBLASLt ------------------------------------------------------------------------
+
+// Values with full fp32 mantissas, so that the order of the sums shows in the bits.
+std::vector<float> irregular_values(std::size_t n, int seed) {
+  std::vector<float> values(n);
+  for (std::size_t i = 0; i < n; ++i) values[i] = std::sin(0.37f * static_cast<float>(i) + static_cast<float>(seed));
+  return values;
+}
+
+// The DEFAULT epilogue is the emulated cublasGemmEx, bit for bit, for each type pair and each
+// of the callers' transposes (k = 37: more than the eight partial sums of the dot product).
+template <typename TAB, typename TD>
+void check_lt_default_is_gemm_ex(cublasHandle_t blas, cublasLtHandle_t lt) {
+  const int m = 13, n = 11, k = 37;
+  const cublasOperation_t pairs[3][2] = {{CUBLAS_OP_T, CUBLAS_OP_N}, {CUBLAS_OP_N, CUBLAS_OP_N}, {CUBLAS_OP_N, CUBLAS_OP_T}};
+  for (const auto& pair : pairs) {
+    const bool ta = pair[0] != CUBLAS_OP_N, tb = pair[1] != CUBLAS_OP_N;
+    const int lda = ta ? k : m, ldb = tb ? n : k;
+    const DeviceArray<TAB> a(converted<TAB>(irregular_values(lda * (ta ? m : k), 1)));
+    const DeviceArray<TAB> b(converted<TAB>(irregular_values(ldb * (tb ? k : n), 2)));
+    const std::vector<TD> c = converted<TD>(irregular_values(m * n, 3));
+    DeviceArray<TD> gemm_ex_c(c), lt_d(c);
+    const float alpha = 0.75f, beta = 1.0f;
+    ASSERT_EQ(cublasGemmEx(blas, pair[0], pair[1], m, n, k, &alpha, a.get(), data_type<TAB>(), lda, b.get(),
+                           data_type<TAB>(), ldb, &beta, gemm_ex_c.get(), data_type<TD>(), m, CUBLAS_COMPUTE_32F,
+                           CUBLAS_GEMM_DEFAULT),
+              CUBLAS_STATUS_SUCCESS);
+    LtCall call;
+    call.transa = pair[0], call.transb = pair[1], call.m = m, call.n = n, call.k = k, call.alpha = alpha;
+    call.beta = beta, call.a = a.get(), call.ab_type = data_type<TAB>(), call.lda = lda, call.b = b.get();
+    call.ldb = ldb, call.c = lt_d.get(), call.d = lt_d.get(), call.cd_type = data_type<TD>(), call.ldc = m, call.ldd = m;
+    ASSERT_EQ(run_lt(lt, call).matmul, CUBLAS_STATUS_SUCCESS);
+    const std::vector<TD> want = gemm_ex_c.to_host(), got = lt_d.to_host();
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(TD)), 0) << "transa " << ta << ", transb " << tb;
+  }
+}
+
+TEST(SimtCatches, CublasLtDefaultIsGemmExBitForBit) {
+  cublasHandle_t blas;
+  cublasLtHandle_t lt;
+  ASSERT_EQ(cublasCreate(&blas), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  check_lt_default_is_gemm_ex<float, float>(blas, lt);
+  check_lt_default_is_gemm_ex<__nv_bfloat16, __nv_bfloat16>(blas, lt);
+  check_lt_default_is_gemm_ex<__nv_bfloat16, float>(blas, lt);
+  cublasLtDestroy(lt);
+  cublasDestroy(blas);
+}
+
+// A forward product with an epilogue (transa T, transb N, m 16, n 8, k 4; fp32 or bf16) on its
+// own device buffers, every output filled with a sentinel, to be broken one way at a time.
+struct RefusalCase {
+  explicit RefusalCase(cudaDataType type)
+      : a(32 * 16), b(32 * 8), d(16 * 8), bias(16), aux(16 * 8), a16(32 * 16), b16(32 * 8), d16(16 * 8) {
+    const bool bf16 = type == CUDA_R_16BF;
+    call.transa = CUBLAS_OP_T, call.m = 16, call.n = 8, call.k = 4;
+    call.a = bf16 ? static_cast<const void*>(a16.get()) : a.get(), call.ab_type = type, call.lda = 4;
+    call.b = bf16 ? static_cast<const void*>(b16.get()) : b.get(), call.ldb = 4;
+    call.c = call.d = bf16 ? static_cast<void*>(d16.get()) : d.get(), call.cd_type = type, call.ldc = call.ldd = 16;
+    call.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS, call.bias = bias.get(), call.aux = aux.get(), call.aux_ld = 16;
+    check(cudaMemset(d.get(), 0x7f, 16 * 8 * sizeof(float)), "cudaMemset");
+    check(cudaMemset(d16.get(), 0x7f, 16 * 8 * 2), "cudaMemset");
+    check(cudaMemset(bias.get(), 0x7f, 16 * sizeof(float)), "cudaMemset");
+    check(cudaMemset(aux.get(), 0x7f, 16 * 8 * sizeof(float)), "cudaMemset");
+  }
+  // True when no output (D, bias, aux) was written.
+  bool untouched() const {
+    for (const DeviceArray<float>* x : {&d, &bias, &aux})
+      for (float v : x->to_host()) if (v != sentinel()) return false;
+    for (__nv_bfloat16 v : d16.to_host()) if (__bfloat16_as_ushort(v) != 0x7f7f) return false;
+    return true;
+  }
+  static float sentinel() {
+    float value;
+    const unsigned bits = 0x7f7f7f7f;
+    std::memcpy(&value, &bits, sizeof value);
+    return value;
+  }
+  DeviceArray<float> a, b, d, bias, aux;
+  DeviceArray<__nv_bfloat16> a16, b16, d16;
+  LtCall call;
+};
+
+// Runs a broken call: the heuristic answers `heuristic` (with no algorithm unless SUCCESS),
+// the product answers `matmul`, and nothing is written; with null_handle, on a handle never
+// created.
+void expect_refused(const RefusalCase& broken, cublasStatus_t heuristic, cublasStatus_t matmul, const char* what,
+                    bool null_handle = false) {
+  cublasLtHandle_t handle;
+  ASSERT_EQ(cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  const LtOutcome outcome = run_lt(null_handle ? nullptr : handle, broken.call);
+  EXPECT_EQ(outcome.heuristic, heuristic) << what;
+  EXPECT_EQ(outcome.algo_count, heuristic == CUBLAS_STATUS_SUCCESS ? 1 : 0) << what;
+  EXPECT_EQ(outcome.matmul, matmul) << what;
+  EXPECT_TRUE(broken.untouched()) << what << ": an output was written";
+  cublasLtDestroy(handle);
+}
+
+TEST(SimtCatches, CublasLtRefusesWhatItDoesNotDocument) {
+  const cublasStatus_t unsupported = CUBLAS_STATUS_NOT_SUPPORTED, invalid = CUBLAS_STATUS_INVALID_VALUE;
+  const cublasStatus_t ok = CUBLAS_STATUS_SUCCESS, failed = CUBLAS_STATUS_EXECUTION_FAILED;
+  std::vector<float> host_bias(16);
+  struct Breakage {
+    const char* what;
+    cudaDataType type;
+    void (*apply)(LtCall&, RefusalCase&, float*);
+    cublasStatus_t heuristic, matmul;
+  };
+  const Breakage breakages[] = {
+      {"BIAS without a bias pointer", CUDA_R_32F, [](LtCall& c, RefusalCase&, float*) { c.epilogue = CUBLASLT_EPILOGUE_BIAS, c.bias = nullptr; }, unsupported, unsupported},
+      {"BGRADB without a bias pointer", CUDA_R_32F, [](LtCall& c, RefusalCase&, float*) { c.epilogue = CUBLASLT_EPILOGUE_BGRADB, c.bias = nullptr; }, unsupported, unsupported},
+      {"GELU_AUX_BIAS without an aux pointer", CUDA_R_32F, [](LtCall& c, RefusalCase&, float*) { c.aux = nullptr; }, unsupported, unsupported},
+      {"DGELU without an aux pointer", CUDA_R_32F, [](LtCall& c, RefusalCase&, float*) { c.epilogue = CUBLASLT_EPILOGUE_DGELU, c.aux = nullptr; }, unsupported, unsupported},
+      {"aux ld not divisible by 8", CUDA_R_32F, [](LtCall& c, RefusalCase&, float*) { c.aux_ld = 20; }, unsupported, unsupported},
+      {"aux ld below m", CUDA_R_32F, [](LtCall& c, RefusalCase&, float*) { c.aux_ld = 8; }, unsupported, unsupported},
+      {"GELU (not emulated)", CUDA_R_32F, [](LtCall& c, RefusalCase&, float*) { c.epilogue = CUBLASLT_EPILOGUE_GELU; }, unsupported, unsupported},
+      {"DGELU_BGRAD (not emulated)", CUDA_R_32F, [](LtCall& c, RefusalCase&, float*) { c.epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD; }, unsupported, unsupported},
+      {"DGELU with beta 1", CUDA_R_32F, [](LtCall& c, RefusalCase&, float*) { c.epilogue = CUBLASLT_EPILOGUE_DGELU, c.beta = 1.0f; }, ok, unsupported},
+      {"BGRADB with alpha 0.5", CUDA_R_32F, [](LtCall& c, RefusalCase&, float*) { c.epilogue = CUBLASLT_EPILOGUE_BGRADB, c.alpha = 0.5f; }, ok, unsupported},
+      {"bf16 bias with an fp32 D", CUDA_R_32F, [](LtCall& c, RefusalCase&, float*) { c.epilogue = CUBLASLT_EPILOGUE_BIAS, c.bias_type = CUDA_R_16BF; }, unsupported, unsupported},
+      {"fp32 bias with a bf16 D for GELU_AUX_BIAS", CUDA_R_16BF, [](LtCall& c, RefusalCase&, float*) { c.bias_type = CUDA_R_32F; }, unsupported, unsupported},
+      {"fp32 A and B with a bf16 D", CUDA_R_32F, [](LtCall& c, RefusalCase& r, float*) { c.cd_type = CUDA_R_16BF, c.c = c.d = r.d16.get(); }, unsupported, unsupported},
+      {"C and D with fewer rows than op(A)", CUDA_R_32F, [](LtCall& c, RefusalCase&, float*) { c.cd_rows = 15; }, invalid, invalid},
+      {"C == D with different layouts", CUDA_R_32F, [](LtCall& c, RefusalCase&, float*) { c.epilogue = CUBLASLT_EPILOGUE_DEFAULT, c.beta = 1.0f, c.ldc = 17, c.n = 7; }, ok, invalid},
+      {"a bias in host memory", CUDA_R_32F, [](LtCall& c, RefusalCase&, float* host) { c.bias = host; }, ok, failed},
+      {"an aux matrix past the end of its allocation", CUDA_R_32F, [](LtCall& c, RefusalCase&, float*) { c.aux_ld = 24; }, ok, failed},
+  };
+  for (const Breakage& breakage : breakages) {
+    RefusalCase broken(breakage.type);
+    breakage.apply(broken.call, broken, host_bias.data());
+    expect_refused(broken, breakage.heuristic, breakage.matmul, breakage.what);
+  }
+  expect_refused(RefusalCase(CUDA_R_32F), CUBLAS_STATUS_NOT_INITIALIZED, CUBLAS_STATUS_NOT_INITIALIZED, "a null handle",
+                 true);
+}
+
+TEST(SimtCatches, CublasLtDescriptorsCheckTheirArguments) {
+  cublasLtMatmulDesc_t desc;
+  ASSERT_EQ(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+  const int64_t wrong_size = CUBLAS_OP_T;  // TRANSA is an int32_t
+  EXPECT_EQ(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &wrong_size, sizeof wrong_size),
+            CUBLAS_STATUS_INVALID_VALUE);
+  const int32_t aux_ld = 16;  // EPILOGUE_AUX_LD is an int64_t
+  EXPECT_EQ(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld),
+            CUBLAS_STATUS_INVALID_VALUE);
+  const int32_t pointer_mode = 0;
+  EXPECT_EQ(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pointer_mode, sizeof pointer_mode),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  cublasLtMatmulDescDestroy(desc);
+  cublasLtMatrixLayout_t layout;
+  EXPECT_EQ(cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, 8, 4, 7), CUBLAS_STATUS_INVALID_VALUE);
+  cublasLtMatmulPreference_t preference;
+  ASSERT_EQ(cublasLtMatmulPreferenceCreate(&preference), CUBLAS_STATUS_SUCCESS);
+  const uint32_t small = 0;  // MAX_WORKSPACE_BYTES is a uint64_t
+  EXPECT_EQ(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &small, sizeof small),
+            CUBLAS_STATUS_INVALID_VALUE);
+  cublasLtMatmulPreferenceDestroy(preference);
+  EXPECT_EQ(cublasLtDestroy(nullptr), CUBLAS_STATUS_NOT_INITIALIZED);
+  EXPECT_STREQ(cublasLtGetStatusName(CUBLAS_STATUS_NOT_SUPPORTED), "CUBLAS_STATUS_NOT_SUPPORTED");
 }
 
 // Out-of-bounds accesses end the process with an AddressSanitizer report, so these run in a

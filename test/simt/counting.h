@@ -2,11 +2,11 @@
 // "Counting traffic").
 //
 // In the counting build every load and store of the test's own code and of the emulated cuBLAS
-// is compiled with GCC's ThreadSanitizer instrumentation (-fsanitize=thread), which calls a
-// hook before each access; this layer defines those hooks itself (no ThreadSanitizer runtime
-// is linked) and, between start_counting() and stop_counting(), records the bytes of device
-// memory (from cudaMalloc) that each kernel launch or cuBLAS call reads and writes, each byte
-// once per launch. In every other build the hooks are never called and counting records launches
+// and cuBLASLt is compiled with GCC's ThreadSanitizer instrumentation (-fsanitize=thread),
+// which calls a hook before each access; this layer defines those hooks itself (no
+// ThreadSanitizer runtime is linked) and, between start_counting() and stop_counting(), records
+// the bytes of device memory (from cudaMalloc) that each kernel launch or cuBLAS(Lt) product
+// reads and writes, each byte once per launch. In every other build the hooks are never called and counting records launches
 // with zero bytes, so counting_compiled() tells a test whether its numbers mean anything.
 #pragma once
 
@@ -29,7 +29,8 @@ bool counting_compiled();
 void start_counting();
 std::vector<CountedLaunch> stop_counting();
 
-// Called by the scheduler around each grid and by the emulated cuBLAS around each product.
+// Called by the scheduler around each grid and by the emulated cuBLAS and cuBLASLt around each
+// product.
 void begin_launch(const char* kernel);
 void end_launch();
 

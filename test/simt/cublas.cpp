@@ -10,16 +10,13 @@
 // means C is not read (it may hold NaN) and alpha == 0 means A and B are not read.
 // Arguments cuBLAS rejects get the status cuBLAS returns, plus a line on stderr saying why.
 #include <cublas_v2.h>
-#include <cuda_bf16.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
 #include <string>
-#include <vector>
 
-#include "internal.h"
+#include "blas.h"
 #include "counting.h"
+#include "internal.h"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;
@@ -29,73 +26,8 @@ struct cublasContext {
 namespace simt {
 namespace {
 
-// One matrix argument as cuBLAS receives it.
-struct Matrix {
-  const void* data;
-  cudaDataType type;
-  int ld;
-  long long stride;  // between consecutive batches, in elements
-};
-
-// Says on stderr why cuBLAS refuses a call and returns the status it refuses it with.
-cublasStatus_t reject(cublasStatus_t status, const char* api, const std::string& why) {
-  std::fprintf(stderr, "simt: %s: %s (%s)\n", api, why.c_str(), cublasGetStatusName(status));
-  return status;
-}
-
-bool is_supported(cudaDataType type) { return type == CUDA_R_32F || type == CUDA_R_16BF; }
-
-float load(const void* data, cudaDataType type, long long index) {
-  if (type == CUDA_R_16BF) return __bfloat162float(static_cast<const __nv_bfloat16*>(data)[index]);
-  return static_cast<const float*>(data)[index];
-}
-
-void store(void* data, cudaDataType type, long long index, float value) {
-  if (type == CUDA_R_16BF)
-    static_cast<__nv_bfloat16*>(data)[index] = __float2bfloat16(value);
-  else
-    static_cast<float*>(data)[index] = value;
-}
-
-// fp32 -> TF32 (10 mantissa bits), rounding to nearest with ties away from zero like the
-// tensor cores' conversion; infinities and NaN pass through.
-float round_to_tf32(float value) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  if ((bits & 0x7f800000u) != 0x7f800000u) bits = (bits + 0x1000u) & ~0x1fffu;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
-
-// Copies one batch of the stored (column-major) matrix X into a dense row-major rows x cols
-// array of floats: element (r, c) is X(r, c), or X(c, r) when `transposed`; rounded to TF32
-// when asked.
-std::vector<float> gather(const Matrix& x, long long batch, bool transposed, int rows, int cols,
-                          bool tf32) {
-  std::vector<float> dense(static_cast<std::size_t>(rows) * cols);
-  const long long offset = batch * x.stride;
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) {
-      const long long index = offset + (transposed ? c + 1ll * r * x.ld : r + 1ll * c * x.ld);
-      const float value = load(x.data, x.type, index);
-      dense[static_cast<std::size_t>(r) * cols + c] = tf32 ? round_to_tf32(value) : value;
-    }
-  return dense;
-}
-
-// Sum of a[p] * b[p] over p < k, in eight interleaved fp32 partial sums (a fixed order that
-// the compiler can vectorise). Reads only gather()'s own arrays, so it skips the sanitizers'
-// checks, which would otherwise keep it from vectorising and dominate every emulated matmul.
-__attribute__((no_sanitize("address", "undefined"))) float dot(const float* a, const float* b, int k) {
-  float partial[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int p = 0;
-  for (; p + 8 <= k; p += 8)
-    for (int lane = 0; lane < 8; ++lane) partial[lane] += a[p + lane] * b[p + lane];
-  for (; p < k; ++p) partial[0] += a[p] * b[p];
-  float sum = 0.0f;
-  for (float value : partial) sum += value;
-  return sum;
-}
+using blas::Matrix;
+using blas::reject;
 
 // Checks the arguments in the order cuBLAS documents them and runs the (batched) product.
 cublasStatus_t gemm(const char* api, cublasHandle_t handle, cublasOperation_t transa,
@@ -120,7 +52,7 @@ cublasStatus_t gemm(const char* api, cublasHandle_t handle, cublasOperation_t tr
   if (alpha == nullptr || beta == nullptr) return reject(CUBLAS_STATUS_INVALID_VALUE, api, "null alpha or beta");
   if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_PEDANTIC && compute != CUBLAS_COMPUTE_32F_FAST_TF32)
     return reject(CUBLAS_STATUS_NOT_SUPPORTED, api, "emulated compute types: CUBLAS_COMPUTE_32F, _PEDANTIC, _FAST_TF32");
-  if (a.type != b.type || !is_supported(a.type) || !is_supported(c_type) || (a.type == CUDA_R_32F && c_type != CUDA_R_32F))
+  if (a.type != b.type || !blas::is_supported(a.type) || !blas::is_supported(c_type) || (a.type == CUDA_R_32F && c_type != CUDA_R_32F))
     return reject(CUBLAS_STATUS_NOT_SUPPORTED, api, "emulated types (A/B, C): (32F, 32F), (16BF, 16BF), (16BF, 32F)");
   if (m == 0 || n == 0 || batch_count == 0) return CUBLAS_STATUS_SUCCESS;
 
@@ -136,17 +68,13 @@ cublasStatus_t gemm(const char* api, cublasHandle_t handle, cublasOperation_t tr
   const DeviceMemoryAccess device_memory;
   begin_launch("gemm");
   for (long long batch = 0; batch < batch_count; ++batch) {
-    std::vector<float> a_dense, b_dense;  // op(A) as m x k, op(B) transposed as n x k
-    if (reads_ab) {
-      a_dense = gather(a, batch, a_transposed, m, k, tf32);
-      b_dense = gather(b, batch, !b_transposed, n, k, tf32);
-    }
+    const blas::ScaledProduct product(a, a_transposed, b, b_transposed, batch, m, n, k, alpha_value, tf32);
     for (int col = 0; col < n; ++col)
       for (int row = 0; row < m; ++row) {
         const long long index = batch * stride_c + row + 1ll * col * ldc;
-        float value = reads_ab ? alpha_value * dot(&a_dense[1ull * row * k], &b_dense[1ull * col * k], k) : 0.0f;
-        if (beta_value != 0.0f) value += beta_value * load(c_data, c_type, index);
-        store(c_data, c_type, index, value);
+        float value = product(row, col);
+        if (beta_value != 0.0f) value += beta_value * blas::load(c_data, c_type, index);
+        blas::store(c_data, c_type, index, value);
       }
   }
   end_launch();

@@ -2,8 +2,8 @@
 // translation unit of the emulated build, before any other header. See docs/simt.md.
 //
 // The CUDA toolkit's own headers supply the types and declarations: uint3, dim3, float4, the
-// runtime API (implemented in runtime.cpp), cuBLAS (cublas.cpp) and the bf16 type with its
-// host arithmetic. This header adds what only exists on a GPU: the thread coordinates,
+// runtime API (implemented in runtime.cpp), cuBLAS (cublas.cpp), cuBLASLt (cublaslt.cpp) and the
+// bf16 type with its host arithmetic. This header adds what only exists on a GPU: the thread coordinates,
 // barriers, warp operations, atomics and intrinsics (device_api.h), the WMMA warp matrix
 // operations (wmma.h), and the launch helper
 // that rewritten `<<<...>>>` launches call (launch.h).
