@@ -74,10 +74,11 @@ public:
           partial(std::max({(size_t)MAX_ROW_CHUNKS * 4 * cfg.C, gpu::layernorm_backward_scratch(cfg.C),
                             gpu::attention_backward_scratch(B, Tn, cfg.C)})),
           norm_partial(gpu::SUMSQ_MAX_BLOCKS),
-          stats_scratch(gpu::stream_statistics_scratch(B * Tn, cfg.C)) {
+          stats_scratch(gpu::stream_statistics_scratch(B * Tn, cfg.C)),
+          blas_workspace(gpu::Blas::LT_WORKSPACE_BYTES) {
         if (counting_device_memory()) return;
         cudaCheck(cudaStreamCreate(&stream));
-        blas = std::make_unique<gpu::Blas>(stream);
+        blas = std::make_unique<gpu::Blas>(stream, blas_workspace.data(), blas_workspace.size());
     }
     ~CudaOps() {
         blas.reset();
@@ -208,6 +209,7 @@ private:
     DeviceArray<float> partial;         // column-sum partials: MAX_ROW_CHUNKS·4C, or LayerNorm's or attention's if more
     DeviceArray<float> norm_partial;    // sum-of-squares partials
     DeviceArray<float> stats_scratch;   // for stream_statistics
+    DeviceArray<unsigned char> blas_workspace;  // cuBLASLt's, for the fused products
 };
 
 template <typename T>

@@ -92,14 +92,16 @@ inline cublasLtEpilogue_t lt_epilogue(Epilogue e) {
 }
 
 // The matrix-product libraries on one stream: a cuBLAS handle for plain products, a cuBLASLt
-// handle with its workspace for fused ones, and the algorithm cuBLASLt picked for each kind of
-// fused product (or that it has none), asked once per kind so that every step runs the same
-// algorithm (deterministic results) without a heuristic query per launch.
+// handle for fused ones with the workspace it is given (none: it picks among the algorithms
+// that need none), and the algorithm cuBLASLt picked for each kind of fused product (or that
+// it has none), asked once per kind so that every step runs the same algorithm (deterministic
+// results) without a heuristic query per launch.
 class Blas {
 public:
-    static constexpr size_t LT_WORKSPACE_BYTES = (size_t)32 << 20;  // beside the 1 GiB reserve, like cuBLAS's own
+    static constexpr size_t LT_WORKSPACE_BYTES = (size_t)32 << 20;  // what the backend gives it
 
-    explicit Blas(cudaStream_t stream) : stream(stream) {
+    explicit Blas(cudaStream_t stream, void* workspace = nullptr, size_t workspace_bytes = 0)
+        : stream(stream), workspace(workspace), workspace_bytes(workspace_bytes) {
         cublasCheck(cublasCreate(&cublas));
         cublasCheck(cublasSetStream(cublas, stream));
         // fp32 products stay fp32 (no TF32); bf16 products accumulate in fp32 all the way,
@@ -107,10 +109,8 @@ public:
         cublasCheck(cublasSetMathMode(
             cublas, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
         cublasCheck(cublasLtCreate(&lt));
-        cudaCheck(cudaMalloc(&workspace, LT_WORKSPACE_BYTES));
     }
     ~Blas() {
-        cudaFree(workspace);
         cublasLtDestroy(lt);
         cublasDestroy(cublas);
     }
@@ -146,7 +146,7 @@ public:
         const std::optional<cublasLtMatmulAlgo_t>& algo = algorithm(key, desc, a, b, c);
         if (algo)
             cublasCheck(cublasLtMatmul(lt, desc, &alpha, B, a, A, b, &beta, C, c, C, c, &*algo, workspace,
-                                       LT_WORKSPACE_BYTES, stream));
+                                       workspace_bytes, stream));
         for (cublasLtMatrixLayout_t l : {a, b, c}) cublasLtMatrixLayoutDestroy(l);
         cublasLtMatmulDescDestroy(desc);
         return algo.has_value();
@@ -180,7 +180,7 @@ private:
         if (known != algos.end()) return known->second;
         cublasLtMatmulPreference_t preference;
         cublasCheck(cublasLtMatmulPreferenceCreate(&preference));
-        const uint64_t bytes = LT_WORKSPACE_BYTES;
+        const uint64_t bytes = workspace_bytes;
         cublasCheck(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
                                                          sizeof bytes));
         cublasLtMatmulHeuristicResult_t result;
@@ -199,8 +199,9 @@ private:
     }
 
     cudaStream_t stream;
+    void* workspace;
+    size_t workspace_bytes;
     cublasLtHandle_t lt = nullptr;
-    void* workspace = nullptr;
     std::map<Key, std::optional<cublasLtMatmulAlgo_t>> algos;
 };
 
