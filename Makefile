@@ -254,8 +254,9 @@ test: $(if $(and $(EMU_NCCL_OBJ),$(EMU_PROGRAMS)),$(EMU)/nccl_test)
 # Counting build (docs/simt.md, "Counting traffic"): test/traffic_test.cu checks the traffic
 # each launcher declares (traffic.h) against the device bytes each launch touches. Its own
 # code and the emulated cuBLAS and cuBLASLt (cublas.cpp, cublaslt.cpp) are compiled with
-# -fsanitize=thread, whose access hooks the SIMT layer defines itself (test/simt/counting.cpp); no sanitizer runtime is linked, so the compile
-# and the link are separate steps. No AddressSanitizer here: the ASan builds above check memory.
+# -fsanitize=thread, whose access hooks the SIMT layer defines itself (test/simt/counting.cpp);
+# no sanitizer runtime is linked, so the compile and the link are separate steps. No
+# AddressSanitizer here: the ASan builds above check memory.
 COUNT_CXXFLAGS := -std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -isystem $(CUDA_INCLUDE)
 COUNT_OBJECTS  := $(patsubst $(SIMT)/%.cpp,$(COUNT)/simt/%.o,$(wildcard $(SIMT)/*.cpp))
 

@@ -155,8 +155,10 @@ void matmul_gelu_backward(Blas& blas, T* dpre, float* dw, float* dbias, const T*
 template <typename T>
 Launches matmul_gelu_backward_traffic(int N, int IC, int OC, bool bias) {
     Launches out;
-    if (aux_stride_allowed(IC)) out.push_back(fused_gemm_traffic(Epilogue::GeluGrad, N, IC, OC, false, sizeof(T), sizeof(T)));
-    else out = {gemm_traffic(N, IC, OC, false, sizeof(T), sizeof(T)), gelu_backward_inplace_traffic<T>(N, IC)};
+    if (aux_stride_allowed(IC))
+        out.push_back(fused_gemm_traffic(Epilogue::GeluGrad, N, IC, OC, false, sizeof(T), sizeof(T)));
+    else
+        out = {gemm_traffic(N, IC, OC, false, sizeof(T), sizeof(T)), gelu_backward_inplace_traffic<T>(N, IC)};
     append(out, weight_backward_traffic<T>(N, IC, OC, bias));
     return out;
 }

@@ -104,8 +104,9 @@ struct ReferenceOps {
     static void gelu_backward(T* dx, const T* dout, const T* x, size_t n, GradOut dx_out = GradOut::Add) {
         ::gelu_backward(dx, dout, x, n, dx_out);
     }
-    // The backward of a linear layer whose input is inp = GELU(pre): dpre (N,IC) = (dout·w)·GELU'(pre)
-    // (written), dw and dbias as matmul_backward adds them; the layer's backward, then GELU's in place.
+    // The backward of a linear layer whose input is inp = GELU(pre): dpre (N,IC) =
+    // (dout·w)·GELU'(pre) (written), dw and dbias added as matmul_backward adds them: the
+    // layer's backward into dpre, then GELU's backward over it in place.
     static void matmul_gelu_backward(T* dpre, T* dw, T* dbias, const T* dout, const T* inp, const T* w, const T* pre,
                                      int N, int IC, int OC) {
         ::matmul_backward(dpre, dw, dbias, dout, inp, w, N, IC, OC, GradOut::Write);

@@ -192,7 +192,8 @@ private:
         std::optional<cublasLtMatmulAlgo_t> algo;
         if (status == CUBLAS_STATUS_SUCCESS && found > 0) algo = result.algo;
         else
-            std::fprintf(stderr, "cuBLASLt has no algorithm for the %s epilogue of a %dx%dx%d product: it runs unfused\n",
+            std::fprintf(stderr,
+                         "cuBLASLt has no algorithm for the %s epilogue of a %dx%dx%d product: it runs unfused\n",
                          epilogue_name((Epilogue)std::get<0>(key)), std::get<3>(key), std::get<4>(key),
                          std::get<5>(key));
         return algos.emplace(key, algo).first->second;
@@ -214,7 +215,9 @@ inline Traffic fused_gemm_traffic(Epilogue e, int M, int N, int K, bool beta_non
     const double mn = (double)M * N;
     switch (e) {
         case Epilogue::Bias: t.bytes_read += (double)N * c_bytes; break;
-        case Epilogue::BiasGelu: t.bytes_read += (double)N * c_bytes, t.bytes_written += mn * c_bytes, t.flops = 11.0 * mn; break;
+        case Epilogue::BiasGelu:
+            t.bytes_read += (double)N * c_bytes, t.bytes_written += mn * c_bytes, t.flops = 11.0 * mn;
+            break;
         case Epilogue::GeluGrad: t.bytes_read += mn * c_bytes, t.flops = 21.0 * mn; break;
         case Epilogue::BiasGrad: t.bytes_written += (double)M * c_bytes; break;
     }
