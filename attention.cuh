@@ -9,9 +9,8 @@
 //             recomputed p[t'] = exp(s[t'] − lse[t]):  dp[t'] = dout_t·v_t',
 //             ds[t'] = p[t']·(dp[t'] − D[t]),  dq_t = Σ_t' ds[t']·k_t'/√hs,
 //             dk_t' = Σ_t ds[t']·q_t/√hs,  dv_t' = Σ_t p[t']·dout_t;  dqkv = [dq | dk | dv] (stored:
-//             the backward writes every element of dqkv once, so it needs no zeroed buffer);
-//             and, in the same kernels, dbias (3C) += Σ_n dqkv[n, :], the gradient of the qkv
-//             product's bias, so that product's backward does not read dqkv again
+//             the backward writes every element of dqkv once, so it needs no zeroed buffer).
+//             The qkv bias gradient Σ_n dqkv[n, :] is the qkv product's (matmul.cuh)
 //
 // Work is cut into 16×16 tiles of (queries × keys), one warp per tile row: the forward and dq
 // kernels own 16 queries and walk the key tiles up to the diagonal with an online softmax, the
@@ -98,21 +97,6 @@ __device__ void store_rows(T* dst, const float* tile, int row_stride, int col, i
     for (int e = threadIdx.x; e < ATTENTION_TILE * hs; e += WARP_SIZE) {
         const int r = e / hs, i = e % hs, t = t0 + r;
         if (t < Tn) dst[((size_t)b * Tn + t) * row_stride + col + i] = from_float<T>(tile[r * hsp + i]);
-    }
-}
-
-// Stage 1 of the bias gradient's column sum (cuda_common.cuh) for the same rows and columns as
-// store_rows: partial[chunk·row_stride + col + i] = Σ_r tile[r, i] as stored (rounded to T), over
-// the rows r < 16 with t0 + r < T, added in order of r. The chunk is the tile's (b, t0 / 16).
-template <typename T>
-__device__ void store_column_sums(float* partial, const float* tile, int row_stride, int col, int b, int t0, int Tn,
-                                  int hs) {
-    const int hsp = padded_head_size(hs), rows = min(ATTENTION_TILE, Tn - t0);
-    const size_t chunk = (size_t)b * ceil_div(Tn, ATTENTION_TILE) + t0 / ATTENTION_TILE;
-    for (int i = threadIdx.x; i < hs; i += WARP_SIZE) {
-        float sum = 0.0f;
-        for (int r = 0; r < rows; r++) sum += to_float(from_float<T>(tile[r * hsp + i]));
-        partial[chunk * row_stride + col + i] = sum;
     }
 }
 
@@ -267,11 +251,10 @@ __global__ void attention_delta_kernel(float* delta, const T* dout, const T* out
 }
 
 // dq for the 16 queries of tile blockIdx.x: over the key tiles up to the diagonal, recompute
-// p, then dp = dout·vᵀ, ds, and dq = Σ ds·k, stored into the q third of dqkv, with its column
-// sums into `partial`.
+// p, then dp = dout·vᵀ, ds, and dq = Σ ds·k, stored into the q third of dqkv.
 template <typename T>
 __global__ void __launch_bounds__(WARP_SIZE)
-    attention_backward_dq_kernel(T* dqkv, float* partial, const T* dout, const T* qkv, const float* lse,
+    attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse,
                                  const float* delta, int Tn, int C, int NH) {
     extern __shared__ __align__(128) unsigned char attention_shared[];
     const int hs = C / NH, hsp = padded_head_size(hs), h = blockIdx.y, b = blockIdx.z, bh = b * NH + h;
@@ -293,15 +276,14 @@ __global__ void __launch_bounds__(WARP_SIZE)
         accumulate_times_rows<T, true>(m.acc, m.ds, m.k, hs);  // dq += ds·k
     }
     store_rows(dqkv, m.acc, 3 * C, h * hs, b, t0, Tn, hs);
-    store_column_sums<T>(partial, m.acc, 3 * C, h * hs, b, t0, Tn, hs);
 }
 
 // dk and dv for the 16 keys of tile blockIdx.x: over the query tiles from the diagonal on,
 // recompute p, then dv += pᵀ·dout, dp = dout·vᵀ, ds, and dk += dsᵀ·q; both stored into their
-// thirds of dqkv at the end, with their column sums into `partial`.
+// thirds of dqkv at the end.
 template <typename T>
 __global__ void __launch_bounds__(WARP_SIZE)
-    attention_backward_dkdv_kernel(T* dqkv, float* partial, const T* dout, const T* qkv, const float* lse,
+    attention_backward_dkdv_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse,
                                    const float* delta, int Tn, int C, int NH) {
     extern __shared__ __align__(128) unsigned char attention_shared[];
     const int hs = C / NH, hsp = padded_head_size(hs), h = blockIdx.y, b = blockIdx.z, bh = b * NH + h;
@@ -326,8 +308,6 @@ __global__ void __launch_bounds__(WARP_SIZE)
     }
     store_rows(dqkv, m.acc, 3 * C, C + h * hs, b, k0, Tn, hs);
     store_rows(dqkv, m.acc2, 3 * C, 2 * C + h * hs, b, k0, Tn, hs);
-    store_column_sums<T>(partial, m.acc, 3 * C, C + h * hs, b, k0, Tn, hs);
-    store_column_sums<T>(partial, m.acc2, 3 * C, 2 * C + h * hs, b, k0, Tn, hs);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -382,46 +362,36 @@ Launches attention_forward_traffic(int B, int Tn, int C, int NH) {
                                    Tn, C, NH, 2)};
 }
 
-// Row chunks of the bias gradient's column sum: one per (sequence, 16-row tile).
-inline int attention_bias_chunks(int B, int Tn) { return B * ceil_div(Tn, ATTENTION_TILE); }
-// Floats of the `partial` scratch attention_backward needs: a row of 3C per chunk.
-inline size_t attention_backward_scratch(int B, int Tn, int C) { return (size_t)attention_bias_chunks(B, Tn) * 3 * C; }
-
 // dqkv (B,T,3C) = the gradient of attention_forward given dout (B,T,C), its qkv, out and lse
-// (stored: dqkv is not read); dbias (3C) += its column sums Σ_n dqkv[n, :]. delta is scratch of
-// attention_saved_size(B,T,NH) floats, partial of attention_backward_scratch(B,T,C).
+// (stored: dqkv is not read). delta is scratch of attention_saved_size(B,T,NH) floats.
 template <typename T>
-void attention_backward(T* dqkv, float* dbias, const T* dout, const T* qkv, const T* out, const float* lse,
-                        float* delta, float* partial, int B, int Tn, int C, int NH, cudaStream_t stream) {
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, float* delta, int B,
+                        int Tn, int C, int NH, cudaStream_t stream) {
     const size_t rows = attention_saved_size(B, Tn, NH);
     attention_delta_kernel<T><<<ceil_div(rows, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
         delta, dout, out, B, Tn, C, NH);
     cudaCheck(cudaGetLastError());
     const TileLaunch dq = tile_launch<T>(attention_backward_dq_kernel<T>, B, Tn, C, NH);
-    attention_backward_dq_kernel<T><<<dq.grid, WARP_SIZE, dq.shared, stream>>>(dqkv, partial, dout, qkv, lse, delta,
-                                                                                Tn, C, NH);
+    attention_backward_dq_kernel<T><<<dq.grid, WARP_SIZE, dq.shared, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C,
+                                                                                NH);
     cudaCheck(cudaGetLastError());
     const TileLaunch dkdv = tile_launch<T>(attention_backward_dkdv_kernel<T>, B, Tn, C, NH);
-    attention_backward_dkdv_kernel<T><<<dkdv.grid, WARP_SIZE, dkdv.shared, stream>>>(dqkv, partial, dout, qkv, lse,
-                                                                                        delta, Tn, C, NH);
+    attention_backward_dkdv_kernel<T><<<dkdv.grid, WARP_SIZE, dkdv.shared, stream>>>(dqkv, dout, qkv, lse, delta,
+                                                                                        Tn, C, NH);
     cudaCheck(cudaGetLastError());
-    add_column_partials(dbias, partial, attention_bias_chunks(B, Tn), 3 * C, 3 * C, stream);
 }
 
 // Traffic of attention_backward: D from dout and out; the dq kernel reads qkv, dout, lse and D,
-// writes its third of dqkv and of the column partials, and does three tile products per pair
-// (q·kᵀ, dout·vᵀ, ds·k); the dk/dv kernel reads the same, writes the other two thirds, and does
-// four (q·kᵀ, pᵀ·dout, dout·vᵀ, dsᵀ·q); then stage 2 of the bias gradient.
+// writes its third of dqkv, and does three tile products per pair (q·kᵀ, dout·vᵀ, ds·k); the
+// dk/dv kernel reads the same, writes the other two thirds, and does four (q·kᵀ, pᵀ·dout,
+// dout·vᵀ, dsᵀ·q).
 template <typename T>
 Launches attention_backward_traffic(int B, int Tn, int C, int NH) {
     const double n = (double)B * Tn, rows = (double)attention_saved_size(B, Tn, NH), e = sizeof(T);
     const double inputs = n * 4 * C * e + 8 * rows;  // qkv, dout, lse, D
-    const int chunks = attention_bias_chunks(B, Tn);
-    const double sums = 4.0 * chunks * C;  // one third of the column partials
     return {{"attention_delta_kernel", 2 * n * C * e, 4 * rows, 2 * n * C},
-            attention_tile_traffic("attention_backward_dq_kernel", inputs, n * C * e + sums, B, Tn, C, NH, 3),
-            attention_tile_traffic("attention_backward_dkdv_kernel", inputs, 2 * (n * C * e + sums), B, Tn, C, NH, 4),
-            add_column_partials_traffic(chunks, 3 * C)};
+            attention_tile_traffic("attention_backward_dq_kernel", inputs, n * C * e, B, Tn, C, NH, 3),
+            attention_tile_traffic("attention_backward_dkdv_kernel", inputs, 2 * n * C * e, B, Tn, C, NH, 4)};
 }
 
 }  // namespace gpu

@@ -71,8 +71,7 @@ public:
 
     CudaOps(const ModelConfig& cfg, int B, int Tn)
         : attention_delta(gpu::attention_saved_size(B, Tn, cfg.NH)), token_order(B * Tn),
-          partial(std::max({(size_t)MAX_ROW_CHUNKS * 4 * cfg.C, gpu::layernorm_backward_scratch(cfg.C),
-                            gpu::attention_backward_scratch(B, Tn, cfg.C)})),
+          partial(std::max((size_t)MAX_ROW_CHUNKS * 4 * cfg.C, gpu::layernorm_backward_scratch(cfg.C))),
           norm_partial(gpu::SUMSQ_MAX_BLOCKS),
           stats_scratch(gpu::stream_statistics_scratch(B * Tn, cfg.C)),
           blas_workspace(gpu::Blas::LT_WORKSPACE_BYTES) {
@@ -174,10 +173,9 @@ public:
     void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH) {
         gpu::attention_forward(out, lse, qkv, B, Tn, C, NH, stream);
     }
-    void attention_backward(T* dqkv, float* dbias, const T* dout, const T* qkv, const T* out, const float* lse, int B,
-                            int Tn, int C, int NH) {
-        gpu::attention_backward(dqkv, dbias, dout, qkv, out, lse, attention_delta.data(), partial.data(), B, Tn, C, NH,
-                                stream);
+    void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tn, int C,
+                            int NH) {
+        gpu::attention_backward(dqkv, dout, qkv, out, lse, attention_delta.data(), B, Tn, C, NH, stream);
     }
     void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         gpu::matmul_bias_gelu_forward(*blas, out, pre, inp, w, bias, N, IC, OC, stream);
@@ -206,7 +204,7 @@ public:
 private:
     DeviceArray<float> attention_delta;  // (B,NH,T) Σ dout·out per row, for attention_backward
     gpu::TokenOrder token_order;        // the batch's positions sorted by token, for the wte gradient
-    DeviceArray<float> partial;         // column-sum partials: MAX_ROW_CHUNKS·4C, or LayerNorm's or attention's if more
+    DeviceArray<float> partial;         // column-sum partials: MAX_ROW_CHUNKS·4C, or LayerNorm's if more
     DeviceArray<float> norm_partial;    // sum-of-squares partials
     DeviceArray<float> stats_scratch;   // for stream_statistics
     DeviceArray<unsigned char> blas_workspace;  // cuBLASLt's, for the fused products

@@ -502,9 +502,9 @@ private:
         const size_t C = cfg.C;
         ops.matmul_backward(d_heads.data(), g.attprojw + l * C * C, g.attprojb + l * C, df, a.heads.data(),
                             p.attprojw + l * C * C, N, (int)C, (int)C, GradOut::Write);
-        ops.attention_backward(d_qkv.data(), g.qkvb + l * 3 * C, d_heads.data(), a.qkv.data(), a.heads.data(),
-                               a.att.data(), B, Tn, (int)C, cfg.NH);  // with the qkv bias gradient
-        ops.matmul_backward(du, g.qkvw + l * 3 * C * C, (Acc*)nullptr, d_qkv.data(), u, p.qkvw + l * 3 * C * C, N,
+        ops.attention_backward(d_qkv.data(), d_heads.data(), a.qkv.data(), a.heads.data(), a.att.data(), B, Tn,
+                               (int)C, cfg.NH);
+        ops.matmul_backward(du, g.qkvw + l * 3 * C * C, g.qkvb + l * 3 * C, d_qkv.data(), u, p.qkvw + l * 3 * C * C, N,
                             (int)C, (int)(3 * C), du_out);
     }
 

@@ -89,11 +89,10 @@ struct ReferenceOps {
     // Attention saves its probabilities (B,NH,T,T); the backward needs them, not the output.
     using AttentionSaved = T;
     static size_t attention_saved_size(int B, int Tn, int NH) { return (size_t)B * NH * Tn * Tn; }
-    // dqkv = attention's backward, then dbias (3C) += its column sums (the qkv bias gradient).
-    static void attention_backward(T* dqkv, T* dbias, const T* dout, const T* qkv, const T* /*out*/, const T* att,
-                                   int B, int Tn, int C, int NH) {
+    // dqkv = attention's backward (the qkv bias gradient is the qkv product's).
+    static void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* /*out*/, const T* att, int B, int Tn,
+                                   int C, int NH) {
         ::attention_backward(dqkv, dout, qkv, att, B, Tn, C, NH);
-        ::bias_backward(dbias, dqkv, B * Tn, 3 * C);
     }
     static void gelu_forward(T* out, const T* x, size_t n) { ::gelu_forward(out, x, n); }
     // pre (N,OC) = inp·wᵀ + bias, out = GELU(pre): the MLP's fc layer and its activation.
@@ -168,11 +167,9 @@ struct FastOps : ReferenceOps<float> {
     static void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int NH) {
         fast::attention_forward(out, att, qkv, B, Tn, C, NH);
     }
-    // dqkv = attention's backward, then dbias (3C) += its column sums (the qkv bias gradient).
-    static void attention_backward(T* dqkv, T* dbias, const T* dout, const T* qkv, const T* /*out*/, const T* att,
-                                   int B, int Tn, int C, int NH) {
+    static void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* /*out*/, const T* att, int B, int Tn,
+                                   int C, int NH) {
         fast::attention_backward(dqkv, dout, qkv, att, B, Tn, C, NH);
-        fast::bias_backward(dbias, dqkv, B * Tn, 3 * C);
     }
     static void gelu_forward(T* out, const T* x, size_t n) { fast::gelu_forward(out, x, n); }
     static void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {

@@ -98,9 +98,9 @@ public:
     void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH) {
         timed("attention fwd", [&] { Base::attention_forward(out, lse, qkv, B, Tn, C, NH); });
     }
-    void attention_backward(T* dqkv, float* dbias, const T* dout, const T* qkv, const T* out, const float* lse, int B,
-                            int Tn, int C, int NH) {
-        timed("attention bwd", [&] { Base::attention_backward(dqkv, dbias, dout, qkv, out, lse, B, Tn, C, NH); });
+    void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tn, int C,
+                            int NH) {
+        timed("attention bwd", [&] { Base::attention_backward(dqkv, dout, qkv, out, lse, B, Tn, C, NH); });
     }
     void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
         timed("fc matmul + bias + gelu fwd", [&] { Base::matmul_gelu_forward(out, pre, inp, w, bias, N, IC, OC); });

@@ -129,7 +129,7 @@ public:
     void attention_forward(T*, float*, const T*, int B_, int Tn_, int C, int NH) {
         note("attention fwd", gpu::attention_forward_traffic<T>(B_, Tn_, C, NH));
     }
-    void attention_backward(T*, float*, const T*, const T*, const T*, const float*, int B_, int Tn_, int C, int NH) {
+    void attention_backward(T*, const T*, const T*, const T*, const float*, int B_, int Tn_, int C, int NH) {
         note("attention bwd", gpu::attention_backward_traffic<T>(B_, Tn_, C, NH));
     }
     void matmul_gelu_forward(T*, T*, const T*, const T*, const T*, int N, int IC, int OC) {

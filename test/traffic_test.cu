@@ -362,13 +362,12 @@ TYPED_TEST(TrafficTest, Attention) {
     using T = TypeParam;
     auto qkv = filled<T>(N * 3 * C), out = filled<T>(N * C), dout = filled<T>(N * C), dqkv = filled<T>(N * 3 * C);
     auto lse = filled<float>(gpu::attention_saved_size(B, Tn, NH)), delta = filled<float>(gpu::attention_saved_size(B, Tn, NH));
-    auto dbias = filled<float>(3 * C), partial = filled<float>(gpu::attention_backward_scratch(B, Tn, C));
     EXPECT_TRUE(agree(gpu::attention_forward_traffic<T>(B, Tn, C, NH), counted([&] {
                           gpu::attention_forward(out.data(), lse.data(), qkv.data(), B, Tn, C, NH, kStream);
                       })));
     EXPECT_TRUE(agree(gpu::attention_backward_traffic<T>(B, Tn, C, NH), counted([&] {
-                          gpu::attention_backward(dqkv.data(), dbias.data(), dout.data(), qkv.data(), out.data(),
-                                                  lse.data(), delta.data(), partial.data(), B, Tn, C, NH, kStream);
+                          gpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(),
+                                                  delta.data(), B, Tn, C, NH, kStream);
                       })));
 }
 
