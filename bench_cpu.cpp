@@ -254,7 +254,7 @@ std::vector<OpRow> op_breakdown(const ModelConfig& cfg, int B, int T, int reps) 
         });
     }
     add("attention bwd", L, 8.0 * B * T * T * C, false,
-        [&] { Ops::attention_backward(dqkv.data(), dbias.data(), dy.data(), qkv.data(), y.data(), att.data(), B, T, C, NH); });
+        [&] { Ops::attention_backward(dqkv.data(), dy.data(), qkv.data(), y.data(), att.data(), B, T, C, NH); });
     add("layernorm bwd", 2 * L + 1, 0, false, [&] {
         Ops::layernorm_backward(dx.data(), dlnw.data(), dlnb.data(), dy.data(), x.data(), lnw.data(), mean.data(),
                            rstd.data(), N, C);
