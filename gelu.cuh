@@ -122,7 +122,7 @@ void matmul_bias_gelu_forward(Blas& blas, T* out, T* pre, const T* inp, const T*
     if (blas.fused_gemm(Epilogue::BiasGelu, (void*)bias, (const T*)pre, false, true, N, OC, IC, 1.0f, inp, IC, w, IC,
                         0.0f, out, OC))
         return;
-    gemm(blas.cublas, false, true, N, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, pre, OC);
+    matmul_forward(blas, pre, inp, w, (const T*)nullptr, N, IC, OC, stream);
     bias_gelu_forward(out, pre, bias, N, OC, stream);
 }
 
@@ -130,8 +130,11 @@ void matmul_bias_gelu_forward(Blas& blas, T* out, T* pre, const T* inp, const T*
 // and the bias + GELU pass.
 template <typename T>
 Launches matmul_bias_gelu_forward_traffic(int N, int IC, int OC) {
-    if (aux_stride_allowed(OC)) return {fused_gemm_traffic(Epilogue::BiasGelu, N, OC, IC, false, sizeof(T), sizeof(T))};
-    return {gemm_traffic(N, OC, IC, false, sizeof(T), sizeof(T)), bias_gelu_forward_traffic<T>(N, OC)};
+    if (aux_stride_allowed(OC))
+        return {fused_gemm_traffic(Epilogue::BiasGelu, N, OC, IC, false, sizeof(T), sizeof(T))};
+    Launches out = matmul_forward_traffic<T>(N, IC, OC, false);
+    out.push_back(bias_gelu_forward_traffic<T>(N, OC));
+    return out;
 }
 
 // The backward of a linear layer whose input is inp = GELU(pre) (the MLP's fcproj):
@@ -144,7 +147,7 @@ void matmul_gelu_backward(Blas& blas, T* dpre, float* dw, float* dbias, const T*
                           const T* pre, int N, int IC, int OC, float* partial, cudaStream_t stream) {
     if (!blas.fused_gemm(Epilogue::GeluGrad, nullptr, pre, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dpre,
                          IC)) {
-        gemm(blas.cublas, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dpre, IC);
+        input_backward(blas, dpre, dout, w, N, IC, OC, GradOut::Write);
         gelu_backward_inplace(dpre, pre, N, IC, stream);
     }
     weight_backward(blas, dw, dbias, dout, inp, N, IC, OC, partial, stream);
@@ -158,7 +161,7 @@ Launches matmul_gelu_backward_traffic(int N, int IC, int OC, bool bias) {
     if (aux_stride_allowed(IC))
         out.push_back(fused_gemm_traffic(Epilogue::GeluGrad, N, IC, OC, false, sizeof(T), sizeof(T)));
     else
-        out = {gemm_traffic(N, IC, OC, false, sizeof(T), sizeof(T)), gelu_backward_inplace_traffic<T>(N, IC)};
+        out = {input_backward_traffic<T>(N, IC, OC, GradOut::Write), gelu_backward_inplace_traffic<T>(N, IC)};
     append(out, weight_backward_traffic<T>(N, IC, OC, bias));
     return out;
 }

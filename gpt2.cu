@@ -55,8 +55,8 @@
 // The CUDA ops as the model calls them: the kernels on DeviceArray buffers, activations in T,
 // the residual stream, statistics, losses and parameter gradients in fp32. The object owns the
 // stream every op runs on, the cuBLAS and cuBLASLt handles (gpu::Blas) and the scratch memory
-// the kernels need between and within ops. Built while device memory is being counted (cuda_common.cuh), it only
-// counts: no stream, no handle, no launch.
+// the kernels need between and within ops. Built while device memory is being counted
+// (cuda_common.cuh), it only counts: no stream, no handle, no launch.
 template <typename T>
 class CudaOps {
 public:

@@ -338,22 +338,34 @@ Launches weight_backward_traffic(int N, int IC, int OC, bool bias) {
     return {fused_gemm_traffic(Epilogue::BiasGrad, OC, IC, N, true, sizeof(T), 4), add_column_partials_traffic(1, OC)};
 }
 
+// dinp (N,IC) += dout (N,OC)·w (OC,IC) (with GradOut::Write: =, beta = 0): the input half of a
+// linear layer's backward. dinp is T or fp32 (D).
+template <typename T, typename D>
+void input_backward(Blas& blas, D* dinp, const T* dout, const T* w, int N, int IC, int OC, GradOut dinp_out) {
+    gemm(blas.cublas, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, dinp_out == GradOut::Write ? 0.0f : 1.0f, dinp,
+         IC);
+}
+
+// Traffic of input_backward: the dinp product, its C read only when it adds.
+template <typename T, typename D = T>
+Traffic input_backward_traffic(int N, int IC, int OC, GradOut dinp_out) {
+    return gemm_traffic(N, IC, OC, dinp_out == GradOut::Add, sizeof(T), sizeof(D));
+}
+
 // dinp (N,IC) += dout·w (with GradOut::Write: =, beta = 0);  dw (OC,IC) += doutᵀ·inp;
 // dbias (OC) += Σ_n dout (skipped when null). dinp is T or fp32 (D). `partial` is scratch of
 // MAX_ROW_CHUNKS·OC floats.
 template <typename T, typename D>
 void matmul_backward(Blas& blas, D* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N,
                      int IC, int OC, float* partial, cudaStream_t stream, GradOut dinp_out = GradOut::Add) {
-    gemm(blas.cublas, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, dinp_out == GradOut::Write ? 0.0f : 1.0f, dinp,
-         IC);
+    input_backward(blas, dinp, dout, w, N, IC, OC, dinp_out);
     weight_backward(blas, dw, dbias, dout, inp, N, IC, OC, partial, stream);
 }
 
-// Traffic of matmul_backward: the dinp product (its C read only when it adds), then
-// weight_backward's.
+// Traffic of matmul_backward: input_backward's, then weight_backward's.
 template <typename T, typename D = T>
 Launches matmul_backward_traffic(int N, int IC, int OC, bool bias, GradOut dinp_out = GradOut::Add) {
-    Launches out{gemm_traffic(N, IC, OC, dinp_out == GradOut::Add, sizeof(T), sizeof(D))};
+    Launches out{input_backward_traffic<T, D>(N, IC, OC, dinp_out)};
     append(out, weight_backward_traffic<T>(N, IC, OC, bias));
     return out;
 }
