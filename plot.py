@@ -87,7 +87,8 @@ def at_step(stats, step):
     return stats[stats.step == stats.step.max()] if len(stats) else stats
 
 
-def draw(plt, runs, out, step):
+def figure(plt, runs, step):
+    """The figure of `runs` ((label, Run) pairs), per-layer panels at `step` (None: the last)."""
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     color = lambda i: colors[i % len(colors)]
     with_stats = [(i, label, at_step(run.stats, step)) for i, (label, run) in enumerate(runs)]
@@ -156,7 +157,7 @@ def draw(plt, runs, out, step):
     for ax in axes[3 + len(panels) if panels else 2:]:
         ax.set_visible(False)
     fig.tight_layout()
-    save(fig, out)
+    return fig
 
 
 def main(argv):
@@ -171,7 +172,7 @@ def main(argv):
     runs = [read_run(folder) for folder in a.folders]
     if a.step is not None and not any(len(run.stats) for _, run in runs):
         raise PlotError(f"--step {a.step}: none of the runs has stats records (train with -stats_every N)")
-    draw(pyplot(), runs, a.out, a.step)
+    save(figure(pyplot(), runs, a.step), a.out)
     print(f"plot: {a.out}")
     return 0
 

@@ -111,7 +111,7 @@ def claim_exponential_growth(x):
 
 def claim_peri_growth(x):
     """Claim 2. Rule: supported when, after training at L ≥ 8, Peri-LN's mean_abs profile is at
-    most linear (linear or concave quadratic) and its entry_var a convex quadratic or slower in
+    most linear (linear or concave quadratic) and its entry_var a convex quadratic in
     more than half of the fits each."""
     fits = x.fits[(x.fits.stage == "trained") & (x.fits.depth >= 8)]
     peri, pre = fits[fits.ln == "peri"], fits[fits.ln == "pre"]

@@ -72,9 +72,10 @@ def result_row(run, result, record, finished):
         first = losses[losses.step == 0]
         row.update(first_train_loss=first.loss.iloc[0] if len(first) else None,
                    final_train_loss=losses.loss.tail(10).mean() if len(losses) else None)
-        complete = record.stats.groupby("step").mean_abs.apply(lambda x: x.notna().all())
-        if complete.any():
-            last = record.stats[record.stats.step == complete[complete].index.max()]
+        stats = record.stats
+        complete = stats[~stats.step.isin(stats.step[stats.mean_abs.isna()])]  # records with every mean_abs
+        if len(complete):
+            last = complete[complete.step == complete.step.max()]
             row.update(train_stats_step=last.step.iloc[0], train_mean_abs_0=last.mean_abs.iloc[0],
                        train_mean_abs_L=last.mean_abs.iloc[-1])
     if not finished:

@@ -193,5 +193,5 @@ def figure(plt, runs, tables, path):
     ax.set_ylabel("final validation loss (nats per token)")
     ax.set_title(TITLE + "\n(mean ± sd over the seeds; × = a run that stopped, drawn at its initial loss)", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     save(fig, path)

@@ -12,8 +12,8 @@ def baselines_line(results):
     bi, _, _ = mean_sd(values(results, "bigram_ce"))
     if not n:
         return "Baselines: none recorded."
-    return (f"Baselines on the evaluated validation tokens: unigram_ce {uni:.4f}, bigram_ce {bi:.4f} nats "
-            f"(training-shard counts; docs/experiments.md, *Baselines*).")
+    return (f"Baselines on the evaluated validation tokens: unigram_ce {uni:.4f}, bigram_ce "
+            f"{'—' if bi is None else f'{bi:.4f}'} nats (training-shard counts; docs/experiments.md, *Baselines*).")
 
 
 def results_markdown(s, runs):
