@@ -9,7 +9,7 @@ import sys
 import time
 
 from . import checks, claims, collect, reports, runner, stats
-from .grid import InputError, fmt_num, make_grid
+from .grid import InputError, fmt_num, make_grid, parse_list
 from .results import ResultsError, load, read_json
 from .runner import use_private_binaries, write_slurm_script
 from .settings import BY_NAME, DEFAULTS, EXECUTION, EVALUATION, GRID, GRID_SETTINGS, PRESETS, SETTINGS, TRAINING, \
@@ -141,13 +141,22 @@ def saved_settings(s):
                          f"({', '.join(f'{k}: {saved.get(k)} → {mine.get(k)}' for k in changed)}); use another --out")
     grid = {k: mine[k] for k in GRID_SETTINGS}
     for k in grid:
-        old = [x.strip() for x in str(saved.get(k) or "").split(",") if x.strip()]
-        new = [x.strip() for x in str(mine[k] or "").split(",") if x.strip()]
-        mine[k] = ",".join(old + [x for x in new if x not in old]) or None
-    if s.publish and any(mine[k] != grid[k] for k in grid):
+        mine[k] = union(k, saved.get(k), mine[k])
+    if s.publish and any(mine[k] != union(k, None, grid[k]) for k in grid):
         print(f"sweep: not publishing to {s.publish}_*: {s.out} also holds runs of another grid", flush=True)
         s.publish = mine["publish"] = None
     return mine
+
+
+def union(axis, old, new):
+    """The values of grid axis `axis` in either comma list (each once, the old ones first), as a
+    comma list; None when both are empty."""
+    kind = {"ln": "ln", "precision": "precision", "seeds": "int", "depth": "int"}.get(axis, "float")
+    values = []
+    for text in (old, new):
+        if text:
+            values += [v for v in parse_list(text, kind, "--" + axis) if v not in values]
+    return ",".join(fmt_num(v) if isinstance(v, float) else str(v) for v in values) or None
 
 
 def report(s, out, runs, draw):

@@ -139,6 +139,13 @@ class Sweep(unittest.TestCase):
             self.assertEqual(ev.count(f" {flag}"), 1, (flag, ev))
         self.assertNotIn("-tokenizer", ev)  # no tokenizer beside the data: ./eval's own
 
+    def test_grid_union_of_a_rerun(self):
+        # A rerun into the same OUT keeps the union of the grids, each value once.
+        self.assertEqual(cli.union("seeds", "1-2", "1"), "1,2")
+        self.assertEqual(cli.union("lr", "2e-3,1e-2", "0.002,3e-2"), "0.002,0.01,0.03")
+        self.assertEqual(cli.union("ln", None, "pre,peri"), "pre,peri")
+        self.assertIsNone(cli.union("depth", None, None))
+
     def test_help_is_complete(self):
         parser = cli.parser(sweep.__doc__)
         for action in parser._actions:
