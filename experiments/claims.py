@@ -276,87 +276,111 @@ def label(key):
     return f"{PLACEMENT_LABEL[key[0]]} Δt = {fmt_num(key[1])}"
 
 
+class Versus:
+    """E1's per-seed quantities (e1.measure) of each configuration against those of Peri-LN Δt = 0.1."""
+    def __init__(self, measured):
+        self.m = measured
+        self.ref = next(k for k in measured if k[:2] == ("peri", 0.1))
+        self.others = [k for k in measured if k != self.ref]
+
+    def mean(self, k, q):
+        return stats.mean_sd(self.m[k][q])[0]
+
+    def p(self, k, q):
+        """Welch's p of configuration k against the reference."""
+        return stats.welch(self.m[k][q], self.m[self.ref][q])[1]
+
+    def text(self, k, q, spec=".3f"):
+        return mean_sd_text(self.m[k][q], spec)
+
+
+# The metrics at each configuration's best lr: (name, E1 quantity, the better of two means, format, E3 column).
+BEST_LR_METRICS = [("ppl_seq", "ppl_seq at the best lr", min, ".1f", None),
+                   ("ROUGE-1", "ROUGE-1 (stemmed) at the best lr", max, ".3f", "rouge1_stem"),
+                   ("accuracy", "accuracy at the best lr", max, ".3f", "accuracy")]
+
+
+def e1_sensitivity_text(v, learns):
+    """The configurations that learn by LR sensitivity, consecutive ones of one placement named
+    once ("Pre-LN 0.358 ± 0.035 and 0.402 ± 0.068 (p = 0.005, 0.016)")."""
+    runs = []
+    for k in sorted(learns, key=lambda k: v.mean(k, "LR sensitivity")):
+        if runs and runs[-1][-1][0] == k[0]:
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    return ", ".join((label(ks[0]) if len(ks) == 1 else PLACEMENT_LABEL[ks[0][0]]) + " " +
+                     " and ".join(v.text(k, "LR sensitivity") for k in ks) +
+                     f" (p = {', '.join(p_value(v.p(k, 'LR sensitivity')) for k in ks)})" for ks in runs)
+
+
+def e3_best(e3):
+    """E3, Peri-LN Δt = 0.1 against the other configurations at each wd: the words for whether it
+    has the lowest val loss, highest accuracy, highest ROUGE-1 at every wd; the largest Welch's p
+    of its val loss against another's; its rows per wd (larger wd first)."""
+    done = finished(e3)
+    cells = done.groupby(["ln", "dt", "wd"])
+    ref = {wd: done[(done.ln == "peri") & (done.dt == 0.1) & (done.wd == wd)] for wd in sorted(set(done.wd), reverse=True)}
+    words = {}
+    for q, best, word in (("val_loss", "idxmin", "lowest"), ("accuracy", "idxmax", "highest"),
+                          ("rouge1_stem", "idxmax", "highest")):
+        at_every_wd = all(getattr(means, best)()[:2] == ("peri", 0.1) for _, means in cells[q].mean().groupby(level="wd"))
+        words[q] = word if at_every_wd else "not the " + word
+    p = max(stats.welch(rows.val_loss, ref[wd].val_loss)[1] for (ln, dt, wd), rows in cells if (ln, dt) != ("peri", 0.1))
+    return words, p, ref
+
+
 def claim_best(x):
     """Claim 7. Rule, per metric: supported when Peri-LN Δt = 0.1 has the best mean, with the
     comparisons whose Welch's p is not below 0.05 named; E1's LR sensitivity is compared among
     the configurations that learn (L* at least 0.5 nat below unigram_ce)."""
-    m = x.e1_measured
-    ref = next(k for k in m if k[:2] == ("peri", 0.1))
-    others = [k for k in m if k != ref]
-    mean = lambda k, q: stats.mean_sd(m[k][q])[0]
-    p = lambda k, q: stats.welch(m[k][q], m[ref][q])[1]
+    v = Versus(x.e1_measured)
     unigram = stats.mean_sd(finished(x.e1).unigram_ce)[0]
-    learns = [k for k in others if mean(k, "L*") <= unigram - 0.5]
-    by_loss = sorted(others, key=lambda k: mean(k, "L*"))
-    by_sens = sorted(learns, key=lambda k: mean(k, "LR sensitivity"))
-    runs = {k: m[k]["rows"] for k in m}
-    merged = []  # consecutive configurations of one placement share their name
-    for k in by_sens:
-        if merged and merged[-1][0][0][0] == k[0]:
-            merged[-1][0].append(k)
+    learns = [k for k in v.others if v.mean(k, "L*") <= unigram - 0.5]
+    by_loss = sorted(v.others, key=lambda k: v.mean(k, "L*"))
+    best_of = {name: pick(v.m, key=lambda k: v.mean(k, q)) for name, q, pick, _, _ in BEST_LR_METRICS}
+    best, worse = [], []
+    for name, q, _, spec, column in BEST_LR_METRICS:
+        if best_of[name] == v.ref:
+            best.append(f"{name} ({v.text(v.ref, q, spec)}, p ≤ {p_value(max(v.p(k, q) for k in v.others))}"
+                        + (")" if best else " against each)"))
         else:
-            merged.append([[k]])
-    sens_text = ", ".join(
-        (label(ks[0]) if len(ks) == 1 else PLACEMENT_LABEL[ks[0][0]]) + " " +
-        " and ".join(mean_sd_text(m[k]["LR sensitivity"]) for k in ks) +
-        f" (p = {', '.join(p_value(p(k, 'LR sensitivity')) for k in ks)})" for [ks] in merged)
-    not_learning = [k for k in others if k not in learns]
-    metrics = [("ppl_seq", "ppl_seq at the best lr", min, ".1f"), ("ROUGE-1", "ROUGE-1 (stemmed) at the best lr", max, ".3f"),
-               ("accuracy", "accuracy at the best lr", max, ".3f")]
-    e3_column = {"accuracy at the best lr": "accuracy", "ROUGE-1 (stemmed) at the best lr": "rouge1_stem"}
-    best_of = {name: pick(m, key=lambda k: mean(k, q)) for name, q, pick, _ in metrics}
-    at_best, worse = [], []
-    for name, q, _, spec in metrics:
-        if best_of[name] == ref:
-            at_best.append(f"{name} ({mean_sd_text(m[ref][q], spec)}, p ≤ {p_value(max(p(k, q) for k in others))}"
-                           + (" against each)" if not at_best else ")"))
-        else:
-            worse.append((name, q, spec))
-    e3 = finished(x.e3)
-    cells = e3.groupby(["ln", "dt", "wd"])
-    e3_ref = {wd: e3[(e3.ln == "peri") & (e3.dt == 0.1) & (e3.wd == wd)] for wd in sorted(set(e3.wd), reverse=True)}
-    e3_p = max(stats.welch(rows.val_loss, e3_ref[wd].val_loss)[1] for (ln, dt, wd), rows in cells
-               if (ln, dt) != ("peri", 0.1))
-    # Is Peri-LN Δt = 0.1 best in E3 at every wd: lowest val loss, highest accuracy and ROUGE-1?
-    e3_best = {q: all((means.idxmin() if q == "val_loss" else means.idxmax())[:2] == ("peri", 0.1)
-                      for _, means in cells[q].mean().groupby(level="wd"))
-               for q in ("val_loss", "accuracy", "rouge1_stem")}
-    e3_best = {q: {"val_loss": "lowest", "accuracy": "highest", "rouge1_stem": "highest"}[q] if best else
-               "not the " + {"val_loss": "lowest", "accuracy": "highest", "rouge1_stem": "highest"}[q]
-               for q, best in e3_best.items()}
-    rng = lambda q: (f"{min(r[q].mean() for r in e3_ref.values()):.3f}–{max(r[q].mean() for r in e3_ref.values()):.3f}")
-    wds = list(e3_ref)
-    loss_weak = [k for k in by_loss if p(k, "L*") >= 0.05]
-    sens_weak = [k for k in by_sens if p(k, "LR sensitivity") >= 0.05]
-    numbers = (f"E1: lowest L*, {mean_sd_text(m[ref]['L*'])} against " +
-               ", ".join(f"{label(k)} {mean_sd_text(m[k]['L*'])} (p = {p_value(p(k, 'L*'))})" for k in by_loss) +
-               f". Lowest LR sensitivity among the configurations that learn, {mean_sd_text(m[ref]['LR sensitivity'])} "
-               f"against {sens_text}" +
-               "".join(f"; {label(k)}'s {mean_sd_text(m[k]['LR sensitivity'])} comes from staying at unigram level "
-                       f"({int((runs[k].outcome == 'collapsed').sum())} of its {int(runs[k].outcome.notna().sum())} runs "
-                       "collapsed)" for k in not_learning) +
-               ". At the best lr: best " + " and ".join(at_best) +
-               "".join(f", but **not** the best {name} ({mean_sd_text(m[ref][q], spec)} against "
-                       f"{label(best_of[name])}'s {mean_sd_text(m[best_of[name]][q], spec)}, p = "
-                       f"{p_value(p(best_of[name], q))})" for name, q, spec in worse) +
-               f". E3: {e3_best['val_loss']} val loss ({mean_sd_text(e3_ref[wds[0]].val_loss)} with wd {fmt_num(wds[0])}, "
-               f"{mean_sd_text(e3_ref[wds[1]].val_loss)} without; p ≤ {p_value(e3_p)} against each of the three others "
-               f"at either wd), {e3_best['accuracy']} accuracy ({rng('accuracy')}) and "
-               + ("" if e3_best["rouge1_stem"] == e3_best["accuracy"] else e3_best["rouge1_stem"] + " ") +
-               f"ROUGE-1 ({rng('rouge1_stem')})")
-    supported = [{"ppl_seq": "perplexity", "ROUGE-1": "ROUGE"}.get(name, name) for name in ("ppl_seq", "ROUGE-1") if best_of[name] == ref]
-    verdict = (f"**supported on {', '.join(['loss'] + supported[:-1])} and {supported[-1]}**" +
-               "".join(f" (E1's L* against {label(k)} not significant, p = {p_value(p(k, 'L*'))})" for k in loss_weak) +
-               "".join(f"; LR sensitivity lowest but not significantly below {label(k)}'s (p = "
-                       f"{p_value(p(k, 'LR sensitivity'))})" for k in sens_weak) +
-               "".join((f"; {name} only at lr {fmt_num(float(x.e3.lr.iloc[0]))} (E3), not" if e3_best.get(e3_column.get(q)) == "highest"
-                        else f"; {name} not") + f" at each configuration's best lr (E1: {label(best_of[name])} is "
-                       f"better, p = {p_value(p(best_of[name], q))})" for name, q, _ in worse))
+            worse.append((name, q, spec, column))
+    words, e3_p, e3_ref = e3_best(x.e3)
+    (wd_on, on), (_, off) = e3_ref.items()
+    spread = lambda q: f"{min(on[q].mean(), off[q].mean()):.3f}–{max(on[q].mean(), off[q].mean()):.3f}"
+    lr = fmt_num(float(x.e3.lr.iloc[0]))
+    numbers = (
+        f"E1: lowest L*, {v.text(v.ref, 'L*')} against " +
+        ", ".join(f"{label(k)} {v.text(k, 'L*')} (p = {p_value(v.p(k, 'L*'))})" for k in by_loss) +
+        f". Lowest LR sensitivity among the configurations that learn, {v.text(v.ref, 'LR sensitivity')} against "
+        f"{e1_sensitivity_text(v, learns)}" +
+        "".join(f"; {label(k)}'s {v.text(k, 'LR sensitivity')} comes from staying at unigram level "
+                f"({int((v.m[k]['rows'].outcome == 'collapsed').sum())} of its "
+                f"{int(v.m[k]['rows'].outcome.notna().sum())} runs collapsed)" for k in v.others if k not in learns) +
+        ". At the best lr: best " + " and ".join(best) +
+        "".join(f", but **not** the best {name} ({v.text(v.ref, q, spec)} against {label(best_of[name])}'s "
+                f"{v.text(best_of[name], q, spec)}, p = {p_value(v.p(best_of[name], q))})" for name, q, spec, _ in worse) +
+        f". E3: {words['val_loss']} val loss ({mean_sd_text(on.val_loss)} with wd {fmt_num(wd_on)}, "
+        f"{mean_sd_text(off.val_loss)} without; p ≤ {p_value(e3_p)} against each of the three others at either wd), "
+        f"{words['accuracy']} accuracy ({spread('accuracy')}) and " +
+        ("" if words["rouge1_stem"] == words["accuracy"] else words["rouge1_stem"] + " ") +
+        f"ROUGE-1 ({spread('rouge1_stem')})")
+    supported = [{"ppl_seq": "perplexity", "ROUGE-1": "ROUGE"}[name] for name in ("ppl_seq", "ROUGE-1")
+                 if best_of[name] == v.ref]
+    verdict = (
+        f"**supported on {', '.join(['loss'] + supported[:-1])} and {supported[-1]}**" +
+        "".join(f" (E1's L* against {label(k)} not significant, p = {p_value(v.p(k, 'L*'))})"
+                for k in by_loss if v.p(k, "L*") >= 0.05) +
+        "".join(f"; LR sensitivity lowest but not significantly below {label(k)}'s (p = "
+                f"{p_value(v.p(k, 'LR sensitivity'))})" for k in learns if v.p(k, "LR sensitivity") >= 0.05) +
+        "".join((f"; {name} only at lr {lr} (E3), not" if words.get(column) == "highest" else f"; {name} not") +
+                f" at each configuration's best lr (E1: {label(best_of[name])} is better, p = "
+                f"{p_value(v.p(best_of[name], q))})" for name, q, _, column in worse))
     return ["7. Peri-LN with Δt = 0.1 is best on every metric",
-            f"E1 ({len(m[ref]['L*'])} seeds): L* and LR sensitivity per seed, and at each configuration's best lr ppl_seq, "
-            "accuracy, ROUGE, Welch's t-test against Peri-LN Δt = 0.1 (`docs/e1_experiment.md`); E3 at lr "
-            f"{fmt_num(float(x.e3.lr.iloc[0]))}: {x.e3.seed.nunique()} seeds, Welch's t-test against every other "
-            "configuration", numbers, verdict]
+            f"E1 ({len(v.m[v.ref]['L*'])} seeds): L* and LR sensitivity per seed, and at each configuration's best lr "
+            "ppl_seq, accuracy, ROUGE, Welch's t-test against Peri-LN Δt = 0.1 (`docs/e1_experiment.md`); E3 at lr "
+            f"{lr}: {x.e3.seed.nunique()} seeds, Welch's t-test against every other configuration", numbers, verdict]
 
 
 CLAIMS = (claim_exponential_growth, claim_peri_growth, claim_dt_tightens, claim_gradients, claim_noise,
