@@ -12,6 +12,7 @@
     e1, e2, e3 one report module per experiment (docs/experiments.md, "The protocol")
     reports    writes a sweep's reports and figures, and publishes them
     figures    the sweep's figures (matplotlib)
+    claim_rows one function per claim of the paper: its row of the claims table and its verdict
     claims     the claims table of docs/claims.md and README.md
     cli        sweep.py's command line
     python     the interpreter check: restart under /usr/bin/python3 when numpy etc. are missing

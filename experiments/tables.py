@@ -1,5 +1,7 @@
 """What the reports share: a sweep's table joined to its grid, configuration labels, and the
 number formats of the markdown tables (mean ± sd (n), counts of outcomes, tallies)."""
+import math
+
 import pandas as pd
 
 from .collect import OUTCOMES, RUN_KEYS
@@ -85,3 +87,39 @@ def table(header, rows):
     """A markdown table: the header cells, then one line per row of cells."""
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
            ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+
+
+# ---------------------------------------------------------------------------------------------
+# Number formats of the claims table's prose
+
+def two_digits(x, like=None):
+    """x to two significant digits, but never rounded to tens (4.56 → 4.6, 16.1 → 16, 178.3 →
+    178); with `like`, to the decimals two_digits(like) has."""
+    ref = abs(like if like is not None else x)
+    return f"{x:.{max(0, 1 - math.floor(math.log10(ref)))}f}" if ref else "0"
+
+
+def p_value(p):
+    """A p-value: two significant digits from 0.01 up, one below (0.0047 → 0.005), and as
+    m e-k below 0.001 (0.00053 → 5e-4)."""
+    if p >= 0.01:
+        return f"{p:.2g}"
+    if p >= 0.001:
+        return f"{p:.1g}"
+    mantissa, exponent = f"{p:.0e}".split("e")
+    return f"{mantissa}e-{int(exponent[1:])}"
+
+
+def decimals2(x):
+    """Two decimals, trailing zeros dropped (1.70 → 1.7)."""
+    return f"{x:.2f}".rstrip("0").rstrip(".")
+
+
+def minus(x, spec=".2f"):
+    """x with a typographic minus sign (−0.38)."""
+    return format(x, spec).replace("-", "−")
+
+
+def mean_sd_text(values, spec=".3f"):
+    mean, sd, _ = mean_sd(values)
+    return f"{mean:{spec}} ± {sd:{spec}}"

@@ -10,7 +10,7 @@ from experiments.python import require  # noqa: E402
 
 require(("numpy", "scipy", "pandas"), "test_claims.py")
 
-from experiments import claims  # noqa: E402
+from experiments import claim_rows, claims, tables  # noqa: E402
 
 
 class Tests(unittest.TestCase):
@@ -30,7 +30,7 @@ class Tests(unittest.TestCase):
                              "docs/claims.md differs from what `python3 sweep.py --claims` writes: run it")
 
     def test_one_row_per_claim(self):
-        self.assertEqual(len(self.lines), 2 + len(claims.CLAIMS))
+        self.assertEqual(len(self.lines), 2 + len(claim_rows.CLAIMS))
         for i, line in enumerate(self.lines[2:], 1):
             self.assertTrue(line.startswith(f"| {i}. "), line)
             self.assertEqual(line.count(" | "), 3, line)  # four cells: no stray | in the prose
@@ -43,14 +43,14 @@ class Tests(unittest.TestCase):
                 claims.readme_with_table(broken, ["x"])
 
     def test_number_formats(self):
-        self.assertEqual([claims.two_digits(x) for x in (4.55731, 16.14972, 178.29, 0.022629, 11.7)],
+        self.assertEqual([tables.two_digits(x) for x in (4.55731, 16.14972, 178.29, 0.022629, 11.7)],
                          ["4.6", "16", "178", "0.023", "12"])
-        self.assertEqual(claims.two_digits(1.9629, like=4.557), "2.0")
-        self.assertEqual(claims.two_digits(5.92, like=16.1), "6")
-        self.assertEqual([claims.p_value(p) for p in (0.0479, 0.12, 0.0047, 0.00053, 3.1e-11)],
+        self.assertEqual(tables.two_digits(1.9629, like=4.557), "2.0")
+        self.assertEqual(tables.two_digits(5.92, like=16.1), "6")
+        self.assertEqual([tables.p_value(p) for p in (0.0479, 0.12, 0.0047, 0.00053, 3.1e-11)],
                          ["0.048", "0.12", "0.005", "5e-4", "3e-11"])
-        self.assertEqual([claims.decimals2(x) for x in (0.6727, 1.70397, 1.118)], ["0.67", "1.7", "1.12"])
-        self.assertEqual(claims.minus(-0.38), "−0.38")
+        self.assertEqual([tables.decimals2(x) for x in (0.6727, 1.70397, 1.118)], ["0.67", "1.7", "1.12"])
+        self.assertEqual(tables.minus(-0.38), "−0.38")
 
 
 if __name__ == "__main__":
