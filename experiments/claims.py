@@ -10,12 +10,9 @@ import os
 
 import pandas as pd
 
-from . import e1, e2
+from . import e1, e2, reports
 from .claim_rows import CLAIMS
-from .grid import fmt_num, make_grid
-from .reports import write_text
-from .results import load
-from .settings import DEFAULTS, PRESETS
+from .grid import make_grid
 from .tables import on_grid, table
 
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
@@ -28,10 +25,7 @@ HEADER = ["claim (paper)", "measurement", "numbers", "verdict"]
 def experiment(docs, name):
     """(settings, the grid joined to the published results, the published tables) of experiment
     `name` as the preset that publishes it ran it."""
-    s = argparse.Namespace(**{**DEFAULTS, **PRESETS[name]})
-    tables = load(os.path.join(docs, name))
-    if s.lr is None:  # E3 runs at the lr its results record
-        s.lr = ",".join(fmt_num(lr) for lr in sorted(set(tables.results.lr)))
+    s, tables = reports.published(os.path.join(docs, name), name)
     return s, on_grid(make_grid(s), tables.results), tables
 
 
@@ -91,10 +85,10 @@ def main(repo):
     """--claims: writes docs/claims.md and README.md's claims table."""
     docs = os.path.join(repo, "docs")
     lines = claims_table(docs)
-    write_text(os.path.join(docs, "claims.md"), claims_markdown(lines))
+    reports.write_text(os.path.join(docs, "claims.md"), claims_markdown(lines))
     path = os.path.join(repo, "README.md")
     with open(path, encoding="utf-8") as f:
         readme = f.read()
-    write_text(path, readme_with_table(readme, lines))
+    reports.write_text(path, readme_with_table(readme, lines))
     print(f"claims: {os.path.join(docs, 'claims.md')}, {path} (between {BEGIN} and {END})")
     return 0

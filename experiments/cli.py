@@ -174,7 +174,7 @@ def report(s, out, runs, draw):
         print(reports.publish(s, out, s.publish))
 
 
-def report_published(a, given, draw):
+def report_published(a, draw):
     """--report PREFIX: rewrites the reports and figures of published tables PREFIX_*, with the
     settings of the preset that publishes there (or --preset)."""
     prefix = os.path.abspath(a.report)
@@ -182,12 +182,8 @@ def report_published(a, given, draw):
                                if p.get("publish") and os.path.join(REPO, p["publish"]) == prefix), None)
     if preset is None:
         raise InputError(f"--report {a.report}: no preset publishes there; give --preset NAME")
-    a.preset = preset
-    s = settings_of(argparse.Namespace(**{**vars(a), "report": None}), given)
-    if s.lr is None:
-        raise InputError(f"--report {a.report}: the preset {preset} takes its lr from --lr-from; give --lr")
-    s.warmup = checks.resolve_warmup(s)
-    text, figures = reports.write_reports(s, make_grid(s), load(prefix), lambda name: f"{prefix}_{name}", draw=draw)
+    s, tables = reports.published(prefix, preset)
+    text, figures = reports.write_reports(s, make_grid(s), tables, lambda name: f"{prefix}_{name}", draw=draw)
     print(text, end="")
     if figures:
         print(figures)
@@ -204,7 +200,7 @@ def main(argv, doc, script):
             if not os.path.isfile(a.report + "_results.csv"):
                 raise InputError(f"--report {a.report}: neither a sweep's output folder nor published tables "
                                  f"({a.report}_results.csv)")
-            report_published(a, given, draw=not a.no_figures)
+            report_published(a, draw=not a.no_figures)
             return 0
         s = settings_of(a, given)
         if a.report:

@@ -1,17 +1,34 @@
 """The reports of a sweep, from its tables alone: results.md, the experiment's report
 (experiment.md and its CSV) and the figures; written into a sweep's OUT, or beside published
 tables (PREFIX_NAME, e.g. docs/e1_experiment.md), and copied to --publish PREFIX."""
+import argparse
 import os
 import shutil
 
 from . import e1, e2, e3, figures, summary
 from .collect import write_csv
+from .grid import fmt_num
+from .results import load
+from .settings import DEFAULTS, PRESETS, default_warmup
 from .tables import on_grid
 
 # One report module per experiment: report(s, runs, tables) → (markdown lines, {CSV name: DataFrame}),
 # FILES (what it writes besides experiment.md) and, when it draws one, figure(plt, runs, tables, path).
 EXPERIMENTS = {"e1": e1, "e2": e2, "e3": e3}
 TABLES = ("results.csv", "layers.csv", "init_layers.csv")
+
+
+def published(prefix, preset):
+    """(settings, tables) of the tables published at PREFIX (PREFIX_results.csv, ...) by the preset
+    `preset`: its settings, with the learning rate an E3 took from E1 (--lr-from) read from the
+    tables."""
+    s = argparse.Namespace(**{**DEFAULTS, **PRESETS[preset]})
+    tables = load(prefix)
+    if s.lr is None:
+        s.lr = ",".join(fmt_num(lr) for lr in sorted(set(tables.results.lr)))
+    if s.warmup is None:
+        s.warmup = default_warmup(s.steps)
+    return s, tables
 
 
 def write_text(path, text):
