@@ -31,7 +31,7 @@ require(("numpy", "scipy", "pandas", "matplotlib"), "plot.py")
 
 from experiments.figures import plain_log_axis, pyplot, save  # noqa: E402  (after the interpreter check)
 from experiments.grid import PLACEMENT_LABEL  # noqa: E402
-from experiments.results import ResultsError, load_run  # noqa: E402
+from experiments.results import ResultsError, load  # noqa: E402
 
 IMAGE_TYPES = (".png", ".pdf", ".svg")
 # (stats column, panel title, first point): layer series start at X_0, block series at block 1.
@@ -50,7 +50,7 @@ def read_run(folder):
     if not os.path.isfile(path):
         raise PlotError(f"{folder}: no log.jsonl (is it a ./train -out folder?)")
     try:
-        run = load_run(folder)
+        run = load(folder)
     except ResultsError as e:
         raise PlotError(str(e))
     if not len(run.steps):

@@ -8,7 +8,7 @@ import math
 import os
 
 from .grid import PLACEMENT_LABEL, PLACEMENTS
-from .results import ResultsError, load_run
+from .results import ResultsError, load
 from .tables import CONFIG_KEYS, config_label, finished, groups
 
 COLORS = {"pre": "tab:red", "peri": "tab:green", "post": "tab:blue"}
@@ -130,7 +130,7 @@ def loss_figure(plt, runs, run_dir, path):
     labelled = set()
     for run in runs[runs.outcome.notna()].itertuples():
         try:
-            steps = load_run(run_dir(run.run)).steps.dropna(subset=["loss"])
+            steps = load(run_dir(run.run)).steps.dropna(subset=["loss"])
         except ResultsError:
             continue
         config = tuple(None if v != v else v for v in (run.ln, run.dt, run.wd, run.lr, run.depth, run.precision))
