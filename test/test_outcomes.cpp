@@ -36,6 +36,8 @@ TEST(Outcomes, SpikeThatRecoversIsCountedAndDoesNotStop) {
     EXPECT_EQ(feed(t, join(join(repeat(5.0, 30), {7.0, 7.5}), repeat(5.0, 30))), -1);
     EXPECT_EQ(t.spikes(), 1);
     EXPECT_EQ(t.outcome(), "");
+    EXPECT_EQ(t.extremes().max_loss, 7.5);
+    EXPECT_EQ(t.extremes().max_loss_step, 31);
 }
 
 TEST(Outcomes, TwoSpikesAndSmallNoiseAreTold) {
@@ -48,6 +50,42 @@ TEST(Outcomes, TwoSpikesAndSmallNoiseAreTold) {
     EXPECT_EQ(t.spikes(), 2);
 }
 
+TEST(Outcomes, BlowUpInsideWarmupThatRecoversIsASpike) {
+    // Warmup 30 (the divergence rule waits for it); the loss falls from 8.3 and blows up to 17.8
+    // at steps 6 and 7, before 20 steps exist: the reference is the mean of the steps before.
+    OutcomeTracker t({20, 1.0, 1.0, 30});
+    std::vector<double> losses;
+    for (int i = 0; i < 60; i++) losses.push_back(6.0 + 2.3 * std::exp(-i / 10.0));
+    losses[6] = 17.8;
+    losses[7] = 12.0;
+    EXPECT_EQ(feed(t, losses), -1);
+    EXPECT_EQ(t.spikes(), 1);
+    EXPECT_EQ(t.outcome(), "");
+    EXPECT_EQ(t.extremes().max_loss, 17.8);
+    EXPECT_EQ(t.extremes().max_loss_step, 6);
+}
+
+TEST(Outcomes, SpikeAtStepOneIsMeasuredAgainstStepZero) {
+    OutcomeTracker t({20, 1.0, 1.0, 0});
+    EXPECT_EQ(feed(t, join({8.0, 9.5, 8.0}, repeat(7.9, 10))), -1);
+    EXPECT_EQ(t.spikes(), 1);
+}
+
+TEST(Outcomes, SpikeLineIsExclusive) {
+    // The reference is the mean of the 4 steps before, 5; the line 6. A loss of exactly 6 is
+    // ordinary, one above it a spike (every number here is exact in binary).
+    OutcomeTracker at({4, 1.0, 1.0, 0});
+    EXPECT_EQ(feed(at, join(join(repeat(5.0, 4), {6.0}), repeat(5.0, 4))), -1);
+    EXPECT_EQ(at.spikes(), 0);
+    OutcomeTracker above({4, 1.0, 1.0, 0});
+    EXPECT_EQ(feed(above, join(join(repeat(5.0, 4), {6.0625}), repeat(5.0, 4))), -1);
+    EXPECT_EQ(above.spikes(), 1);
+    // Back to exactly the line ends a spike.
+    OutcomeTracker back({4, 1.0, 1.0, 0});
+    EXPECT_EQ(feed(back, join(repeat(5.0, 4), {7.0, 6.0})), -1);
+    EXPECT_EQ(back.spikes(), 1);
+}
+
 TEST(Outcomes, SustainedRiseDivergesWhenTheWindowMeanPassesTheMargin) {
     // 40 steps at 5, then 6.5: the mean of the last 20 exceeds 5 + 1 once 14 of them are 6.5
     // (5·6 + 6.5·14 = 121 > 120), at step 40 + 13.
@@ -55,12 +93,28 @@ TEST(Outcomes, SustainedRiseDivergesWhenTheWindowMeanPassesTheMargin) {
     EXPECT_EQ(feed(t, join(repeat(5.0, 40), repeat(6.5, 30))), 53);
     EXPECT_EQ(t.outcome(), "diverged");
     EXPECT_EQ(t.spikes(), 0) << "a rise that never came back is not a transient spike";
+    EXPECT_EQ(t.extremes().max_loss, 6.5);
+    EXPECT_EQ(t.extremes().max_loss_step, 40) << "the first step at the highest loss";
 }
 
-TEST(Outcomes, RiseDuringWarmupOnlyCountsOnceWarmupIsOver) {
-    OutcomeTracker t({20, 1.0, 1.0, 100});
-    EXPECT_EQ(feed(t, join(repeat(5.0, 40), repeat(6.5, 100))), 100);
-    EXPECT_EQ(t.outcome(), "diverged");
+TEST(Outcomes, DivergenceMarginIsExclusive) {
+    // W = 4: the window mean reaches exactly the best mean 5 + 1 and stays there: no divergence;
+    // one step at 6.5 lifts it to 6.125: diverged at that step.
+    OutcomeTracker at({4, 1.0, 1.0, 0});
+    EXPECT_EQ(feed(at, join(repeat(5.0, 4), repeat(6.0, 10))), -1);
+    OutcomeTracker above({4, 1.0, 1.0, 0});
+    EXPECT_EQ(feed(above, join(join(repeat(5.0, 4), repeat(6.0, 10)), {6.5})), 14);
+    EXPECT_EQ(above.outcome(), "diverged");
+}
+
+TEST(Outcomes, DivergenceRuleStartsExactlyAtTheEndOfWarmup) {
+    // The rise of SustainedRise passes the margin at step 53: with warmup 53 it stops there, with
+    // warmup 54 one step later; with warmup 100 at step 100.
+    for (int warmup : {53, 54, 100}) {
+        OutcomeTracker t({20, 1.0, 1.0, warmup});
+        EXPECT_EQ(feed(t, join(repeat(5.0, 40), repeat(6.5, 100))), warmup) << "warmup " << warmup;
+        EXPECT_EQ(t.outcome(), "diverged");
+    }
 }
 
 TEST(Outcomes, DecreasingLossNeverStops) {
@@ -69,13 +123,36 @@ TEST(Outcomes, DecreasingLossNeverStops) {
     for (int i = 0; i < 500; i++) losses.push_back(8.3 * std::exp(-i / 100.0) + 4.0);
     EXPECT_EQ(feed(t, losses), -1);
     EXPECT_EQ(t.spikes(), 0);
+    EXPECT_EQ(t.extremes().max_loss_step, 1) << "step 0 does not count";
+    EXPECT_EQ(t.extremes().max_loss, losses[1]);
+}
+
+TEST(Outcomes, ExtremesOfARunWithoutStepsAfterZeroOrStatsAreUnknown) {
+    OutcomeTracker t({20, 1.0, 1.0, 0});
+    EXPECT_EQ(t.observe(9.0, 1.0), "");
+    EXPECT_TRUE(std::isnan(t.extremes().max_loss));
+    EXPECT_EQ(t.extremes().max_loss_step, -1);
+    EXPECT_TRUE(std::isnan(t.extremes().max_attn_logit));
+    EXPECT_TRUE(std::isnan(t.extremes().max_mean_abs_L));
+}
+
+TEST(Outcomes, StatsExtremesAreTheLargestLogged) {
+    OutcomeTracker t({20, 1.0, 1.0, 0});
+    t.observe_stats({3.0, 40.0, 2.0}, 1.5);
+    t.observe_stats({5.0, 7.0, NAN}, 0.5);
+    t.observe_stats({1.0, 2.0, 3.0}, 12.0);
+    EXPECT_EQ(t.extremes().max_attn_logit, 40.0);
+    EXPECT_EQ(t.extremes().max_mean_abs_L, 12.0);
 }
 
 TEST(Outcomes, NonFiniteLossOrGradientNormStopsAtOnce) {
     OutcomeTracker a({20, 1.0, 1.0, 0});
     EXPECT_EQ(a.observe(5.0, 1.0), "");
+    EXPECT_EQ(a.observe(6.0, 1.0), "");
     EXPECT_EQ(a.observe(NAN, 1.0), "loss is nan");
     EXPECT_EQ(a.outcome(), "nonfinite");
+    EXPECT_EQ(a.extremes().max_loss, 6.0) << "the highest finite loss";
+    EXPECT_EQ(a.extremes().max_loss_step, 1);
     OutcomeTracker b({20, 1.0, 1.0, 50});
     EXPECT_EQ(b.observe(INFINITY, 1.0), "loss is inf") << "also during warmup";
     OutcomeTracker c({20, 1.0, 1.0, 0});
