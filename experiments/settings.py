@@ -55,8 +55,13 @@ SETTINGS = [
             "-train_data"),
     Setting("val_data", COMPACT_DATA["val_data"], str, TRAINING, "validation shards (a glob)", "-val_data",
             "-val_data"),
-    Setting("lr_from", None, str, TRAINING,
-            "without --lr: the edge-of-stability learning rate of the E1 sweep in this folder"),
+    Setting("lr_from", None, str, TRAINING, "without --lr: the learning rates from the E1 sweep in this folder, by "
+            "--lr-from-rule"),
+    Setting("lr_from_rule", "edge", str, TRAINING, "edge: Pre-LN's edge of stability there, one lr for every run "
+            "(E3); best: each configuration's best lr there (E2)"),
+    Setting("lr_extend", 0, int, TRAINING,
+            "1 = after the grid, add learning rates by half decades until it brackets every Pre- and Peri-LN edge "
+            "(E1's rule, docs/experiments.md), running each addition", low=0, high=2),
     # ./eval's settings.
     Setting("eval_B", 8, int, EVALUATION, "./eval's batch (sequences of T tokens)", None, "-B", low=1),
     Setting("diag_batches", 1, int, EVALUATION, "batches of the per-layer diagnostics", None, "-diag_batches", low=0),
