@@ -11,7 +11,7 @@ import os
 
 from . import e1, e2, reports, stats
 from .claim_rows import ALPHA, CLAIMS, verdict
-from .grid import make_grid
+from .grid import InputError, make_grid
 from .tables import on_grid, p_value, table
 
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
@@ -99,14 +99,22 @@ def claims_markdown(lines):
     return DOC.format(table="\n".join(lines), alpha=ALPHA)
 
 
-def main(repo):
-    """--claims: writes docs/claims.md and README.md's claims table."""
-    docs = os.path.join(repo, "docs")
+def main(repo, docs=None):
+    """--claims: writes docs/claims.md and README.md's claims table; with `docs`, DIR/claims.md of
+    the tables published there only."""
+    readme = docs is None or os.path.realpath(docs) == os.path.realpath(os.path.join(repo, "docs"))
+    docs = docs or os.path.join(repo, "docs")
+    for name in ("e1", "e2", "e3"):
+        if not os.path.isfile(os.path.join(docs, f"{name}_results.csv")):
+            raise InputError(f"--claims: no {os.path.join(docs, name + '_results.csv')} (publish the experiments first)")
     lines = claims_table(docs)
     reports.write_text(os.path.join(docs, "claims.md"), claims_markdown(lines))
+    if not readme:
+        print(f"claims: {os.path.join(docs, 'claims.md')}")
+        return 0
     path = os.path.join(repo, "README.md")
     with open(path, encoding="utf-8") as f:
-        readme = f.read()
-    reports.write_text(path, readme_with_table(readme, lines))
+        text = f.read()
+    reports.write_text(path, readme_with_table(text, lines))
     print(f"claims: {os.path.join(docs, 'claims.md')}, {path} (between {BEGIN} and {END})")
     return 0

@@ -8,7 +8,7 @@ import shlex
 import sys
 import time
 
-from . import checks, claims, collect, e1, reports, runner
+from . import checks, claims, collect, e1, intervene, reports, runner
 from .grid import InputError, fmt_num, make_grid, parse_list, value_text
 from .results import ResultsError, load, read_json
 from .tables import on_grid
@@ -33,6 +33,9 @@ def parser(doc):
                         "of published tables PREFIX_results.csv, ... (settings from the preset that publishes there)")
     a.add_argument("--claims", action="store_true",
                    help="write docs/claims.md and README's claims table from the published tables docs/e*_*.csv")
+    a.add_argument("--docs", metavar="DIR",
+                   help="with --claims: the published tables DIR/e1_*, DIR/e2_*, DIR/e3_* instead, and only "
+                        "DIR/claims.md written (README's table is docs/'s)")
     a.add_argument("--no-figures", action="store_true", help="tables and reports only")
     a.add_argument("--dry-run", action="store_true", help="print the commands, run and write nothing")
     groups = {name: p.add_argument_group(title) for name, title in GROUP_TITLES.items()}
@@ -208,8 +211,10 @@ def main(argv, doc, script):
     a = p.parse_args(argv)
     given = [s.name for s in SETTINGS if getattr(a, s.name) is not None]
     try:
+        if a.docs and not a.claims:
+            raise InputError("--docs: only with --claims")
         if a.claims:
-            return claims.main(REPO)
+            return claims.main(REPO, os.path.abspath(a.docs) if a.docs else None)
         if a.report and not os.path.isdir(a.report):
             if not os.path.isfile(a.report + "_results.csv"):
                 raise InputError(f"--report {a.report}: neither a sweep's output folder nor published tables "
@@ -269,6 +274,9 @@ def run(s, a, argv, script):
         runner.write_json(os.path.join(s.out, "sweep.json"), saved)
         every = argparse.Namespace(**{**vars(s), **{k: saved[k] for k in GRID_SETTINGS}})
         failed = execute(s, pending(make_grid(every)), jobs)
+    if s.intervene and not failed:
+        intervene.intervene(every, make_grid(every), intervene.K, lambda run, model, out: runner.eval_command(
+            every, run, model, out, eval_batches=1))
     report(every, s.out, make_grid(every), draw=not a.no_figures)
     return 1 if failed else 0
 

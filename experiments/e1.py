@@ -35,8 +35,9 @@ LR_FLOOR, LR_CEILING = 1e-5, 3.0
 
 def failed(rows):
     """Per run (a boolean Series): did it fail (FAIL_SHARE)? A run without both baselines is
-    judged by its outcome alone."""
-    margin = FAIL_SHARE * (rows.unigram_ce - rows.bigram_ce)
+    judged by its outcome alone; where bigram_ce is not below unigram_ce (data without bigram
+    structure) the margin is 0."""
+    margin = (FAIL_SHARE * (rows.unigram_ce - rows.bigram_ce)).clip(lower=0)
     short = (rows.val_loss > rows.unigram_ce - margin) & margin.notna()
     return (rows.outcome != "ok") | short
 

@@ -100,7 +100,8 @@ def depth_fit(runs, stage_profiles, stage, quantity):
                 p_linear_p=stats.coefficient_test(power, 1, 1.0), p_quadratic_p=stats.coefficient_test(power, 1, 2.0),
                 exp_alone_r=float(law["exponential"][0][1]), power_alone_p=float(power[0][1]),
                 aicc_exponential=aicc["exponential"], aicc_power=aicc["power"],
-                preferred="exponential" if aicc["exponential"] < aicc["power"] else "power")
+                preferred=None if None in aicc.values() else
+                "exponential" if aicc["exponential"] < aicc["power"] else "power")
 
 
 def depth_fits(runs, tables):
@@ -275,7 +276,7 @@ def report(s, runs, tables):
                     "p alone", "p of p = 1", "p of p = 2", "preferred"],
                    [[short_label(f.ln, f.dt), f.stage, f.quantity, f.runs, f.depths, interval(f.r, f.r_low, f.r_high),
                      number(f.r_p, ".2g"), f"{number(f.power_alone_p)}", number(f.p_linear_p, ".2g"),
-                     number(f.p_quadratic_p, ".2g"), f.preferred] for f in across.itertuples()])
+                     number(f.p_quadratic_p, ".2g"), f.preferred or "— (too few runs)"] for f in across.itertuples()])
     fits = within_fits(runs, tables)
     lines += within_lines(fits)
     lines += pair_lines(runs, tables)

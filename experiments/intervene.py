@@ -23,6 +23,9 @@ from .collect import RUN_KEYS, run_keys, write_csv
 from .grid import InputError, fmt_num
 from .results import read_json
 
+# The factors of the intervention (docs/experiments.md, E2): 1 is the trained model itself,
+# evaluated alike.
+K = (0.5, 1.0, 2.0, 4.0)
 MAGIC, HEADER_WORDS = 20240326, 256
 PLACEMENTS = {0: "pre", 1: "post", 2: "peri"}
 SCALED = ("attprojw", "attprojb", "fcprojw", "fcprojb")
