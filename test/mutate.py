@@ -39,6 +39,7 @@ FAST = dict(targets=["train", "build/test_fast_ops", "build/test_gradcheck_ops"]
             runs=["build/test_fast_ops", "build/test_gradcheck_ops", "build/test_cli"])
 KERNELS = dict(targets=["build/emu/cuda_test_kernels"], runs=[EMU_KERNELS])
 EXPERIMENTS = dict(targets=[], runs=["build/test_experiments"])  # Python: nothing to rebuild
+OUTCOMES = dict(targets=["build/test_outcomes", "train"], runs=["build/test_outcomes"])
 
 # (name, what the bug is, file, exact text, replacement, targets and runs). A bug in an op that
 # has a textbook version (cpu_ops.h, what the double-precision checks run) and a fast one
@@ -103,6 +104,37 @@ MUTANTS = [
      EXPERIMENTS),
     ("welch-pooled-variance", "Welch's test with a pooled variance (Student's t-test)", "experiments/stats.py",
      "stats.ttest_ind(x, y, equal_var=False)", "stats.ttest_ind(x, y, equal_var=True)", EXPERIMENTS),
+    ("outcome-diverge-inclusive", "a window mean exactly at the divergence margin stops the run", "training.h",
+     "mean > best_mean_ + rules_.diverge_rise", "mean >= best_mean_ + rules_.diverge_rise", OUTCOMES),
+    ("outcome-spike-inclusive", "a loss exactly on the spike line starts a spike", "training.h",
+     "            if (loss > line) {", "            if (loss >= line) {", OUTCOMES),
+    ("outcome-warmup-late", "the divergence rule starts one step after warmup", "training.h",
+     "step >= rules_.warmup && mean", "step > rules_.warmup && mean", OUTCOMES),
+    ("outcome-spikes-blind-in-warmup", "spikes counted only once W ordinary steps exist (the old rule)", "training.h",
+     "        if (!reference_.empty()) {", "        if ((int)reference_.size() == rules_.window) {", OUTCOMES),
+    ("outcome-max-loss-step-0", "max_loss counts step 0, the loss at initialisation", "training.h",
+     "if (step > 0 && std::isfinite(loss)", "if (step >= 0 && std::isfinite(loss)", OUTCOMES),
+    ("outcome-collapse-exclusive", "a final loss equal to unigram_ce is ok, not collapsed", "training.h",
+     'return val_loss >= unigram_ce ? "collapsed" : "ok";', 'return val_loss > unigram_ce ? "collapsed" : "ok";',
+     OUTCOMES),
+    ("holm-without-running-max", "Holm's adjusted p-values without the running maximum (not monotone)",
+     "experiments/stats.py", "running = max(running, min(1.0, (m - rank) * p[i]))",
+     "running = min(1.0, (m - rank) * p[i])", EXPERIMENTS),
+    ("edge-below-best", "the edge counts failures below the best learning rate (a slow run read as unstable)",
+     "experiments/stats.py", "above = sorted(lr for lr in failed if lr >= best)", "above = sorted(failed)",
+     EXPERIMENTS),
+    ("fail-margin-inclusive", "a run exactly a quarter of the way to bigram_ce counts as failed", "experiments/e1.py",
+     "short = (rows.val_loss > rows.unigram_ce - margin)", "short = (rows.val_loss >= rows.unigram_ce - margin)",
+     EXPERIMENTS),
+    ("gate-exclusive", "a run exactly 0.75 nats below unigram_ce misses E2's gate", "experiments/e2.py",
+     "(rows.val_loss <= rows.unigram_ce - GATE)", "(rows.val_loss < rows.unigram_ce - GATE)", EXPERIMENTS),
+    ("intersection-smallest-p", "a claim that needs several things takes the smallest p of its parts",
+     "experiments/claim_rows.py", "return Primary(max(p.p for p in parts), CLAIMED",
+     "return Primary(min(p.p for p in parts), CLAIMED", EXPERIMENTS),
+    ("verdict-ignores-direction", "a significant effect against the claim reads as support",
+     "experiments/claim_rows.py",
+     'return "**supported**" if primary.direction == CLAIMED else "**not supported**"',
+     'return "**supported**"', EXPERIMENTS),
     ("local-text-uses-tiktoken", "prepare_data.py tokenises local text with tiktoken when installed",
      "prepare_data.py", "for document_tokens in tokenize_documents(documents, vocab, args.workers):",
      'for document_tokens in tokenize_documents(documents, vocab, args.workers, has_module("tiktoken")):',

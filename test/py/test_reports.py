@@ -303,14 +303,15 @@ class Summary(unittest.TestCase):
 
 class Published(unittest.TestCase):
     """`sweep.py --report PREFIX` on copies of the published tables docs/eN_{results,layers,init_layers}.csv
-    writes the published reports docs/eN_experiment.md, docs/eN_results.md and the experiment's CSV
-    byte for byte: they are what the tables say."""
+    (with the settings docs/eN_sweep.json and E2's intervention when published) writes the published
+    reports docs/eN_experiment.md, docs/eN_results.md and the experiment's CSVs byte for byte: they are
+    what the tables say."""
 
     def test_reports_regenerate_from_the_published_tables(self):
         docs = os.path.join(REPO, "docs")
         with tempfile.TemporaryDirectory() as tmp:
             for name in ("e1", "e2", "e3"):
-                for table in ("results.csv", "layers.csv", "init_layers.csv"):
+                for table in ("results.csv", "layers.csv", "init_layers.csv", "intervention.csv", "sweep.json"):
                     if os.path.exists(os.path.join(docs, f"{name}_{table}")):
                         shutil.copy(os.path.join(docs, f"{name}_{table}"), os.path.join(tmp, f"{name}_{table}"))
                 with contextlib.redirect_stdout(io.StringIO()):
