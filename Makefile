@@ -213,6 +213,12 @@ $(EMU_SRC)/%: % $(SIMT)/rewrite_cuda.py
 	@mkdir -p $(@D)
 	python3 $(SIMT)/rewrite_cuda.py $< $@
 
+# tensor_cores.cuh wraps PTX (mma.sync, ldmatrix) that no CPU runs: the emulated build compiles
+# the SIMT layer's version of it instead, the same functions implemented in tensor_cores.cpp.
+$(EMU_SRC)/tensor_cores.cuh: $(SIMT)/tensor_cores.cuh $(SIMT)/rewrite_cuda.py
+	@mkdir -p $(@D)
+	python3 $(SIMT)/rewrite_cuda.py $< $@
+
 $(EMU)/simt/%.o: $(SIMT)/%.cpp $(wildcard $(SIMT)/*.h)  # the emulator's hot path: -O2
 	@mkdir -p $(@D)
 	$(EMU_CXX) $(EMU_CXXFLAGS) -O2 -c $< -o $@
