@@ -549,14 +549,17 @@ TYPED_TEST(Kernel, MatmulBackward) {
     }
 }
 
-// Attention shapes (B, T, C, NH): T = 1, 17 and 33 leave the last 16-row tile partly or mostly
-// empty, head sizes 12 (padded to one 16-wide tile) and 64 (four tiles), several heads and
-// sequences so that head and batch offsets into qkv are exercised.
+// Attention shapes (B, T, C, NH). In bf16 the head sizes 12, 16 and 64 run on the tensor cores
+// (12 padded to 16), 20 and 300 on the exact kernels (300 in two passes of 256 channels), as fp32
+// always does. T = 1, 17, 33, 100 and 130 leave the last 64-row tile partly or mostly empty and
+// give one, two and three tiles (tiles below the diagonal, and the diagonal's mask); several heads
+// and sequences exercise the head and batch offsets into qkv.
 struct AttentionShape {
     int B, Tn, C, NH;
 };
-constexpr AttentionShape kAttentionShapes[] = {{2, 1, 24, 2}, {2, 17, 48, 4}, {1, 33, 24, 2}, {1, 17, 64, 1},
-                                               {2, 33, 128, 2}};
+constexpr AttentionShape kAttentionShapes[] = {{2, 1, 24, 2},  {2, 17, 48, 4},  {1, 33, 24, 2}, {1, 17, 64, 1},
+                                               {2, 33, 128, 2}, {2, 100, 128, 2}, {1, 130, 32, 2}, {2, 33, 40, 2},
+                                               {1, 9, 600, 2}};
 
 std::string describe(const AttentionShape& s) {
     return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.Tn) + " hs=" + std::to_string(s.C / s.NH) +
