@@ -280,6 +280,22 @@ $(COUNT)/traffic_test: $(COUNT)/traffic_test.o $(COUNT_OBJECTS)
 
 test: $(if $(EMU_TEST_BINS),$(COUNT)/traffic_test)
 
+# The sm_90 PTX and ptxas report of the kernels whose instructions and resources the cost model
+# declares (test/ptx_kernels.cu), which traffic_test checks the declarations against; without
+# nvcc those checks skip.
+PTX := $(BUILD)/ptx
+ifneq ($(NVCC),)
+$(PTX)/kernels_sm90.ptx: test/ptx_kernels.cu $(CUDA_SOURCES)
+	@mkdir -p $(@D)
+	$(NVCC) -O3 -std=c++17 -arch=sm_90 -I. -ptx -o $@ $<
+
+$(PTX)/kernels_sm90.ptxas: test/ptx_kernels.cu $(CUDA_SOURCES)
+	@mkdir -p $(@D)
+	$(NVCC) -O3 -std=c++17 -arch=sm_90 -I. -cubin -Xptxas -v -o $(PTX)/kernels_sm90.cubin $< 2> $@.tmp && mv $@.tmp $@
+
+test: $(PTX)/kernels_sm90.ptx $(PTX)/kernels_sm90.ptxas
+endif
+
 # Native build (needs the CUDA runtime library, found in the CUDA backend block).
 ifneq ($(CUDA_LINK),)
 CUDA_TEST_BINS := $(patsubst test/%.cu,$(BUILD)/cuda/%,$(CUDA_TEST_SOURCES))

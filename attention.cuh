@@ -277,31 +277,100 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
 
 // The (query, key) pairs of causal attention, t' ≤ t, over the B·NH heads.
 inline double attention_pairs(int B, int Tn, int NH) { return (double)B * NH * Tn * (Tn + 1.0) / 2; }
-// The (query tile, key tile) pairs the tensor-core kernels visit: the ⌈T/64⌉·(⌈T/64⌉ + 1)/2 on
-// and below the diagonal of each head.
-inline double attention_tile_pairs(int B, int Tn, int NH) {
-    const double tiles = ceil_div(Tn, ATTENTION_ROWS);
-    return (double)B * NH * tiles * (tiles + 1) / 2;
-}
-
 // Whether attention_forward and attention_backward run the tensor-core kernels.
 template <typename T>
 bool attention_uses_mma(int C, int NH) {
     return with_mma_head_size<T>(C, NH, [](auto) {});
 }
 
+// The cost model's view of a tensor-core kernel (cost_model.h), from its structure in
+// attention_mma.cuh: per warp, the warp instructions and shared-memory wavefronts of one tile
+// of its walk off the diagonal (the loop), and of everything else a block does once (the tile on
+// the diagonal with its mask, loading its own rows, storing the results); ptxas's resources.
+// test/traffic_test.cu checks the loop against the inner loop of the kernel's sm_90 PTX, the
+// wavefronts against the emulator's count and the resources against ptxas.
+struct MmaTileCosts {
+    double loop_instructions, rest_instructions, loop_wavefronts, rest_wavefronts;
+    KernelResources resources;
+};
+
+enum class AttentionKernel { Forward, BackwardDq, BackwardDkDv };
+
+// ptxas -v for sm_90 (the registers; shared memory is the kernel's static tiles), by head size.
+inline KernelResources mma_attention_resources(AttentionKernel kernel, int hs) {
+    const int threads = ATTENTION_WARPS * WARP_SIZE, tile = ATTENTION_ROWS * ((hs + 15) / 16 * 16 + 8) * 2;
+    const int shared = 2 * tile + (kernel == AttentionKernel::BackwardDkDv ? 2 * ATTENTION_ROWS * 4 : 0);
+    const int registers[3][4] = {{63, 78, 79, 159}, {48, 72, 80, 168}, {64, 80, 87, 240}};  // hs 8, 12, 16, 64
+    const int column = hs == 8 ? 0 : hs == 12 ? 1 : hs == 16 ? 2 : 3;
+    return {threads, registers[(int)kernel][column], shared};
+}
+
+inline MmaTileCosts mma_attention_costs(AttentionKernel kernel, int hs) {
+    const int padded = (hs + 15) / 16 * 16, chunks = padded / 16, n_tiles = padded / 8;
+    const int load_bytes = (2 * hs) % 16 == 0 ? 16 : (2 * hs) % 8 == 0 ? 8 : (2 * hs) % 4 == 0 ? 4 : 2;
+    const double tile_loads = std::ceil(ATTENTION_ROWS * 2.0 * hs / load_bytes / (ATTENTION_WARPS * WARP_SIZE));
+    const double scores = ATTENTION_ROWS * ATTENTION_WARP_ROWS / WARP_SIZE;  // 32 per lane
+    // Building blocks, per warp: s = a·tileᵀ (zeroed accumulators, an ldmatrix with its address
+    // per two n8 tiles and k16 chunk, an mma per n8 tile and chunk); acc += p·tile (p packed to
+    // bf16 pairs, an ldmatrix per two n8 tiles of the head and 16 rows, an mma per n8 tile);
+    // loading a tile (per round of 128 threads: the load, the store, 4 of address and clamping).
+    const double rows_product = scores + 4 * chunks * 2 + 8 * chunks;
+    const double acc_product = scores / 2 + 4 * (n_tiles / 2) * 2 + 4 * n_tiles;
+    const double rows_waves = 4 * chunks * 4, acc_waves = 4 * (n_tiles / 2) * 4;  // ldmatrix .x4: 4 each
+    const double tile_load = tile_loads * 6, tile_waves = tile_loads * load_bytes / 4;  // per warp
+    const double loop_overhead = 6;  // two barriers, the loop's counter and branch
+    double loop = 0, waves = 0, rest = 0, rest_waves = 0;
+    // Once per block: the mask of the diagonal tile (index, comparison and selection per score),
+    // pointers and constants (about 100), and the results stored (per bf16 pair: the pack, the
+    // bounds, the address and the store).
+    const double mask = 4 * scores, setup = 100, stores = 2 * n_tiles * 8;
+    switch (kernel) {
+        case AttentionKernel::Forward:
+            // per score: max, fma, ex2 and the sum; per row: quad maximum and correction; o rescaled
+            loop = rows_product + acc_product + 4 * scores + 20 + 4 * n_tiles + 2 * tile_load + loop_overhead;
+            waves = rows_waves + acc_waves + 2 * tile_waves;
+            rest = mask + tile_load + chunks * 2 + setup + stores;  // q and its fragments
+            rest_waves = tile_waves + chunks * 4;
+            break;
+        case AttentionKernel::BackwardDq:
+            // per score: fma, ex2, the difference and the product
+            loop = 2 * rows_product + acc_product + 4 * scores + 2 * tile_load + loop_overhead;
+            waves = 2 * rows_waves + acc_waves + 2 * tile_waves;
+            rest = mask + 2 * tile_load + 2 * chunks * 2 + setup + stores;  // q, dout and their fragments
+            rest_waves = 2 * tile_waves + 2 * chunks * 4;
+            break;
+        case AttentionKernel::BackwardDkDv:
+            // per score: its query's lse and D from shared memory, fma, ex2, difference, product
+            loop = 2 * rows_product + 2 * acc_product + 6 * scores + 2 * tile_load + 10 + loop_overhead;
+            waves = 2 * rows_waves + 2 * acc_waves + 2 * tile_waves + 2 * scores + 1;  // lse and D: a request per score
+            rest = mask + 2 * tile_load + 2 * chunks * 2 + setup + 2 * stores;  // k, v and their fragments
+            rest_waves = 2 * tile_waves + 2 * chunks * 4;
+            break;
+    }
+    return {loop, loop + rest, waves, waves + rest_waves, mma_attention_resources(kernel, hs)};
+}
+
 // The FLOPs of one attention kernel: on the tensor cores `products` 64×64×padded-head products
-// per tile pair and about 6 FLOPs of softmax per score; in the exact kernels every (query, key)
-// pair costs 2·hs per dot product and per accumulated channel row (`row_ops` of them), on the
-// CUDA cores.
+// per tile pair and about 6 FLOPs of softmax per score, with the instructions, wavefronts and
+// resources of mma_attention_costs over the tiles the blocks walk; in the exact kernels every
+// (query, key) pair costs 2·hs per dot product and per accumulated channel row (`row_ops` of
+// them), on the CUDA cores.
 template <typename T>
 Traffic attention_kernel_traffic(const char* mma_kernel, const char* rows_kernel, double read, double written, int B,
-                                 int Tn, int C, int NH, int products, int row_ops) {
+                                 int Tn, int C, int NH, AttentionKernel kernel, int products, int row_ops) {
     const int hs = C / NH;
     if (attention_uses_mma<T>(C, NH)) {
-        const double pairs = attention_tile_pairs(B, Tn, NH), scores = (double)ATTENTION_ROWS * ATTENTION_ROWS;
+        const double tiles = ceil_div(Tn, ATTENTION_ROWS), blocks = (double)B * NH * tiles;
+        const double below = (double)B * NH * tiles * (tiles - 1) / 2;  // tile pairs off the diagonal
+        const double pairs = below + blocks, scores = (double)ATTENTION_ROWS * ATTENTION_ROWS;
         const double padded = (hs + 15) / 16 * 16;
-        return {mma_kernel, read, written, pairs * 6.0 * scores, pairs * products * 2.0 * scores * padded};
+        const MmaTileCosts c = mma_attention_costs(kernel, hs);
+        Traffic t{mma_kernel, read, written, pairs * 6.0 * scores, pairs * products * 2.0 * scores * padded};
+        t.warp_instructions = ATTENTION_WARPS * (below * c.loop_instructions + blocks * c.rest_instructions);
+        t.shared_wavefronts = ATTENTION_WARPS * (below * c.loop_wavefronts + blocks * c.rest_wavefronts);
+        t.resources = c.resources;
+        t.mma_sync = true;
+        return t;
     }
     return {rows_kernel, read, written, attention_pairs(B, Tn, NH) * (row_ops * 2.0 * hs + 6.0), 0};
 }
@@ -313,7 +382,8 @@ template <typename T>
 Launches attention_forward_traffic(int B, int Tn, int C, int NH) {
     const double n = (double)B * Tn, rows = (double)attention_saved_size(B, Tn, NH);
     return {attention_kernel_traffic<T>("attention_forward_mma_kernel", "attention_forward_rows_kernel",
-                                        n * 3 * C * sizeof(T), n * C * sizeof(T) + 4 * rows, B, Tn, C, NH, 2, 2)};
+                                        n * 3 * C * sizeof(T), n * C * sizeof(T) + 4 * rows, B, Tn, C, NH,
+                                        AttentionKernel::Forward, 2, 2)};
 }
 
 // Traffic of attention_backward: D from dout and out; the dq kernel reads qkv, dout, lse and D,
@@ -326,9 +396,9 @@ Launches attention_backward_traffic(int B, int Tn, int C, int NH) {
     const double inputs = n * 4 * C * e + 8 * rows;  // qkv, dout, lse, D
     return {{"attention_delta_kernel", 2 * n * C * e, 4 * rows, 2 * n * C},
             attention_kernel_traffic<T>("attention_backward_dq_mma_kernel", "attention_backward_dq_rows_kernel",
-                                        inputs, n * C * e, B, Tn, C, NH, 3, 3),
+                                        inputs, n * C * e, B, Tn, C, NH, AttentionKernel::BackwardDq, 3, 3),
             attention_kernel_traffic<T>("attention_backward_dkdv_mma_kernel", "attention_backward_dkdv_rows_kernel",
-                                        inputs, 2 * n * C * e, B, Tn, C, NH, 4, 4)};
+                                        inputs, 2 * n * C * e, B, Tn, C, NH, AttentionKernel::BackwardDkDv, 4, 4)};
 }
 
 }  // namespace gpu
