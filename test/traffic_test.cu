@@ -611,9 +611,12 @@ TEST(Ptx, AttentionKernelsAsDeclared) {
 // recorded from that commit's sm_90 PTX and ptxas report (docs/cuda.md, "The cost model"): per
 // 16×16 tile pair, the warp instructions of the tile loop (its inner loops counted as often as
 // they run: each load of a 16-row tile is 8 passes of a 96-instruction loop, the softmax loop one
-// pass of 635 on 16 lanes, ...), and the shared-memory wavefronts (2-byte tile stores, the
-// softmax's 8-way conflicts on 64-byte rows, WMMA loads at 128- and 256-byte row strides, 8-way);
-// 72 registers and 19.6 KB of shared memory per one-warp block.
+// pass of 635 on 16 lanes, ...), and the shared-memory wavefronts counted by hand from the same
+// structure: the 2-byte tile stores (one wavefront each), the forward softmax's 16 lanes reading
+// rows of 16 floats (8-way) and storing p (4-way), WMMA's tiles of 16 rows 128 bytes apart read
+// as ldmatrix does (8-way: 32 wavefronts a tile) and its fp32 accumulators 256 bytes apart read
+// and stored 8 bytes a lane (4-way: 32), the element-wise passes (conflict-free, one wavefront per
+// access); 72 registers and 19.6 KiB of shared memory per one-warp block.
 struct OldAttentionKernel {
     const char* name;
     double instructions_per_tile_pair, wavefronts_per_tile_pair, products;
@@ -623,9 +626,9 @@ struct OldAttentionKernel {
 TEST(CostModel, RatesTheOldAttentionKernelsAtSeveralTimesTheirRoofline) {
     const int B = 16, Tn = 1024, C = 768, NH = 12, hs = C / NH;
     const double tiles = Tn / 16, pairs = (double)B * NH * tiles * (tiles + 1) / 2, n = (double)B * Tn;
-    const OldAttentionKernel old[] = {{"forward", 2811, 1160, 2, 3 * C * 2, C * 2 + NH * 4},
-                                      {"backward dq", 2545, 1250, 3, 4 * C * 2 + NH * 8, C * 2},
-                                      {"backward dk/dv", 2797, 1700, 4, 4 * C * 2 + NH * 8, 2 * C * 2}};
+    const OldAttentionKernel old[] = {{"forward", 2811, 1170, 2, 3 * C * 2, C * 2 + NH * 4},
+                                      {"backward dq", 2545, 1090, 3, 4 * C * 2 + NH * 8, C * 2},
+                                      {"backward dk/dv", 2797, 1510, 4, 4 * C * 2 + NH * 8, 2 * C * 2}};
     for (const OldAttentionKernel& k : old) {
         Traffic t{k.name, n * k.read_per_row, n * k.written_per_row, pairs * 6.0 * 256, pairs * k.products * 2.0 * 256 * hs};
         t.warp_instructions = pairs * k.instructions_per_tile_pair;
