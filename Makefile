@@ -213,6 +213,12 @@ $(EMU_SRC)/%: % $(SIMT)/rewrite_cuda.py
 	@mkdir -p $(@D)
 	python3 $(SIMT)/rewrite_cuda.py $< $@
 
+# tensor_cores.cuh wraps PTX (mma.sync, ldmatrix) that no CPU runs: the emulated build compiles
+# the SIMT layer's version of it instead, the same functions implemented in tensor_cores.cpp.
+$(EMU_SRC)/tensor_cores.cuh: $(SIMT)/tensor_cores.cuh $(SIMT)/rewrite_cuda.py
+	@mkdir -p $(@D)
+	python3 $(SIMT)/rewrite_cuda.py $< $@
+
 $(EMU)/simt/%.o: $(SIMT)/%.cpp $(wildcard $(SIMT)/*.h)  # the emulator's hot path: -O2
 	@mkdir -p $(@D)
 	$(EMU_CXX) $(EMU_CXXFLAGS) -O2 -c $< -o $@
@@ -273,6 +279,22 @@ $(COUNT)/traffic_test: $(COUNT)/traffic_test.o $(COUNT_OBJECTS)
 	$(EMU_CXX) $^ -o $@ -lgtest -lgtest_main -lgomp -pthread $(LDLIBS)
 
 test: $(if $(EMU_TEST_BINS),$(COUNT)/traffic_test)
+
+# The sm_90 PTX and ptxas report of the kernels whose instructions and resources the cost model
+# declares (test/ptx_kernels.cu), which traffic_test checks the declarations against; without
+# nvcc those checks skip.
+PTX := $(BUILD)/ptx
+ifneq ($(NVCC),)
+$(PTX)/kernels_sm90.ptx: test/ptx_kernels.cu $(CUDA_SOURCES)
+	@mkdir -p $(@D)
+	$(NVCC) -O3 -std=c++17 -arch=sm_90 -I. -ptx -o $@ $<
+
+$(PTX)/kernels_sm90.ptxas: test/ptx_kernels.cu $(CUDA_SOURCES)
+	@mkdir -p $(@D)
+	$(NVCC) -O3 -std=c++17 -arch=sm_90 -I. -cubin -Xptxas -v -o $(PTX)/kernels_sm90.cubin $< 2> $@.tmp && mv $@.tmp $@
+
+test: $(PTX)/kernels_sm90.ptx $(PTX)/kernels_sm90.ptxas
+endif
 
 # Native build (needs the CUDA runtime library, found in the CUDA backend block).
 ifneq ($(CUDA_LINK),)

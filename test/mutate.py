@@ -38,6 +38,7 @@ REFERENCE = dict(targets=["build/test_gradcheck_ops", "build/test_golden", "buil
 FAST = dict(targets=["train", "build/test_fast_ops", "build/test_gradcheck_ops"],
             runs=["build/test_fast_ops", "build/test_gradcheck_ops", "build/test_cli"])
 KERNELS = dict(targets=["build/emu/cuda_test_kernels"], runs=[EMU_KERNELS])
+TENSOR_CORES = dict(targets=["build/emu/cuda_test_tensor_cores"], runs=["SIMT_ORDER=forward:build/emu/cuda_test_tensor_cores"])
 EXPERIMENTS = dict(targets=[], runs=["build/test_experiments"])  # Python: nothing to rebuild
 
 # (name, what the bug is, file, exact text, replacement, targets and runs). A bug in an op that
@@ -83,6 +84,19 @@ MUTANTS = [
           runs=["build/test_gradcheck_ops", "build/test_optimizer"])),
     ("adamw-eps-kernel", "AdamW's eps inside the square root, m/sqrt(v + eps) (CUDA kernel)", "adamw.cuh",
      "(m_hat / (sqrtf(v_hat) + h.eps)", "(m_hat / sqrtf(v_hat + h.eps)", KERNELS),
+    ("attention-mma-unmasked", "the tensor-core forward leaves its diagonal tile unmasked (keys after the query count)",
+     "attention_mma.cuh", "        if (diagonal) mask_future_keys(s, row0, k0);\n", "", KERNELS),
+    ("attention-mma-no-rescale", "the tensor-core forward does not rescale o when a row's maximum grows",
+     "attention_mma.cuh",
+     "            for (int n = 0; n < S::n_tiles; n++) o[n][2 * half] *= correction, o[n][2 * half + 1] *= correction;\n",
+     "", KERNELS),
+    ("mma-emulated-a-registers", "the emulated mma.sync reads A's registers 1 and 2 swapped", "test/simt/tensor_cores.cpp",
+     "reg = row / 8 + 2 * (k / 8);", "reg = 2 * (row / 8) + k / 8;", TENSOR_CORES),
+    ("ldmatrix-emulated-untransposed", "the emulated ldmatrix .trans returns the matrix untransposed",
+     "test/simt/tensor_cores.cpp", "s.transpose ? element(rows[2 * t], g) : element(rows[g], 2 * t)",
+     "element(rows[g], 2 * t)", TENSOR_CORES),
+    ("wte-run-one-piece", "a run of equal tokens over several chunks gets only the next chunk's piece", "encoder.cuh",
+     "        if (next_last + 1 >= N || key_token(keys[next_last + 1]) != token) break;", "        break;", KERNELS),
     ("exp-fast-coefficient", "exp_fast's r^4 coefficient 1/25 instead of 1/24", "cpu_fast_ops.h",
      "p = p * r + 1.0f / 24;", "p = p * r + 1.0f / 25;", FAST),
     ("cuda-falls-back-to-cpu", "-device cuda without a device silently trains on the CPU", "setup.h",
