@@ -2,7 +2,7 @@
 """Mutation check of the test suite: does each planted bug make a test fail?
 
 Run by hand from the repository root, after `make test` has built everything once (not part of
-`make test` or CI; it takes about half an hour on 2 cores):
+`make test` or CI; it takes about an hour on 2 cores):
 
     python3 test/mutate.py              every mutant
     python3 test/mutate.py NAME...      only those (the names are in the table below)
