@@ -8,7 +8,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <string>
 
 #include "paths.h"
@@ -30,15 +29,6 @@ std::string error_of(Check check) {
         return e.what();
     }
     return "no error";
-}
-
-// The names in `folder`, as one sorted string "a b c".
-std::string listing(const std::string& folder) {
-    std::set<std::string> names;
-    for (const auto& entry : std::filesystem::directory_iterator(folder)) names.insert(entry.path().filename());
-    std::string joined;
-    for (const std::string& name : names) joined += (joined.empty() ? "" : " ") + name;
-    return joined;
 }
 
 }  // namespace

@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -65,15 +64,6 @@ std::vector<int> read_shard(const std::string& path, uint32_t tokenizer = gpt2()
     for (size_t i = 0; i < tokens.size(); i++)
         tokens[i] = *reinterpret_cast<const uint16_t*>(shard.data() + 1024 + 2 * i);
     return tokens;
-}
-
-// The names of the files in `folder`, sorted and joined by spaces.
-std::string listing(const std::string& folder) {
-    std::set<std::string> names;
-    for (const auto& entry : std::filesystem::directory_iterator(folder)) names.insert(entry.path().filename());
-    std::string joined;
-    for (const std::string& name : names) joined += (joined.empty() ? "" : " ") + name;
-    return joined;
 }
 
 // [EOT] followed by the ids of each document, in order.
