@@ -53,7 +53,7 @@ inline std::optional<FileId> descriptor_id(int fd) {
 
 // A file a command reads: how messages name it ("the -tokenizer file data/gpt2_tokenizer.bin",
 // "standard input") and which file it is.
-struct InputFile {
+struct CommandInput {
     std::string name;
     std::optional<FileId> id;
 };
@@ -61,9 +61,9 @@ struct InputFile {
 // Throws InputError when the output named `output_name`, with identity `output`, is one of
 // `inputs`: writing it would replace what the command reads.
 inline void check_not_an_input(const std::string& output_name, const std::optional<FileId>& output,
-                               const std::vector<InputFile>& inputs) {
+                               const std::vector<CommandInput>& inputs) {
     if (!output) return;
-    for (const InputFile& input : inputs)
+    for (const CommandInput& input : inputs)
         if (input.id && *input.id == *output)
             throw InputError(output_name + " is " + input.name + ": an output cannot replace an input");
 }

@@ -56,7 +56,7 @@ static Options parse_options(int argc, char** argv) {
 // tokenizer file or standard input, compared as files, not names) and a -shard file that cannot
 // be created; all before any work.
 static void check_outputs(const Options& options) {
-    const std::vector<InputFile> inputs = {
+    const std::vector<CommandInput> inputs = {
         {"the -tokenizer file " + options.tokenizer_path, file_id(options.tokenizer_path)},
         {"standard input", descriptor_id(0)},
     };

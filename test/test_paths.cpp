@@ -60,7 +60,7 @@ TEST(Paths, RefusesAnOutputThatIsAnInput) {
     write_file(folder + "model.bin", "m");
     write_file(folder + "other.bin", "o");
     std::filesystem::create_symlink(folder + "model.bin", folder + "link.json");
-    const std::vector<InputFile> inputs = {{"the -tokenizer file t.bin", file_id(folder + "missing.bin")},
+    const std::vector<CommandInput> inputs = {{"the -tokenizer file t.bin", file_id(folder + "missing.bin")},
                                            {"the -model file " + folder + "model.bin", file_id(folder + "model.bin")}};
     EXPECT_EQ(error_of([&] { check_not_an_input("-json " + folder + "link.json", file_id(folder + "link.json"), inputs); }),
               "-json " + folder + "link.json is the -model file " + folder + "model.bin: an output cannot replace an input");
