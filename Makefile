@@ -334,7 +334,7 @@ else
 $(warning no libFuzzer runtime for $(FUZZ_CXX): fuzz targets are not built and their tests skip)
 endif
 
-$(BUILD)/fuzz/fuzz_%: test/fuzz_%.cpp test/fuzz_input.h $(HEADERS) train.cpp
+$(BUILD)/fuzz/fuzz_%: test/fuzz_%.cpp test/fuzz_input.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -I. -Itest -o $@ $< $(LDLIBS)
 
