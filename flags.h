@@ -299,14 +299,29 @@ Options read_flags(const std::vector<Flag<Options>>& table, int argc, char** arg
     return o;
 }
 
-// The values of a flag in words: "pre|post|peri", "0|1", "N in [1, 1048576]", "X in (0, 1000]", "FILE".
+// A real bound for usage and docs: %g without its exponent's padding (1e6, not 1e+06).
+inline std::string real_bound_text(double x) {
+    std::string s = flag_number(x);
+    const size_t e = s.find("e+");
+    if (e != std::string::npos) s.erase(e + 1, s.find_first_not_of("+0", e + 1) - e - 1);
+    return s;
+}
+
+// An integer bound for usage and docs: a large power of two as 2^k (2^30), else in digits.
+inline std::string bound_text(long long x) {
+    for (int k = 16; k < 63; k++)
+        if (x == (1LL << k)) return "2^" + std::to_string(k);
+    return std::to_string(x);
+}
+
+// The values of a flag in words: "pre|post|peri", "0|1", "N in [1, 2^20]", "X in (0, 1000]", "FILE".
 inline std::string values_text(const FlagValues& v) {
     switch (v.kind) {
         case FlagValues::Kind::Integer:
             if (v.min == 0 && v.max == 1) return "0|1";
-            return v.placeholder + " in [" + std::to_string(v.min) + ", " + std::to_string(v.max) + "]";
+            return v.placeholder + " in [" + bound_text(v.min) + ", " + bound_text(v.max) + "]";
         case FlagValues::Kind::Real:
-            return v.placeholder + " in " + (v.lo_open ? "(" : "[") + flag_number(v.lo) + ", " + flag_number(v.hi) +
+            return v.placeholder + " in " + (v.lo_open ? "(" : "[") + real_bound_text(v.lo) + ", " + real_bound_text(v.hi) +
                    (v.hi_open ? ")" : "]");
         case FlagValues::Kind::Choice: {
             std::string s;
@@ -318,23 +333,23 @@ inline std::string values_text(const FlagValues& v) {
     return "";
 }
 
-// The text `./program -h` prints: `synopsis`, then one entry per flag (name and values, then
-// its help, default and, for a flag that defines the run, a star), wrapped at 100 columns.
+// The text `./program -h` prints: `synopsis`, then one entry per flag (name and values; a star
+// for a flag that defines the run; its help and default), wrapped at 100 columns, then `footer`.
 template <typename Options>
 std::string usage_text(const std::string& synopsis, const std::vector<Flag<Options>>& table, const std::string& footer = "") {
-    const size_t indent = 30, width = 100;
+    const size_t indent = 26, width = 100;
     std::string out = synopsis + "\n";
     for (const Flag<Options>& f : table) {
         std::string left = "  -" + f.name + " " + values_text(f.values);
-        std::string words = f.help + (f.fallback.text.empty() ? "" : " (" + f.fallback.text + ")") +
-                            (f.on_resume == OnResume::MayChange ? "" : " *");
-        out += left + (left.size() < indent ? std::string(indent - left.size(), ' ') : "\n" + std::string(indent, ' '));
+        std::string words = (f.on_resume == OnResume::MayChange ? "" : "* ") + f.help +
+                            (f.fallback.text.empty() ? "" : " [default: " + f.fallback.text + "]");
+        out += left + (left.size() + 1 < indent ? std::string(indent - left.size(), ' ') : "\n" + std::string(indent, ' '));
         size_t column = indent;
         for (size_t at = 0; at < words.size();) {
             size_t end = words.find(' ', at);
             if (end == std::string::npos) end = words.size();
             const std::string word = words.substr(at, end - at);
-            if (column > indent && column + 1 + word.size() > width) {
+            if (column > indent && column + 1 + word.size() > width) {  // (bytes: may wrap a little early)
                 out += "\n" + std::string(indent, ' ');
                 column = indent;
             } else if (column > indent) {
@@ -342,7 +357,7 @@ std::string usage_text(const std::string& synopsis, const std::vector<Flag<Optio
                 column++;
             }
             out += word;
-            column += word.size();
+            for (unsigned char c : word) column += (c & 0xC0) != 0x80;  // characters, not UTF-8 bytes
             at = end + 1;
         }
         out += "\n";
@@ -360,6 +375,14 @@ std::string markdown_table(const std::vector<Flag<Options>>& table) {
         return out;
     };
     auto code = [&](const std::string& s) { return "`" + cell(s) + "`"; };
+    auto values = [&](const FlagValues& v) {  // each choice as code, a range or placeholder as text
+        const bool words = v.kind == FlagValues::Kind::Choice || (v.kind == FlagValues::Kind::Integer && v.min == 0 && v.max == 1);
+        if (!words) return values_text(v);
+        std::string s;
+        for (const std::string& c : v.kind == FlagValues::Kind::Choice ? v.choices : std::vector<std::string>{"0", "1"})
+            s += (s.empty() ? "" : ", ") + code(c);
+        return s;
+    };
     bool resumable = false;  // ./train's table: a column for what -resume 1 asks
     for (const Flag<Options>& f : table) resumable = resumable || f.on_resume != OnResume::MayChange;
     std::string out = resumable ? "| flag | values | default | on `-resume 1` | meaning |\n|---|---|---|---|---|\n"
@@ -371,7 +394,7 @@ std::string markdown_table(const std::vector<Flag<Options>>& table) {
         const char* resume = f.on_resume == OnResume::MustMatch          ? "must match | "
                              : f.on_resume == OnResume::MustMatchIfGiven ? "must match when given | "
                                                                          : "may change | ";
-        out += "| `-" + f.name + "` | " + code(values_text(f.values)) + " | " + fallback + " | " + (resumable ? resume : "") +
+        out += "| `-" + f.name + "` | " + values(f.values) + " | " + fallback + " | " + (resumable ? resume : "") +
                cell(f.help) + " |\n";
     }
     return out;

@@ -51,27 +51,25 @@ inline const std::vector<TrainFlag>& train_flags() {
     static const std::vector<TrainFlag> table = {
     // flag, option, values, default, on -resume 1, help[, where config.json records it]
     {"ln", &O::ln, one_of({"pre", "post", "peri"}), "pre", MUST_MATCH,
-     "LayerNorm placement: before each module (pre), after the residual add (post) or around each module (peri)",
+     "LayerNorm placement: before each module, after the residual add, or around each module",
      recorded_as("placement")},
     {"dt", &O::dt, reals_above(0, 1e3), "1.0", MUST_MATCH, "residual step Δt: every residual branch is scaled by it",
      recorded_as("dt")},
     {"init", &O::init, text("SIZE|FILE"), worked_out("d6 on CPU, d12 on CUDA"), OnResume::MustMatchIfGiven,
      "a fresh size (d6, d12, d24, d36, d48, or l{L}h{NH}c{C}[v{V}][t{maxT}] such as l16h2c64: L blocks, NH heads, "
-     "C channels; V 50257 and maxT 1024 unless given) or a checkpoint file to start from; a size spelling wins over a "
-     "file of that name",
+     "C channels; V 50257 and maxT 1024 unless given) or a checkpoint file to start from (a size spelling wins)",
      recorded_as("model")},
     {"train_data", &O::train_data, text("GLOB"), DEFAULT_TRAIN_DATA, MUST_MATCH,
-     "training shards; on -resume 1 the files it matches must be the run's", recorded_as("train_files")},
+     "training shards (the files matched, which -resume 1 compares)", recorded_as("train_files")},
     {"val_data", &O::val_data, text("GLOB"), DEFAULT_VAL_DATA, MAY_CHANGE, "validation shards",
      recorded_as("val_files")},
     {"B", &O::B, integers(1, 1 << 20), worked_out("8 on CPU, 32 on CUDA"), MUST_MATCH,
-     "micro-batch (sequences per micro-step); a default B is halved until one window of B·T+1 tokens fits in the "
-     "longest train (and, with evaluation, val) shard and, on CUDA, until its memory plan fits the free device memory, "
-     "saying so; a B given is kept or refused"},
+     "micro-batch; a default B is halved until one window of B·T+1 tokens fits in the shards and, on CUDA, its "
+     "memory plan in the device, saying so; a B given is kept or refused"},
     {"T", &O::T, integers(1, 1 << 20), worked_out("256 on CPU, 1024 on CUDA"), MUST_MATCH,
      "sequence length, at most the model's maxT"},
     {"total_batch", &O::total_batch, integers(1, 1LL << 40), worked_out("B·T on CPU, 524288 on CUDA"), MUST_MATCH,
-     "tokens per optimiser step over all ranks: a multiple of N·B·T for N ranks (gradient accumulation)"},
+     "tokens per optimiser step over all ranks, a multiple of ranks·B·T (gradient accumulation)"},
     {"steps", &O::steps, integers(1, 1 << 30), "1000", MUST_MATCH,
      "optimiser steps (-change_steps 1 lets -resume 1 change them)"},
     {"lr", &O::lr, reals(0, 10), "6e-4", MUST_MATCH, "peak learning rate"},
