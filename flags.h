@@ -196,6 +196,7 @@ inline FlagValues text(const char* placeholder) { return {FlagValues::Kind::Text
 
 // A flag's value once checked: the text as given, and its number for a numeric flag.
 struct FlagValue {
+    std::string name;  // the flag's
     std::string text;
     long long integer = 0;
     double real = 0;
@@ -203,7 +204,7 @@ struct FlagValue {
 
 // `text` checked against `values` (an InputError naming -name when it does not fit).
 inline FlagValue check_flag_value(const std::string& name, const FlagValues& values, const std::string& text) {
-    FlagValue v{text};
+    FlagValue v{name, text};
     switch (values.kind) {
         case FlagValues::Kind::Integer: v.real = (double)(v.integer = integer_value(name, text, values.min, values.max)); break;
         case FlagValues::Kind::Real: v.real = real_value(name, text, values.lo, values.hi, values.lo_open, values.hi_open); break;
@@ -219,7 +220,11 @@ inline void assign(long long& to, const FlagValue& v) { to = v.integer; }
 inline void assign(uint64_t& to, const FlagValue& v) { to = (uint64_t)v.integer; }
 inline void assign(bool& to, const FlagValue& v) { to = v.integer != 0; }
 inline void assign(double& to, const FlagValue& v) { to = v.real; }
-inline void assign(float& to, const FlagValue& v) { to = (float)v.real; }
+inline void assign(float& to, const FlagValue& v) {  // a value a float32 holds (nonzero: as a normal number)
+    to = (float)v.real;
+    if (v.real != 0 && std::fpclassify(to) != FP_NORMAL)
+        throw InputError("flag -" + v.name + ": " + v.text + " is too small for a float32 (below 1.2e-38)");
+}
 inline void assign(std::string& to, const FlagValue& v) { to = v.text; }
 
 // An option's value as config.json records it (a switch as 0 or 1, as it is typed).
