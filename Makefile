@@ -134,6 +134,8 @@ $(BUILD)/flag_docs: flag_docs.cpp $(HEADERS)
 docs: $(BUILD)/flag_docs
 	./$(BUILD)/flag_docs
 
+all: $(BUILD)/flag_docs  # built (not run) by make, so a compile error shows in CI
+
 .PHONY: docs
 # ---- end docs ----
 

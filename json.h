@@ -309,7 +309,8 @@ private:
         return text_.substr(start, pos_ - start);
     }
 
-    // A string literal's bytes: escapes decoded (\uXXXX, surrogate pairs too, as UTF-8).
+    // A string literal's bytes: escapes decoded (\uXXXX, surrogate pairs too, as UTF-8); the
+    // text must be UTF-8, as RFC 8259 asks (what json_string writes).
     std::string string() {
         std::string s;
         pos_++;  // the opening quote
@@ -318,6 +319,13 @@ private:
             const unsigned char c = (unsigned char)text_[pos_++];
             if (c == '"') return s;
             if (c < 0x20) fail("control character in a string");
+            if (c >= 0x80) {  // the bytes of one UTF-8 character
+                const gpt2_bpe::Utf8Char ch = gpt2_bpe::decode_utf8(text_, pos_ - 1);
+                if (ch.code_point == gpt2_bpe::kInvalidByte) fail("invalid UTF-8 in a string");
+                s.append(text_, pos_ - 1, ch.length);
+                pos_ += ch.length - 1;
+                continue;
+            }
             if (c != '\\') {
                 s += (char)c;
                 continue;

@@ -4,6 +4,11 @@
 //   ./train -ln peri -dt 0.1                      the bundled corpus, default sizes
 //   ./train -init d12 -train_data "owt/train_*.bin" -val_data "owt/val_*.bin" -out runs/x
 //
+// Reading order: main() reads the flags (train_flags.h) and prepares the run: the model resumed,
+// loaded or fresh, the batch shape (resume.h); train() starts the data and the model on every
+// rank, writes config.json (run_config.h) and loops over the steps; train_step() is one
+// optimiser step: the micro-steps, the gradients summed, clipping, the update, the log record.
+//
 // Exit status (README "Exit status"): 0 done, 1 out of memory, 2 bad input (one line naming the
 // flag or file, before any work; also a -out folder in use or holding another run), 3 stopped as
 // nonfinite or diverged (README "Run outcomes"), 4 a write failed, 130 / 143 stopped by

@@ -21,25 +21,37 @@
 
 namespace {
 
-// The options of `table` from the arguments `words` (after the program's name); InputError as
-// read_flags throws it.
-template <typename Options>
-Options read(const std::vector<Flag<Options>>& table, std::vector<std::string> words) {
+// `parse(argc, argv)` on the arguments `words` after a program's name.
+template <typename Parse>
+auto with_args(std::vector<std::string> words, Parse parse) {
     words.insert(words.begin(), "./program");
     std::vector<char*> argv;
     for (std::string& w : words) argv.push_back(w.data());
-    return read_flags(table, (int)argv.size(), argv.data());
+    return parse((int)argv.size(), argv.data());
+}
+
+// The options of `table` from the arguments `words`; InputError as read_flags throws it.
+template <typename Options>
+Options read(const std::vector<Flag<Options>>& table, const std::vector<std::string>& words) {
+    return with_args(words, [&](int argc, char** argv) { return read_flags(table, argc, argv); });
+}
+
+// The message of the InputError that `parse` (parse_train_options, parse_eval_options) throws
+// for the arguments `words`, or "" when it accepts them.
+template <typename Parse>
+std::string refusal_of(const std::vector<std::string>& words, Parse parse) {
+    try {
+        with_args(words, parse);
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "";
 }
 
 // The message of the InputError that -name value raises, or "" when it is accepted.
 template <typename Options>
 std::string refusal(const std::vector<Flag<Options>>& table, const std::string& name, const std::string& value) {
-    try {
-        read(table, {"-" + name, value});
-    } catch (const InputError& e) {
-        return e.what();
-    }
-    return "";
+    return refusal_of({"-" + name, value}, [&](int argc, char** argv) { return read_flags(table, argc, argv); });
 }
 
 std::string exact(double x) {
@@ -151,9 +163,7 @@ TEST(FlagTables, NamesAreUniqueAndRunDefiningFlagsAreRecorded) {
 }
 
 TEST(FlagTables, DefaultsAndTheDefaultsWorkedOutFromOtherFlags) {
-    char program[] = "./train";
-    char* argv[] = {program};
-    const TrainOptions o = parse_train_options(1, argv);
+    const TrainOptions o = with_args({}, parse_train_options);
     EXPECT_EQ(o.ln, "pre");
     EXPECT_EQ(o.dt, 1.0f);
     EXPECT_EQ(o.steps, 1000);
@@ -165,24 +175,14 @@ TEST(FlagTables, DefaultsAndTheDefaultsWorkedOutFromOtherFlags) {
     EXPECT_TRUE(o.shuffle && o.zero && !o.resume);
     EXPECT_EQ(o.B, 0);  // worked out at start-up
     EXPECT_TRUE(o.given.empty());
-    EXPECT_EQ(o.command, "./train");
+    EXPECT_EQ(o.command, "./program");
     const TrainOptions p = read(train_flags(), {"-lr", "1e-3", "-steps", "50"});
     EXPECT_EQ(p.given, (std::set<std::string>{"lr", "steps"}));
     EXPECT_EQ(p.lr_min, 0);  // read_flags leaves it; parse_train_options works it out
 }
 
 TEST(FlagTables, ChecksAcrossFlags) {
-    auto parse = [](std::vector<std::string> words) {
-        words.insert(words.begin(), "./train");
-        std::vector<char*> argv;
-        for (std::string& w : words) argv.push_back(w.data());
-        try {
-            parse_train_options((int)argv.size(), argv.data());
-        } catch (const InputError& e) {
-            return std::string(e.what());
-        }
-        return std::string();
-    };
+    auto parse = [](const std::vector<std::string>& words) { return refusal_of(words, parse_train_options); };
     EXPECT_EQ(parse({"-steps", "5", "-warmup", "6"}), "flag -warmup: 6 exceeds -steps 5");
     EXPECT_EQ(parse({"-steps", "5", "-warmup", "5"}), "");
     EXPECT_EQ(parse({"-steps", "9"}), "");  // the default warmup, min(20, 9/10) = 0
@@ -195,17 +195,7 @@ TEST(FlagTables, ChecksAcrossFlags) {
 }
 
 TEST(FlagTables, EvalNeedsAModelAndOneSigma) {
-    auto parse = [](std::vector<std::string> words) {
-        words.insert(words.begin(), "./eval");
-        std::vector<char*> argv;
-        for (std::string& w : words) argv.push_back(w.data());
-        try {
-            parse_eval_options((int)argv.size(), argv.data());
-        } catch (const InputError& e) {
-            return std::string(e.what());
-        }
-        return std::string();
-    };
+    auto parse = [](const std::vector<std::string>& words) { return refusal_of(words, parse_eval_options); };
     EXPECT_EQ(parse({}), "flag -model: a checkpoint file is required");
     EXPECT_EQ(parse({"-model", "m.bin"}), "");
     EXPECT_EQ(parse({"-model", "m.bin", "-sigma", "0.5", "-sigma_rel", "0.1"}),
