@@ -2,6 +2,7 @@
 #   make            build ./train ./eval ./tokenize and the benchmarks (CUDA backend too when nvcc is found)
 #   make test       build and run every test; the last line is "N passed, N failed"
 #   make train      build ./train only
+#   make docs       write the tables of flags into README.md and docs/cli.md
 CXX      ?= g++
 CXXFLAGS ?= -O3 -march=native
 CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter
@@ -121,6 +122,22 @@ clean:
 	rm -rf $(BUILD) $(BINARIES)
 
 .PHONY: all test clean golden
+
+# ---- docs ----
+# `make docs` writes the tables of flags of README.md and docs/cli.md from the programs' own
+# tables (train_flags.h, eval_flags.h), between marker comments (flag_docs.h); test_flags fails
+# when a table in the docs differs from the code's. docs/ is a folder, so the target is phony.
+$(BUILD)/flag_docs: flag_docs.cpp $(HEADERS)
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS) -o $@ flag_docs.cpp $(LDLIBS)
+
+docs: $(BUILD)/flag_docs
+	./$(BUILD)/flag_docs
+
+all: $(BUILD)/flag_docs  # built (not run) by make, so a compile error shows in CI
+
+.PHONY: docs
+# ---- end docs ----
 
 # ---- data ----
 # `make data` regenerates the bundled files in data/ (tokenizer, Moby-Dick train/val shards, and
@@ -358,7 +375,7 @@ else
 $(warning no libFuzzer runtime for $(FUZZ_CXX): fuzz targets are not built and their tests skip)
 endif
 
-$(BUILD)/fuzz/fuzz_%: test/fuzz_%.cpp test/fuzz_input.h $(HEADERS) train.cpp
+$(BUILD)/fuzz/fuzz_%: test/fuzz_%.cpp test/fuzz_input.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -I. -Itest -o $@ $< $(LDLIBS)
 

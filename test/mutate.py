@@ -42,18 +42,29 @@ TENSOR_CORES = dict(targets=["build/emu/cuda_test_tensor_cores"], runs=["SIMT_OR
 LOADER = dict(targets=["build/test_dataloader"], runs=["build/test_dataloader"])
 TOKENIZE = dict(targets=["tokenize", "build/test_tokenizer"], runs=["build/test_tokenizer"])
 PREPARE = dict(targets=[], runs=["build/test_prepare_data"])
+FLAGS = dict(targets=["train", "eval", "build/test_flags", "build/test_cli"], runs=["build/test_flags", "build/test_cli"])
+RESUME = dict(targets=["train", "build/test_run_dir"], runs=["build/test_run_dir"])
 EXPERIMENTS = dict(targets=[], runs=["build/test_experiments"])  # Python: nothing to rebuild
 
 # (name, what the bug is, file, exact text, replacement, targets and runs). A bug in an op that
 # has a textbook version (cpu_ops.h, what the double-precision checks run) and a fast one
 # (cpu_fast_ops.h, what ./train runs) is planted in each separately.
 MUTANTS = [
-    ("loop-backward-weight", "each micro-step's gradient weighted 1 instead of 1/grad_accum", "train.cpp",
-     "model->backward(1.0f / r.grad_accum);", "model->backward(1.0f);", TRAIN_LOOP),
+    ("loop-backward-weight", "each micro-step's gradient weighted 1 instead of 1/micro_steps", "train.cpp",
+     "t.model.backward(1.0f / micro_steps);", "t.model.backward(1.0f);", TRAIN_LOOP),
     ("loop-adamw-step", "AdamW's step counter off by one (bias correction at t = step + 2)", "train.cpp",
      "o.wd}, step + 1, clip_factor", "o.wd}, step + 2, clip_factor", TRAIN_LOOP),
     ("loop-lr-next-step", "the learning rate of step + 1 used at each step", "train.cpp",
      "learning_rate(step, o.steps,", "learning_rate(step + 1, o.steps,", TRAIN_LOOP),
+    ("flag-open-lower-bound", "a real flag's open lower bound not enforced (-eps 0 accepted)", "flags.h",
+     "(lo_open && x == lo)", "(false && x == lo)", FLAGS),
+    ("flag-integer-maximum", "an integer flag's maximum not enforced (-shuffle 2 accepted)", "flags.h",
+     "if (x < lo || x > hi)\n", "if (x < lo)\n", FLAGS),
+    ("resume-check-skips-wd", "-resume 1 does not compare -wd with config.json", "run_config.h",
+     "if (!defines || (f.name", "if (!defines || f.name == \"wd\" || (f.name", RESUME),
+    ("table-wd-may-change", "the table says -wd may change on -resume 1", "train_flags.h",
+     '{"wd", &O::wd, reals(0, 10), "0.1", MUST_MATCH,', '{"wd", &O::wd, reals(0, 10), "0.1", MAY_CHANGE,',
+     dict(targets=["train", "build/test_flags", "build/test_run_dir"], runs=["build/test_flags", "build/test_run_dir"])),
     ("sumsq-parallel-index-fast", "sum_of_squares' parallel branch writes each thread's own (empty) partial sums (fast)",
      "cpu_fast_ops.h", "        part[k] = lane_sum<double>", "        partial[k] = lane_sum<double>", THREADED),
     ("sumsq-parallel-index-reference",
