@@ -70,10 +70,15 @@ def parse_list(text, kind, flag):
             raise InputError(f"{flag}: cannot read '{item}' ({choices})")
     if not values:
         raise InputError(f"{flag}: empty list")
+    refuse_repeats(values, flag)
+    return values
+
+
+def refuse_repeats(values, where, after=""):
+    """Refuses a value given twice in `values` (two runs would share one folder), naming them."""
     twice = sorted({value_text(v) for v in values if values.count(v) > 1})
     if twice:
-        raise InputError(f"{flag}: {', '.join(twice)} given twice (each value is one run folder)")
-    return values
+        raise InputError(f"{where}: {', '.join(twice)} given twice{after} (each value is one run folder)")
 
 
 def check_range(values, flag, low, low_open=False, high=None):
@@ -131,9 +136,7 @@ def config_lrs(lrs, ln, dt):
     mine = [v for v in lrs if not isinstance(v, tuple)] + [v[2] for v in lrs if isinstance(v, tuple) and v[:2] == (ln, dt)]
     if not mine:
         raise InputError(f"--lr: no learning rate for {ln}/{fmt_num(dt)} (give a number, or {ln}/{fmt_num(dt)}=lr)")
-    twice = sorted({fmt_num(v) for v in mine if mine.count(v) > 1})
-    if twice:
-        raise InputError(f"--lr: {', '.join(twice)} given twice for {ln}/{fmt_num(dt)} (each value is one run folder)")
+    refuse_repeats(mine, "--lr", f" for {ln}/{fmt_num(dt)}")
     return mine
 
 

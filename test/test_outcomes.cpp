@@ -1,7 +1,8 @@
 // The run-outcome rules of training.h (README "Run outcomes") on synthetic loss sequences: a spike
 // that recovers, a sustained rise, a rise during warmup, a non-finite loss or gradient norm, a
-// collapse; then ./train itself: the log records and exit status of a run that stops and of one
-// that finishes, with unigram_ce computed as baselines.h computes it.
+// collapse, each rule's boundary; then ./train itself: the log records and exit status of a run
+// that stops and of one that finishes, with unigram_ce computed as baselines.h computes it, the
+// extremes, a blow-up inside warmup, and the history replayed on -resume 1.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -180,21 +181,50 @@ protected:
         const char* bin = std::getenv("GPT2_BIN_DIR");
         const std::string cmd = std::string(bin ? bin : ".") + "/train -device cpu -init l2h2c16v96t16 -B 2 -T 8 " +
                                 "-train_data '" + dir + "train_*.bin' -val_data '" + dir + "val_*.bin' -out " + dir +
-                                "out -save_every 0 -threads 1 " + flags + " > " + dir + "train.out 2>&1";
+                                "out -threads 1 " + (flags.find("-save_every") == std::string::npos ? "-save_every 0 " : "") +
+                                flags + " > " + dir + "train.out 2>&1";
         const int raw = std::system(cmd.c_str());
         return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
     }
 };
 
+// The record of the run's end: its outcome or diverged record, the last line of the log.
+std::string last_record(const std::string& log) {
+    const size_t end = log.find_last_not_of('\n');
+    return log.substr(log.rfind('\n', end) + 1, end - log.rfind('\n', end));
+}
+
+// The largest of the numbers of `key` over the log's records that have it (the last of each
+// record's array when `last`), NaN when none has.
+double largest(const std::string& log, const std::string& marker, const std::string& key, bool last) {
+    double top = NAN;
+    for (const std::string& line : log_lines(log, marker)) {
+        const std::vector<double> v = json_numbers(line, key);
+        if (v.empty()) continue;
+        for (size_t i = last ? v.size() - 1 : 0; i < v.size(); i++) top = std::fmax(top, v[i]);
+    }
+    return top;
+}
+
 TEST_F(TrainOutcome, FinishedRunLogsItsOutcomeWithUnigramOfTheEvaluatedTokens) {
     ASSERT_EQ(train("-steps 4 -warmup 1 -eval_every 2 -eval_batches 3"), 0) << read_file(dir + "train.out");
     const std::string log = read_file(dir + "out/log.jsonl");
-    const size_t at = log.find("\"event\": \"outcome\"");
-    ASSERT_NE(at, std::string::npos) << log;
-    const std::string record = log.substr(log.rfind('\n', at) + 1);
+    const std::string record = last_record(log);
+    ASSERT_NE(record.find("\"event\": \"outcome\""), std::string::npos) << log;
     EXPECT_TRUE(record.find("\"outcome\": \"ok\"") != std::string::npos ||
                 record.find("\"outcome\": \"collapsed\"") != std::string::npos) << record;
     EXPECT_NE(record.find("\"spikes\": 0"), std::string::npos) << record;
+    // The highest training loss after step 0, from the step records, and its step.
+    double top = -1;
+    int at = -1;
+    for (const std::string& line : log_lines(log, "\"loss\": ")) {
+        const int step = (int)json_numbers(line, "step")[0];
+        const double loss = json_numbers(line, "loss")[0];
+        if (step > 0 && loss > top) top = loss, at = step;
+    }
+    EXPECT_EQ(json_numbers(record, "max_loss"), std::vector<double>{top}) << record;
+    EXPECT_EQ(json_numbers(record, "max_loss_step"), std::vector<double>{double(at)}) << record;
+    EXPECT_EQ(record.find("max_attn_logit"), std::string::npos) << "no stats records, no stats extremes: " << record;
     DataLoader val(dir + "val_*.bin", 2, 8, 96, false, 0);
     const double expected = evaluated_baselines(dir + "train_*.bin", 96, false, val, 3, 16).unigram_ce();
     const std::vector<double> logged = json_numbers(record, "unigram_ce");
@@ -209,6 +239,50 @@ TEST_F(TrainOutcome, RunThatStopsExitsWithStatus3AndSaysWhy) {
     EXPECT_NE(log.find("\"event\": \"diverged\""), std::string::npos) << log;
     EXPECT_TRUE(log.find("\"outcome\": \"diverged\"") != std::string::npos ||
                 log.find("\"outcome\": \"nonfinite\"") != std::string::npos) << log;
+}
+
+// lr 1 with warmup 20: the loss blows up inside warmup (from about 4.6 at step 0 past 9 by
+// step 17, while the learning rate climbs to 1), falls back twice on the way (spikes, counted
+// though warmup is not over) and rises for good: the divergence rule stops the run at step 20,
+// when warmup ends. The record's extremes are those of the run up to that step: the highest loss
+// among the step records after step 0 and the stopping step's own loss, the largest of the
+// logged stats records.
+TEST_F(TrainOutcome, BlowUpInsideWarmupIsSeen) {
+    EXPECT_EQ(train("-steps 40 -warmup 20 -lr 1 -clip 0 -wd 0 -eval_every 0 -outcome_window 5 -stats_every 1"), 3)
+        << read_file(dir + "train.out");
+    const std::string log = read_file(dir + "out/log.jsonl");
+    const std::string record = last_record(log);
+    ASSERT_NE(record.find("\"event\": \"diverged\""), std::string::npos) << log;
+    EXPECT_EQ(json_numbers(record, "step"), std::vector<double>{20}) << record;
+    ASSERT_EQ(json_numbers(record, "spikes").size(), 1u) << record;
+    EXPECT_GE(json_numbers(record, "spikes")[0], 1) << "blow-ups inside warmup that came back: " << record;
+    double top = -1;
+    int at = -1;
+    for (const std::string& line : log_lines(log, "\"loss\": ")) {  // the step records, then the stop's
+        const int step = (int)json_numbers(line, "step")[0];
+        const double loss = json_numbers(line, "loss")[0];
+        if (step > 0 && loss > top) top = loss, at = step;
+    }
+    EXPECT_GT(top, json_numbers(log_lines(log, "\"step\": 0, \"loss\"")[0], "loss")[0] + 4) << "a blow-up: " << log;
+    EXPECT_EQ(json_numbers(record, "max_loss"), std::vector<double>{top}) << record;
+    EXPECT_EQ(json_numbers(record, "max_loss_step"), std::vector<double>{double(at)}) << record;
+    EXPECT_EQ(json_numbers(record, "max_attn_logit"),
+              std::vector<double>{largest(log, "\"event\": \"stats\"", "attn_logit_max", false)}) << record;
+    EXPECT_EQ(json_numbers(record, "max_mean_abs_L"),
+              std::vector<double>{largest(log, "\"event\": \"stats\"", "mean_abs", true)}) << record;
+}
+
+// A run continued with -resume 1 replays the kept steps and stats records: it stops with the same
+// record, spikes and extremes included, as the run that went through.
+TEST_F(TrainOutcome, ResumeReplaysTheWholeHistory) {
+    const std::string flags = "-steps 40 -warmup 20 -lr 1 -clip 0 -wd 0 -eval_every 0 -outcome_window 5 -stats_every 1 ";
+    ASSERT_EQ(train(flags), 3) << read_file(dir + "train.out");  // -save_every 0: no checkpoint before the stop
+    const std::string through = last_record(read_file(dir + "out/log.jsonl"));
+    ASSERT_EQ(train(flags + "-save_every 10 -overwrite 1"), 3) << read_file(dir + "train.out");
+    ASSERT_EQ(last_record(read_file(dir + "out/log.jsonl")), through);
+    ASSERT_EQ(train(flags + "-save_every 10 -resume 1"), 3) << read_file(dir + "train.out");  // from step 20
+    EXPECT_NE(read_file(dir + "train.out").find("continuing at step 20"), std::string::npos) << read_file(dir + "train.out");
+    EXPECT_EQ(last_record(read_file(dir + "out/log.jsonl")), through);
 }
 
 TEST_F(TrainOutcome, OldMarginFlagIsGone) {
