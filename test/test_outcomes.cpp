@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -283,6 +284,36 @@ TEST_F(TrainOutcome, ResumeReplaysTheWholeHistory) {
     ASSERT_EQ(train(flags + "-save_every 10 -resume 1"), 3) << read_file(dir + "train.out");  // from step 20
     EXPECT_NE(read_file(dir + "train.out").find("continuing at step 20"), std::string::npos) << read_file(dir + "train.out");
     EXPECT_EQ(last_record(read_file(dir + "out/log.jsonl")), through);
+}
+
+// `log` with the value of member `key` of the line that starts with `prefix` (not the first line)
+// replaced by the JSON text `value`.
+std::string planted(const std::string& log, const std::string& prefix, const std::string& key, const std::string& value) {
+    const size_t line = log.find("\n" + prefix);
+    const size_t at = log.find("\"" + key + "\": ", line) + key.size() + 4;
+    const size_t end = log[at] == '[' ? log.find(']', at) + 1 : log.find_first_of(",}", at);
+    return log.substr(0, at) + value + log.substr(end);
+}
+
+// A finished run continued with -resume 1 -change_steps 1 keeps its steps' records and replays
+// them: extremes planted in a kept step record (loss 50 at step 3) and a kept stats record (step
+// 5: attention logit 10^6, mean |X_L| 10^5, the last entry of mean_abs) are the outcome's.
+TEST_F(TrainOutcome, ResumeCarriesTheExtremesOfTheKeptRecords) {
+    const std::string flags = "-warmup 2 -lr 1e-3 -eval_every 0 -stats_every 1 -save_every 10 ";
+    ASSERT_EQ(train(flags + "-steps 10"), 0) << read_file(dir + "train.out");
+    std::string log = read_file(dir + "out/log.jsonl");
+    log = planted(log, "{\"step\": 3, \"loss\"", "loss", "50");
+    log = planted(log, "{\"step\": 5, \"event\": \"stats\"", "attn_logit_max", "[1000000, 3]");
+    log = planted(log, "{\"step\": 5, \"event\": \"stats\"", "mean_abs", "[1, 2, 100000]");
+    std::ofstream(dir + "out/log.jsonl") << log;
+    ASSERT_EQ(train(flags + "-steps 14 -resume 1 -change_steps 1"), 0) << read_file(dir + "train.out");
+    const std::string record = last_record(read_file(dir + "out/log.jsonl"));
+    ASSERT_NE(record.find("\"event\": \"outcome\""), std::string::npos) << record;
+    EXPECT_EQ(json_numbers(record, "max_loss"), std::vector<double>{50}) << record;
+    EXPECT_EQ(json_numbers(record, "max_loss_step"), std::vector<double>{3}) << record;
+    EXPECT_GE(json_number(record, "spikes"), 1) << "the planted loss came back down at step 4: " << record;
+    EXPECT_EQ(json_numbers(record, "max_attn_logit"), std::vector<double>{1e6}) << record;
+    EXPECT_EQ(json_numbers(record, "max_mean_abs_L"), std::vector<double>{1e5}) << record;
 }
 
 TEST_F(TrainOutcome, OldMarginFlagIsGone) {
