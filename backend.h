@@ -109,5 +109,8 @@ bool cuda_device_available(std::string* description, int gpu = 0);
 std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool bf16, int gpu = 0);
 // The device memory make_cuda_backend would allocate, counted without a device (docs/cuda.md §4).
 MemoryPlan cuda_memory_plan(const ModelConfig& cfg, int B, int T, bool bf16);
+// The device memory bench_gpu's per-op timing allocates (step_timing.cuh: its own model and
+// AdamW moments), counted the same way.
+MemoryPlan cuda_step_timing_plan(const ModelConfig& cfg, int B, int T, bool bf16);
 // Free bytes on CUDA device `gpu`.
 uint64_t cuda_free_memory(int gpu = 0);

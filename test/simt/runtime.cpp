@@ -27,7 +27,7 @@ struct CUevent_st {
 namespace simt {
 namespace {
 
-constexpr std::size_t kGlobalMemoryBytes = std::size_t{16} << 30;
+constexpr std::size_t kGlobalMemoryBytes = std::size_t{16} << 30;  // unless SIMT_DEVICE_MEMORY says otherwise
 constexpr std::size_t kDefaultDynamicSharedBytes = 48 * 1024;
 constexpr std::size_t kOptInDynamicSharedBytes = 227 * 1024;
 constexpr std::size_t kDeviceAllocationAlignment = 256;  // what cudaMalloc guarantees
@@ -41,6 +41,18 @@ std::map<const void*, std::size_t> dynamic_shared_limits;  // set by cudaFuncSet
 std::size_t device_bytes_in_use = 0;
 cudaError_t last_error = cudaSuccess;
 int device_access_depth = 0;  // DeviceMemoryAccess objects alive
+
+// The device's memory in bytes: SIMT_DEVICE_MEMORY when set (so that a test can run a program
+// on a small device), else 16 GiB. cudaMalloc refuses what does not fit beside what is in use,
+// as a GPU does.
+std::size_t device_capacity() {
+  static const std::size_t capacity = [] {
+    const char* bytes = std::getenv("SIMT_DEVICE_MEMORY");
+    return bytes != nullptr && *bytes != '\0' ? static_cast<std::size_t>(std::strtoull(bytes, nullptr, 10))
+                                              : kGlobalMemoryBytes;
+  }();
+  return capacity;
+}
 
 // Says on stderr why a call fails, remembers the error for cudaGetLastError and returns it.
 cudaError_t fail(cudaError_t error, const char* why) {
@@ -143,7 +155,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (device != 0) return fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties: the emulator has only device 0");
   std::memset(prop, 0, sizeof *prop);
   std::snprintf(prop->name, sizeof prop->name, "SIMT emulator (CPU)");
-  prop->totalGlobalMem = simt::kGlobalMemoryBytes;
+  prop->totalGlobalMem = simt::device_capacity();
   prop->sharedMemPerBlock = simt::kDefaultDynamicSharedBytes;
   prop->sharedMemPerBlockOptin = simt::kOptInDynamicSharedBytes;
   prop->sharedMemPerMultiprocessor = simt::kOptInDynamicSharedBytes + 1024;
@@ -171,8 +183,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   if (free == nullptr || total == nullptr) return fail(cudaErrorInvalidValue, "cudaMemGetInfo: null pointer");
-  *total = simt::kGlobalMemoryBytes;
-  *free = simt::kGlobalMemoryBytes - simt::device_bytes_in_use;
+  *total = simt::device_capacity();
+  *free = simt::device_capacity() - simt::device_bytes_in_use;
   return cudaSuccess;
 }
 
@@ -227,6 +239,8 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   if (pointer == nullptr) return fail(cudaErrorInvalidValue, "cudaMalloc: null pointer");
   *pointer = nullptr;
   if (bytes == 0) return cudaSuccess;
+  if (bytes > simt::device_capacity() - simt::device_bytes_in_use)
+    return fail(cudaErrorMemoryAllocation, "cudaMalloc: the device's memory is used up (SIMT_DEVICE_MEMORY)");
   void* memory = nullptr;
   if (posix_memalign(&memory, simt::kDeviceAllocationAlignment, bytes) != 0)
     return fail(cudaErrorMemoryAllocation, "cudaMalloc: out of host memory");
