@@ -18,7 +18,9 @@ HEADERS  := $(wildcard *.h)
 # When nvcc is found, CUDA_OBJ holds the nvcc-compiled backend linked into train and eval,
 # CUDA_DEFS turns it on in the C++ sources and CUDA_LIBS links the CUDA runtime and cuBLAS.
 # nvcc is looked for on PATH, then in /usr/local/cuda/bin; `make NVCC=` builds CPU-only
-# binaries. GPU_ARCH picks the GPUs compiled for (default A100 and H100/H200), e.g.
+# binaries. GPU_ARCH picks the GPUs compiled for: by default machine code for A100 (sm_80) and
+# H100/H200 (sm_90), and compute_90 PTX, which the driver compiles at start-up for a newer GPU
+# (Blackwell and later) that neither machine code runs on. E.g.
 #   make GPU_ARCH="-gencode arch=compute_90,code=sm_90"
 # The toolkit's include and library folders are asked of nvcc itself (`nvcc --dryrun` prints
 # the -I and -L it would pass), so a wrapped nvcc such as /usr/local/bin/nvcc finds them too;
@@ -30,7 +32,8 @@ HEADERS  := $(wildcard *.h)
 ifeq ($(origin NVCC),undefined)
 NVCC := $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 endif
-GPU_ARCH     ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+GPU_ARCH     ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+                -gencode arch=compute_90,code=compute_90
 NVCCFLAGS    ?= -O3
 NVCCFLAGS    += -std=c++17 -Xcompiler -fopenmp,-Wall,-Wextra,-Wno-unused-parameter
 CUDA_HEADERS := $(wildcard *.cuh)

@@ -144,6 +144,8 @@ struct Run {
     bool resuming = false;
     int ranks = 1;       // processes training the model together (mpirun -np)
     int grad_accum = 1;  // micro-steps per step on each rank: total_batch / (ranks·B·T)
+    bool batch_given = false;        // -B was given (kept or refused by the device, never lowered)
+    std::shared_ptr<NcclComm> comm;  // CUDA with several ranks: their communicator (fit_to_device)
 };
 
 // The text of DIR/config.json: how this run was started, every setting resolved (defaults filled
@@ -260,12 +262,13 @@ void start_on_every_rank(ProcessGroup& group, Start start) {
     }
 }
 
-// Resolves the device, the model (resumed, loaded or fresh), and the batch shape; `ranks`
-// processes share every step.
-static Run prepare(const TrainOptions& o, int ranks, int gpu_index) {
+// Resolves the device, the model (resumed, loaded or fresh), and the batch shape before the
+// device has its say (fit_to_device); `ranks` processes share every step.
+static Run prepare(const TrainOptions& o, int ranks) {
     Run r;
     r.opt = o;
     r.ranks = ranks;
+    r.batch_given = o.B != 0;
     r.device = resolve_device(o.device);
     const bool gpu = r.device == "cuda";
     if (o.resume) {
@@ -314,7 +317,17 @@ static Run prepare(const TrainOptions& o, int ranks, int gpu_index) {
                                                                           : std::vector<std::string>{o.train_data});
     if (r.opt.T > r.cfg.maxT)
         throw InputError("flag -T: " + std::to_string(r.opt.T) + " exceeds the model's maxT " + std::to_string(r.cfg.maxT));
-    r.opt.B = fit_device_batch(r.device, o.precision, r.cfg, r.opt.B, o.B != 0, r.opt.T, gpu_index);
+    return r;
+}
+
+// The micro-batch on the device, then the steps' shape. Collective, after the ranks agreed on
+// prepare: on CUDA with several ranks their NCCL communicator is made first, so that the device
+// memory NCCL takes is in use when fit_device_batch asks what is free (docs/cuda.md §4).
+static void fit_to_device(Run& r, ProcessGroup& group) {
+    const bool gpu = r.device == "cuda";
+    const int ranks = r.ranks;
+    r.comm = make_device_comm(r.device, group, num_parameters(r.cfg), group.local_rank());
+    r.opt.B = fit_device_batch(r.device, r.opt.precision, r.cfg, r.opt.B, r.batch_given, r.opt.T, group.local_rank());
     const long long tokens = (long long)r.opt.B * r.opt.T * ranks;  // one micro-step of every rank
     if (r.opt.total_batch == 0) r.opt.total_batch = gpu ? std::max(tokens, 524288LL) / tokens * tokens : tokens;
     if (r.opt.total_batch % tokens != 0)
@@ -324,7 +337,6 @@ static Run prepare(const TrainOptions& o, int ranks, int gpu_index) {
                                     : std::string("B*T = ")) +
                          std::to_string(tokens));
     r.grad_accum = (int)(r.opt.total_batch / tokens);
-    return r;
 }
 
 // Mean loss over the first `batches` batches of the validation data, the same on every rank:
@@ -511,7 +523,7 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
         if (o.eval_every > 0)
             val_data = std::make_unique<DataLoader>(o.val_data, o.B, o.T, r.cfg.V, false, 0, group.rank(), group.size());
         if (r.resuming) resume_loader(*train_data, r.state.loader, group.rank());
-        model = make_backend(r.device, o.precision, r.cfg, o.B, o.T, group.local_rank());
+        model = make_backend(r.device, o.precision, r.cfg, o.B, o.T, group.local_rank(), r.comm);
         config = config_text(r, *model, *train_data, val_data.get());
     });
     start_on_every_rank(group, [&] {
@@ -697,8 +709,9 @@ int main(int argc, char** argv) {
                 if (opt.threads > 0) omp_set_num_threads(opt.threads);
                 if (group->is_root()) folder = std::make_unique<RunFolder>(opt.out_dir, opt.resume, opt.overwrite);
                 stop_request::install();
-                run = prepare(opt, group->size(), group->local_rank());
+                run = prepare(opt, group->size());
             });
+            start_on_every_rank(*group, [&] { fit_to_device(run, *group); });
             const int result = train(run, folder.get(), *group);
             together = true;
             return result;

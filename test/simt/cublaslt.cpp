@@ -359,6 +359,7 @@ cublasStatus_t check_call(const char* api, const Problem& p, float alpha, float 
 void run(const Problem& p, float alpha, float beta, const void* a, const void* b, const void* c, void* d) {
   const Operation& op = p.op;
   const bool tf32 = p.a.type == CUDA_R_32F && op.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+  finish_pending_work();  // the stream's earlier work first
   const DeviceMemoryAccess device_memory;
   begin_launch("gemm");
   const blas::ScaledProduct product({a, p.a.type, p.a.ld, 0}, p.a_transposed, {b, p.b.type, p.b.ld, 0},
