@@ -141,11 +141,13 @@ std::vector<float> cuda_gradients(Backend& backend) {
     return grads;
 }
 
+#ifdef SIMT_EMULATION
 // How many kinds of fused product cuBLASLt refused a CUDA backend (matmul.cuh, Blas).
 size_t refused_kinds(Backend& backend) {
     if (auto* fp32 = dynamic_cast<CudaBackend<float>*>(&backend)) return fp32->model.ops.blas->refused_kinds();
     return dynamic_cast<CudaBackend<bf16>&>(backend).model.ops.blas->refused_kinds();
 }
+#endif
 
 class CudaModelTest : public ::testing::TestWithParam<Case> {
 protected:

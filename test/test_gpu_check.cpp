@@ -6,6 +6,7 @@
 // loss is far from ln V or whose fused products ran unfused. Each is a FAIL row and a non-zero
 // exit; the fakes that behave pass. Also --dry lists every row without a GPU, and the bundle's
 // manifest (scripts/bundle_manifest.sh) reports a library the loader does not find.
+// Runs from the repository root.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -220,6 +221,36 @@ TEST_F(GpuCheck, DryListsEveryRowWithoutAGpu) {
                              "memcheck train fp32", "memcheck train bf16"})
         EXPECT_NE(r.out.find(" " + std::string(step) + " "), std::string::npos) << step << ":\n" << r.out;
     EXPECT_EQ(check("--bogus").status, 2);
+}
+
+// The bundle's manifest (scripts/bundle_manifest.sh, run by make gpu-bundle) names the libraries
+// each program needs and where the loader finds them here, and fails (so the bundle is not made)
+// when a library cannot be found: here a program built against a library made for the test,
+// before and after that library is removed.
+TEST(BundleManifest, NamesWhatEachProgramNeedsAndFailsOnAMissingLibrary) {
+    const std::string dir = fresh_folder("bundle_manifest_");
+    mkdir((dir + "lib").c_str(), 0755);
+    mkdir((dir + "bundle").c_str(), 0755);
+    std::ofstream(dir + "answer.cpp") << "int answer() { return 42; }\n";
+    std::ofstream(dir + "main.cpp") << "int answer();\nint main() { return answer() == 42 ? 0 : 1; }\n";
+    ASSERT_EQ(std::system(("g++ -shared -fPIC -o " + dir + "lib/libanswer.so " + dir + "answer.cpp && g++ -o " + dir +
+                           "bundle/program " + dir + "main.cpp -L" + dir + "lib -lanswer -Wl,-rpath," + dir + "lib")
+                              .c_str()),
+              0);
+    const std::string manifest = "scripts/bundle_manifest.sh " + dir + "bundle > " + dir + "out 2>&1";
+    const int found = std::system(manifest.c_str());
+    EXPECT_TRUE(WIFEXITED(found) && WEXITSTATUS(found) == 0) << read_file(dir + "out");
+    const std::string listed = read_file(dir + "bundle/MANIFEST.txt");
+    EXPECT_NE(listed.find("== program"), std::string::npos) << listed;
+    EXPECT_NE(listed.find("needs libanswer.so"), std::string::npos) << listed;
+    EXPECT_NE(listed.find(dir + "lib/libanswer.so"), std::string::npos) << listed;
+    EXPECT_NE(listed.find("needs libc.so.6"), std::string::npos) << listed;
+    EXPECT_NE(listed.find("GLIBC_2."), std::string::npos) << listed;
+    std::remove((dir + "lib/libanswer.so").c_str());
+    const int missing = std::system(manifest.c_str());
+    EXPECT_TRUE(WIFEXITED(missing) && WEXITSTATUS(missing) == 1) << read_file(dir + "out");
+    EXPECT_NE(read_file(dir + "bundle/MANIFEST.txt").find("libanswer.so                 NOT FOUND here"), std::string::npos)
+        << read_file(dir + "bundle/MANIFEST.txt");
 }
 
 }  // namespace
