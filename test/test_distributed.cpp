@@ -185,6 +185,19 @@ protected:
         return status;
     }
 
+    // Kills one rank of the job that mpirun `launcher` runs into DIR/out once it has trained a
+    // step, and asserts that the job then ends (not a hang) with a non-zero status.
+    void expect_a_killed_rank_ends_the_job(pid_t launcher) const {
+        ASSERT_GT(launcher, 0);
+        const pid_t rank = a_rank_once_training(launcher, "out", 1);
+        ASSERT_GT(rank, 0) << "no rank process found under mpirun";
+        kill(rank, SIGKILL);
+        bool ended = false;
+        const int status = finish(launcher, &ended);
+        EXPECT_TRUE(ended) << "mpirun still running 30 s after a rank died";
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << "status " << status;
+    }
+
     // Asserts a refusal: status 2, `what` on stderr in exactly one line from ./train, no run folder.
     void expect_refused(const Result& r, const std::string& what, const std::string& out_name) const {
         EXPECT_EQ(r.status, 2) << r.err;
@@ -308,16 +321,8 @@ TEST_F(Distributed, EmulatedCudaRankThatStopsAnsweringEndsTheJob) {
 TEST_F(Distributed, EmulatedCudaRankThatDiesEndsTheJob) {
     if (!exists("build/emu/train")) GTEST_SKIP() << "no emulated CUDA build (build/emu/train needs the CUDA headers)";
     program = "build/emu/train -device cuda -precision fp32";
-    const pid_t launcher = start_command(std::string(MPIRUN) + " -x ASAN_OPTIONS=detect_leaks=0 -np 2 " +
-                                         train_args("out", "", "-steps 100000 -eval_every 0"));
-    ASSERT_GT(launcher, 0);
-    const pid_t rank = a_rank_once_training(launcher, "out", 1);
-    ASSERT_GT(rank, 0) << "no rank process found under mpirun";
-    kill(rank, SIGKILL);
-    bool ended = false;
-    const int status = finish(launcher, &ended);
-    EXPECT_TRUE(ended) << "mpirun still running 30 s after a rank died";
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << "status " << status;
+    expect_a_killed_rank_ends_the_job(start_command(std::string(MPIRUN) + " -x ASAN_OPTIONS=detect_leaks=0 -np 2 " +
+                                                    train_args("out", "", "-steps 100000 -eval_every 0")));
 }
 
 TEST_F(Distributed, RefusesTotalBatchNotDividedByRanks) {
@@ -341,15 +346,7 @@ TEST_F(Distributed, ARankThatCannotStartStopsEveryRank) {
 
 TEST_F(Distributed, ARankThatDiesTakesTheOthersDown) {
     // A long run of 2 ranks; one of them is killed: mpirun must end, not hang.
-    const pid_t launcher = start(2, "out", "-steps 100000 -eval_every 0");
-    ASSERT_GT(launcher, 0);
-    const pid_t rank = a_rank_once_training(launcher, "out", 1);
-    ASSERT_GT(rank, 0) << "no rank process found under mpirun";
-    kill(rank, SIGKILL);
-    bool ended = false;
-    const int status = finish(launcher, &ended);
-    EXPECT_TRUE(ended) << "mpirun still running 30 s after a rank died";
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << "status " << status;
+    expect_a_killed_rank_ends_the_job(start(2, "out", "-steps 100000 -eval_every 0"));
 }
 
 TEST_F(Distributed, ASignalToOneRankStopsEveryRankWithACheckpointThatResumes) {
