@@ -70,7 +70,7 @@ public:
     std::unique_ptr<gpu::Blas> blas;  // cuBLAS and cuBLASLt on `stream`
 
     CudaOps(const ModelConfig& cfg, int B, int Tn)
-        : attention_delta(gpu::attention_saved_size(B, Tn, cfg.NH)), token_order(B * Tn),
+        : attention_delta(gpu::attention_saved_size(B, Tn, cfg.NH)), token_order(B * Tn, cfg.C),
           partial(std::max((size_t)MAX_ROW_CHUNKS * 4 * cfg.C, gpu::layernorm_backward_scratch(cfg.C))),
           norm_partial(gpu::SUMSQ_MAX_BLOCKS),
           stats_scratch(gpu::stream_statistics_scratch(B * Tn, cfg.C)),

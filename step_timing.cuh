@@ -146,9 +146,9 @@ struct TimedStep {
 };
 
 // Milliseconds per op, summed over the op's marks of one step and averaged over `steps` steps
-// (after one untimed step) of the step bench_gpu.cpp times, on random tokens.
+// (after one untimed step) of the step bench_gpu.cpp times, on the batch `tokens` (B·T + 1).
 template <typename T>
-std::map<std::string, double> measure(const ModelConfig& cfg, int B, int Tn, int steps) {
+std::map<std::string, double> measure(const ModelConfig& cfg, int B, int Tn, int steps, const int32_t* tokens) {
     TimedStep<T> timed(cfg, B, Tn);
     auto& model = timed.model;
     DeviceArray<float>&m = timed.m, &v = timed.v;
@@ -157,13 +157,11 @@ std::map<std::string, double> measure(const ModelConfig& cfg, int B, int Tn, int
     model.params.upload(host.data(), model.ops.stream);
     model.sync_weights();
     model.ops.zero(m), model.ops.zero(v);
-    std::vector<int32_t> tokens((size_t)B * Tn + 1);
-    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (int32_t)((i * 7919) % cfg.V);
     std::map<std::string, double> ms;
     for (int s = 0; s <= steps; s++) {
         model.ops.clear();
         model.ops.zero(model.grads);
-        model.forward_to_logits(tokens.data(), tokens.data() + 1);
+        model.forward_to_logits(tokens, tokens + 1);
         model.backward(1.0f);
         const double norm = model.grad_norm();
         model.ops.timed("adamw", [&] {
@@ -184,8 +182,10 @@ std::map<std::string, double> measure(const ModelConfig& cfg, int B, int Tn, int
 
 }  // namespace step_timing
 
-std::map<std::string, double> cuda_step_op_ms(const ModelConfig& cfg, int B, int T, bool use_bf16, int steps) {
-    return use_bf16 ? step_timing::measure<bf16>(cfg, B, T, steps) : step_timing::measure<float>(cfg, B, T, steps);
+std::map<std::string, double> cuda_step_op_ms(const ModelConfig& cfg, int B, int T, bool use_bf16, int steps,
+                                              const int32_t* tokens) {
+    return use_bf16 ? step_timing::measure<bf16>(cfg, B, T, steps, tokens)
+                    : step_timing::measure<float>(cfg, B, T, steps, tokens);
 }
 
 MemoryPlan cuda_step_timing_plan(const ModelConfig& cfg, int B, int T, bool use_bf16) {

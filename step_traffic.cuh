@@ -8,7 +8,6 @@
 // distinct fake address range that nothing reads, so a step of any size is recorded on any
 // machine. Included by gpt2.cu after the kernel headers.
 #pragma once
-#include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <string>
@@ -86,7 +85,10 @@ public:
     }
     void finish() {}
     void convert(T*, const float*, size_t n) { note("convert", {::convert_traffic<T, float>(n)}); }
-    void load_batch(Array<int32_t>&, Array<int32_t>&, const int32_t*, const int32_t*) {}
+    // The batch's tokens, kept: how they repeat decides the embedding backward's traffic.
+    void load_batch(Array<int32_t>&, Array<int32_t>&, const int32_t* host_tokens, const int32_t*) {
+        batch.assign(host_tokens, host_tokens + (size_t)B * Tn);
+    }
 
     float mean(const Array<float>&) { return 0.0f; }  // a copy of N floats to the host
     template <class U>
@@ -100,7 +102,7 @@ public:
         note("encoder fwd", {gpu::encoder_forward_traffic<float, T>(B_, Tn_, C)});
     }
     void encoder_backward(float*, float*, const float*, const int32_t*, int B_, int Tn_, int C) {
-        note("encoder bwd", gpu::encoder_backward_traffic<float>(B_, Tn_, C, expected_distinct_tokens()));
+        note("encoder bwd", gpu::encoder_backward_traffic<float>(B_, Tn_, C, gpu::token_runs(batch.data(), B_ * Tn_)));
     }
     template <class O, class I>
     void layernorm_forward(O*, float*, float*, const I*, const T*, const T*, int N, int C) {
@@ -161,24 +163,21 @@ public:
 private:
     ModelConfig cfg;
     int B, Tn;
+    std::vector<int32_t> batch;  // the last load_batch's tokens (B·T)
 
     void note(const std::string& op, const Launches& launches) { ops.push_back({op, launches}); }
 
-    // Distinct tokens expected among B·T uniformly random ones: V·(1 − (1 − 1/V)^(B·T)).
-    int expected_distinct_tokens() const {
-        return (int)(cfg.V * (1.0 - std::pow(1.0 - 1.0 / cfg.V, (double)B * Tn)));
-    }
 };
 
-// One step as bench_gpu.cpp's train_step runs it: zero_grad, forward to the logits, backward
-// (from the fused cross-entropy on), gradient norm, AdamW over every parameter tensor.
+// One step as bench_gpu.cpp's train_step runs it, on the batch `tokens` (B·T): zero_grad,
+// forward to the logits, backward (from the fused cross-entropy on), gradient norm, AdamW over
+// every parameter tensor.
 template <typename T>
-std::vector<OpTraffic> record_step(const ModelConfig& cfg, int B, int Tn) {
+std::vector<OpTraffic> record_step(const ModelConfig& cfg, int B, int Tn, const int32_t* tokens) {
     Gpt2<TrafficOps<T>> model(cfg, B, Tn);
     model.ops.ops.clear();
-    std::vector<int32_t> tokens((size_t)B * Tn, 0);
     model.ops.zero(model.grads);
-    model.forward_to_logits(tokens.data(), tokens.data());
+    model.forward_to_logits(tokens, tokens);
     model.backward(1.0f);
     model.grad_norm();
     model.ops.adamw(model.params.size());
@@ -187,6 +186,7 @@ std::vector<OpTraffic> record_step(const ModelConfig& cfg, int B, int Tn) {
 
 }  // namespace step_traffic
 
-std::vector<OpTraffic> cuda_step_traffic(const ModelConfig& cfg, int B, int T, bool use_bf16) {
-    return use_bf16 ? step_traffic::record_step<bf16>(cfg, B, T) : step_traffic::record_step<float>(cfg, B, T);
+std::vector<OpTraffic> cuda_step_traffic(const ModelConfig& cfg, int B, int T, bool use_bf16, const int32_t* tokens) {
+    return use_bf16 ? step_traffic::record_step<bf16>(cfg, B, T, tokens)
+                    : step_traffic::record_step<float>(cfg, B, T, tokens);
 }
