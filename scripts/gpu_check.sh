@@ -16,8 +16,8 @@
 #              or PyTorch's wheels is looked for when the loader does not find it)
 #   googletest (otherwise) GoogleTest from the system, else built from /usr/src/googletest
 #   build      (otherwise) train, eval, the benchmark and the tests for sm_90
-#   tests      cuda_test_kernels, cuda_test_model, cuda_test_wmma, cuda_test_simt and
-#              test_cli_cuda natively, each from its GoogleTest XML: FAIL unless it ran tests,
+#   tests      cuda_test_kernels, cuda_test_model, cuda_test_tensor_cores, cuda_test_wmma,
+#              cuda_test_simt and test_cli_cuda natively, each from its GoogleTest XML: FAIL unless it ran tests,
 #              none failed and none skipped; then the precision test alone, with its numbers
 #   train      20 steps of d12 (T = 256, B = 8, the bundled data) with -ln pre and -ln peri
 #              -dt 0.1 in fp32 and bf16 against the CPU backend's 20 (run in the background
@@ -63,7 +63,7 @@ if [ -n "$BUNDLE" ]; then
 else
   TRAIN=$ROOT/train BENCH=$ROOT/build/bench_gpu TEST_DIR=$ROOT/build/cuda CLI_TEST=$ROOT/build/test_cli_cuda
 fi
-GPU_TESTS=(cuda_test_kernels cuda_test_model cuda_test_wmma cuda_test_simt)
+GPU_TESTS=(cuda_test_kernels cuda_test_model cuda_test_tensor_cores cuda_test_wmma cuda_test_simt)
 
 # selected GROUP: true when --only names GROUP (or is not given).
 selected() { [ "$ONLY" = all ] || [[ ",$ONLY," == *",$1,"* ]]; }
@@ -323,8 +323,8 @@ if selected train; then
   done
 fi
 
-# 6. The benchmark (B: the largest up to 64 whose plan fits): its first loss, on fresh weights
-# and random tokens, is about ln V; every fused product must have run fused (docs/cuda.md §3).
+# 6. The benchmark (B: the largest up to 64 whose plan fits): its first loss, on fresh weights,
+# is about ln V; every fused product must have run fused (docs/cuda.md §3).
 if selected bench; then
   start=$SECONDS
   timeout 300 "$BENCH" >"$OUT/bench.log" 2>&1

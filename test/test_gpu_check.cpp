@@ -81,7 +81,8 @@ protected:
         bin = dir + "bin/";
         mkdir(bundle.c_str(), 0755);
         mkdir(bin.c_str(), 0755);
-        for (const char* test : {"cuda_test_kernels", "cuda_test_model", "cuda_test_wmma", "cuda_test_simt", "test_cli_cuda"})
+        for (const char* test : {"cuda_test_kernels", "cuda_test_model", "cuda_test_tensor_cores", "cuda_test_wmma",
+                                  "cuda_test_simt", "test_cli_cuda"})
             program(bundle + test, fake_gtest("pass"));
         program(bundle + "train", FAKE_TRAIN);
         program(bundle + "eval", "#!/bin/bash\n");
@@ -123,12 +124,12 @@ protected:
 TEST_F(GpuCheck, TestsPassWhenEveryBinaryRanItsTests) {
     const Result r = check_bundle("driver,bundle,tests");
     EXPECT_EQ(r.status, 0) << r.out;
-    for (const char* step : {"driver", "bundle libraries", "cuda_test_kernels", "cuda_test_model", "cuda_test_wmma",
+    for (const char* step : {"driver", "bundle libraries", "cuda_test_kernels", "cuda_test_model", "cuda_test_tensor_cores", "cuda_test_wmma",
                              "cuda_test_simt", "test_cli_cuda", "precision"})
         EXPECT_NE(row(r, step).find(" ok "), std::string::npos) << step << ":\n" << r.out;
     EXPECT_NE(row(r, "cuda_test_kernels").find("3 passed, 0 failed, 0 skipped, worst error 1.5e-07"), std::string::npos)
         << r.out;
-    EXPECT_NE(r.out.find("gpu_check-summary: 8 ok, 0 failed, 0 skipped"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("gpu_check-summary: 9 ok, 0 failed, 0 skipped"), std::string::npos) << r.out;
 }
 
 TEST_F(GpuCheck, ABinaryThatRanNoTestFails) {
@@ -214,7 +215,7 @@ TEST_F(GpuCheck, BenchmarkNeedsItsFirstLossNearLnVAndEveryProductFused) {
 TEST_F(GpuCheck, DryListsEveryRowWithoutAGpu) {
     const Result r = check("--dry --prebuilt " + bundle, "", false);
     EXPECT_EQ(r.status, 0) << r.out;
-    for (const char* step : {"driver", "bundle libraries", "cuda_test_kernels", "cuda_test_model", "cuda_test_wmma",
+    for (const char* step : {"driver", "bundle libraries", "cuda_test_kernels", "cuda_test_model", "cuda_test_tensor_cores", "cuda_test_wmma",
                              "cuda_test_simt", "test_cli_cuda", "precision", "cpu reference pre", "train pre fp32",
                              "train peri bf16", "bench", "fused products", "plan d48 bf16 B=32",
                              "memcheck attention+LN", "racecheck attention+LN", "synccheck attention+LN",
