@@ -3,7 +3,9 @@
 //
 //   Run              everything a run needs, resolved and checked before any output is written
 //   prepare_run      the device; the model resumed from the folder's newest checkpoint pair,
-//                    loaded from -init FILE, or fresh; the batch shape and micro-steps
+//                    loaded from -init FILE, or fresh; the batch shape as asked
+//   fit_to_device    collective: the ranks' NCCL communicator (CUDA), then the micro-batch the
+//                    device holds, the tokens per step and the micro-steps
 //   save_checkpoint  writes model_N.bin and state_N.bin (N = steps done), each whole or not at all
 //   resume_loader    puts a rank's data loader where the saved run left off
 #pragma once
@@ -12,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,7 @@ struct Run {
     bool resuming = false;
     int ranks = 1;       // processes training the model together (mpirun -np)
     int grad_accum = 1;  // micro-steps per step on each rank: total_batch / (ranks·B·T)
+    std::shared_ptr<NcclComm> comm;  // CUDA with several ranks: their communicator (fit_to_device)
 };
 
 // True when the AdamW state is sharded over the ranks (ZeRO-1, README "Training on several GPUs
@@ -114,9 +118,9 @@ inline void start_from_init(Run& r, bool gpu) {
     r.state.seed = o.seed;
 }
 
-// Resolves the device, the model (resumed, loaded or fresh), and the batch shape; `ranks`
-// processes share every step; gpu_index: which of the visible GPUs (the local rank).
-inline Run prepare_run(const TrainOptions& o, int ranks, int gpu_index) {
+// Resolves the device, the model (resumed, loaded or fresh), and the batch shape before the
+// device has its say (fit_to_device); `ranks` processes share every step.
+inline Run prepare_run(const TrainOptions& o, int ranks) {
     Run r;
     r.opt = o;
     r.ranks = ranks;
@@ -132,7 +136,19 @@ inline Run prepare_run(const TrainOptions& o, int ranks, int gpu_index) {
                                                                    : std::vector<std::string>{o.train_data});
     if (s.T > r.cfg.maxT)
         throw InputError("flag -T: " + std::to_string(s.T) + " exceeds the model's maxT " + std::to_string(r.cfg.maxT));
-    s.B = fit_device_batch(r.device, o.precision, r.cfg, s.B, o.B != 0, s.T, gpu_index);
+    s.zero = o.zero && ranks > 1;
+    return r;
+}
+
+// The micro-batch on the device, then the steps' shape. Collective, after the ranks agreed on
+// prepare_run: on CUDA with several ranks their NCCL communicator is made first, so that the
+// device memory NCCL takes is in use when fit_device_batch asks what is free (docs/cuda.md §4).
+inline void fit_to_device(Run& r, ProcessGroup& group) {
+    const bool gpu = r.device == "cuda";
+    const int ranks = r.ranks;
+    TrainOptions& s = r.opt;
+    r.comm = make_device_comm(r.device, group, num_parameters(r.cfg), group.local_rank());
+    s.B = fit_device_batch(r.device, s.precision, r.cfg, s.B, s.given.count("B") > 0, s.T, group.local_rank());
     const long long tokens = (long long)s.B * s.T * ranks;  // one micro-step of every rank
     if (s.total_batch == 0) s.total_batch = gpu ? std::max(tokens, 524288LL) / tokens * tokens : tokens;
     if (s.total_batch % tokens != 0)
@@ -142,8 +158,6 @@ inline Run prepare_run(const TrainOptions& o, int ranks, int gpu_index) {
                                     : std::string("B*T = ")) +
                          std::to_string(tokens));
     r.grad_accum = (int)(s.total_batch / tokens);
-    s.zero = o.zero && ranks > 1;
-    return r;
 }
 
 // Continues `loader`, rank `rank`'s, where a run saved `saved`: rank 0's position in the stream

@@ -232,7 +232,7 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
         if (o.eval_every > 0)
             val_data = std::make_unique<DataLoader>(o.val_data, o.B, o.T, r.cfg.V, false, 0, group.rank(), group.size());
         if (r.resuming) resume_loader(*train_data, r.state.loader, group.rank());
-        model = make_backend(r.device, o.precision, r.cfg, o.B, o.T, group.local_rank());
+        model = make_backend(r.device, o.precision, r.cfg, o.B, o.T, group.local_rank(), r.comm);
         config = config_json(r, model->name(), *train_data, val_data.get());
     });
     const std::string config_path = in_folder(o.out_dir, "config.json");
@@ -299,8 +299,9 @@ int main(int argc, char** argv) {
                 if (opt.threads > 0) omp_set_num_threads(opt.threads);
                 if (group->is_root()) folder = std::make_unique<RunFolder>(opt.out_dir, opt.resume, opt.overwrite);
                 stop_request::install();
-                run = prepare_run(opt, group->size(), group->local_rank());
+                run = prepare_run(opt, group->size());
             });
+            start_on_every_rank(*group, [&] { fit_to_device(run, *group); });
             const int result = train(run, folder.get(), *group);
             together = true;
             return result;
