@@ -54,14 +54,16 @@ inline std::string resolve_device(const std::string& device) {
 }
 
 // Builds the backend for a resolved device ("cpu" or "cuda"); precision is "bf16" or "fp32"
-// (the CPU reference always computes in fp32); gpu: which of the visible GPUs (the local rank
-// under mpirun).
+// (the CPU always computes in fp32); cpu_ops picks the CPU's op set, "fast" or "reference"
+// (gpt2_cpu.h); gpu: which of the visible GPUs (the local rank under mpirun).
 inline std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision,
-                                             const ModelConfig& cfg, int B, int T, int gpu = 0) {
+                                             const std::string& cpu_ops, const ModelConfig& cfg, int B, int T,
+                                             int gpu = 0) {
 #ifdef USE_CUDA
     if (device == "cuda") return make_cuda_backend(cfg, B, T, precision == "bf16", gpu);
 #endif
-    return std::make_unique<CpuBackend>(cfg, B, T);
+    if (cpu_ops == "reference") return std::make_unique<CpuBackend<ReferenceOps<float>>>(cfg, B, T);
+    return std::make_unique<CpuBackend<>>(cfg, B, T);
 }
 
 // The micro-batch on a resolved device: on CUDA, B (`given` by -B, or the default so far) is

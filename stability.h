@@ -1,9 +1,8 @@
 // stability.h — the forward- and backward-stability diagnostics that ./eval reports, computed on
 // the CPU reference model (CpuModel<T>) at one batch of data:
 //
-//   * hidden-state statistics of the residual stream (docs/statistics.md) at every layer and half-layer;
-//   * gradient norms per layer: ‖∂loss/∂X_i‖ (docs/statistics.md) and the norm of each block's parameter
-//     gradient (the per-block parameter norms, ‖∂loss/∂W_fcproj‖ and the MLP's hidden RMS are in
+//   * the norm of each block's parameter gradient (the hidden-state statistics, ‖∂loss/∂X_i‖,
+//     the per-block parameter norms, ‖∂loss/∂W_fcproj‖ and the MLP's hidden RMS are in
 //     diagnostics.h);
 //   * local sensitivity: ‖J v‖ for random directions v, J the Jacobian of one block (or of one
 //     residual step) at the data, computed EXACTLY by a forward-mode tangent pass (a Jacobian-
@@ -105,71 +104,55 @@ void attention_tangent(T* dout, const T* dqkv, const T* qkv, const T* att, int B
 // Buffers for the tangent pass of one model (sized once).
 template <typename T>
 struct TangentScratch {
-    std::vector<T> dnorm[3];  // the tangent after each LayerNorm of a step (indexed by StepNorm)
-    std::vector<T> dF, ds, dwide, dwide2, dheads;
+    std::vector<T> du, dF, df, ds, dx_out;  // the tangents of a step's lines      (N,C)
+    std::vector<T> dwide, dwide2;          // inside the module                  (N,4C)
+    std::vector<T> dheads;                 //                                    (N,C)
     explicit TangentScratch(size_t NC)
-        : dnorm{std::vector<T>(NC), std::vector<T>(NC), std::vector<T>(NC)}, dF(NC), ds(NC), dwide(4 * NC),
-          dwide2(4 * NC), dheads(NC) {}
+        : du(NC), dF(NC), df(NC), ds(NC), dx_out(NC), dwide(4 * NC), dwide2(4 * NC), dheads(NC) {}
 };
 
-// The pieces of one residual step of block l as the tangent pass runs them: each maps the
-// tangent of its input to the tangent of its output, at the point saved by the model's last
-// forward. residual_step (gpt2.h) walks them in the forward pass's order.
+// The module of step (l, half), linearised at the model's last forward: du (N,C) → dF (N,C),
+// its matrix products without bias, attention or GELU in between.
 template <typename T>
-struct TangentStep {
-    const CpuModel<T>& m;
-    int l;
-    Half half;
-    TangentScratch<T>& s;
-
-    const typename CpuModel<T>::StepActs& acts() const { return m.block_activations(l).step(half); }
-
-    // LayerNorm `which`, linearised at its saved input, mean and rstd.
-    template <StepNorm which>
-    const T* norm(const T* dx) {
-        const auto& st = acts();
-        const T* x = which == StepNorm::Input ? m.step_input(l, half)
-                     : which == StepNorm::Output ? st.module_out.data() : st.sum.data();
-        const auto& n = st.template norm<which>();
-        T* dy = s.dnorm[(int)which].data();
-        layernorm_tangent(dy, dx, x, step_norm(m.p, l, m.cfg.C, half, which).w, n.mean.data(), n.rstd.data(), m.N,
-                          m.cfg.C);
-        return dy;
+void module_tangent(const CpuModel<T>& m, int l, Half half, const T* du, T* dF, TangentScratch<T>& s) {
+    const int N = m.N, C = m.cfg.C;
+    const auto& a = m.block_activations(l);
+    const T* nobias = nullptr;
+    if (half == Half::Attention) {
+        m.ops.matmul_forward(s.dwide.data(), du, m.p.qkvw + (size_t)l * 3 * C * C, nobias, N, C, 3 * C);
+        attention_tangent(s.dheads.data(), s.dwide.data(), a.qkv.data(), a.att.data(), m.B, m.T, C, m.cfg.NH);
+        m.ops.matmul_forward(dF, s.dheads.data(), m.p.attprojw + (size_t)l * C * C, nobias, N, C, C);
+    } else {
+        m.ops.matmul_forward(s.dwide.data(), du, m.p.fcw + (size_t)l * 4 * C * C, nobias, N, C, 4 * C);
+        m.ops.gelu_backward(s.dwide2.data(), s.dwide.data(), a.fc.data(), 4 * (size_t)N * C,
+                            GradOut::Write);  // gelu'(fc) ⊙ dfc
+        m.ops.matmul_forward(dF, s.dwide2.data(), m.p.fcprojw + (size_t)l * 4 * C * C, nobias, N, 4 * C, C);
     }
-    // The module, linearised: its matrix products without bias, attention or GELU in between.
-    const T* module(const T* du) {
-        const int N = m.N, C = m.cfg.C;
-        const auto& a = m.block_activations(l);
-        const T* nobias = nullptr;
-        if (half == Half::Attention) {
-            m.ops.matmul_forward(s.dwide.data(), du, m.p.qkvw + (size_t)l * 3 * C * C, nobias, N, C, 3 * C);
-            attention_tangent(s.dheads.data(), s.dwide.data(), a.qkv.data(), a.att.data(), m.B, m.Tn, C, m.cfg.NH);
-            m.ops.matmul_forward(s.dF.data(), s.dheads.data(), m.p.attprojw + (size_t)l * C * C, nobias, N, C, C);
-        } else {
-            m.ops.matmul_forward(s.dwide.data(), du, m.p.fcw + (size_t)l * 4 * C * C, nobias, N, C, 4 * C);
-            std::fill(s.dwide2.begin(), s.dwide2.end(), T(0));
-            m.ops.gelu_backward(s.dwide2.data(), s.dwide.data(), a.fc.data(), 4 * (size_t)N * C);  // gelu'(fc) ⊙ dfc
-            m.ops.matmul_forward(s.dF.data(), s.dwide2.data(), m.p.fcprojw + (size_t)l * 4 * C * C, nobias, N, 4 * C, C);
-        }
-        return s.dF.data();
-    }
-    // ds = dx + Δt·df.
-    const T* add(const T* dx, const T* df) {
-        const T dt = (T)m.cfg.dt;
-        for (size_t i = 0; i < s.ds.size(); i++) s.ds[i] = dx[i] + dt * df[i];
-        return s.ds.data();
-    }
-};
+}
 
 // Jacobian-vector product of one residual step of block l at the point of the model's last
 // forward: dy (N,C) = J · dx, J the Jacobian of the step at its saved input (X_l for the
-// attention step, the attention step's output for the MLP step). (half as an int: 0
-// attention, 1 MLP.)
+// attention step, the attention step's output for the MLP step). Each line is the tangent of
+// the line of Gpt2::step_forward above it, at the values that forward kept:
+//   u = LN_in(x)?    F = module(u)    f = LN_out(F)?    s = x + Δt·f    x' = LN_after(s)?
 template <typename T>
 void step_jvp(const CpuModel<T>& m, int l, Half half, const T* dx, T* dy, TangentScratch<T>& s) {
-    TangentStep<T> pass{m, l, half, s};
-    const T* out = residual_step(norm_plan(m.cfg.placement), pass, dx);
-    std::copy(out, out + (size_t)m.N * m.cfg.C, dy);
+    const NormPlan& plan = m.plan;
+    const int N = m.N, C = m.cfg.C;
+    const auto& a = m.block_activations(l).step(half);
+    auto layernorm = [&](T* out, const T* d, const T* x, const auto& n, StepNorm which) {
+        layernorm_tangent(out, d, x, step_norm(m.p, l, C, half, which).w, n.mean.data(), n.rstd.data(), N, C);
+        return out;
+    };
+    const T* du = plan.input ? layernorm(s.du.data(), dx, m.step_input(l, half), a.in, StepNorm::Input) : dx;
+    module_tangent(m, l, half, du, s.dF.data(), s);
+    const T* df = plan.output ? layernorm(s.df.data(), s.dF.data(), a.module_out.data(), a.out, StepNorm::Output)
+                              : s.dF.data();
+    const T dt = (T)m.cfg.dt;
+    for (size_t i = 0; i < s.ds.size(); i++) s.ds[i] = dx[i] + dt * df[i];  // ds = dx + Δt·df
+    const T* out = plan.after_add ? layernorm(s.dx_out.data(), s.ds.data(), a.sum.data(), a.after, StepNorm::AfterAdd)
+                                  : s.ds.data();
+    std::copy(out, out + (size_t)N * C, dy);
 }
 template <typename T>
 void step_jvp(const CpuModel<T>& m, int l, int half, const T* dx, T* dy, TangentScratch<T>& s) {
@@ -333,16 +316,7 @@ Uncertainty relative_output_uncertainty(CpuModel<T>& m, double sigma_rel, int sa
 }
 
 // ---------------------------------------------------------------------------------------------
-// Statistics and gradient norms
-
-// docs/statistics.md statistics of the residual stream of the last forward at the 2L + 1 half-block points
-// (j = 0 embedding, 2l + 1 after block l's attention step, 2l + 2 = X_{l+1}).
-template <typename T>
-std::vector<StreamStats> half_stream_stats(const CpuModel<T>& m) {
-    std::vector<StreamStats> out;
-    for (int j = 0; j <= 2 * m.cfg.L; j++) out.push_back(stream_statistics(m.half_stream(j), m.N, m.cfg.C));
-    return out;
-}
+// Gradient norms
 
 // ‖gradient‖ of the parameters of each block l (every per-layer tensor's slice l), from m.grads.
 template <typename T>

@@ -45,7 +45,7 @@ struct TrainOptions {
     Placement placement;
     float dt;
     bool placement_given, dt_given;
-    std::string init, train_data, val_data, out_dir, device, precision;
+    std::string init, train_data, val_data, out_dir, device, precision, cpu_ops;
     int B, T, steps, warmup, eval_every, eval_batches, save_every, stats_every, threads, outcome_window;
     long long total_batch;
     double lr, lr_min, wd, beta1, beta2, eps, clip, diverge_rise, spike_rise;
@@ -70,6 +70,7 @@ static const char* USAGE =
     "  -change_steps 0|1 (0): with -resume 1, let -steps differ from the run's (the schedule's end moves)\n"
     "  -stats_every N (0 = off): hidden-state and gradient statistics per layer into log.jsonl\n"
     "  -device auto|cpu|cuda (auto)  -precision bf16|fp32 (bf16, CUDA only)  -threads N (CPU)\n"
+    "  -cpu_ops fast|reference (fast): the CPU's op set; reference = the textbook ops of cpu_ops.h (slow)\n"
     "  -zero 0|1 (1): under mpirun, shard the AdamW state over the ranks (ZeRO-1; README)\n";
 
 // Parses and range-checks every flag; throws InputError naming the first bad one.
@@ -84,6 +85,7 @@ static TrainOptions parse_options(int argc, char** argv) {
     o.device = f.str("device", "auto", {"auto", "cpu", "cuda"});
     o.precision = f.str("precision", "bf16", {"bf16", "fp32"});
     o.threads = (int)f.integer("threads", 0, 1, 1024);
+    o.cpu_ops = f.str("cpu_ops", "fast", {"fast", "reference"});
     o.init = f.str("init", "");
     o.train_data = f.str("train_data", DEFAULT_TRAIN_DATA);
     o.val_data = f.str("val_data", DEFAULT_VAL_DATA);
@@ -268,6 +270,8 @@ static Run prepare(const TrainOptions& o, int ranks, int gpu_index) {
     r.ranks = ranks;
     r.device = resolve_device(o.device);
     const bool gpu = r.device == "cuda";
+    if (gpu && o.cpu_ops != "fast")
+        throw InputError("flag -cpu_ops: chooses among the CPU's op sets, but this run is on cuda (give -device cpu)");
     if (o.resume) {
         const std::vector<int> saved = checkpoint_steps(o.out_dir);
         if (!saved.empty()) {
@@ -334,7 +338,7 @@ static double evaluate(Backend& model, DataLoader& val, int batches, ProcessGrou
     double sum = 0;
     for (int i = group.rank(); i < batches; i += group.size()) {
         val.next_batch();
-        sum += model.forward(val.inputs(), val.targets());
+        sum += model.network().forward(val.inputs(), val.targets());
     }
     return group.sum(sum) / batches;
 }
@@ -381,20 +385,6 @@ static std::string duration_text(double seconds) {
     else if (s < 3600) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
     else std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, s / 60 % 60);
     return buf;
-}
-
-// What a `stats` record holds besides the gradient norms, read from the first micro-batch of
-// the step between its forward and its backward.
-struct ForwardStats {
-    std::vector<StreamStats> stream;  // 2L + 1 half-block points
-    std::vector<double> rms;          // RMS of the residual stream, same points
-    std::vector<double> attn_logit_max, mlp_hidden_rms, param_norm;  // per block (L)
-    LogitStats logits;
-};
-
-static ForwardStats forward_stats(Backend& model) {
-    return {model.stream_stats(), model.stream_rms(), model.attn_logit_max(), model.mlp_hidden_rms(),
-            model.block_param_norms(), model.logit_stats()};
 }
 
 // The `stats` record for the current micro-batch (README, *Outputs*): per layer (the residual
@@ -511,7 +501,7 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
         if (o.eval_every > 0)
             val_data = std::make_unique<DataLoader>(o.val_data, o.B, o.T, r.cfg.V, false, 0, group.rank(), group.size());
         if (r.resuming) resume_loader(*train_data, r.state.loader, group.rank());
-        model = make_backend(r.device, o.precision, r.cfg, o.B, o.T, group.local_rank());
+        model = make_backend(r.device, o.precision, o.cpu_ops, r.cfg, o.B, o.T, group.local_rank());
         config = config_text(r, *model, *train_data, val_data.get());
     });
     start_on_every_rank(group, [&] {
@@ -586,27 +576,29 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
             record(val_record(step, val_loss).str());
         }
         const auto start = std::chrono::steady_clock::now();
-        model->zero_grad();
+        Network& net = model->network();
+        Diagnostics& diagnostics = model->diagnostics();
+        net.zero_grad();
         double loss = 0;
         const bool stats_step = o.stats_every > 0 && step % o.stats_every == 0;
         ForwardStats stats;
         for (int micro = 0; micro < r.grad_accum; micro++) {
             train_data->next_batch();
-            model->forward_to_logits(train_data->inputs(), train_data->targets());
-            if (stats_step && micro == 0) stats = forward_stats(*model);  // reads the logits
-            model->record_stream_grads(stats_step && micro == 0);
-            loss += model->backward(1.0f / micro_steps);  // the loss comes with its gradient
+            net.forward_to_logits(train_data->inputs(), train_data->targets());
+            if (stats_step && micro == 0) stats = diagnostics.forward_stats();  // reads the logits
+            diagnostics.record_stream_grads(stats_step && micro == 0);
+            loss += net.backward(1.0f / micro_steps);  // the loss comes with its gradient
         }
         // Every rank's gradients summed (each was already weighted 1 / micro_steps): the mean
         // over the whole step, before clipping, the same on every rank.
         model->sum_grads(group);
         loss = group.sum(loss) / micro_steps;
         if (stats_step) {  // of rank 0's first micro-batch, the step's first
-            std::vector<double> grad_norms = model->stream_grad_norms();  // of loss / micro_steps
+            std::vector<double> grad_norms = diagnostics.stream_grad_norms();  // of loss / micro_steps
             for (double& g : grad_norms) g *= micro_steps;
-            record(stats_record(step, stats, grad_norms, model->fcproj_grad_norms()));
+            record(stats_record(step, stats, grad_norms, diagnostics.fcproj_grad_norms()));
         }
-        const double norm = model->grad_norm();
+        const double norm = net.grad_norm();
         if (step == 0) state.first_loss = loss;
         const std::string reason = outcome.observe(loss, norm);
         if (group.max(group.is_root() && !reason.empty())) {  // rank 0 alone has the whole history

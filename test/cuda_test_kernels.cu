@@ -500,6 +500,31 @@ TYPED_TEST(Kernel, ResidualForward) {
     }
 }
 
+// df = Δt·ds, written over NaN and added into a buffer, as the model calls it: ds the fp32 stream
+// gradient, df in T; the same packs, partial packs and misalignments as ResidualForward.
+TYPED_TEST(Kernel, ResidualBackward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(15);
+    const float dt = 0.1f;
+    struct Case {
+        size_t n, ds_shift, df_shift;
+    };
+    const size_t nc = (size_t)N * C;
+    for (const Case& k : {Case{nc, 0, 0}, Case{nc - 3, 0, 0}, Case{nc - 3, 1, 1}, Case{nc, 0, 1}})
+        for (GradOut mode : {GradOut::Write, GradOut::Add}) {
+            SCOPED_TRACE("n = " + std::to_string(k.n) + ", shifts " + std::to_string(k.ds_shift) + " and " +
+                         std::to_string(k.df_shift) + (mode == GradOut::Add ? ", adding" : ", writing"));
+            const size_t n = k.n, ss = k.ds_shift, fs = k.df_shift;
+            const std::vector<float> ds = random_vector(rng, n), df0 = rounded<T>(random_vector(rng, n));
+            std::vector<float> want = mode == GradOut::Add ? df0 : std::vector<float>(n);
+            ::residual_backward(want.data(), ds.data(), dt, n, mode);
+            auto df = mode == GradOut::Add ? to_device_shifted<T>(df0, fs) : poisoned<T>(fs + n);
+            gpu::residual_backward(df.data() + fs, to_device_shifted<float>(ds, ss).data() + ss, dt, n, mode, kStream);
+            expect_close(to_host_shifted(df, fs), want, tolerance<T>(), "residual df");
+        }
+}
+
 TYPED_TEST(Kernel, MatmulForward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -128,6 +129,51 @@ TEST_F(Cli, RefusesUnusableCustomSize) {
     expect_refused(run("./train", "-device cpu -init l2h3c16v96t16 -train_data " + dir + "/train_*.bin -val_data " +
                                       dir + "/val_*.bin -out " + dir + "/out"),
                    "l2h3c16v96t16");
+}
+
+// ./train -cpu_ops reference trains with the textbook ops of cpu_ops.h (gpt2_cpu.h,
+// ReferenceOps<float>) instead of the fast ops: on a few steps, in every placement, each number
+// of its step, validation and stats records matches the fast run's within 1e-5 of the largest
+// value of that key in the record.
+TEST_F(Cli, ReferenceOpsTrainLikeTheFastOps) {
+    for (const char* ln : {"pre", "post", "peri"}) {
+        std::string logs[2];
+        for (int k = 0; k < 2; k++) {
+            const std::string ops = k ? "reference" : "fast", out = dir + "/" + ln + "_" + ops;
+            Result r = run("./train", "-device cpu -threads 2 -init l2h2c16v96t16 -ln " + std::string(ln) +
+                                          " -dt 0.5 -train_data " + dir + "/train_*.bin -val_data " + dir +
+                                          "/val_*.bin -B 2 -T 8 -steps 4 -eval_every 2 -eval_batches 2 -stats_every 2 "
+                                          "-save_every 0 -cpu_ops " + ops + " -out " + out);
+            ASSERT_EQ(r.status, 0) << r.err;
+            EXPECT_EQ(r.out.find("textbook ops") != std::string::npos, k == 1) << r.out;
+            logs[k] = read_file(out + "/log.jsonl");
+        }
+        const struct {
+            const char* marker;
+            std::vector<const char*> keys;
+        } records[] = {
+            {"\"tok_s\"", {"loss", "grad_norm", "lr"}},
+            {"\"val_loss\"", {"val_loss"}},
+            {"\"stats\"", {"mean_abs_half", "entry_var_half", "data_var_half", "grad_norm_half", "rms_half",
+                            "grad_norm_scaled_half", "attn_logit_max", "param_norm", "fcproj_grad_norm",
+                            "mlp_hidden_rms", "logit_max", "log_z_mean"}}};
+        for (const auto& record : records) {
+            const std::vector<std::string> a = log_lines(logs[1], record.marker), b = log_lines(logs[0], record.marker);
+            ASSERT_EQ(a.size(), b.size()) << ln << " " << record.marker;
+            ASSERT_FALSE(b.empty()) << ln << " " << record.marker;
+            for (size_t i = 0; i < a.size(); i++)
+                for (const char* key : record.keys) {
+                    const std::vector<double> x = json_numbers(a[i], key), y = json_numbers(b[i], key);
+                    ASSERT_EQ(x.size(), y.size()) << key << " in " << b[i];
+                    ASSERT_FALSE(y.empty()) << key << " in " << b[i];
+                    double scale = 0;
+                    for (double v : y) scale = std::max(scale, std::fabs(v));
+                    for (size_t j = 0; j < x.size(); j++)
+                        EXPECT_NEAR(x[j], y[j], 1e-5 * scale) << ln << "-LN, " << key << "[" << j << "] of " << b[i];
+                }
+        }
+    }
+    expect_refused(train("-cpu_ops slow"), "-cpu_ops");
 }
 
 TEST_F(Cli, DefaultBatchShrinksToFitTheShards) {
