@@ -23,18 +23,18 @@ namespace diag {
 // The largest pre-softmax attention logit of one block: max over b, heads h and causal pairs
 // t' ≤ t of q_t·k_t'/√hs, with q, k the heads of qkv (B,T,3C) = [q | k | v], NH heads of
 // hs = C/NH channels. Dot products in double.
-template <typename T>
-double attention_logit_max(const T* qkv, int B, int Tn, int C, int NH) {
+template <typename Real>
+double attention_logit_max(const Real* qkv, int B, int T, int C, int NH) {
     const int hs = C / NH;
     const double scale = 1.0 / std::sqrt((double)hs);
     double best = -std::numeric_limits<double>::infinity();
 #pragma omp parallel for collapse(3) reduction(max : best) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
-            for (int t = 0; t < Tn; t++) {
-                const T* q = qkv + ((size_t)b * Tn + t) * 3 * C + h * hs;
+            for (int t = 0; t < T; t++) {
+                const Real* q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const T* k = qkv + ((size_t)b * Tn + t2) * 3 * C + C + h * hs;
+                    const Real* k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
                     double s = 0;
                     for (int i = 0; i < hs; i++) s += (double)q[i] * k[i];
                     best = std::max(best, s * scale);
@@ -46,13 +46,13 @@ double attention_logit_max(const T* qkv, int B, int Tn, int C, int NH) {
 // Largest logit and mean log-partition of logits (N,Vp) over the V real tokens of each row
 // (the padding columns V..Vp−1 are ignored). In double. The rows' log-partitions are summed in
 // row order after the parallel loop, so the mean is the same for any number of threads.
-template <typename T>
-LogitStats logit_statistics(const T* logits, int N, int V, int Vp) {
+template <typename Real>
+LogitStats logit_statistics(const Real* logits, int N, int V, int Vp) {
     double best = -std::numeric_limits<double>::infinity();
     std::vector<double> log_z(N);
 #pragma omp parallel for reduction(max : best) schedule(static)
     for (int n = 0; n < N; n++) {
-        const T* z = logits + (size_t)n * Vp;
+        const Real* z = logits + (size_t)n * Vp;
         const double row_max = *std::max_element(z, z + V);
         double sum = 0;
         for (int v = 0; v < V; v++) sum += std::exp((double)z[v] - row_max);
@@ -65,20 +65,20 @@ LogitStats logit_statistics(const T* logits, int N, int V, int Vp) {
 }
 
 // sqrt(mean of x²) over n elements.
-template <typename T>
-double root_mean_square(const T* x, size_t n) {
+template <typename Real>
+double root_mean_square(const Real* x, size_t n) {
     return std::sqrt(sum_of_squares(x, n) / (double)n);
 }
 
 // Σ over the B sequences (rows of losses (B,T)) of exp(mean over t of losses[b,t]); divided by
 // the number of sequences it is the per-sequence perplexity `ppl_seq`.
-template <typename T>
-double sequence_perplexity_sum(const T* losses, int B, int Tn) {
+template <typename Real>
+double sequence_perplexity_sum(const Real* losses, int B, int T) {
     double total = 0;
     for (int b = 0; b < B; b++) {
         double sum = 0;
-        for (int t = 0; t < Tn; t++) sum += losses[(size_t)b * Tn + t];
-        total += std::exp(sum / Tn);
+        for (int t = 0; t < T; t++) sum += losses[(size_t)b * T + t];
+        total += std::exp(sum / T);
     }
     return total;
 }
@@ -102,8 +102,8 @@ std::vector<double> block_norms_by(const ModelConfig& cfg, SumSq sum_sq) {
 }
 
 // block_norms_by of a host buffer `flat` (num_parameters elements).
-template <typename T>
-std::vector<double> block_norms(const T* flat, const ModelConfig& cfg) {
+template <typename Real>
+std::vector<double> block_norms(const Real* flat, const ModelConfig& cfg) {
     return block_norms_by(cfg, [&](size_t offset, size_t n) { return sum_of_squares(flat + offset, n); });
 }
 
@@ -139,7 +139,8 @@ public:
             f.attn_logit_max.push_back(m.ops.attention_logit_max(a.qkv.data(), m.B, m.T, C, m.cfg.NH));
             f.mlp_hidden_rms.push_back(rms(a.gelu.data(), a.gelu.size()));
         }
-        f.param_norm = diag::block_norms_by(m.cfg, [&](size_t o, size_t n) { return m.ops.sum_of_squares(m.params.data() + o, n); });
+        f.param_norm =
+            diag::block_norms_by(m.cfg, [&](size_t o, size_t n) { return m.ops.sum_of_squares(m.params.data() + o, n); });
         f.logits = m.ops.logit_statistics(m.logits_data(), m.N, m.cfg.V, m.cfg.Vp);
         return f;
     }

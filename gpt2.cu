@@ -104,7 +104,8 @@ public:
     Runner runner;
 
     CudaOps(const ModelConfig& cfg, int B, int T)
-        : cfg(cfg), distinct_tokens(expected_distinct_tokens(cfg.V, B * T)), attention_delta(gpu::attention_saved_size(B, T, cfg.NH)), token_order(B * T),
+        : cfg(cfg), distinct_tokens(expected_distinct_tokens(cfg.V, B * T)),
+          attention_delta(gpu::attention_saved_size(B, T, cfg.NH)), token_order(B * T),
           partial(std::max((size_t)MAX_ROW_CHUNKS * 4 * cfg.C, gpu::layernorm_backward_scratch(cfg.C))),
           norm_partial(gpu::SUMSQ_MAX_BLOCKS), stats_scratch(gpu::stream_statistics_scratch(B * T, cfg.C)),
           diag_scratch(std::max<size_t>(gpu::diagnostics_scratch(B, T, cfg.NH), gpu::SUMSQ_MAX_BLOCKS)),
@@ -145,7 +146,8 @@ public:
     }
     // dst = src rounded to T (the bf16 weights from params, a matrix product's input from the stream).
     void convert(Act* dst, const float* src, size_t n) {
-        run("convert", [&] { ::convert(dst, src, n, stream); }, [&] { return Launches{convert_traffic<Act, float>(n)}; });
+        run("convert", [&] { ::convert(dst, src, n, stream); },
+            [&] { return Launches{convert_traffic<Act, float>(n)}; });
     }
     // Uploads the batch.
     void load_batch(Array<int32_t>& tokens, Array<int32_t>& targets, const int32_t* host_tokens,
@@ -238,8 +240,8 @@ public:
         run("attention fwd", [&] { gpu::attention_forward(out, lse, qkv, B, T, C, NH, stream); },
             [&] { return gpu::attention_forward_traffic<Act>(B, T, C, NH); });
     }
-    void attention_backward(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B, int T, int C,
-                            int NH) {
+    void attention_backward(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B, int T,
+                            int C, int NH) {
         run("attention bwd",
             [&] { gpu::attention_backward(dqkv, dout, qkv, out, lse, attention_delta.data(), B, T, C, NH, stream); },
             [&] { return gpu::attention_backward_traffic<Act>(B, T, C, NH); });
@@ -249,8 +251,8 @@ public:
             [&] { gpu::matmul_bias_gelu_forward(*blas, out, pre, inp, w, bias, N, IC, OC, stream); },
             [&] { return gpu::matmul_bias_gelu_forward_traffic<Act>(N, IC, OC); });
     }
-    void matmul_gelu_backward(Act* dpre, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w, const Act* pre,
-                              int N, int IC, int OC) {
+    void matmul_gelu_backward(Act* dpre, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w,
+                              const Act* pre, int N, int IC, int OC) {
         run({matmul_layer(IC, OC), " + gelu bwd"},
             [&] { gpu::matmul_gelu_backward(*blas, dpre, dw, dbias, dout, inp, w, pre, N, IC, OC, partial.data(),
                                             stream); },

@@ -341,8 +341,12 @@ private:
     }
 
     // Gain and bias of LayerNorm `which` of one half of block l, and their gradients.
-    NormWeights<Act> norm_weights(int l, Half half, StepNorm which) const { return step_norm(p, l, cfg.C, half, which); }
-    NormWeights<Acc> norm_grads(int l, Half half, StepNorm which) const { return step_norm(g, l, cfg.C, half, which); }
+    NormWeights<Act> norm_weights(int l, Half half, StepNorm which) const {
+        return step_norm(p, l, cfg.C, half, which);
+    }
+    NormWeights<Acc> norm_grads(int l, Half half, StepNorm which) const {
+        return step_norm(g, l, cfg.C, half, which);
+    }
 
     // n = LayerNorm of x (N,C) with gain and bias w; returns its output (N,C).
     template <class E, class X>

@@ -83,24 +83,6 @@ protected:
 // train("cuda", out, extra) into *r, or skip (see cuda_run).
 #define CUDA_RUN_OR_SKIP(out, extra, r) CUDA_COMMAND_OR_SKIP(train_command("cuda", out, extra), r)
 
-// Every number that `key` holds in the records with `marker`, CUDA against CPU, within `tol`
-// relative to the largest CPU value of that key.
-void expect_log_close(const std::string& cuda_log, const std::string& cpu_log, const std::string& marker,
-                      const std::string& key, double tol) {
-    const std::vector<std::string> a = log_lines(cuda_log, marker), b = log_lines(cpu_log, marker);
-    ASSERT_EQ(a.size(), b.size()) << marker;
-    ASSERT_FALSE(b.empty()) << marker;
-    for (size_t i = 0; i < a.size(); i++) {
-        const std::vector<double> x = json_numbers(a[i], key), y = json_numbers(b[i], key);
-        ASSERT_EQ(x.size(), y.size()) << key << " in " << b[i];
-        ASSERT_FALSE(y.empty()) << key << " in " << b[i];
-        double scale = 0;
-        for (double v : y) scale = std::max(scale, std::fabs(v));
-        for (size_t k = 0; k < x.size(); k++)
-            EXPECT_NEAR(x[k], y[k], tol * scale) << key << "[" << k << "] of " << b[i];
-    }
-}
-
 TEST_F(CliCuda, Fp32TrainsLikeTheCpuStepForStep) {
     Result cuda;
     CUDA_RUN_OR_SKIP("cuda", "-precision fp32", &cuda);
