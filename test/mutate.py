@@ -38,6 +38,7 @@ REFERENCE = dict(targets=["build/test_gradcheck_ops", "build/test_golden", "buil
 FAST = dict(targets=["train", "build/test_fast_ops", "build/test_gradcheck_ops"],
             runs=["build/test_fast_ops", "build/test_gradcheck_ops", "build/test_cli"])
 KERNELS = dict(targets=["build/emu/cuda_test_kernels"], runs=[EMU_KERNELS])
+EXPERIMENTS = dict(targets=[], runs=["build/test_experiments"])  # Python: nothing to rebuild
 
 # (name, what the bug is, file, exact text, replacement, targets and runs). A bug in an op that
 # has a textbook version (cpu_ops.h, what the double-precision checks run) and a fast one
@@ -91,6 +92,17 @@ MUTANTS = [
      "        val.next_batch();\n        loss_sum += backend.forward",
      "        val.next_batch();\n        val.next_batch();\n        loss_sum += backend.forward",
      dict(targets=["eval"], runs=["build/test_cli"])),
+    ("stats-aicc-as-aic", "AICc computed as plain AIC (its small-sample correction dropped)", "experiments/stats.py",
+     "return n * math.log(max(rss, 1e-300) / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)",
+     "return n * math.log(max(rss, 1e-300) / n) + 2 * k", EXPERIMENTS),
+    ("spearman-ties-by-position", "Spearman's tied values ranked by position instead of by their mean rank",
+     "experiments/stats.py", 'rx, ry = stats.rankdata(xs, method="average"), stats.rankdata(ys, method="average")',
+     'rx, ry = stats.rankdata(xs, method="ordinal"), stats.rankdata(ys, method="ordinal")', EXPERIMENTS),
+    ("e1-initial-loss-max", "E1's L_init the largest first loss over the seeds instead of their mean",
+     "experiments/e1.py", 'return mean_sd(values(rows, "first_train_loss"))[0]', "return rows.first_train_loss.max()",
+     EXPERIMENTS),
+    ("welch-pooled-variance", "Welch's test with a pooled variance (Student's t-test)", "experiments/stats.py",
+     "stats.ttest_ind(x, y, equal_var=False)", "stats.ttest_ind(x, y, equal_var=True)", EXPERIMENTS),
     ("local-text-uses-tiktoken", "prepare_data.py tokenises local text with tiktoken when installed",
      "prepare_data.py", "for document_tokens in tokenize_documents(documents, vocab, args.workers):",
      'for document_tokens in tokenize_documents(documents, vocab, args.workers, has_module("tiktoken")):',
@@ -177,7 +189,7 @@ def main(argv):
         print("mutate.py: run it from the repository root", file=sys.stderr)
         return 2
     # A run killed outright (SIGKILL) leaves its backup behind: put that file back first.
-    for backup in glob.glob("*.mutate-backup"):
+    for backup in glob.glob("**/*.mutate-backup", recursive=True):
         print(f"restoring {backup[:-len('.mutate-backup')]} from an interrupted run")
         shutil.move(backup, backup[:-len(".mutate-backup")])
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so that `finally` restores the file

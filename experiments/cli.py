@@ -1,0 +1,269 @@
+"""sweep.py's command line: the flags (one per setting of settings.SETTINGS, plus the actions),
+the settings they make, and what each action does. Every check runs before anything is written."""
+import argparse
+import concurrent.futures
+import glob
+import os
+import shlex
+import sys
+import time
+
+from . import checks, claims, collect, reports, runner, stats
+from .grid import InputError, fmt_num, make_grid, parse_list
+from .results import ResultsError, load, read_json
+from .runner import use_private_binaries, write_slurm_script
+from .settings import BY_NAME, DEFAULTS, EXECUTION, EVALUATION, GRID, GRID_SETTINGS, PRESETS, SETTINGS, TRAINING, \
+    TRAINING_SETTINGS
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PATH_SETTINGS = ("out", "train_data", "val_data", "tokenizer", "publish", "lr_from")
+GROUP_TITLES = {GRID: "grid (comma lists; seeds and depths also as ranges, e.g. 1-5)", TRAINING: "training (./train)",
+                EVALUATION: "evaluation (./eval)", EXECUTION: "execution"}
+
+
+def parser(doc):
+    p = argparse.ArgumentParser(prog="sweep.py", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="Presets (docs/experiments.md, *Presets*): " + ", ".join(PRESETS) +
+                                ". Flags given with a preset override it.")
+    a = p.add_argument_group("actions")
+    a.add_argument("--preset", choices=list(PRESETS), help="start from a preset's settings")
+    a.add_argument("--report", metavar="OUT|PREFIX",
+                   help="only write the tables, reports and figures: of the sweep in OUT (from its run folders), or "
+                        "of published tables PREFIX_results.csv, ... (settings from the preset that publishes there)")
+    a.add_argument("--claims", action="store_true",
+                   help="write docs/claims.md and README's claims table from the published tables docs/e*_*.csv")
+    a.add_argument("--no-figures", action="store_true", help="tables and reports only")
+    a.add_argument("--dry-run", action="store_true", help="print the commands, run and write nothing")
+    groups = {name: p.add_argument_group(title) for name, title in GROUP_TITLES.items()}
+    for s in SETTINGS:
+        kind = s.kind if s.kind in (int, float) else str
+        groups[s.group].add_argument("--" + s.name.replace("_", "-"), dest=s.name, type=kind, metavar=s.name.upper(),
+                                     choices=choices(s.name),
+                                     help=s.help + ("" if s.default is None else f" (default {s.default})"))
+    x = groups[EXECUTION]
+    x.add_argument("--gpus", type=int, default=0, metavar="N", help="runs at once, one per GPU (CUDA_VISIBLE_DEVICES)")
+    x.add_argument("--slurm", metavar="FILE", help="write a Slurm job-array script, one task per run; run nothing")
+    x.add_argument("--run", metavar="NAME", help="train and evaluate this run of the grid only (a Slurm task)")
+    x.add_argument("--train-bin", dest="train_bin", default=os.path.join(REPO, "train"), help="./train to run")
+    x.add_argument("--eval-bin", dest="eval_bin", default=os.path.join(REPO, "eval"), help="./eval to run")
+    return p
+
+
+def choices(name):
+    return {"device": ("cpu", "cuda", "auto"), "experiment": tuple(reports.EXPERIMENTS)}.get(name)
+
+
+def settings_of(a, given):
+    """The settings: DEFAULTS, then the saved settings of --report OUT or the preset, then the
+    flags given. Relative paths are from the current folder when given here, from the
+    repository when they come from a preset or the defaults."""
+    values = dict(DEFAULTS)
+    if a.report and os.path.isdir(a.report):
+        saved = read_json(os.path.join(a.report, "sweep.json"))
+        if saved is None:
+            raise InputError(f"--report {a.report}: no sweep.json there (not a sweep's output)")
+        values.update(saved)
+    elif a.preset:
+        values.update(PRESETS[a.preset])
+    for name in given:
+        if name in values and not (a.report and name in TRAINING_SETTINGS):
+            values[name] = getattr(a, name)
+    if "train_data" in given and "tokenizer" not in given:
+        values["tokenizer"] = None  # a preset's tokenizer is its data's: other data, the one beside it
+    for name in PATH_SETTINGS:
+        v = values[name]
+        if v and not os.path.isabs(v):
+            values[name] = os.path.abspath(v) if name in given else os.path.join(REPO, v)
+    s = argparse.Namespace(**values)
+    s.repo = REPO
+    s.train_bin, s.eval_bin = os.path.abspath(a.train_bin), os.path.abspath(a.eval_bin)
+    s.gpus, s.slurm, s.run = a.gpus, a.slurm, a.run
+    if s.init and not os.path.isabs(s.init) and not checks.is_model_size(s.init) and os.path.exists(s.init):
+        s.init = os.path.abspath(s.init)  # a checkpoint file
+    return s
+
+
+def check(s, a, given):
+    """Every check of the settings of a sweep that runs (nothing is written yet)."""
+    checks.check_numbers(s)
+    checks.check_out(s.out)
+    checks.check_gpus(s.gpus)
+    s.warmup = checks.resolve_warmup(s)
+    if s.lr is None:
+        s.lr = edge_lr_from(s)
+    make_grid(s)
+    if not s.run:
+        checks.check_binaries(s)
+    s.tokenizer = checks.data_tokenizer(s)
+    checks.check_model_and_data(s)
+    if s.slurm and not os.path.isdir(os.path.dirname(os.path.abspath(s.slurm))):
+        raise InputError(f"--slurm {s.slurm}: the folder {os.path.dirname(os.path.abspath(s.slurm))} does not exist")
+    # A preset publishes its own experiment only: a grid changed by flags keeps its results in OUT.
+    preset = {**DEFAULTS, **PRESETS.get(a.preset, {})}
+    changed = [k for k in given if BY_NAME[k].group != EXECUTION and getattr(a, k) != preset[k]]
+    if a.preset and "publish" not in given and s.publish and changed:
+        print(f"sweep: not publishing to {s.publish}_*: {', '.join('--' + k.replace('_', '-') for k in changed)} "
+              f"{'differs' if len(changed) == 1 else 'differ'} from the preset", flush=True)
+        s.publish = None
+
+
+def edge_lr_from(s):
+    """The learning rate of an E3-style sweep without --lr: the edge of stability of the E1
+    sweep in s.lr_from (stats.edge_of_stability)."""
+    if not s.lr_from:
+        raise InputError("--lr: required (or --lr-from an E1 sweep's output)")
+    saved = read_json(os.path.join(s.lr_from, "sweep.json"))
+    if saved is None:
+        raise InputError(f"--lr-from {s.lr_from}: no sweep.json there (run the e1 preset first)")
+    results = {}
+    for run in make_grid(argparse.Namespace(**{**DEFAULTS, **saved, "out": s.lr_from})):
+        res = read_json(os.path.join(run.dir, "result.json"))
+        if res is not None:
+            results.setdefault((run.ln, run.lr), []).append((res["outcome"], res.get("val_loss")))
+    lr, why = stats.edge_of_stability(results, placements=("pre", "peri"))
+    if lr is None:
+        raise InputError(f"--lr-from {s.lr_from}: {why}")
+    print(f"sweep: lr {lr:g} from {s.lr_from}: {why}", flush=True)
+    return fmt_num(lr)
+
+
+def saved_settings(s):
+    """The settings to keep in OUT/sweep.json; refuses when OUT holds runs made with other
+    training settings. The grid kept is the union of OUT's and this one."""
+    mine = {k: getattr(s, k) for k in DEFAULTS}
+    saved = read_json(os.path.join(s.out, "sweep.json"))
+    # Settings of an OUT where no run has started (./train refused them, say) may be replaced.
+    if saved is None or not glob.glob(os.path.join(s.out, "runs", "*", "log.jsonl")):
+        return mine
+    changed = [k for k in TRAINING_SETTINGS if saved.get(k) != mine.get(k)]
+    if changed:
+        raise InputError(f"{s.out} holds runs made with other settings "
+                         f"({', '.join(f'{k}: {saved.get(k)} → {mine.get(k)}' for k in changed)}); use another --out")
+    grid = {k: mine[k] for k in GRID_SETTINGS}
+    for k in grid:
+        mine[k] = union(k, saved.get(k), mine[k])
+    if s.publish and any(mine[k] != union(k, None, grid[k]) for k in grid):
+        print(f"sweep: not publishing to {s.publish}_*: {s.out} also holds runs of another grid", flush=True)
+        s.publish = mine["publish"] = None
+    return mine
+
+
+def union(axis, old, new):
+    """The values of grid axis `axis` in either comma list (each once, the old ones first), as a
+    comma list; None when both are empty."""
+    kind = {"ln": "ln", "precision": "precision", "seeds": "int", "depth": "int"}.get(axis, "float")
+    values = []
+    for text in (old, new):
+        if text:
+            values += [v for v in parse_list(text, kind, "--" + axis) if v not in values]
+    return ",".join(fmt_num(v) if isinstance(v, float) else str(v) for v in values) or None
+
+
+def report(s, out, runs, draw):
+    """Collects the run folders of OUT into its tables, then writes the reports and figures
+    (and publishes them with --publish)."""
+    if os.path.isdir(os.path.join(out, "runs")):
+        collect.collect(out, runs)
+    text, figures = reports.write_reports(s, runs, load(out), lambda name: os.path.join(out, name),
+                                          run_dir=lambda name: os.path.join(out, "runs", name), draw=draw)
+    print(text, end="")
+    print(f"tables: {', '.join(os.path.join(out, n) for n in reports.TABLES + ('results.md',))}")
+    if figures:
+        print(figures)
+    if s.publish:
+        print(reports.publish(s, out, s.publish))
+
+
+def report_published(a, draw):
+    """--report PREFIX: rewrites the reports and figures of published tables PREFIX_*, with the
+    settings of the preset that publishes there (or --preset)."""
+    prefix = os.path.abspath(a.report)
+    preset = a.preset or next((name for name, p in PRESETS.items()
+                               if p.get("publish") and os.path.join(REPO, p["publish"]) == prefix), None)
+    if preset is None:
+        raise InputError(f"--report {a.report}: no preset publishes there; give --preset NAME")
+    s, tables = reports.published(prefix, preset)
+    text, figures = reports.write_reports(s, make_grid(s), tables, lambda name: f"{prefix}_{name}", draw=draw)
+    print(text, end="")
+    if figures:
+        print(figures)
+
+
+def main(argv, doc, script):
+    p = parser(doc)
+    a = p.parse_args(argv)
+    given = [s.name for s in SETTINGS if getattr(a, s.name) is not None]
+    try:
+        if a.claims:
+            return claims.main(REPO)
+        if a.report and not os.path.isdir(a.report):
+            if not os.path.isfile(a.report + "_results.csv"):
+                raise InputError(f"--report {a.report}: neither a sweep's output folder nor published tables "
+                                 f"({a.report}_results.csv)")
+            report_published(a, draw=not a.no_figures)
+            return 0
+        s = settings_of(a, given)
+        if a.report:
+            s.warmup = checks.resolve_warmup(s)
+            report(s, s.out, make_grid(s), draw=not a.no_figures)
+            return 0
+        check(s, a, given)
+        return run(s, a, argv, script)
+    except (InputError, ResultsError) as e:
+        print(f"sweep: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("sweep: interrupted; run the same command again to continue", file=sys.stderr)
+        return 130
+
+
+def run(s, a, argv, script):
+    """Runs the grid (or, with --run, one run; with --slurm, writes the job array)."""
+    saved = saved_settings(s)
+    runs = make_grid(s)
+    if s.run:
+        return run_alone(s, runs, s.run)
+    if not a.dry_run:
+        os.makedirs(s.out, exist_ok=True)
+        runner.write_json(os.path.join(s.out, "sweep.json"), saved)
+        use_private_binaries(s)
+    if s.slurm:
+        write_slurm_script(s, runs, argv, os.path.abspath(script))
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    jobs = s.gpus or s.jobs or max(1, cores // max(1, s.threads or cores))
+    # Seed-major order, so a sweep stopped early has every configuration at its first seeds.
+    todo = sorted((r for r in runs if read_json(os.path.join(r.dir, "result.json")) is None),
+                  key=lambda r: (r.seed, runs.index(r)))
+    print(f"sweep: {len(runs)} runs ({len(runs) - len(todo)} recorded, {len(todo)} to do), {jobs} at once " +
+          ("one per GPU" if s.gpus else f"with {s.threads or 'all'} thread(s) each") + f"; output {s.out}", flush=True)
+    if a.dry_run:
+        for r in todo:
+            print(shlex.join(runner.train_command(s, r)))  # quoted: globs and spaces survive a paste
+            print(shlex.join(runner.eval_command(s, r)))
+        return 0
+    sweep = runner.Sweep(s)
+    start = time.time()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(lambda r: sweep.run_safely(r, len(todo)), todo))
+    if sweep.refused:
+        raise InputError(f"./train refused the settings: {sweep.refused}")
+    failed = sum(1 for r in results if r is None)
+    print(f"sweep: {len(todo) - failed} runs done in {(time.time() - start) / 60:.1f} min"
+          + (f", {failed} failed (run the same command again to retry them)" if failed else ""), flush=True)
+    # Report on the whole grid recorded in OUT (this invocation's and earlier ones).
+    every = argparse.Namespace(**{**vars(s), **{k: saved[k] for k in GRID_SETTINGS}})
+    report(every, s.out, make_grid(every), draw=not a.no_figures)
+    return 1 if failed else 0
+
+
+def run_alone(s, runs, name):
+    """--run NAME: trains and evaluates that run of the grid (unless recorded), no tables."""
+    run = next((r for r in runs if r.name == name), None)
+    if run is None:
+        raise InputError(f"--run {name}: not a run of this grid")
+    sweep = runner.Sweep(s)
+    result = sweep.run_one(run, 1)
+    if sweep.refused:
+        raise InputError(f"./train refused the settings: {sweep.refused}")
+    return 0 if result is not None else 1

@@ -1,0 +1,160 @@
+"""The figures of a sweep (matplotlib, imported only here): hidden states, gradient norms and
+sensitivity against layer (from layers.csv), the training loss of every run against step (from
+the run folders' log.jsonl), and the experiment's own figure (e1.figure, e2.figure).
+
+Colours tell the placement (Pre-LN red, Peri-LN green, Post-LN blue), darker shades larger
+learning rates; line styles tell Δt (solid 1, dashed 0.1)."""
+import math
+import os
+
+from .grid import PLACEMENT_LABEL, PLACEMENTS
+from .results import ResultsError, load
+from .tables import CONFIG_KEYS, config_label, finished, groups
+
+COLORS = {"pre": "tab:red", "peri": "tab:green", "post": "tab:blue"}
+SHADES = {"pre": "Reds", "peri": "Greens", "post": "Blues"}
+DT_STYLES = {1.0: "-", 0.1: "--"}
+LAYER_FIGURES = {
+    "hidden_states.png": ("Hidden states of the residual stream", [
+        ("mean_abs", "mean |X_i|"), ("entry_var", "entry_var: variance inside a token"),
+        ("data_var", "data_var: variance across tokens")]),
+    "grad_norm.png": ("Gradient norms against layer", [
+        ("grad_norm", "‖∂loss/∂X_i‖ (nats per unit of X_i)"), ("param_grad_norm", "‖∂loss/∂θ‖ of block i")]),
+    "sensitivity.png": ("Local sensitivity and output uncertainty", [
+        ("sens_mean", "block sensitivity: mean ‖J v‖ (gain)"), ("sens_max", "block sensitivity: max ‖J v‖ (gain)"),
+        ("w2_bound", "noise on X_0: W2 bound at X_i")]),
+}
+FIGURES = tuple(LAYER_FIGURES) + ("loss.png",)
+
+
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend, or None when matplotlib is missing."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def plain_log_axis(ax, axis="y"):
+    """A log-scale axis labelled with plain numbers (4.6, 0.024, 2000 rather than 4.6×10⁰), the
+    minor ticks too when the data span less than about a decade and a half. Call it after
+    plotting (it reads the axis limits)."""
+    from matplotlib.ticker import FuncFormatter
+    getattr(ax, f"set_{axis}scale")("log")
+    which = getattr(ax, f"{axis}axis")
+    text = lambda v: f"{v:.0f}" if v >= 1000 else f"{v:.3g}"
+    lo, hi = getattr(ax, f"get_{axis}lim")()
+    # Minor ticks: all labelled within a decade, those at 2, 3 and 5 × 10^k up to 30×, none beyond.
+    minor = lambda v: text(v) if hi < 10 * lo or (hi < 30 * lo and round(v / 10 ** math.floor(math.log10(v))) in (2, 3, 5)) else ""
+    which.set_major_formatter(FuncFormatter(lambda v, _: text(v)))
+    which.set_minor_formatter(FuncFormatter(lambda v, _: minor(v)))
+
+
+def save(fig, path):
+    """Writes the figure whole or not at all."""
+    import matplotlib.pyplot as plt
+    root, ext = os.path.splitext(path)
+    tmp = root + ".tmp" + ext  # matplotlib takes the format from the extension
+    try:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def config_styles(runs):
+    """{configuration: line style}: the placement's colour, darker for a larger learning rate
+    (and later weight decay, depth), the Δt's dash."""
+    import matplotlib
+    configs = [key for key, _ in groups(runs, CONFIG_KEYS)]
+    styles = {}
+    for ln in PLACEMENTS:
+        mine = [c for c in configs if c[0] == ln]
+        shades = sorted({c[2:] for c in mine}, key=lambda c: (c[1], c[2] or 0, c[0], c[3] or ""))
+        cmap = matplotlib.colormaps[SHADES[ln]]
+        for c in mine:
+            shade = 0.85 if len(shades) == 1 else 0.45 + 0.5 * shades.index(c[2:]) / (len(shades) - 1)
+            styles[c] = dict(color=cmap(shade), linestyle=DT_STYLES.get(c[1], "-."))
+    return styles
+
+
+def legend(fig, axes, n):
+    """One legend beside the panels (columns as the number of entries needs)."""
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7, ncol=1 + n // 24,
+                   frameon=False)
+
+
+def layer_figure(plt, runs, layers, title, panels, path):
+    """Per-layer series, the mean over each configuration's finished runs, one panel per series
+    (log scale; a value ≤ 0 is left out)."""
+    styles = config_styles(runs)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.9), squeeze=False)
+    axes = axes[0]
+    done = finished(runs)
+    for config, group in groups(done, CONFIG_KEYS):
+        mine = layers[layers.run.isin(group.run)]
+        if not len(mine):
+            continue
+        for ax, (key, _) in zip(axes, panels):
+            mean = mine.groupby("layer")[key].mean()
+            mean = mean[mean > 0]
+            ax.plot(mean.index, mean.values, label=config_label(config), linewidth=1.2, **styles[config])
+    for ax, (key, label) in zip(axes, panels):
+        plain_log_axis(ax)
+        ax.set_xlabel("layer i (0 = embedding output, i = output of block i)")
+        ax.set_ylabel(f"{key} (log scale)")
+        ax.set_title(label, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    legend(fig, axes, len(styles))
+    fig.suptitle(title + " (mean over each configuration's finished runs)", fontsize=11)
+    fig.tight_layout()
+    save(fig, path)
+
+
+def loss_figure(plt, runs, run_dir, path):
+    """Training loss (moving average of 10 steps) of every run against step, one panel per
+    placement, on a log scale so that one diverged run does not flatten the rest; × marks a run
+    that stopped (diverged or nonfinite)."""
+    styles = config_styles(runs)
+    placements = [ln for ln in PLACEMENTS if ln in set(runs.ln)]
+    fig, axes = plt.subplots(1, len(placements), figsize=(5.2 * len(placements), 4.2), squeeze=False, sharey=True)
+    axes = axes[0]
+    labelled = set()
+    for run in runs[runs.outcome.notna()].itertuples():
+        try:
+            steps = load(run_dir(run.run)).steps.dropna(subset=["loss"])
+        except ResultsError:
+            continue
+        config = tuple(None if v != v else v for v in (run.ln, run.dt, run.wd, run.lr, run.depth, run.precision))
+        if not len(steps) or config not in styles:
+            continue
+        ax = axes[placements.index(run.ln)]
+        smooth = steps.loss.rolling(10, min_periods=1).mean()
+        ax.plot(steps.step, smooth, linewidth=0.9, alpha=0.85, label=None if config in labelled else config_label(config),
+                **styles[config])
+        labelled.add(config)
+        if run.outcome in ("diverged", "nonfinite"):
+            ax.plot([steps.step.iloc[-1]], [smooth.iloc[-1]], marker="x", markersize=8, color=styles[config]["color"])
+    for ax, ln in zip(axes, placements):
+        plain_log_axis(ax)
+        ax.set_xlabel("optimiser step")
+        ax.set_title(PLACEMENT_LABEL[ln], fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("training loss (nats per token, log scale)")
+    handles = [h for ax in axes for h in ax.get_legend_handles_labels()[0]]
+    labels = [lab for ax in axes for lab in ax.get_legend_handles_labels()[1]]
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7, ncol=1 + len(labels) // 24,
+               frameon=False)
+    fig.suptitle("Training loss of every run, moving average of 10 steps (× = stopped: diverged or nonfinite)",
+                 fontsize=11)
+    fig.tight_layout()
+    save(fig, path)
+

@@ -1,0 +1,130 @@
+"""The grid of a sweep: placements × Δt × weight decays × learning rates × depths × precisions ×
+seeds, one Run each, named {ln}_dt{Δt}_wd{wd}_lr{lr}[_L{depth}][_{precision}]_s{seed}."""
+import os
+import re
+
+PLACEMENTS = ("pre", "post", "peri")
+PLACEMENT_LABEL = {"pre": "Pre-LN", "post": "Post-LN", "peri": "Peri-LN"}
+PRECISIONS = ("bf16", "fp32")
+
+# ./train -init's fresh sizes (model.h): the named ones and l{L}h{NH}c{C}[v{V}][t{maxT}]. A size
+# spelling wins over a file of that name, in ./train and here.
+NAMED_SIZES = ("d6", "d12", "d24", "d36", "d48")
+CUSTOM_SIZE = re.compile(r"l(\d+)h(\d+)c(\d+)(?:v(\d+))?(?:t(\d+))?")
+GPT2_VOCAB = 50257
+
+
+class InputError(Exception):
+    """Bad input to a tool: reported as one line, exit status 2, before anything is written."""
+
+
+def is_model_size(spec):
+    return spec in NAMED_SIZES or CUSTOM_SIZE.fullmatch(spec) is not None
+
+
+def fmt_num(x):
+    """1.0 → "1", 0.1 → "0.1", 6e-4 → "0.0006": short and stable for names."""
+    return f"{x:g}"
+
+
+def parse_list(text, kind, flag):
+    """The values of a comma list: placements, precisions, integers (with ranges lo-hi) or
+    numbers. Refuses an unreadable item, an empty list and a value given twice (two runs would
+    share one folder)."""
+    values = []
+    for item in (x.strip() for x in str(text).split(",")):
+        if not item:
+            continue
+        try:
+            if kind == "int" and "-" in item[1:]:
+                lo, hi = (int(x) for x in item.split("-"))
+                if hi < lo:
+                    raise ValueError
+                values.extend(range(lo, hi + 1))
+            elif kind == "int":
+                values.append(int(item))
+            elif kind in ("ln", "precision"):
+                if item not in (PLACEMENTS if kind == "ln" else PRECISIONS):
+                    raise ValueError
+                values.append(item)
+            else:
+                values.append(float(item))
+        except ValueError:
+            choices = {"ln": "pre, post or peri", "precision": "bf16 or fp32"}.get(kind, "a number")
+            raise InputError(f"{flag}: cannot read '{item}' ({choices})")
+    if not values:
+        raise InputError(f"{flag}: empty list")
+    twice = sorted({fmt_num(v) if isinstance(v, float) else str(v) for v in values if values.count(v) > 1})
+    if twice:
+        raise InputError(f"{flag}: {', '.join(twice)} given twice (each value is one run folder)")
+    return values
+
+
+def check_range(values, flag, low, low_open=False, high=None):
+    """Refuses a value below `low` (or equal to it when `low_open`) or above `high`."""
+    for v in values:
+        if v < low or (low_open and v == low) or (high is not None and v > high):
+            bounds = f"{'>' if low_open else '≥'} {fmt_num(low)}" + (f" and ≤ {fmt_num(high)}" if high is not None else "")
+            raise InputError(f"{flag}: {fmt_num(v)} is out of range (must be {bounds})")
+
+
+class Run:
+    """One run of the grid: placement, Δt, weight decay, learning rate, depth (None: the depth of
+    --init), precision (None: the program's default) and seed."""
+    def __init__(self, ln, dt, wd, lr, depth, precision, seed, out):
+        self.ln, self.dt, self.wd, self.lr, self.depth, self.precision, self.seed = ln, dt, wd, lr, depth, precision, seed
+        self.name = (f"{ln}_dt{fmt_num(dt)}_wd{fmt_num(wd)}_lr{fmt_num(lr)}" + (f"_L{depth}" if depth else "") +
+                     (f"_{precision}" if precision else "") + f"_s{seed}")
+        self.dir = os.path.join(out, "runs", self.name)
+        self.config = (ln, dt, wd, lr, depth, precision)
+
+
+def init_for(init, depth):
+    """./train's -init for a run: `init`, with its number of blocks replaced by `depth` when the
+    grid has a depth axis."""
+    if depth is None:
+        return init
+    return f"l{depth}" + init[init.index("h"):]
+
+
+def make_grid(s):
+    """The runs of settings `s`, in grid order (placement, Δt, wd, lr, depth, precision, seed)."""
+    depths = parse_list(s.depth, "int", "--depth") if s.depth else [None]
+    if s.depth:
+        check_range(depths, "--depth", 1)
+        if not CUSTOM_SIZE.fullmatch(s.init):
+            raise InputError(f"--depth needs --init of the form l{{L}}h{{NH}}c{{C}}..., not {s.init}")
+    precisions = parse_list(s.precision, "precision", "--precision") if s.precision else [None]
+    axes = []
+    for name, low_open, high in (("dt", True, 1000), ("wd", False, 10), ("lr", True, 10)):  # ./train's ranges
+        values = parse_list(getattr(s, name), name, "--" + name)
+        check_range(values, "--" + name, 0, low_open, high)
+        axes.append(values)
+    dts, wds, lrs = axes
+    seeds = parse_list(s.seeds, "int", "--seeds")
+    check_range(seeds, "--seeds", 0)
+    return [Run(ln, dt, wd, lr, depth, precision, seed, s.out)
+            for ln in parse_list(s.ln, "ln", "--ln") for dt in dts for wd in wds for lr in lrs
+            for depth in depths for precision in precisions for seed in seeds]
+
+
+def model_vocab(init):
+    """The vocabulary size V of --init: a size spelling's v{V} (GPT-2's 50257 without it, and for
+    the named sizes) or a checkpoint's header[3]; None for a file that is not a checkpoint."""
+    size = CUSTOM_SIZE.fullmatch(init)
+    if size:
+        return int(size.group(4)) if size.group(4) else GPT2_VOCAB
+    if init in NAMED_SIZES:
+        return GPT2_VOCAB
+    return header_word(init, 20240326, 3)
+
+
+def header_word(path, magic, index):
+    """int32 word `index` of the 256-word header of a file that starts with `magic`, else None."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(4 * (index + 1))
+    except OSError:
+        return None
+    words = [int.from_bytes(header[4 * i: 4 * i + 4], "little", signed=True) for i in range(len(header) // 4)]
+    return words[index] if len(words) > index and words[0] == magic else None

@@ -1,0 +1,249 @@
+"""The runner: each run is `./train ... -out OUT/runs/NAME -resume 1`, then `./eval -model FINAL
+-json OUT/runs/NAME/eval.json`, as subprocesses, several at once (threads of this process),
+on GPUs of their own with --gpus N, or as the tasks of a Slurm job array (--slurm FILE).
+
+A run is recorded when OUT/runs/NAME/result.json exists: its outcome (README, "Run outcomes")
+and timings. An interrupted run continues from its last checkpoint; a run that finished
+training but not its evaluation is only evaluated."""
+import json
+import math
+import os
+import queue
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+from .collect import FINISHED
+from .grid import init_for
+from .results import log_records, read_json, ResultsError
+from .settings import SETTINGS
+
+# Settings whose value 0 means "the program's default": not passed at all.
+ZERO_MEANS_DEFAULT = ("total_batch", "threads")
+
+
+def flags(values, program):
+    """The flags of `program` ("train" or "eval") for the settings `values`, as the settings
+    table names them (the grid's axes are passed per run)."""
+    out = []
+    for setting in SETTINGS:
+        flag, value = getattr(setting, program), values[setting.name]
+        if (flag is None or setting.kind == "list" or value is None or
+                (value == 0 and setting.name in ZERO_MEANS_DEFAULT)):
+            continue
+        out += [flag, repr(value) if isinstance(value, float) else str(value)]
+    return out
+
+
+def train_command(s, run):
+    """./train for one run: its grid values, then every shared setting (-init with the run's depth)."""
+    return ([s.train_bin, "-ln", run.ln, "-dt", repr(run.dt), "-wd", repr(run.wd), "-lr", repr(run.lr),
+             "-lr_min", repr(run.lr * s.lr_min_ratio), "-seed", str(run.seed)] +
+            (["-precision", run.precision] if run.precision else []) +
+            flags(dict(vars(s), init=init_for(s.init, run.depth)), "train") + ["-out", run.dir, "-resume", "1"])
+
+
+def eval_command(s, run):
+    return ([s.eval_bin, "-model", final_model(s, run)] + (["-precision", run.precision] if run.precision else []) +
+            flags(vars(s), "eval") + ["-json", os.path.join(run.dir, "eval.json")])
+
+
+def final_model(s, run):
+    return os.path.join(run.dir, f"model_{s.steps:08d}.bin")
+
+
+def write_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def refusal(log_path):
+    """./train's one-line refusal ("train: ...") in a run's train.log, or "" when there is none."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            lines = [line.strip() for line in f if line.startswith("train: ")]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def finished_outcome(ev, log):
+    """The result fields of a run that trained to the end, from its eval.json and log records."""
+    loss, unigram = ev.get("val_loss"), ev.get("unigram_ce")
+    spikes = next((r.get("spikes") for r in reversed(log) if r.get("event") == "outcome"), None)
+    if loss is None or not math.isfinite(loss):
+        return dict(outcome="nonfinite", stopped_step=None, reason="final validation loss is not finite", spikes=spikes)
+    collapsed = unigram is not None and loss >= unigram
+    return dict(outcome="collapsed" if collapsed else "ok", val_loss=loss, unigram_ce=unigram, spikes=spikes,
+                reason=f"val loss {loss:.4g} ≥ unigram_ce {unigram:.4g}" if collapsed else None)
+
+
+def run_log(run):
+    try:
+        return log_records(os.path.join(run.dir, "log.jsonl"))
+    except ResultsError:
+        return []
+
+
+class Sweep:
+    """Runs the runs of a grid; `refused` holds ./train's message when it refused its input (exit
+    2: every run would be refused alike, so the sweep stops)."""
+    def __init__(self, s):
+        self.s = s
+        self.lock = threading.Lock()
+        self.refused = None
+        self.done = 0
+        self.free_gpus = queue.Queue()  # with --gpus N: the GPU numbers no run is using
+        for gpu in range(s.gpus):
+            self.free_gpus.put(gpu)
+
+    def say(self, text):
+        with self.lock:
+            print(text, flush=True)
+
+    def execute(self, cmd, log_path, gpu=None):
+        """Runs cmd with its output in log_path; on GPU number `gpu` alone when given."""
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu)) if gpu is not None else None
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write("$ " + ("" if gpu is None else f"CUDA_VISIBLE_DEVICES={gpu} ") + " ".join(cmd) + "\n")
+            log.flush()
+            try:
+                return subprocess.run(cmd, cwd=self.s.repo, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+            except OSError as e:
+                log.write(f"cannot run {cmd[0]}: {e}\n")
+                return 127
+
+    def clean(self, run, keep_final):
+        """Drops what a recorded run no longer needs: optimiser states, intermediate checkpoints
+        (and the final model too for a run that stopped early)."""
+        final = os.path.basename(final_model(self.s, run))
+        for name in os.listdir(run.dir):
+            if name.startswith("state_") or (name.startswith("model_") and not (keep_final and name == final)):
+                os.remove(os.path.join(run.dir, name))
+
+    def run_one(self, run, total):
+        """Trains and evaluates one run unless it is recorded (on a GPU of its own with --gpus);
+        returns its result dict (None when it failed)."""
+        if not self.s.gpus:
+            return self.train_and_evaluate(run, total, None)
+        gpu = self.free_gpus.get()
+        try:
+            return self.train_and_evaluate(run, total, gpu)
+        finally:
+            self.free_gpus.put(gpu)
+
+    def run_safely(self, run, total):
+        try:
+            return self.run_one(run, total)
+        except Exception as e:  # one broken run must not stop the others
+            return self.failed(run, f"{type(e).__name__}: {e}", "train.log")
+
+    def train_and_evaluate(self, run, total, gpu):
+        s = self.s
+        result_path = os.path.join(run.dir, "result.json")
+        result = read_json(result_path)
+        if result is not None or self.refused:
+            return result
+        os.makedirs(run.dir, exist_ok=True)
+        start = time.time()
+        eval_json = os.path.join(run.dir, "eval.json")
+        result = dict(name=run.name, ln=run.ln, dt=run.dt, wd=run.wd, lr=run.lr, depth=run.depth,
+                      precision=run.precision, seed=run.seed)
+        if not os.path.exists(final_model(s, run)):
+            status = self.execute(train_command(s, run), os.path.join(run.dir, "train.log"), gpu)
+            if status == 3:
+                event = next((r for r in reversed(run_log(run)) if r.get("event") == "diverged"), {})
+                result.update(outcome=event.get("outcome", "diverged"), stopped_step=event.get("step"),
+                              reason=event.get("reason", "./train exited with status 3"), spikes=event.get("spikes"))
+            elif status == 2:
+                self.refused = refusal(os.path.join(run.dir, "train.log")) or "see " + os.path.join(run.dir, "train.log")
+                return None
+            elif status != 0 or not os.path.exists(final_model(s, run)):
+                return self.failed(run, f"./train exited with status {status}", "train.log")
+        result["train_seconds"] = round(time.time() - start, 1)
+        if "outcome" not in result:
+            if read_json(eval_json) is None:
+                t0 = time.time()
+                status = self.execute(eval_command(s, run), os.path.join(run.dir, "eval.log"), gpu)
+                if status != 0 or read_json(eval_json) is None:
+                    return self.failed(run, f"./eval exited with status {status}", "eval.log")
+                result["eval_seconds"] = round(time.time() - t0, 1)
+            result.update(finished_outcome(read_json(eval_json), run_log(run)))
+        write_json(result_path, result)
+        self.clean(run, keep_final=result["outcome"] in FINISHED)
+        with self.lock:
+            self.done += 1
+            done = self.done
+        what = (f"{result['outcome']} at step {result['stopped_step']}: {result['reason']}"
+                if result["outcome"] not in FINISHED else
+                f"{result['outcome']}, val loss {result['val_loss']:.4f} (unigram_ce " +
+                (f"{result['unigram_ce']:.4f})" if result.get("unigram_ce") is not None else "not computed)"))
+        self.say(f"[{done}/{total}] {run.name}: {what} ({time.time() - start:.0f} s)")
+        return result
+
+    def failed(self, run, why, log_name):
+        self.say(f"FAILED {run.name}: {why}; see {os.path.join(run.dir, log_name)} (it will be retried next time)")
+        return None
+
+
+def use_private_binaries(s):
+    """Runs copies of ./train and ./eval in OUT/bin, so that rebuilding them during a sweep
+    disturbs nothing."""
+    bin_dir = os.path.join(s.out, "bin")
+    os.makedirs(bin_dir, exist_ok=True)
+    for attr, name in (("train_bin", "train"), ("eval_bin", "eval")):
+        copy = os.path.join(bin_dir, name)
+        shutil.copy2(getattr(s, attr), copy + ".tmp")
+        os.replace(copy + ".tmp", copy)
+        setattr(s, attr, copy)
+
+
+def write_slurm_script(s, runs, argv, script):
+    """Writes s.slurm: an sbatch job array, task i runs runs[i] through `sweep.py ARGV --run NAME`
+    (from this directory, with the copies of the binaries in OUT/bin) unless it is recorded."""
+    drop = {"--slurm": 1, "--gpus": 1, "--jobs": 1, "--dry-run": 0}
+    args, i = [], 0
+    while i < len(argv):
+        name = argv[i].split("=")[0]
+        if name in drop:
+            i += 1 + (drop[name] if "=" not in argv[i] else 0)
+            continue
+        args.append(argv[i])
+        i += 1
+    args += ["--out", s.out, "--train-bin", s.train_bin, "--eval-bin", s.eval_bin]
+    logs = os.path.join(s.out, "slurm")
+    os.makedirs(logs, exist_ok=True)
+    resources = "#SBATCH --gpus-per-task=1" if s.device == "cuda" else f"#SBATCH --cpus-per-task={s.threads or 1}"
+    names = " ".join(shlex.quote(r.name) for r in runs)
+    text = f"""#!/bin/bash
+# Written by sweep.py: one array task per run of the sweep in {s.out}.
+# Submit with `sbatch {os.path.basename(s.slurm)}`; a task whose run is recorded does nothing, so
+# the same script may be submitted again. When all are done: python3 sweep.py --report {shlex.quote(s.out)}
+#SBATCH --job-name=sweep
+#SBATCH --array=0-{len(runs) - 1}
+#SBATCH --ntasks=1
+{resources}
+#SBATCH --output={logs}/%A_%a.log
+set -euo pipefail
+RUNS=({names})
+RUN=${{RUNS[$SLURM_ARRAY_TASK_ID]}}
+if [ -e {shlex.quote(os.path.join(s.out, "runs"))}/"$RUN"/result.json ]; then
+  echo "$RUN: recorded, skipped"
+  exit 0
+fi
+cd {shlex.quote(os.getcwd())}
+exec {shlex.quote(sys.executable)} {shlex.quote(script)} {shlex.join(args)} --run "$RUN"
+"""
+    with open(s.slurm + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(s.slurm + ".tmp", 0o755)
+    os.replace(s.slurm + ".tmp", s.slurm)
+    todo = sum(1 for r in runs if read_json(os.path.join(r.dir, "result.json")) is None)
+    print(f"sweep: wrote {s.slurm}: {len(runs)} array tasks ({len(runs) - todo} recorded, {todo} to do); "
+          f"submit it with: sbatch {s.slurm}", flush=True)

@@ -1,0 +1,131 @@
+"""Every setting of a sweep, named once: its default, its type and range, the ./train or ./eval
+flag it becomes, and its help line; and the presets, each one flat dictionary.
+
+A sweep's settings are DEFAULTS, then a preset's values, then the flags given (sweep.py
+--help lists them all). OUT/sweep.json keeps them, so a rerun into OUT can be checked against
+the runs already there.
+"""
+from collections import namedtuple
+
+# name: the sweep's name (its flag is --name, with - for _); kind: str, int, float or "list" (a
+# grid axis, a comma list); train, eval: the ./train and ./eval flag it is passed as, if any;
+# low, high: the range of a number as ./train checks it (high excluded; low too when low_open).
+Setting = namedtuple("Setting", "name default kind group help train eval low high low_open",
+                     defaults=(None, None, None, None, False))
+
+GRID, TRAINING, EVALUATION, EXECUTION = "grid", "training", "evaluation", "execution"
+COMPACT_DATA = dict(train_data="data/mobydick_v4096_train_*.bin", val_data="data/mobydick_v4096_val_*.bin",
+                    tokenizer="data/mobydick_v4096_tokenizer.bin")
+
+SETTINGS = [
+    # The grid: comma lists, every combination is a run.
+    Setting("ln", "pre,peri,post", "list", GRID, "LayerNorm placements: pre, post, peri", "-ln"),
+    Setting("dt", "1,0.1", "list", GRID, "residual steps Δt (> 0)", "-dt"),
+    Setting("wd", "0.1", "list", GRID, "weight decays (≥ 0)", "-wd"),
+    Setting("lr", "6e-4", "list", GRID, "peak learning rates (> 0)", "-lr"),
+    Setting("depth", None, "list", GRID, "numbers of blocks L, replacing the L of --init l{L}h{NH}c{C}..."),
+    Setting("precision", None, "list", GRID, "CUDA precisions: bf16, fp32", "-precision", "-precision"),
+    Setting("seeds", "1-3", "list", GRID, "seeds, as a list and ranges (1-5,8)", "-seed"),
+    # ./train's settings, shared by every run.
+    Setting("init", "l8h2c64v4096", str, TRAINING,
+            "model: d6|d12|d24|d36|d48, a size l{L}h{NH}c{C}[v{V}][t{maxT}] or a checkpoint FILE", "-init"),
+    Setting("steps", 300, int, TRAINING, "optimiser steps", "-steps", low=1),
+    Setting("warmup", None, int, TRAINING, "warmup steps (default as ./train's: min(20, steps/10))", "-warmup", low=0),
+    Setting("lr_min_ratio", 0.1, float, TRAINING, "the cosine ends at lr_min = ratio × lr", low=0),
+    Setting("B", 4, int, TRAINING, "micro-batch (sequences)", "-B", low=1),
+    Setting("T", 64, int, TRAINING, "sequence length (tokens), in ./train and ./eval", "-T", "-T", low=1),
+    Setting("total_batch", 0, int, TRAINING, "tokens per step (0 = B × T; more = gradient accumulation)",
+            "-total_batch", low=0),
+    Setting("clip", 1.0, float, TRAINING, "gradient clipping norm (0 = off)", "-clip", low=0),
+    Setting("beta2", 0.95, float, TRAINING, "AdamW β2", "-beta2", low=0, high=1),
+    Setting("outcome_window", 20, int, TRAINING, "run outcomes: steps W of the mean loss (README, Run outcomes)",
+            "-outcome_window", low=1),
+    Setting("diverge_rise", 1.0, float, TRAINING, "run outcomes: the rise (nats) that is a divergence",
+            "-diverge_rise", low=0, low_open=True),
+    Setting("spike_rise", 1.0, float, TRAINING, "run outcomes: the rise (nats) that is a spike", "-spike_rise",
+            low=0, low_open=True),
+    Setting("eval_every", 100, int, TRAINING, "validation every N steps (0 = at the end only)", "-eval_every", low=0),
+    Setting("eval_batches", 16, int, TRAINING, "validation batches, in ./train and ./eval", "-eval_batches",
+            "-eval_batches", low=1),
+    Setting("save_every", 100, int, TRAINING, "checkpoint every N steps (a run resumes from the last)",
+            "-save_every", low=0),
+    Setting("stats_every", 50, int, TRAINING, "./train's per-layer statistics every N steps (0 = off)",
+            "-stats_every", low=0),
+    Setting("train_data", COMPACT_DATA["train_data"], str, TRAINING, "training shards (a glob)", "-train_data",
+            "-train_data"),
+    Setting("val_data", COMPACT_DATA["val_data"], str, TRAINING, "validation shards (a glob)", "-val_data",
+            "-val_data"),
+    Setting("lr_from", None, str, TRAINING,
+            "without --lr: the edge-of-stability learning rate of the E1 sweep in this folder"),
+    # ./eval's settings.
+    Setting("eval_B", 8, int, EVALUATION, "./eval's batch (sequences of T tokens)", None, "-B", low=1),
+    Setting("diag_batches", 1, int, EVALUATION, "batches of the per-layer diagnostics", None, "-diag_batches", low=0),
+    Setting("directions", 4, int, EVALUATION, "random directions per block for the sensitivity", None,
+            "-directions", low=1),
+    Setting("sigma", None, float, EVALUATION, "absolute noise σ on X_0 (default: ./eval's relative one)", None,
+            "-sigma", low=0, low_open=True),
+    Setting("noise_samples", 4, int, EVALUATION, "noise draws per diagnostic batch", None, "-noise_samples", low=1),
+    Setting("tokenizer", None, str, EVALUATION,
+            "the data's tokenizer; its V must be the model's, ROUGE decodes with it (default: NAME_tokenizer.bin "
+            "beside NAME_train_*.bin, else ./eval's, GPT-2's)", None, "-tokenizer"),
+    # Where and how fast runs go; they do not change what a run computes.
+    Setting("device", "cpu", str, EXECUTION, "cpu, cuda or auto", "-device", "-device"),
+    Setting("threads", 1, int, EXECUTION, "-threads of each run (0 = the programs' default)", "-threads", "-threads",
+            low=0),
+    Setting("jobs", 0, int, EXECUTION, "runs at once (0 = cores / threads)", low=0),
+    Setting("out", "runs/sweep", str, EXECUTION, "output folder"),
+    Setting("publish", None, str, EXECUTION, "also copy the tables and figures to PREFIX_NAME"),
+    Setting("experiment", None, str, EXECUTION, "also write this experiment's report: e1, e2 or e3"),
+]
+BY_NAME = {s.name: s for s in SETTINGS}
+DEFAULTS = {s.name: s.default for s in SETTINGS}
+GRID_SETTINGS = tuple(s.name for s in SETTINGS if s.group == GRID)
+EXECUTION_SETTINGS = tuple(s.name for s in SETTINGS if s.group == EXECUTION)
+# What a run computes: a rerun into the same OUT must keep these (the grid may grow).
+TRAINING_SETTINGS = ("init", "lr_min_ratio", "warmup", "steps", "B", "T", "total_batch", "clip", "beta2",
+                     "outcome_window", "diverge_rise", "spike_rise", "train_data", "val_data")
+
+
+def default_warmup(steps):
+    """./train's default warmup for `steps` steps."""
+    return min(20, steps // 10)
+
+
+# ---------------------------------------------------------------------------------------------
+# Presets (docs/experiments.md, "The protocol" and "Presets"). Flags given with a preset override
+# it; a preset publishes its tables to docs/ only when nothing but execution settings changed.
+
+# The CPU protocol: an 8-block, 64-channel GPT-2 on the bundled corpus with its compact
+# vocabulary, 1200 steps of 8 × 64 tokens (about 2 epochs), 2 runs at a time on 1 thread each.
+PROTOCOL = dict(COMPACT_DATA, init="l8h2c64v4096", wd="0.1", warmup=30, steps=1200, B=8, T=64, clip=1.0, beta2=0.95,
+                eval_every=400, eval_batches=16, save_every=400, stats_every=100, eval_B=8, diag_batches=1,
+                directions=2, noise_samples=2, device="cpu", threads=1, jobs=2)
+E1_LRS = "1e-3,3e-3,1e-2,3e-2,1e-1"
+# The paper's GPT-2 setup on OpenWebText (prepare_data.py openwebtext): AdamW β = (0.9, 0.95), lr 6e-4
+# with warmup and cosine decay to lr/10, clipping at 1.0, weight decay 0.1 against 0; bf16 on CUDA.
+PAPER = dict(ln="pre,peri,post", dt="1,0.1", wd="0.1,0", seeds="1-3", lr="6e-4", warmup=700, steps=19073, B=16,
+             T=1024, total_batch=524288, clip=1.0, beta2=0.95, eval_every=500, eval_batches=8, save_every=1000,
+             stats_every=500, eval_B=2, diag_batches=1, directions=2, train_data="data/openwebtext/openwebtext_train_*.bin",
+             val_data="data/openwebtext/openwebtext_val_*.bin", tokenizer=None, device="cuda", precision="bf16",
+             threads=0, jobs=1)
+
+PRESETS = {
+    # E1: learning-rate sensitivity of every placement and Δt.
+    "e1": dict(PROTOCOL, experiment="e1", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS, seeds="1-3", out="runs/e1",
+               publish="docs/e1"),
+    # E2: growth of the hidden states with depth, at init (step 0) and after 300 steps.
+    "e2": dict(PROTOCOL, experiment="e2", ln="pre,peri", dt="1,0.1", lr="3e-3", depth="4,8,16,32", steps=300,
+               seeds="1-5", save_every=150, eval_every=150, stats_every=50, out="runs/e2", publish="docs/e2"),
+    # E3: outcomes with and without weight decay at E1's edge-of-stability lr (lr_from), 600 steps
+    # (the same warmup and peak lr as E1, a cosine decay twice as fast).
+    "e3": dict(PROTOCOL, experiment="e3", ln="pre,peri", dt="1,0.1", wd="0,0.1", seeds="1-5", lr=None,
+               lr_from="runs/e1", steps=600, save_every=300, eval_every=300, out="runs/e3", publish="docs/e3"),
+    # The E1 grid on one GPU: C = 256, 4× the batch, 2000 steps, bf16 and fp32, 6 runs at once.
+    "proxy": dict(PROTOCOL, experiment="e1", init="l8h4c256v4096", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS,
+                  seeds="1", precision="bf16,fp32", B=32, T=256, steps=2000, warmup=100, eval_every=500,
+                  save_every=1000, stats_every=250, device="cuda", threads=2, jobs=6, out="runs/proxy"),
+    "gpt2-124m": dict(PAPER, init="d12", out="runs/gpt2-124m"),
+    "gpt2-350m": dict(PAPER, init="d24", B=8, out="runs/gpt2-350m"),
+    "gpt2-774m": dict(PAPER, init="d36", B=4, out="runs/gpt2-774m"),
+    "gpt2-1.5b": dict(PAPER, init="d48", B=2, out="runs/gpt2-1.5b"),
+}

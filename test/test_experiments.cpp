@@ -1,0 +1,35 @@
+// The Python tests of the experiment tooling (experiments/, sweep.py, plot.py), one GoogleTest
+// per module of test/py/, so that they count in `make test`'s summary line. Each module is a
+// unittest script run as `python3 test/py/NAME.py` from the repository root (it restarts under
+// /usr/bin/python3 when python3 lacks numpy, scipy or pandas); its output is shown when it fails.
+//   test_stats    the statistics against R's fisher.test and binom.test, hand counts, synthetic laws
+//   test_reports  E1, E2, E3 and results.md on hand-made runs, every number worked out by hand
+//   test_results  results.load and the collection of run folders into a sweep's tables
+//   test_claims   README's claims table and docs/claims.md against what `sweep.py --claims` writes
+//   test_input    every bad input to sweep.py and plot.py: one line, exit status 2, nothing written
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "test_files.h"
+
+namespace {
+
+class PythonModule : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PythonModule, Passes) {
+    const std::string folder = fresh_folder("py_");
+    const std::string out = folder + "out.txt";
+    const int raw = std::system(("python3 test/py/" + std::string(GetParam()) + ".py > " + out + " 2>&1").c_str());
+    const std::string text = read_file(out);
+    EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << text;
+    EXPECT_NE(text.find("\nOK"), std::string::npos) << text;
+}
+
+INSTANTIATE_TEST_SUITE_P(Experiments, PythonModule,
+                         ::testing::Values("test_stats", "test_reports", "test_results", "test_claims", "test_input"),
+                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
+}  // namespace
