@@ -71,7 +71,7 @@ struct Launch {
     }
 };
 
-// The CUDA ops as the model calls them: the kernels on DeviceArray buffers, activations in T,
+// The CUDA ops as the model calls them: the kernels on DeviceArray buffers, activations in Act,
 // the residual stream, statistics, losses and parameter gradients in fp32. The object owns the
 // stream every op runs on, the cuBLAS and cuBLASLt handles (gpu::Blas) and the scratch memory
 // the kernels need between and within ops. Built while device memory is being counted
