@@ -15,13 +15,16 @@
 // ops.flush() finishes an op held back for that, where the model hands a result out without
 // another op after it (run_blocks_from). The CPU ops run every op as it comes.
 // Ops also names the element types and the array type:
-//   Act       activations and the weights the passes read (CPU: T; CUDA: float or bf16);
-//   Acc       master weights, their gradients, LayerNorm statistics and losses (CPU: T; CUDA: fp32);
+//   Act       activations and the weights the passes read (CPU: Real, the op set's float or
+//             double; CUDA: float or bf16);
+//   Acc       master weights, their gradients, LayerNorm statistics and losses (CPU: Real;
+//             CUDA: fp32);
 //   Stream    the residual stream X, the residual sums, the after-add LayerNorm's output and
-//             the stream's gradients (CPU: T; CUDA: fp32 in both precisions, docs/cuda.md §2);
+//             the stream's gradients (CPU: Real; CUDA: fp32 in both precisions, docs/cuda.md §2);
 //   Array<U>  an owning buffer of U (std::vector on the CPU, DeviceArray on the GPU);
 //   AttentionSaved  what attention keeps for its backward, attention_saved_size(B, T, NH) of them
-//             (CPU: the probabilities (B,NH,T,T) in T; CUDA: the log-sum-exp per row (B,NH,T), fp32).
+//             (CPU: the probabilities (B,NH,T,T) in Real; CUDA: the log-sum-exp per row (B,NH,T),
+//             fp32).
 //
 // All buffers are allocated once, for micro-batches of shape (B, T); N = B·T positions. Before
 // each group of allocations the model tells the ops its MemoryCategory (memory_plan.h), so the

@@ -1,10 +1,10 @@
 // gpt2_cpu.h — the model on the CPU: the two sets of CPU ops the model of gpt2.h runs on, and
 // CpuBackend, which adds AdamW and serves ./train and ./eval.
 //
-//   ReferenceOps<T>  the textbook ops of cpu_ops.h: CpuModel<double> (the gradient checks),
-//                    ./train -cpu_ops reference (ReferenceOps<float>);
-//   FastOps          the fast ops of cpu_fast_ops.h where they exist, else the reference:
-//                    CpuModel<float> (training, ./eval, the benchmarks).
+//   ReferenceOps<Real>  the textbook ops of cpu_ops.h: CpuModel<double> (the gradient checks),
+//                       ./train -cpu_ops reference (ReferenceOps<float>);
+//   FastOps             the fast ops of cpu_fast_ops.h where they exist, else the reference:
+//                       CpuModel<float> (training, ./eval, the benchmarks).
 // An op set is a table: each op is one of those functions under the name the model calls.
 // test/test_fast_ops.cpp checks the two sets against each other, op by op and as whole models;
 // test_cli trains with each (./train -cpu_ops).
@@ -147,19 +147,19 @@ struct FastOps : ReferenceOps<float> {
     }
 };
 
-// The ops a CpuModel<T> runs on: the reference, and for float the fast ops. (A class template
-// rather than an alias, so functions taking a CpuModel<T> can deduce T.)
-template <typename T>
-struct CpuOps : ReferenceOps<T> {
-    using ReferenceOps<T>::ReferenceOps;
+// The ops a CpuModel<Real> runs on: the reference, and for float the fast ops. (A class
+// template rather than an alias, so functions taking a CpuModel<Real> can deduce Real.)
+template <typename Real>
+struct CpuOps : ReferenceOps<Real> {
+    using ReferenceOps<Real>::ReferenceOps;
 };
 template <>
 struct CpuOps<float> : FastOps {
     using FastOps::FastOps;
 };
 
-template <typename T>
-using CpuModel = Gpt2<CpuOps<T>>;
+template <typename Real>
+using CpuModel = Gpt2<CpuOps<Real>>;
 
 // The CPU model as a Backend for ./train and ./eval: the model on the op set Ops (the fast ops
 // unless ./train -cpu_ops reference) plus AdamW moments.
