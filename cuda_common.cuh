@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -66,6 +67,15 @@ template <>
 __host__ __device__ inline float from_float<float>(float x) { return x; }
 template <>
 __host__ __device__ inline bf16 from_float<bf16>(float x) { return __float2bfloat16(x); }
+
+// Two floats rounded to bf16 in one 32-bit register, `lo` in the low half: the element pairs of
+// the tensor cores' fragments (tensor_cores.cuh).
+__device__ inline uint32_t pack_bf16x2(float lo, float hi) {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+    uint32_t bits;
+    memcpy(&bits, &pair, sizeof bits);
+    return bits;
+}
 
 // cuBLAS's name for an element type.
 template <typename T>

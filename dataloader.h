@@ -1,7 +1,10 @@
 // dataloader.h — serves training batches from token shards (docs/formats.md §1: llm.c's format).
 //
-// A shard is int32 header[256] = {20240520, 1, token count, ...} followed by that many uint16
-// tokens. A batch is a window of B*T+1 consecutive tokens of one shard: inputs are its first
+// A shard is int32 header[256] = {20240520, 1, token count, tokenizer, 0...} followed by that
+// many uint16 tokens; header[3] is the fingerprint of the tokenizer that made it (tokenizer.h's
+// vocabulary_fingerprint; 0 = not recorded, as in llm.c's shards and older ones of ours). All the
+// shards of one loader must come from one tokenizer: two that record different ones are refused.
+// A batch is a window of B*T+1 consecutive tokens of one shard: inputs are its first
 // B*T tokens, targets the same shifted by one. A shard of n tokens holds floor((n-1)/(B*T))
 // windows, starting at tokens 0, B*T, 2*B*T, ... (consecutive windows share one token: the last
 // target of one is the first input of the next). A shard shorter than B*T+1 tokens holds none.
@@ -25,11 +28,25 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "errors.h"
+#include "paths.h"
 #include "rng.h"
+
+// The shard header's words (docs/formats.md §1): magic, version, and which word records the tokenizer.
+constexpr int32_t kShardMagic = 20240520;
+constexpr int32_t kShardVersion = 1;
+constexpr int kShardTokenizerWord = 3;
+
+// A tokenizer fingerprint as messages write it: 0x and eight hex digits.
+inline std::string tokenizer_name(uint32_t fingerprint) {
+    char text[11];
+    std::snprintf(text, sizeof text, "0x%08x", fingerprint);
+    return text;
+}
 
 // Everything needed to resume reading where a DataLoader was.
 struct LoaderState {
@@ -41,7 +58,8 @@ class DataLoader {
  public:
     // Opens every shard matching `pattern` (a glob; sorted by name) and validates it: magic
     // 20240520, version 1, token count > 0, file size 1024 + 2*count, every token < vocab_size.
-    // Throws InputError naming the file and the problem, and when no shard holds one window.
+    // Throws InputError naming the file and the problem, when two shards record different
+    // tokenizers, and when no shard holds one window.
     DataLoader(const std::string& pattern, int B, int T, int vocab_size, bool shuffle, uint64_t seed,
                int rank = 0, int world_size = 1)
         : pattern_(pattern), batch_tokens_(uint64_t(B) * uint64_t(T)), shuffle_(shuffle), seed_(seed),
@@ -52,6 +70,7 @@ class DataLoader {
             throw InputError("rank " + std::to_string(rank) + " is not within world size " + std::to_string(world_size));
         files_ = matching_files(pattern);
         for (const std::string& path : files_) shards_.push_back(open_shard(path, vocab_size));
+        tokenizer_ = common_tokenizer(shards_);
         for (const Shard& shard : shards_) num_windows_ += shard.windows;
         if (num_windows_ == 0) throw InputError(pattern + ": no shard holds one batch of B*T+1 = " +
                                                 std::to_string(batch_tokens_ + 1) + " tokens");
@@ -91,6 +110,9 @@ class DataLoader {
     // Back to this rank's first window of epoch 0 (every evaluation then reads the same batches).
     void reset() { stream_position_ = rank_; }
 
+    // The glob the shards were found with.
+    const std::string& pattern() const { return pattern_; }
+
     // The shard files, in sorted order.
     const std::vector<std::string>& files() const { return files_; }
 
@@ -104,6 +126,9 @@ class DataLoader {
     // Number of windows in one epoch, over all ranks.
     uint64_t num_windows() const { return num_windows_; }
 
+    // The fingerprint of the tokenizer the shards record (0 when none records one).
+    uint32_t tokenizer() const { return tokenizer_; }
+
     // The token count in the header of the longest shard matching `pattern`, read without
     // validating anything else (0 when nothing matches or no header reads): enough to choose a
     // batch size that fits before the loader itself checks every file.
@@ -112,22 +137,21 @@ class DataLoader {
         for (const std::string& path : glob_files(pattern)) {
             File file(std::fopen(path.c_str(), "rb"), &std::fclose);
             int32_t header[3];
-            if (file && std::fread(header, sizeof header, 1, file.get()) == 1 && header[0] == kMagic && header[2] > 0)
+            if (file && std::fread(header, sizeof header, 1, file.get()) == 1 && header[0] == kShardMagic && header[2] > 0)
                 longest = std::max<uint64_t>(longest, uint64_t(header[2]));
         }
         return longest;
     }
 
  private:
-    static constexpr int32_t kMagic = 20240520;
-    static constexpr int32_t kVersion = 1;
     static constexpr uint64_t kHeaderBytes = 256 * sizeof(int32_t);
 
     // One validated shard file.
     struct Shard {
         std::string path;
-        uint64_t tokens;   // from the header
-        uint64_t windows;  // how many B*T+1 windows it holds
+        uint64_t tokens;     // from the header
+        uint64_t windows;    // how many B*T+1 windows it holds
+        uint32_t tokenizer;  // the fingerprint of the tokenizer that made it (0: not recorded)
     };
 
     // One window: which shard, and which of its windows (starting at token index * B*T).
@@ -172,10 +196,10 @@ class DataLoader {
         const File file = open_file(path);
         int32_t header[256];
         if (std::fread(header, sizeof(header), 1, file.get()) != 1) throw InputError(path + ": cannot read the header");
-        if (header[0] != kMagic)
-            throw InputError(path + ": bad magic " + std::to_string(header[0]) + " (expected " + std::to_string(kMagic) +
+        if (header[0] != kShardMagic)
+            throw InputError(path + ": bad magic " + std::to_string(header[0]) + " (expected " + std::to_string(kShardMagic) +
                              "): not a token shard");
-        if (header[1] != kVersion)
+        if (header[1] != kShardVersion)
             throw InputError(path + ": unsupported shard version " + std::to_string(header[1]) + " (expected 1)");
         if (header[2] <= 0) throw InputError(path + ": header says " + std::to_string(header[2]) + " tokens (must be > 0)");
         const uint64_t tokens = header[2];
@@ -184,7 +208,22 @@ class DataLoader {
                              std::to_string(tokens) + " tokens need " + std::to_string(kHeaderBytes + 2 * tokens) +
                              " (truncated or not a shard)");
         check_token_ids(file.get(), path, tokens, vocab_size);
-        return {path, tokens, tokens > batch_tokens_ ? (tokens - 1) / batch_tokens_ : 0};
+        return {path, tokens, tokens > batch_tokens_ ? (tokens - 1) / batch_tokens_ : 0, uint32_t(header[kShardTokenizerWord])};
+    }
+
+    // The tokenizer the shards record (0 when none does); throws InputError when two record
+    // different ones.
+    static uint32_t common_tokenizer(const std::vector<Shard>& shards) {
+        const Shard* first = nullptr;  // the first shard that records a tokenizer
+        for (const Shard& shard : shards) {
+            if (shard.tokenizer == 0) continue;
+            if (!first) first = &shard;
+            if (shard.tokenizer != first->tokenizer)
+                throw InputError(shard.path + ": made by tokenizer " + tokenizer_name(shard.tokenizer) + ", but " +
+                                 first->path + " by tokenizer " + tokenizer_name(first->tokenizer) +
+                                 ": shards of different tokenizers cannot be read together");
+        }
+        return first ? first->tokenizer : 0;
     }
 
     // Reads all `tokens` tokens that follow the header and throws InputError at the first that
@@ -249,6 +288,7 @@ class DataLoader {
     std::vector<std::string> files_;
     std::vector<Shard> shards_;
     uint64_t num_windows_ = 0;
+    uint32_t tokenizer_ = 0;             // common_tokenizer(shards_)
     std::vector<Window> order_;          // this epoch's windows, in reading order
     uint64_t order_epoch_ = UINT64_MAX;  // the epoch order_ was computed for
     uint64_t stream_position_ = 0;       // epoch * num_windows_ + cursor of the next window to read
@@ -257,3 +297,24 @@ class DataLoader {
     std::vector<uint16_t> window_;  // the B*T+1 tokens just read
     std::vector<int32_t> inputs_, targets_;
 };
+
+// Throws InputError when the shards of `a` and `b` (say the training and the validation data)
+// record different tokenizers; shards that record none pass.
+inline void check_same_tokenizer(const DataLoader& a, const DataLoader& b) {
+    if (a.tokenizer() != 0 && b.tokenizer() != 0 && a.tokenizer() != b.tokenizer())
+        throw InputError(b.pattern() + ": made by tokenizer " + tokenizer_name(b.tokenizer()) + ", but " +
+                         a.pattern() + " by tokenizer " + tokenizer_name(a.tokenizer()) +
+                         ": shards of different tokenizers cannot be used in one run");
+}
+
+// The first shard file of `b` that is also a shard of `a` (the same file, however it is named),
+// or "" when they share none: validation data that is also training data measures memorisation,
+// which deserves a warning.
+inline std::string shared_shard(const DataLoader& a, const DataLoader& b) {
+    for (const std::string& path : b.files()) {
+        const std::optional<FileId> id = file_id(path);
+        for (const std::string& other : a.files())
+            if (id && id == file_id(other)) return path;
+    }
+    return "";
+}

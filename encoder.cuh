@@ -7,29 +7,43 @@
 // 16 bytes of out (4 floats) per thread, and the matching pack of each weight row, where C and
 // the buffers allow, else single elements, with 32-bit indices where the sizes allow.
 //
-// The same token can sit at many positions, so its dwte row gathers several rows of dout. To
-// sum them without atomics, in a fixed order and without the host, the positions are sorted on
-// the device by (token, position) (TokenOrder, a bitonic sort of 64-bit keys): one block per run
-// of equal tokens then sums its positions in increasing order. The sort does every step whose
-// pairs lie within a tile of SORT_TILE keys in one block's shared memory, so it takes few
-// launches: one that builds and sorts the tiles, then per larger stage one launch per partner
-// distance of a tile or more and one that finishes the stage in the tiles.
+// The same token can sit at many positions, so its dwte row gathers several rows of dout (in
+// real text a frequent token fills a thousand positions of a batch). To sum them without
+// atomics, in a fixed order and without the host, the positions are sorted on the device by
+// (token, position) (TokenOrder, a bitonic sort of 64-bit keys), and the sorted positions are
+// cut into chunks of WTE_CHUNK: one block per chunk (and 256 channels) sums the pieces of runs
+// of equal tokens it holds, a thread per channel; a run inside one chunk is added to dwte there,
+// and a run that crosses chunks leaves its pieces (the chunk's first and last) in scratch, which
+// a second launch adds up in chunk order for each such run. So the sum of a token's rows is
+// parallel over the channels and over the run, and the same on every run. The sort does every
+// step whose pairs lie within a tile of SORT_TILE keys in one block's shared memory, so it takes
+// few launches: one that builds and sorts the tiles, then per larger stage one launch per
+// partner distance of a tile or more and one that finishes the stage in the tiles.
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "cuda_common.cuh"
 
 namespace gpu {
 
-// Scratch of the wte gradient: keys[i] = token << 32 | position, sorted ascending by
-// sort_tokens; `padded` (a power of two ≥ N, at least 2) keys, the last padded − N of them all
-// ones.
-struct TokenOrder {
-    int N, padded;
-    DeviceArray<unsigned long long> keys;
+// Sorted positions per chunk of the wte gradient's sums.
+constexpr int WTE_CHUNK = 32;
 
-    explicit TokenOrder(int N) : N(N), padded(padded_size(N)), keys(padded) {}
+// Scratch of the wte gradient for N positions of C channels: keys[i] = token << 32 | position,
+// sorted ascending by sort_tokens, `padded` (a power of two ≥ N, at least 2) keys, the last
+// padded − N of them all ones; per chunk of sorted positions, the sums (C) of its first piece
+// where that continues a run from the chunk before (heads) and of its last piece where that
+// starts a run going on past the chunk (tails).
+struct TokenOrder {
+    int N, padded, chunks;
+    DeviceArray<unsigned long long> keys;
+    DeviceArray<float> heads, tails;  // (chunks, C)
+
+    TokenOrder(int N, int C)
+        : N(N), padded(padded_size(N)), chunks((int)ceil_div(N, WTE_CHUNK)), keys(padded),
+          heads((size_t)chunks * C), tails((size_t)chunks * C) {}
     static int padded_size(int n) {
         int p = 2;
         while (p < n) p *= 2;
@@ -138,17 +152,63 @@ __global__ void bitonic_step_kernel(unsigned long long* keys, int j, int k, int 
     keys[partner] = swap ? a : b;
 }
 
-// dwte[token, c] += Σ of dout[position, c] over the run of sorted keys with that token, in
-// increasing position; block (i, column slice) works only when sorted key i starts a run.
+// The token of a sorted key.
+__host__ __device__ inline unsigned key_token(unsigned long long key) { return (unsigned)(key >> 32); }
+
+// Chunk k = blockIdx.x of the sorted positions, channels blockIdx.y·256 + threadIdx.x: the
+// chunk's rows of dout summed, in position order, into one sum per piece of a run of equal
+// tokens. A piece that is a whole run is added to dwte (the run's only writer); the chunk's
+// first piece, where its run began in an earlier chunk, goes to heads[k]; its last piece, where
+// its run begins here and goes on past the chunk, to tails[k] (wte_run_sums adds those up).
 template <typename G>
-__global__ void wte_backward_kernel(float* dwte, const G* dout, const unsigned long long* keys, int N, int C) {
-    const int i = blockIdx.x;
+__global__ void wte_chunk_sums_kernel(float* dwte, float* heads, float* tails, const G* dout,
+                                      const unsigned long long* keys, int N, int C) {
+    __shared__ unsigned long long chunk[WTE_CHUNK + 2];  // the key before the chunk, its keys, the key after
+    const int k = blockIdx.x, first = k * WTE_CHUNK, count = min(WTE_CHUNK, N - first);
+    for (int i = threadIdx.x; i < WTE_CHUNK + 2; i += blockDim.x) {
+        const int at = first - 1 + i;
+        chunk[i] = at >= 0 && at < N ? keys[at] : ~0ull;  // no token's key: ~0 >> 32 ≥ every V
+    }
+    __syncthreads();
     const int c = blockIdx.y * blockDim.x + threadIdx.x;
-    const unsigned token = (unsigned)(keys[i] >> 32);
-    if (c >= C || (i > 0 && (unsigned)(keys[i - 1] >> 32) == token)) return;
+    if (c >= C) return;
+    float row[WTE_CHUNK];  // every load first, so that they are in flight together
+    for (int j = 0; j < WTE_CHUNK; j++)
+        row[j] = j < count ? to_float(dout[(size_t)(unsigned)chunk[j + 1] * C + c]) : 0.0f;
+    const auto token = [&](int j) { return key_token(chunk[j + 1]); };  // j = −1 … count
     float sum = 0.0f;
-    for (int j = i; j < N && (unsigned)(keys[j] >> 32) == token; j++)
-        sum += to_float(dout[(size_t)(unsigned)keys[j] * C + c]);
+    int start = 0;  // the first position of the current piece
+    for (int j = 0; j < WTE_CHUNK; j++) {
+        if (j >= count) break;
+        sum += row[j];
+        if (j + 1 < count && token(j + 1) == token(j)) continue;  // the piece goes on
+        const bool began_before = start == 0 && token(-1) == token(0);
+        const bool goes_on = j + 1 == count && token(count) == token(j);
+        if (began_before) heads[(size_t)k * C + c] = sum;
+        else if (goes_on) tails[(size_t)k * C + c] = sum;
+        else dwte[(size_t)token(j) * C + c] += sum;
+        sum = 0.0f, start = j + 1;
+    }
+}
+
+// Chunk k = blockIdx.x, channels as above: where the chunk's last piece begins a run that goes
+// on past the chunk, dwte[token] += tails[k] + heads[k + 1] + heads[k + 2] + … over the chunks
+// the run reaches, in chunk order.
+__global__ void wte_run_sums_kernel(float* dwte, const float* heads, const float* tails,
+                                    const unsigned long long* keys, int N, int C) {
+    const int k = blockIdx.x, first = k * WTE_CHUNK, last = min(first + WTE_CHUNK, N) - 1;
+    const int c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= C || last + 1 >= N) return;
+    const unsigned token = key_token(keys[last]);
+    const bool goes_on = key_token(keys[last + 1]) == token;
+    const bool began_before = first > 0 && key_token(keys[first]) == token && key_token(keys[first - 1]) == token;
+    if (!goes_on || began_before) return;
+    float sum = tails[(size_t)k * C + c];
+    for (int next = k + 1;; next++) {
+        sum += heads[(size_t)next * C + c];
+        const int next_last = min((next + 1) * WTE_CHUNK, N) - 1;
+        if (next_last + 1 >= N || key_token(keys[next_last + 1]) != token) break;
+    }
     dwte[(size_t)token * C + c] += sum;
 }
 
@@ -201,33 +261,70 @@ inline void sort_tokens(TokenOrder& order, const int32_t* tokens, cudaStream_t s
 }
 
 // dwte (Vp,C), dwpe (maxT,C) += from dout (B,T,C) and the batch's tokens (B,T) on the device;
-// `order` is scratch for B·T positions.
+// `order` is scratch for B·T positions of C channels.
 template <typename G>
 void encoder_backward(float* dwte, float* dwpe, const G* dout, const int32_t* tokens, TokenOrder& order, int B,
                       int T, int C, cudaStream_t stream) {
     wpe_backward_kernel<G><<<ceil_div((size_t)T * C, 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
     cudaCheck(cudaGetLastError());
     sort_tokens(order, tokens, stream);
-    const dim3 grid((unsigned)(B * T), (unsigned)ceil_div(C, 256));
-    wte_backward_kernel<G><<<grid, 256, 0, stream>>>(dwte, dout, order.keys.data(), B * T, C);
+    const dim3 grid((unsigned)order.chunks, (unsigned)ceil_div(C, 256));
+    wte_chunk_sums_kernel<G><<<grid, 256, 0, stream>>>(dwte, order.heads.data(), order.tails.data(), dout,
+                                                       order.keys.data(), B * T, C);
+    cudaCheck(cudaGetLastError());
+    wte_run_sums_kernel<<<grid, 256, 0, stream>>>(dwte, order.heads.data(), order.tails.data(), order.keys.data(),
+                                                 B * T, C);
     cudaCheck(cudaGetLastError());
 }
 
-// Traffic of encoder_backward with `distinct` tokens in the batch: dwpe (T,C) from dout; the
-// tokens read and the sorted tiles written, then each later launch of the sort (all keys read
-// and written); then dout again, the sorted keys and the `distinct` rows of dwte (read and
+// How a batch's tokens fall into the chunks of the wte gradient, from the tokens on the host
+// (what the traffic model needs; real text has long runs, random tokens short ones).
+struct TokenRuns {
+    int distinct = 0;     // distinct tokens
+    int whole = 0;        // runs inside one chunk (added to dwte by wte_chunk_sums)
+    int crossing = 0;     // runs over several chunks (added by wte_run_sums)
+    int heads = 0;        // chunks whose first piece continues a run
+    int tails = 0;        // chunks whose last piece begins a run that goes on (= crossing)
+    int longest = 0;      // positions of the most frequent token
+};
+
+inline TokenRuns token_runs(const int32_t* tokens, int N) {
+    std::vector<int32_t> sorted(tokens, tokens + N);
+    std::sort(sorted.begin(), sorted.end());
+    TokenRuns runs;
+    for (int i = 0; i < N;) {
+        int j = i;
+        while (j < N && sorted[j] == sorted[i]) j++;
+        const int first_chunk = i / WTE_CHUNK, last_chunk = (j - 1) / WTE_CHUNK;
+        runs.distinct++;
+        runs.longest = std::max(runs.longest, j - i);
+        if (first_chunk == last_chunk) runs.whole++;
+        else runs.crossing++, runs.tails++, runs.heads += last_chunk - first_chunk;
+        i = j;
+    }
+    return runs;
+}
+
+// Traffic of encoder_backward for a batch whose tokens fall as `runs` says: dwpe (T,C) from
+// dout; the tokens read and the sorted tiles written, then each later launch of the sort (all
+// keys read and written); the chunk sums read dout, every key and the dwte rows of whole runs
+// (read and written), and write the pieces of crossing runs; the run sums read the two keys at
+// each boundary between chunks, and for each crossing run its pieces and its dwte row (read and
 // written).
 template <typename G>
-Launches encoder_backward_traffic(int B, int T, int C, int distinct) {
-    const int N = B * T, P = TokenOrder::padded_size(N), tile = sort_tile(P);
-    const double nc = (double)N * C, tc = (double)T * C, keys = 8.0 * P;
+Launches encoder_backward_traffic(int B, int T, int C, const TokenRuns& runs) {
+    const int N = B * T, P = TokenOrder::padded_size(N), tile = sort_tile(P), chunks = (int)ceil_div(N, WTE_CHUNK);
+    const double nc = (double)N * C, tc = (double)T * C, keys = 8.0 * P, row = 4.0 * C;
     Launches out{{"wpe_backward_kernel", nc * sizeof(G) + 4.0 * tc, 4.0 * tc, nc},
                  {"sort_token_tiles_kernel", 4.0 * N, keys, 0}};
     for (int k = 2 * tile; k <= P; k *= 2) {
         for (int j = k / 2; j >= tile; j /= 2) out.push_back({"bitonic_step_kernel", keys, keys, 0});
         out.push_back({"merge_token_tiles_kernel", keys, keys, 0});
     }
-    out.push_back({"wte_backward_kernel", nc * sizeof(G) + 8.0 * N + 4.0 * distinct * C, 4.0 * distinct * C, nc});
+    out.push_back({"wte_chunk_sums_kernel", nc * sizeof(G) + 8.0 * N + row * runs.whole,
+                   row * (runs.whole + runs.heads + runs.tails), nc});
+    out.push_back({"wte_run_sums_kernel", 16.0 * (chunks - 1) + row * (runs.heads + runs.tails + runs.crossing),
+                   row * runs.crossing, row / 4 * runs.heads});
     return out;
 }
 

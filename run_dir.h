@@ -6,7 +6,7 @@
 //                  to replace them (-overwrite 1), then removes them first.
 //   RunLog         log.jsonl, one record per line, each written whole or not at all.
 //   checkpoint_steps   the complete model/state pairs, found by listing the folder.
-//   check_same_settings  compares the settings that define a run with its config.json.
+// config.json is run_config.h's; the checkpoint pairs themselves are resume.h's.
 #pragma once
 #include <dirent.h>
 #include <fcntl.h>
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "json.h"
 
 // Runs `write` (which may throw InputError for a failed write, as model.h's atomic writes do)
 // and turns a failure into an OutputError: at this point the input has long been accepted.
@@ -43,6 +44,14 @@ void checked_write(Write write) {
 // "DIR/name" for a run folder DIR.
 inline std::string in_folder(const std::string& dir, const std::string& name) {
     return dir + (dir.back() == '/' ? "" : "/") + name;
+}
+
+// DIR/STEM_N.bin, the file of a checkpoint pair after N steps: numbered(dir, "model", 3) is
+// DIR/model_00000003.bin.
+inline std::string numbered(const std::string& dir, const char* stem, int step) {
+    char name[64];
+    std::snprintf(name, sizeof name, "%s_%08d.bin", stem, step);
+    return in_folder(dir, name);
 }
 
 // True when `name` is one of the files ./train writes in its folder: log.jsonl, config.json,
@@ -175,6 +184,23 @@ private:
     }
 };
 
+// One line of log.jsonl as a JSON object; an empty object for a line that is not one (cut off
+// by a crash, or not ./train's).
+inline Json log_record(const std::string& line) {
+    try {
+        Json record = read_json(line, "log.jsonl");
+        return record.kind() == Json::Kind::Object ? record : Json::object();
+    } catch (const InputError&) {
+        return Json::object();
+    }
+}
+
+// The training loss of a step record (docs/logs.md §1), or nullptr for any other record.
+inline const Json* step_loss(const Json& record) {
+    const Json* loss = record.get("loss");
+    return loss && loss->kind() == Json::Kind::Number && !record.get("event") ? loss : nullptr;
+}
+
 // log.jsonl: one JSON record per line, appended with one write each and checked; a record that
 // cannot be written whole is cut off again, so the log stays parseable, and the run stops.
 class RunLog {
@@ -190,14 +216,14 @@ public:
             std::ifstream in(path_);
             std::string line;
             while (std::getline(in, line)) {
-                long step = -1;
-                if (std::sscanf(line.c_str(), "{\"step\": %ld", &step) != 1 || step >= keep_before) {
+                const Json record = log_record(line);
+                const Json* step = record.get("step");
+                if (!step || step->kind() != Json::Kind::Number || step->as_number() >= keep_before) {
                     skipped++;
                     continue;
                 }
                 kept += line + "\n";
-                double loss;
-                if (std::sscanf(line.c_str(), "{\"step\": %ld, \"loss\": %lf", &step, &loss) == 2) losses_.push_back(loss);
+                if (const Json* loss = step_loss(record)) losses_.push_back(loss->as_number());
             }
         }
         if (dropped) *dropped = skipped;
@@ -242,81 +268,11 @@ private:
 // The loss of step 0 as DIR/log.jsonl wrote it (JSON text), or "" when the log has no such record.
 inline std::string logged_first_loss(const std::string& dir) {
     std::ifstream in(in_folder(dir, "log.jsonl"));
-    const std::string tag = "{\"step\": 0, \"loss\": ";
-    for (std::string line; std::getline(in, line);)
-        if (line.compare(0, tag.size(), tag) == 0) return line.substr(tag.size(), line.find(',', tag.size()) - tag.size());
+    for (std::string line; std::getline(in, line);) {
+        const Json record = log_record(line);
+        const Json* step = record.get("step");
+        const Json* loss = step_loss(record);
+        if (step && step->text() == "0" && loss) return loss->text();
+    }
     return "";
-}
-
-// The members of a config.json written by JsonObject (one "name": value per line), as JSON text.
-inline std::map<std::string, std::string> config_values(const std::string& text) {
-    std::map<std::string, std::string> values;
-    std::stringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-        const size_t open = line.find('"'), close = line.find("\": ", open + 1);
-        if (open == std::string::npos || close == std::string::npos || line.find_first_not_of(' ') != open) continue;
-        std::string value = line.substr(close + 3);
-        if (!value.empty() && value.back() == ',') value.pop_back();
-        values[line.substr(open + 1, close - open - 1)] = value;
-    }
-    return values;
-}
-
-// The config.json members that define a run and the flag that sets each: -resume 1 must not
-// change them (README "Stopping and resuming").
-inline const std::vector<std::pair<const char*, const char*>>& defining_settings() {
-    static const std::vector<std::pair<const char*, const char*>> settings = {
-        {"placement", "-ln"}, {"dt", "-dt"}, {"L", "-init"}, {"NH", "-init"}, {"C", "-init"}, {"V", "-init"},
-        {"maxT", "-init"}, {"train_files", "-train_data"}, {"B", "-B"}, {"T", "-T"}, {"total_batch", "-total_batch"},
-        {"shuffle", "-shuffle"}, {"seed", "-seed"}, {"steps", "-steps"}, {"lr", "-lr"}, {"lr_min", "-lr_min"},
-        {"warmup", "-warmup"}, {"wd", "-wd"}, {"beta1", "-beta1"}, {"beta2", "-beta2"}, {"eps", "-eps"},
-        {"clip", "-clip"}, {"outcome_window", "-outcome_window"}, {"diverge_rise", "-diverge_rise"},
-        {"spike_rise", "-spike_rise"}};
-    return settings;
-}
-
-// Refuses (InputError naming the flag) when `now`, the config.json this run would write, differs
-// from `saved`, the folder's config.json, in a setting that defines the run (other than those
-// in `allowed`, which the user asked to change).
-inline void check_same_settings(const std::string& saved_path, const std::string& saved, const std::string& now,
-                                const std::vector<std::string>& allowed = {}) {
-    const std::map<std::string, std::string> a = config_values(saved), b = config_values(now);
-    for (const auto& [name, flag] : defining_settings()) {
-        if (std::find(allowed.begin(), allowed.end(), name) != allowed.end()) continue;
-        const auto was = a.find(name), is = b.find(name);
-        const std::string old_value = was == a.end() ? "(absent)" : was->second;
-        // dt is a float32: older folders wrote 0.1 as 0.100000001, the same float
-        const bool same_float = name == std::string("dt") && was != a.end() && is != b.end() &&
-                                std::strtof(old_value.c_str(), nullptr) == std::strtof(is->second.c_str(), nullptr);
-        if (is != b.end() && old_value != is->second && !same_float)
-            throw InputError(std::string("flag ") + flag + ": -resume 1 would change " + name + " from " + old_value +
-                             " (" + saved_path + ") to " + is->second +
-                             "; resume with the run's own settings, or start a new run with another -out");
-    }
-}
-
-// `now` with the members named in `names` replaced by their values in `saved` (when present):
-// a resumed run's config.json keeps the command and model that started the run.
-inline std::string keep_saved_members(const std::string& now, const std::string& saved,
-                                      const std::vector<std::string>& names) {
-    const std::map<std::string, std::string> old = config_values(saved);
-    std::stringstream in(now);
-    std::string line, out;
-    while (std::getline(in, line)) {
-        for (const std::string& name : names) {
-            const std::string tag = "  \"" + name + "\": ";
-            const auto was = old.find(name);
-            if (was != old.end() && line.compare(0, tag.size(), tag) == 0)
-                line = tag + was->second + (line.back() == ',' ? "," : "");
-        }
-        out += line + "\n";
-    }
-    return out;
-}
-
-// `config` (JsonObject text, ending in "\n}\n") with the member `name`: value added last.
-inline std::string with_member(const std::string& config, const std::string& name, const std::string& value) {
-    const size_t end = config.rfind("\n}");
-    return config.substr(0, end) + ",\n  \"" + name + "\": " + value + config.substr(end);
 }

@@ -96,18 +96,20 @@ inline void print_model(const ModelConfig& m, const std::string& origin) {
                 placement_name(m.placement), m.dt);
 }
 
-// The model's description as members of a JSON object (config.json, eval -json): placement, dt,
-// L, NH, C, V, Vp, maxT and the parameter count.
-inline void add_model_json(JsonObject& j, const ModelConfig& m) {
-    j.add("placement", json_string(placement_name(m.placement)));
-    j.add("dt", json_float(m.dt));
-    j.add("L", std::to_string(m.L));
-    j.add("NH", std::to_string(m.NH));
-    j.add("C", std::to_string(m.C));
-    j.add("V", std::to_string(m.V));
-    j.add("Vp", std::to_string(m.Vp));
-    j.add("maxT", std::to_string(m.maxT));
-    j.add("parameters", std::to_string(num_parameters(m)));
+// The model's description, the members config.json and eval -json give it: placement, dt, L,
+// NH, C, V, Vp, maxT and the parameter count.
+inline Json model_json(const ModelConfig& m) {
+    Json j = Json::object();
+    j.set("placement", Json::string(placement_name(m.placement)));
+    j.set("dt", Json::number(json_float(m.dt)));
+    j.set("L", Json::integer(m.L));
+    j.set("NH", Json::integer(m.NH));
+    j.set("C", Json::integer(m.C));
+    j.set("V", Json::integer(m.V));
+    j.set("Vp", Json::integer(m.Vp));
+    j.set("maxT", Json::integer(m.maxT));
+    j.set("parameters", Json::number(std::to_string(num_parameters(m))));
+    return j;
 }
 
 // The micro-batch when -B is not given: `preferred`, halved while one window of B*T+1 tokens

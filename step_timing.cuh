@@ -45,9 +45,9 @@ struct Timer {
 };
 
 // Milliseconds per op, summed over the op's marks of one step and averaged over `steps` steps
-// (after one untimed step) of the step bench_gpu.cpp times, on random tokens.
+// (after one untimed step) of the step bench_gpu.cpp times, on the batch `tokens` (B·T + 1).
 template <typename T>
-std::map<std::string, double> measure(const ModelConfig& cfg, int B, int T_, int steps) {
+std::map<std::string, double> measure(const ModelConfig& cfg, int B, int T_, int steps, const int32_t* tokens) {
     Gpt2<CudaOps<T, Timer>> model(cfg, B, T_);
     std::vector<float> host(model.params.size());
     init_parameters(cfg, host.data(), 1337);
@@ -55,13 +55,11 @@ std::map<std::string, double> measure(const ModelConfig& cfg, int B, int T_, int
     model.sync_weights();
     DeviceArray<float> m(model.params.size()), v(model.params.size());
     model.ops.zero(m), model.ops.zero(v);
-    std::vector<int32_t> tokens((size_t)B * T_ + 1);
-    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (int32_t)((i * 7919) % cfg.V);
     std::map<std::string, double> ms;
     for (int s = 0; s <= steps; s++) {
         model.ops.runner.clear();
         model.zero_grad();
-        model.forward_to_logits(tokens.data(), tokens.data() + 1);
+        model.forward_to_logits(tokens, tokens + 1);
         model.backward(1.0);
         const double norm = model.grad_norm();
         model.ops.adamw_update(model.params.data(), model.weight_copy(0), model.grads.data(), m.data(), v.data(), 0,
@@ -80,6 +78,8 @@ std::map<std::string, double> measure(const ModelConfig& cfg, int B, int T_, int
 
 }  // namespace step_timing
 
-std::map<std::string, double> cuda_step_op_ms(const ModelConfig& cfg, int B, int T, bool use_bf16, int steps) {
-    return use_bf16 ? step_timing::measure<bf16>(cfg, B, T, steps) : step_timing::measure<float>(cfg, B, T, steps);
+std::map<std::string, double> cuda_step_op_ms(const ModelConfig& cfg, int B, int T, bool use_bf16, int steps,
+                                              const int32_t* tokens) {
+    return use_bf16 ? step_timing::measure<bf16>(cfg, B, T, steps, tokens)
+                    : step_timing::measure<float>(cfg, B, T, steps, tokens);
 }

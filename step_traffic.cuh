@@ -8,6 +8,7 @@
 // real step, the held-back ops fused as on the device, for a step of any size on any machine.
 // Included by gpt2.cu after CudaOps.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,16 +28,16 @@ struct Recorder {
     }
 };
 
-// One step as bench_gpu.cpp's train_step runs it: zero_grad, forward to the logits, backward
-// (from the fused cross-entropy on), gradient norm, AdamW over every parameter tensor.
+// One step as bench_gpu.cpp's train_step runs it, on the batch `tokens` (B·T): zero_grad,
+// forward to the logits, backward (from the fused cross-entropy on), gradient norm, AdamW over
+// every parameter tensor.
 template <typename T>
-std::vector<OpTraffic> record_step(const ModelConfig& cfg, int B, int T_) {
+std::vector<OpTraffic> record_step(const ModelConfig& cfg, int B, int T_, const int32_t* tokens) {
     MemoryPlan unused;
     CountingScope no_device(&unused);
     Gpt2<CudaOps<T, Recorder>> model(cfg, B, T_);
-    std::vector<int32_t> tokens((size_t)B * T_, 0);
     model.zero_grad();
-    model.forward_to_logits(tokens.data(), tokens.data());
+    model.forward_to_logits(tokens, tokens);
     model.backward(1.0);
     model.grad_norm();
     model.ops.adamw_update(model.params.data(), model.weight_copy(0), model.grads.data(), nullptr, nullptr, 0,
@@ -46,6 +47,7 @@ std::vector<OpTraffic> record_step(const ModelConfig& cfg, int B, int T_) {
 
 }  // namespace step_traffic
 
-std::vector<OpTraffic> cuda_step_traffic(const ModelConfig& cfg, int B, int T, bool use_bf16) {
-    return use_bf16 ? step_traffic::record_step<bf16>(cfg, B, T) : step_traffic::record_step<float>(cfg, B, T);
+std::vector<OpTraffic> cuda_step_traffic(const ModelConfig& cfg, int B, int T, bool use_bf16, const int32_t* tokens) {
+    return use_bf16 ? step_traffic::record_step<bf16>(cfg, B, T, tokens)
+                    : step_traffic::record_step<float>(cfg, B, T, tokens);
 }

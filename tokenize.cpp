@@ -2,25 +2,36 @@
 //
 //   ./tokenize < text.txt        prints the token ids of standard input, one per line
 //   ./tokenize -d < ids.txt      reads token ids (separated by whitespace), writes their text
+//   ./tokenize -shard PATH < text.txt
+//                                writes the end-of-text token and the ids of standard input as one
+//                                token shard (docs/formats.md §1), the one prepare_data.py makes
+//                                of a .txt file with --val_fraction 0
 //   -tokenizer PATH              the tokenizer file (default data/gpt2_tokenizer.bin)
 //   -h, --help                   prints the usage
 //
-// Bad flags or input: one line on standard error, exit status 2.
+// Bad flags or input: one line on standard error, exit status 2, before any output; that
+// includes an output (standard output, -shard) that is the tokenizer file or standard input.
+// A -shard write that fails: one line, exit status 4, no file left.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "checkpoint.h"
+#include "dataloader.h"
 #include "errors.h"
 #include "flags.h"
+#include "paths.h"
 #include "tokenizer.h"
 
 // What the command line asks for.
 struct Options {
     bool decode = false;
     std::string tokenizer_path = "data/gpt2_tokenizer.bin";
+    std::string shard_path;  // empty: print the ids
 };
 
 // Parses the flags; throws InputError for an unknown flag or a missing value.
@@ -30,14 +41,30 @@ static Options parse_options(int argc, char** argv) {
         const std::string flag = argv[i];
         if (flag == "-d") {
             options.decode = true;
-        } else if (flag == "-tokenizer") {
-            if (i + 1 >= argc) throw InputError("-tokenizer: missing value");
-            options.tokenizer_path = argv[++i];
+        } else if (flag == "-tokenizer" || flag == "-shard") {
+            if (i + 1 >= argc) throw InputError(flag + ": missing value");
+            (flag == "-tokenizer" ? options.tokenizer_path : options.shard_path) = argv[++i];
         } else {
-            throw InputError(flag + ": unknown flag (usage: ./tokenize [-d] [-tokenizer PATH] < input)");
+            throw InputError(flag + ": unknown flag (usage: ./tokenize [-d | -shard PATH] [-tokenizer PATH] < input)");
         }
     }
+    if (options.decode && !options.shard_path.empty()) throw InputError("-shard: writes the ids of text, not with -d");
     return options;
+}
+
+// Refuses an output that would replace an input (standard output or the -shard file being the
+// tokenizer file or standard input, compared as files, not names) and a -shard file that cannot
+// be created; all before any work.
+static void check_outputs(const Options& options) {
+    const std::vector<CommandInput> inputs = {
+        {"the -tokenizer file " + options.tokenizer_path, file_id(options.tokenizer_path)},
+        {"standard input", descriptor_id(0)},
+    };
+    check_not_an_input("standard output", descriptor_id(1), inputs);
+    if (options.shard_path.empty()) return;
+    const std::string shard = "-shard " + options.shard_path;
+    check_not_an_input(shard, file_id(options.shard_path), inputs);
+    check_can_create(options.shard_path, shard);
 }
 
 // All of standard input, as bytes.
@@ -61,6 +88,25 @@ static std::vector<int> parse_ids(const std::string& text) {
     return ids;
 }
 
+// Writes the end-of-text token followed by `ids` to `path` as one token shard that records the
+// tokenizer's fingerprint, whole or not at all; returns its token count.
+static size_t write_shard(const std::string& path, const std::vector<int>& ids, const Tokenizer& tokenizer) {
+    if (ids.empty()) throw InputError("standard input: no text to write as a shard");
+    if (tokenizer.vocab_size() > 65536)
+        throw InputError("-shard: the tokenizer's " + std::to_string(tokenizer.vocab_size()) + " ids do not fit a shard's uint16");
+    if (ids.size() >= INT32_MAX) throw InputError("standard input: too many tokens for one shard");
+    std::vector<uint16_t> tokens{static_cast<uint16_t>(tokenizer.eot())};
+    tokens.insert(tokens.end(), ids.begin(), ids.end());
+    int32_t header[256] = {kShardMagic, kShardVersion, static_cast<int32_t>(tokens.size())};
+    header[kShardTokenizerWord] = static_cast<int32_t>(tokenizer.fingerprint());
+    try {
+        write_file_atomically(path, {{header, sizeof header}, {tokens.data(), sizeof(uint16_t) * tokens.size()}});
+    } catch (const InputError& e) {
+        throw OutputError(e.what());
+    }
+    return tokens.size();
+}
+
 // Writes the ids one per line to standard output.
 static void print_ids(const std::vector<int>& ids) {
     std::string out;
@@ -70,9 +116,10 @@ static void print_ids(const std::vector<int>& ids) {
 }
 
 static const char* USAGE =
-    "usage: ./tokenize [-d] [-tokenizer PATH] < input\n"
+    "usage: ./tokenize [-d | -shard PATH] [-tokenizer PATH] < input\n"
     "  (no flag)        prints the GPT-2 token ids of standard input, one per line\n"
     "  -d               reads token ids (separated by whitespace) and writes their text\n"
+    "  -shard PATH      writes the end-of-text token and the ids of standard input as a token shard\n"
     "  -tokenizer PATH  the tokenizer file (data/gpt2_tokenizer.bin)\n";
 
 int main(int argc, char** argv) {
@@ -82,17 +129,25 @@ int main(int argc, char** argv) {
     }
     try {
         const Options options = parse_options(argc, argv);
+        check_outputs(options);
         const Tokenizer tokenizer(options.tokenizer_path);
         const std::string input = read_stdin();
         if (options.decode) {
             const std::string text = tokenizer.decode(parse_ids(input));
             std::fwrite(text.data(), 1, text.size(), stdout);
+        } else if (!options.shard_path.empty()) {
+            const size_t count = write_shard(options.shard_path, tokenizer.encode(input), tokenizer);
+            std::printf("wrote %s (%zu tokens, tokenizer %s)\n", options.shard_path.c_str(), count,
+                        tokenizer_name(tokenizer.fingerprint()).c_str());
         } else {
             print_ids(tokenizer.encode(input));
         }
     } catch (const InputError& e) {
         std::fprintf(stderr, "tokenize: %s\n", e.what());
         return 2;
+    } catch (const OutputError& e) {
+        std::fprintf(stderr, "tokenize: %s\n", e.what());
+        return 4;
     }
     return 0;
 }

@@ -19,11 +19,17 @@
 //   V times:  uint8 length (1..255), then that many bytes: the token's bytes, by id
 //   M times:  uint32 left id, uint32 right id: the merges in rank order (rank 0 first);
 //             merging them makes the token whose bytes are left's bytes followed by right's.
+// A tokenizer's fingerprint (vocabulary_fingerprint) names its vocabulary in token shards
+// (docs/formats.md §1), so that shards of different tokenizers are not mixed.
 #pragma once
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
-#include <fstream>
-#include <iterator>
+#include <cstdio>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -166,6 +172,21 @@ inline std::vector<std::string> split_pieces(const std::string& text) {
 
 }  // namespace gpt2_bpe
 
+// The fingerprint of a vocabulary: 32-bit FNV-1a over its table as the tokenizer file stores it
+// (for each id in order, a length byte, then the token's bytes), with 0 read as 1 because a shard
+// header word of 0 means "tokenizer unknown". The merges and the end-of-text id are left out: two
+// files that give every id the same bytes (GPT-2's with merges, llm.c's decode-only one) make and
+// read the same shards.
+inline uint32_t vocabulary_fingerprint(const std::vector<std::string>& token_bytes) {
+    uint32_t hash = 2166136261u;  // FNV-1a's offset basis
+    const auto add = [&](uint8_t byte) { hash = (hash ^ byte) * 16777619u; };  // FNV's 32-bit prime
+    for (const std::string& token : token_bytes) {
+        add(static_cast<uint8_t>(token.size()));
+        for (char c : token) add(static_cast<uint8_t>(c));
+    }
+    return hash == 0 ? 1 : hash;
+}
+
 class Tokenizer {
  public:
     // Reads a tokenizer file (format at the top of this file); throws InputError naming the file
@@ -222,6 +243,9 @@ class Tokenizer {
     // Number of tokens in the vocabulary (50257 for GPT-2).
     int vocab_size() const { return static_cast<int>(token_bytes_.size()); }
 
+    // The vocabulary's fingerprint (vocabulary_fingerprint), as token shards record it.
+    uint32_t fingerprint() const { return vocabulary_fingerprint(token_bytes_); }
+
  private:
     static constexpr uint32_t kMagic = 20240328;
     static constexpr uint32_t kVersion = 2;
@@ -255,11 +279,19 @@ class Tokenizer {
     // Throws InputError "PATH: problem".
     [[noreturn]] void fail(const std::string& problem) const { throw InputError(path_ + ": " + problem); }
 
-    // The whole content of the file at `path`.
+    // The whole content of the file at `path`; throws InputError when it is a folder or cannot be
+    // read (stdio, which reports errors rather than throwing them as a stream's exceptions do).
     static std::string read_whole_file(const std::string& path) {
-        std::ifstream in(path, std::ios::binary);
-        if (!in) throw InputError(path + ": cannot open the tokenizer file");
-        return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        const std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+        if (!file) throw InputError(path + ": cannot open the tokenizer file (" + std::strerror(errno) + ")");
+        struct stat st;
+        if (fstat(fileno(file.get()), &st) == 0 && S_ISDIR(st.st_mode))
+            throw InputError(path + ": is a folder, not a tokenizer file");
+        std::string content;
+        char block[1 << 16];
+        for (size_t got; (got = std::fread(block, 1, sizeof block, file.get())) > 0;) content.append(block, got);
+        if (std::ferror(file.get())) throw InputError(path + ": cannot read the tokenizer file");
+        return content;
     }
 
     // Reads `count` little-endian uint32 values at file[offset] and advances offset past them.

@@ -211,7 +211,7 @@ TYPED_TEST(Kernel, EncoderBackward) {
 
     DeviceArray<int32_t> d_tokens(N);
     d_tokens.upload(tokens.data(), kStream);
-    gpu::TokenOrder order(N);  // N = 39: the sort pads to 64 keys
+    gpu::TokenOrder order(N, C);  // N = 39: the sort pads to 64 keys
     gpu::encoder_backward(d_dwte.data(), d_dwpe.data(), to_device<T>(dout).data(), d_tokens.data(), order, B, Tn, C,
                           kStream);
     expect_close(d_dwte, dwte, tolerance<T>(), "encoder dwte");
@@ -223,6 +223,34 @@ TYPED_TEST(Kernel, EncoderBackward) {
     for (int i = 0; i < N; i++) want[i] = (unsigned long long)tokens[i] << 32 | (unsigned)i;
     std::sort(want.begin(), want.end());
     EXPECT_EQ(keys, want);
+}
+
+// The wte gradient where tokens repeat as in real text: two tokens fill 60% and 20% of 800
+// positions, so their runs of sorted positions cross many chunks of WTE_CHUNK (whole chunks
+// among them), with rare tokens in between; C = 300 needs two blocks of channels, the second
+// partly idle. Against the reference, fp32 within rounding (the sums are in another order).
+TYPED_TEST(Kernel, EncoderBackwardLongRuns) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    const int b = 2, t = 400, n = b * t, c = 300, v = 50;
+    Rng rng(21);
+    std::vector<int32_t> tokens(n);
+    for (int32_t& token : tokens) {
+        const double u = rng.uniform();
+        token = u < 0.6 ? 7 : u < 0.8 ? 3 : (int32_t)rng.below(v);
+    }
+    const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)n * c));
+    std::vector<float> dwte = random_vector(rng, (size_t)v * c), dwpe = random_vector(rng, (size_t)t * c);
+    auto d_dwte = to_device<float>(dwte), d_dwpe = to_device<float>(dwpe);
+    ::encoder_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), b, t, c);
+    gpu::TokenOrder order(n, c);
+    gpu::encoder_backward(d_dwte.data(), d_dwpe.data(), to_device<T>(dout).data(), to_device(tokens).data(), order, b,
+                          t, c, kStream);
+    const gpu::TokenRuns runs = gpu::token_runs(tokens.data(), n);
+    EXPECT_GT(runs.crossing, 1);
+    EXPECT_GT(runs.heads, 20);  // token 7 alone reaches 15 chunks or more
+    expect_close(d_dwte, dwte, tolerance<T>(), "encoder dwte, long runs");
+    expect_close(d_dwpe, dwpe, tolerance<T>(), "encoder dwpe, long runs");
 }
 
 // The device sort of the embedding backward alone, against std::sort of the same keys, for
@@ -237,7 +265,7 @@ TEST(TokenSort, MatchesStdSort) {
         for (int vocabulary : {7, 50257}) {
             SCOPED_TRACE("N = " + std::to_string(count) + ", tokens below " + std::to_string(vocabulary));
             const std::vector<int32_t> tokens = random_tokens(rng, count, vocabulary);
-            gpu::TokenOrder order(count);
+            gpu::TokenOrder order(count, 1);
             gpu::sort_tokens(order, to_device(tokens).data(), kStream);
             std::vector<unsigned long long> keys(order.padded), want(order.padded, ~0ull);
             order.keys.download(keys.data(), kStream);
@@ -577,14 +605,17 @@ TYPED_TEST(Kernel, MatmulBackward) {
     }
 }
 
-// Attention shapes (B, T, C, NH): T = 1, 17 and 33 leave the last 16-row tile partly or mostly
-// empty, head sizes 12 (padded to one 16-wide tile) and 64 (four tiles), several heads and
-// sequences so that head and batch offsets into qkv are exercised.
+// Attention shapes (B, T, C, NH). In bf16 the head sizes 12, 16 and 64 run on the tensor cores
+// (12 padded to 16), 20 and 300 on the exact kernels (300 in two passes of 256 channels), as fp32
+// always does. T = 1, 17, 33, 100 and 130 leave the last 64-row tile partly or mostly empty and
+// give one, two and three tiles (tiles below the diagonal, and the diagonal's mask); several heads
+// and sequences exercise the head and batch offsets into qkv.
 struct AttentionShape {
     int B, Tn, C, NH;
 };
-constexpr AttentionShape kAttentionShapes[] = {{2, 1, 24, 2}, {2, 17, 48, 4}, {1, 33, 24, 2}, {1, 17, 64, 1},
-                                               {2, 33, 128, 2}};
+constexpr AttentionShape kAttentionShapes[] = {{2, 1, 24, 2},  {2, 17, 48, 4},  {1, 33, 24, 2}, {1, 17, 64, 1},
+                                               {2, 33, 128, 2}, {2, 100, 128, 2}, {1, 130, 32, 2}, {2, 33, 40, 2},
+                                               {1, 9, 600, 2}};
 
 std::string describe(const AttentionShape& s) {
     return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.Tn) + " hs=" + std::to_string(s.C / s.NH) +

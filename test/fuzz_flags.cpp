@@ -1,13 +1,12 @@
-// Fuzz target: the flag parser (flags.h) through ./train's option parsing. The input is split at
-// NUL bytes into arguments; every argument list must either parse into settings within their
-// ranges or be refused with an InputError (never a crash, a hang or another exception).
-// train.cpp is compiled in with its main() renamed, so the parser tested is the program's own.
-#define main train_main
-#include "../train.cpp"
-#undef main
-
+// Fuzz target: the flag parser (flags.h) through ./train's and ./eval's tables of flags
+// (train_flags.h, eval_flags.h). The input is split at NUL bytes into arguments; every argument
+// list must either parse into settings within their ranges or be refused with an InputError
+// (never a crash, a hang or another exception).
 #include <string>
 #include <vector>
+
+#include "eval_flags.h"
+#include "train_flags.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<std::string> words = {"./train"};
@@ -26,10 +25,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     argv.push_back(nullptr);
     help_requested((int)words.size(), argv.data());
     try {
-        const TrainOptions o = parse_options((int)words.size(), argv.data());
-        if (o.steps < 1 || o.warmup > o.steps || o.beta1 >= 1 || o.beta2 >= 1 || !(o.dt > 0)) std::abort();
+        const TrainOptions o = parse_train_options((int)words.size(), argv.data());
+        if (o.steps < 1 || o.warmup > o.steps || o.beta1 >= 1 || o.beta2 >= 1 || !(o.dt > 0) || !(o.eps > 0)) std::abort();
         ModelConfig cfg;
         if (!o.init.empty()) model_size(o.init, &cfg);
+    } catch (const InputError&) {
+    }
+    try {
+        const EvalOptions o = parse_eval_options((int)words.size(), argv.data());
+        if (o.model_path.empty() || o.eval_batches < 1 || (o.given.count("sigma") && !(o.sigma > 0))) std::abort();
     } catch (const InputError&) {
     }
     return 0;

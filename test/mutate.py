@@ -2,7 +2,7 @@
 """Mutation check of the test suite: does each planted bug make a test fail?
 
 Run by hand from the repository root, after `make test` has built everything once (not part of
-`make test` or CI; it takes about half an hour on 2 cores):
+`make test` or CI; it takes about an hour on 2 cores):
 
     python3 test/mutate.py              every mutant
     python3 test/mutate.py NAME...      only those (the names are in the table below)
@@ -38,18 +38,33 @@ REFERENCE = dict(targets=["build/test_gradcheck_ops", "build/test_golden", "buil
 FAST = dict(targets=["train", "build/test_fast_ops", "build/test_gradcheck_ops"],
             runs=["build/test_fast_ops", "build/test_gradcheck_ops", "build/test_cli"])
 KERNELS = dict(targets=["build/emu/cuda_test_kernels"], runs=[EMU_KERNELS])
+TENSOR_CORES = dict(targets=["build/emu/cuda_test_tensor_cores"], runs=["SIMT_ORDER=forward:build/emu/cuda_test_tensor_cores"])
+LOADER = dict(targets=["build/test_dataloader"], runs=["build/test_dataloader"])
+TOKENIZE = dict(targets=["tokenize", "build/test_tokenizer"], runs=["build/test_tokenizer"])
+PREPARE = dict(targets=[], runs=["build/test_prepare_data"])
+FLAGS = dict(targets=["train", "eval", "build/test_flags", "build/test_cli"], runs=["build/test_flags", "build/test_cli"])
+RESUME = dict(targets=["train", "build/test_run_dir"], runs=["build/test_run_dir"])
 EXPERIMENTS = dict(targets=[], runs=["build/test_experiments"])  # Python: nothing to rebuild
 
 # (name, what the bug is, file, exact text, replacement, targets and runs). A bug in an op that
 # has a textbook version (cpu_ops.h, what the double-precision checks run) and a fast one
 # (cpu_fast_ops.h, what ./train runs) is planted in each separately.
 MUTANTS = [
-    ("loop-backward-weight", "each micro-step's gradient weighted 1 instead of 1/grad_accum", "train.cpp",
-     "model->backward(1.0f / r.grad_accum);", "model->backward(1.0f);", TRAIN_LOOP),
+    ("loop-backward-weight", "each micro-step's gradient weighted 1 instead of 1/micro_steps", "train.cpp",
+     "t.model.backward(1.0f / micro_steps);", "t.model.backward(1.0f);", TRAIN_LOOP),
     ("loop-adamw-step", "AdamW's step counter off by one (bias correction at t = step + 2)", "train.cpp",
      "o.wd}, step + 1, clip_factor", "o.wd}, step + 2, clip_factor", TRAIN_LOOP),
     ("loop-lr-next-step", "the learning rate of step + 1 used at each step", "train.cpp",
      "learning_rate(step, o.steps,", "learning_rate(step + 1, o.steps,", TRAIN_LOOP),
+    ("flag-open-lower-bound", "a real flag's open lower bound not enforced (-eps 0 accepted)", "flags.h",
+     "(lo_open && x == lo)", "(false && x == lo)", FLAGS),
+    ("flag-integer-maximum", "an integer flag's maximum not enforced (-shuffle 2 accepted)", "flags.h",
+     "if (x < lo || x > hi)\n", "if (x < lo)\n", FLAGS),
+    ("resume-check-skips-wd", "-resume 1 does not compare -wd with config.json", "run_config.h",
+     "if (!defines || (f.name", "if (!defines || f.name == \"wd\" || (f.name", RESUME),
+    ("table-wd-may-change", "the table says -wd may change on -resume 1", "train_flags.h",
+     '{"wd", &O::wd, reals(0, 10), "0.1", MUST_MATCH,', '{"wd", &O::wd, reals(0, 10), "0.1", MAY_CHANGE,',
+     dict(targets=["train", "build/test_flags", "build/test_run_dir"], runs=["build/test_flags", "build/test_run_dir"])),
     ("sumsq-parallel-index-fast", "sum_of_squares' parallel branch writes each thread's own (empty) partial sums (fast)",
      "cpu_fast_ops.h", "        part[k] = lane_sum<double>", "        partial[k] = lane_sum<double>", THREADED),
     ("sumsq-parallel-index-reference",
@@ -83,6 +98,19 @@ MUTANTS = [
           runs=["build/test_gradcheck_ops", "build/test_optimizer"])),
     ("adamw-eps-kernel", "AdamW's eps inside the square root, m/sqrt(v + eps) (CUDA kernel)", "adamw.cuh",
      "(m_hat / (sqrtf(v_hat) + h.eps)", "(m_hat / sqrtf(v_hat + h.eps)", KERNELS),
+    ("attention-mma-unmasked", "the tensor-core forward leaves its diagonal tile unmasked (keys after the query count)",
+     "attention_mma.cuh", "        if (diagonal) mask_future_keys(s, row0, k0);\n", "", KERNELS),
+    ("attention-mma-no-rescale", "the tensor-core forward does not rescale o when a row's maximum grows",
+     "attention_mma.cuh",
+     "            for (int n = 0; n < S::n_tiles; n++) o[n][2 * half] *= correction, o[n][2 * half + 1] *= correction;\n",
+     "", KERNELS),
+    ("mma-emulated-a-registers", "the emulated mma.sync reads A's registers 1 and 2 swapped", "test/simt/tensor_cores.cpp",
+     "reg = row / 8 + 2 * (k / 8);", "reg = 2 * (row / 8) + k / 8;", TENSOR_CORES),
+    ("ldmatrix-emulated-untransposed", "the emulated ldmatrix .trans returns the matrix untransposed",
+     "test/simt/tensor_cores.cpp", "s.transpose ? element(rows[2 * t], g) : element(rows[g], 2 * t)",
+     "element(rows[g], 2 * t)", TENSOR_CORES),
+    ("wte-run-one-piece", "a run of equal tokens over several chunks gets only the next chunk's piece", "encoder.cuh",
+     "        if (next_last + 1 >= N || key_token(keys[next_last + 1]) != token) break;", "        break;", KERNELS),
     ("exp-fast-coefficient", "exp_fast's r^4 coefficient 1/25 instead of 1/24", "cpu_fast_ops.h",
      "p = p * r + 1.0f / 24;", "p = p * r + 1.0f / 25;", FAST),
     ("cuda-falls-back-to-cpu", "-device cuda without a device silently trains on the CPU", "setup.h",
@@ -106,7 +134,51 @@ MUTANTS = [
     ("local-text-uses-tiktoken", "prepare_data.py tokenises local text with tiktoken when installed",
      "prepare_data.py", "for document_tokens in tokenize_documents(documents, vocab, args.workers):",
      'for document_tokens in tokenize_documents(documents, vocab, args.workers, has_module("tiktoken")):',
-     dict(targets=[], runs=["build/test_prepare_data"])),
+     PREPARE),
+    ("loader-never-shuffles-shards", "-shuffle 1 keeps the shards in file order (only windows shuffled)", "dataloader.h",
+     "        if (shuffle_) shuffle_in_place(shard_order.begin(), shard_order.end(), rng);\n", "", LOADER),
+    ("loader-never-shuffles-windows", "-shuffle 1 keeps each shard's windows in order (only shards shuffled)",
+     "dataloader.h", "            if (shuffle_) shuffle_in_place(first, next, rng);\n", "", LOADER),
+    ("shuffle-cyclic-only", "Fisher-Yates draws below n - 1 (Sattolo's algorithm: only cyclic orders)", "dataloader.h",
+     "first + rng.below(n))", "first + rng.below(n - 1))", LOADER),
+    ("loader-mixes-tokenizers", "shards that record different tokenizers are read together", "dataloader.h",
+     "if (shard.tokenizer != first->tokenizer)", "if (false)", LOADER),
+    ("tokenizer-folder-unnamed", "a tokenizer path that is a folder is not named as one", "tokenizer.h",
+     "        if (fstat(fileno(file.get()), &st) == 0 && S_ISDIR(st.st_mode))\n"
+     "            throw InputError(path + \": is a folder, not a tokenizer file\");\n", "",
+     dict(targets=["tokenize", "build/test_tokenizer"], runs=["build/test_tokenizer"])),
+    ("tokenize-stdout-over-input", "./tokenize writes its output over the tokenizer file or standard input",
+     "tokenize.cpp", "    check_not_an_input(\"standard output\", descriptor_id(1), inputs);\n", "", TOKENIZE),
+    ("tokenize-shard-unchecked", "./tokenize -shard's path is not checked by creating it before the work",
+     "tokenize.cpp", "    check_can_create(options.shard_path, shard);\n", "", TOKENIZE),
+    ("prepare-overwrites-existing", "prepare_data.py replaces existing files of the name without --overwrite",
+     "prepare_data.py", "        if self.earlier and not overwrite:", "        if False:", PREPARE),
+    ("prepare-keeps-stale-shards", "prepare_data.py --overwrite leaves the earlier run's extra shards",
+     "prepare_data.py", "            for path in set(self.earlier) - set(self.written):", "            for path in []:",
+     PREPARE),
+    ("prepare-name-leaves-out", "prepare_data.py accepts a --name with '/' (../../evil writes outside --out)",
+     "prepare_data.py", 'or "/" in name or (os.altsep and os.altsep in name)', "or (os.altsep and os.altsep in name)",
+     PREPARE),
+    ("prepare-name-clash", "prepare_data.py accepts a name whose shards another name's glob matches (mobydick_train)",
+     "prepare_data.py", "    if clash and clash.start() > 0:", "    if False:", PREPARE),
+    ("prepare-input-by-name", "prepare_data.py compares outputs with inputs by absolute path, not as files",
+     "prepare_data.py", "return (info.st_dev, info.st_ino) if", "return os.path.abspath(path) if", PREPARE),
+    ("prepare-accepts-tiny-corpus", "prepare_data.py writes a corpus too small for a val shard (none, exit 0)",
+     "prepare_data.py", "    if train_count < 2 or (val_fraction > 0 and val_count < 2):", "    if train_count < 1:",
+     PREPARE),
+    ("prepare-output-folder-unchecked", "prepare_data.py does not create a file in --out before the work",
+     "prepare_data.py", 'probe, probe_path = tempfile.mkstemp(prefix=".prepare_data_", suffix=".tmp", dir=path)\n'
+     "        os.close(probe)\n        os.remove(probe_path)", "pass", PREPARE),
+    ("prepare-leaves-temporary-files", "prepare_data.py leaves its NAME.tmp files after a failed write",
+     "prepare_data.py", '            if os.path.isfile(path + ".tmp"):\n                os.remove(path + ".tmp")',
+     "            pass", PREPARE),
+    ("prepare-ignores-encoding", "prepare_data.py reads every file as UTF-8, whatever --encoding says",
+     "prepare_data.py", "return data.decode(encoding)", 'return data.decode("utf-8", errors="replace")', PREPARE),
+    ("prepare-bad-input-exit-1", "prepare_data.py exits 1 on bad input (the C++ tools exit 2)", "prepare_data.py",
+     '        print(f"prepare_data.py: {e}", file=sys.stderr)\n        return 2',
+     '        print(f"prepare_data.py: {e}", file=sys.stderr)\n        return 1', PREPARE),
+    ("prepare-records-no-tokenizer", "prepare_data.py's shards record no tokenizer (header[3] = 0)",
+     "prepare_data.py", "    header[SHARD_TOKENIZER_WORD] = fingerprint\n", "", PREPARE),
 ]
 
 RUN_TIMEOUT_S = 1200  # a test binary that runs longer than this has hung: the mutant counts as killed

@@ -216,6 +216,13 @@ TEST_F(Cli, RefusesUnknownFlag) { expect_refused(train("-steps 2 -bogus 1"), "un
 TEST_F(Cli, RefusesMissingValue) { expect_refused(train("-steps"), "-steps needs a value"); }
 TEST_F(Cli, RefusesOutOfRangeValue) { expect_refused(train("-lr -1"), "-lr"); }
 TEST_F(Cli, RefusesUnknownPlacement) { expect_refused(train("-ln middle"), "-ln"); }
+// An open lower bound (eps 0 would divide by zero in AdamW: a non-finite run) and an integer
+// maximum (a switch is 0 or 1), refused before any work.
+TEST_F(Cli, RefusesValuesAtAnOpenBoundOrAboveAMaximum) {
+    expect_refused(train("-steps 2 -eps 0"), "flag -eps: 0 is out of range (0, 1]");
+    expect_refused(train("-steps 2 -shuffle 2"), "flag -shuffle: 2 is out of range [0, 1]");
+    expect_refused(train("-steps 2 -beta2 1"), "flag -beta2: 1 is out of range [0, 1)");
+}
 TEST_F(Cli, RefusesSequenceLongerThanMaxT) {
     expect_refused(run("./train", "-device cpu -init " + dir + "/tiny.bin -T 32 -out " + dir + "/out"), "maxT");
 }

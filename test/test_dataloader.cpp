@@ -1,15 +1,19 @@
 // Tests of dataloader.h: docs/formats.md §1's sequential order, validation of shard files, reproducible
-// shuffling, resuming, and the split of windows between data-parallel ranks.
+// shuffling that draws every order alike, resuming, the split of windows between data-parallel
+// ranks, and the tokenizer that shards record.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "dataloader.h"
 #include "test_files.h"
+#include "tokenizer.h"
 
 namespace {
 
@@ -105,6 +109,49 @@ TEST(DataLoader, ShuffleKeepsEachShardTogether) {
     for (int i = 0; i < 50; i++) EXPECT_EQ(epoch[i] / 10000, epoch[i / 10 * 10] / 10000) << "window " << i;
 }
 
+// Pearson's chi-square statistic of `counts` against `cells` equally likely cells (cells with no
+// count included).
+double chi_square_uniform(const std::map<std::vector<int>, int>& counts, int cells) {
+    double total = 0, sum = 0;
+    for (const auto& [cell, count] : counts) total += count;
+    const double expected = total / cells;
+    for (const auto& [cell, count] : counts) sum += (count - expected) * (count - expected) / expected;
+    return sum + (cells - int(counts.size())) * expected;
+}
+
+TEST(DataLoader, ShuffleDrawsEveryOrderOfShardsAndOfWindowsAlike) {
+    // Four shards of four windows each. Shuffling promises (docs/data.md) the shards in a random
+    // order and the windows of each shard in a random order, afresh each epoch: each of the
+    // 4! = 24 orders equally likely, for the shards and for the windows of a shard. Over 2400
+    // epochs (2400 shard orders, 9600 window orders) Pearson's chi-square of the 24 counts against
+    // uniform (23 degrees of freedom) exceeds 70.5 with probability 1e-6 for a uniform shuffle
+    // (scipy.stats.chi2.isf(1e-6, 23)); this seed gives 30 and 32. A loader that keeps the shards
+    // in file order gives 55,200 (every sample in one cell), one that keeps the windows in order
+    // 220,800, and one that draws only the 6 cyclic orders (Fisher-Yates with rng.below(n - 1),
+    // Sattolo's algorithm) about 7,200 and 28,800.
+    const std::string folder = fresh_folder("dataloader_");
+    for (int s = 0; s < 4; s++) write_shard(folder + "shard_" + std::to_string(s) + ".bin", 10000 * s, 6 * 4 + 1);
+    DataLoader loader(folder + "shard_*.bin", 2, 3, kVocab, true, 2024);
+    ASSERT_EQ(loader.num_windows(), 16u);
+    const int epochs = 2400;
+    std::map<std::vector<int>, int> shard_orders, window_orders;
+    for (int epoch = 0; epoch < epochs; epoch++) {
+        const std::vector<int> windows = next_windows(loader, 16);
+        std::vector<int> shards;
+        for (int s = 0; s < 4; s++) {
+            shards.push_back(windows[4 * s] / 10000);
+            std::vector<int> order;
+            for (int w = 0; w < 4; w++) order.push_back(windows[4 * s + w] % 10000 / 6);
+            window_orders[order]++;
+        }
+        shard_orders[shards]++;
+    }
+    EXPECT_EQ(shard_orders.size(), 24u);
+    EXPECT_EQ(window_orders.size(), 24u);
+    EXPECT_LT(chi_square_uniform(shard_orders, 24), 70.5) << "the shard order is not uniformly random";
+    EXPECT_LT(chi_square_uniform(window_orders, 24), 70.5) << "the window order within a shard is not uniformly random";
+}
+
 TEST(DataLoader, ResumesAtTheSavedPosition) {
     for (bool shuffle : {false, true}) {
         DataLoader first(three_shards(), 2, 3, kVocab, shuffle, 11);
@@ -192,4 +239,59 @@ TEST(DataLoader, ReadsTheBundledMobyDick) {
     EXPECT_EQ(val.inputs()[0], 50256);  // every document starts with <|endoftext|>
     train.next_batch();
     EXPECT_EQ(train.inputs()[1], train.targets()[0]);
+}
+
+TEST(DataLoader, RefusesShardsOfDifferentTokenizersInOneGlob) {
+    const std::string folder = fresh_folder("dataloader_");
+    const std::vector<uint16_t> tokens(20, 1);
+    write_token_shard(folder + "a_1.bin", {20240520, 1, 20, 0x1234abcd}, tokens);
+    write_token_shard(folder + "a_2.bin", {20240520, 1, 20, 0}, tokens);  // older: records none
+    write_token_shard(folder + "a_3.bin", {20240520, 1, 20, 0x1234abcd}, tokens);
+    write_token_shard(folder + "b_1.bin", {20240520, 1, 20, 0x0000beef}, tokens);
+    write_token_shard(folder + "c_1.bin", {20240520, 1, 20, 0}, tokens);
+    EXPECT_EQ(DataLoader(folder + "a_*.bin", 2, 3, kVocab, false, 0).tokenizer(), 0x1234abcdu);
+    EXPECT_EQ(DataLoader(folder + "c_*.bin", 2, 3, kVocab, false, 0).tokenizer(), 0u);
+    EXPECT_EQ(DataLoader(folder + "[ac]_*.bin", 2, 3, kVocab, false, 0).tokenizer(), 0x1234abcdu)
+        << "shards that record no tokenizer go with any";
+    EXPECT_EQ(open_error(folder + "*_1.bin"),
+              folder + "b_1.bin: made by tokenizer 0x0000beef, but " + folder +
+                  "a_1.bin by tokenizer 0x1234abcd: shards of different tokenizers cannot be read together");
+}
+
+TEST(DataLoader, ComparesTheTokenizersAndFilesOfTwoLoaders) {
+    const std::string folder = fresh_folder("dataloader_");
+    const std::vector<uint16_t> tokens(20, 1);
+    write_token_shard(folder + "train_1.bin", {20240520, 1, 20, 7}, tokens);
+    write_token_shard(folder + "train_2.bin", {20240520, 1, 20, 7}, tokens);
+    write_token_shard(folder + "val_1.bin", {20240520, 1, 20, 7}, tokens);
+    write_token_shard(folder + "other_1.bin", {20240520, 1, 20, 8}, tokens);
+    write_token_shard(folder + "old_1.bin", {20240520, 1, 20, 0}, tokens);
+    std::filesystem::create_symlink(folder + "train_2.bin", folder + "val_2.bin");
+    const auto loader = [&](const std::string& glob) { return DataLoader(folder + glob, 2, 3, kVocab, false, 0); };
+    const DataLoader train = loader("train_*.bin");
+    EXPECT_NO_THROW(check_same_tokenizer(train, loader("val_1.bin")));
+    EXPECT_NO_THROW(check_same_tokenizer(train, loader("old_1.bin")));
+    try {
+        check_same_tokenizer(train, loader("other_*.bin"));
+        ADD_FAILURE() << "shards of tokenizers 7 and 8 accepted together";
+    } catch (const InputError& e) {
+        EXPECT_EQ(std::string(e.what()), folder + "other_*.bin: made by tokenizer 0x00000008, but " + folder +
+                                             "train_*.bin by tokenizer 0x00000007: shards of different tokenizers cannot be used in one run");
+    }
+    EXPECT_EQ(shared_shard(train, loader("val_1.bin")), "") << "same content, another file";
+    EXPECT_EQ(shared_shard(train, loader("val_*.bin")), folder + "val_2.bin") << "a link to a training shard";
+    EXPECT_EQ(shared_shard(train, loader("./train_1.bin")), folder + "./train_1.bin") << "a training shard named another way";
+}
+
+TEST(DataLoader, TheBundledShardsRecordTheirTokenizers) {
+    const uint32_t gpt2 = Tokenizer("data/gpt2_tokenizer.bin").fingerprint();
+    const uint32_t compact = Tokenizer("data/mobydick_v4096_tokenizer.bin").fingerprint();
+    EXPECT_NE(gpt2, compact);
+    EXPECT_EQ(DataLoader("data/mobydick_train_*.bin", 4, 64, 50257, false, 1).tokenizer(), gpt2);
+    EXPECT_EQ(DataLoader("data/mobydick_val_*.bin", 4, 64, 50257, false, 1).tokenizer(), gpt2);
+    EXPECT_EQ(DataLoader("data/mobydick_v4096_train_*.bin", 4, 64, 4096, false, 1).tokenizer(), compact);
+    EXPECT_EQ(DataLoader("data/mobydick_v4096_val_*.bin", 4, 64, 4096, false, 1).tokenizer(), compact);
+    EXPECT_NE(open_error("data/mobydick_*train_*.bin", 4, 64).find("shards of different tokenizers cannot be read together"),
+              std::string::npos)
+        << "GPT-2 ids and compact ids in one glob";
 }

@@ -1,7 +1,8 @@
-// test_files.h: the file helpers several tests share: reading a whole file, checking that a path
-// exists, a fresh scratch folder per test (removed when the test ends), writing token shards in
-// docs/formats.md §1's layout (an int32 header[256], then the uint16 tokens), valid or deliberately broken,
-// and reading numbers and lines out of the JSON the programs write. Header-only, C++17.
+// test_files.h: the file helpers several tests share: reading a whole file, listing a folder,
+// checking that a path exists, a fresh scratch folder per test (removed when the test ends),
+// writing token shards in docs/formats.md §1's layout (an int32 header[256], then the uint16
+// tokens), valid or deliberately broken, and reading numbers and lines out of the JSON the
+// programs write. Header-only, C++17.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -27,6 +29,15 @@
 inline std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The names of the files and folders in `folder`, sorted and joined by spaces ("a b c").
+inline std::string listing(const std::string& folder) {
+    std::set<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(folder)) names.insert(entry.path().filename());
+    std::string joined;
+    for (const std::string& name : names) joined += (joined.empty() ? "" : " ") + name;
+    return joined;
 }
 
 // True when something (a file or a folder) is at `path`.

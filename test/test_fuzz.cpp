@@ -33,5 +33,6 @@ TEST(Fuzz, CheckpointReader) { fuzz("checkpoint"); }
 TEST(Fuzz, OptimiserStateReader) { fuzz("state"); }
 TEST(Fuzz, TokenizerFileReader) { fuzz("tokenizer"); }
 TEST(Fuzz, FlagParser) { fuzz("flags"); }
+TEST(Fuzz, ConfigReader) { fuzz("config"); }
 
 }  // namespace

@@ -16,14 +16,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "checkpoint.h"
+#include "json.h"
 #include "model.h"
 #include "test_files.h"
+#include "train_flags.h"
 
 namespace {
 
@@ -239,6 +243,115 @@ TEST_F(RunDir, ResumeRefusesSettingsThatContradictTheRun) {
     EXPECT_NE(r.out.find("4 log records from after that checkpoint dropped"), std::string::npos) << r.out;
     EXPECT_EQ(json_numbers(read_file(dir + "out/config.json"), "resumed_at_step"), std::vector<double>{3});
     EXPECT_EQ(config_line(read_file(dir + "out/config.json"), "command"), config_line(config, "command"));
+}
+
+// A value of flag `f` other than `current` (its value in the run), within the flag's values: for
+// a number twice it, else half-way to a bound; for a choice the first other one; for text the
+// entry of `texts` (the test fails for a text flag without one).
+std::string another_value(const TrainFlag& f, const std::string& current, const std::map<std::string, std::string>& texts) {
+    const FlagValues& v = f.values;
+    switch (v.kind) {
+        case FlagValues::Kind::Integer: {
+            const long long n = std::stoll(current);
+            for (long long c : {n * 2, n - 1, n + 1})
+                if (c != n && c >= v.min && c <= v.max) return std::to_string(c);
+            break;
+        }
+        case FlagValues::Kind::Real: {
+            const double x = std::stod(current);
+            for (double c : {x * 2, (x + v.lo) / 2, (x + v.hi) / 2}) {
+                const bool inside = (v.lo_open ? c > v.lo : c >= v.lo) && (v.hi_open ? c < v.hi : c <= v.hi);
+                if (c != x && inside) return json_number(c);
+            }
+            break;
+        }
+        case FlagValues::Kind::Choice:
+            for (const std::string& c : v.choices)
+                if (c != current) return c;
+            break;
+        case FlagValues::Kind::Text:
+            if (texts.count(f.name)) return texts.at(f.name);
+            break;
+    }
+    ADD_FAILURE() << "no other value of -" << f.name << " than " << current;
+    return current;
+}
+
+// From the table of flags: every flag that defines the run, given another value than the run's,
+// is refused on -resume 1 naming it, leaving the run's files alone; every other flag the run
+// records, or shows in its backend, may change (the run here is complete, so the resume that
+// accepts it trains nothing).
+TEST_F(RunDir, ResumeRefusesEveryFlagThatDefinesTheRunAndAcceptsTheOthers) {
+    const std::map<std::string, std::string> base = {
+        {"device", "cpu"}, {"threads", "1"}, {"init", dir + "tiny.bin"}, {"train_data", dir + "train_*.bin"},
+        {"val_data", dir + "val_*.bin"}, {"B", "2"}, {"T", "8"}, {"eval_every", "0"}, {"warmup", "2"},
+        {"out", dir + "out"}, {"steps", "6"}, {"save_every", "3"}, {"resume", "1"}};
+    auto command = [&](const std::string& name, const std::string& value) {
+        std::string c = "./train";
+        for (const auto& [flag, v] : base)
+            if (flag != name) c += " -" + flag + " '" + v + "'";
+        return c + (name.empty() ? "" : " -" + name + " '" + value + "'");
+    };
+    ASSERT_EQ(run(command("resume", "0")).status, 0);
+    const std::string config = read_file(dir + "out/config.json"), log = read_file(dir + "out/log.jsonl");
+    const Json saved = read_json(config, "config.json");
+    const std::map<std::string, std::string> texts = {{"init", "l2h2c16v96t16"}, {"train_data", dir + "other_*.bin"},
+                                                      {"val_data", dir + "other_*.bin"}};
+    const std::set<std::string> runs_the_command = {"out", "resume", "overwrite", "change_steps"};
+    std::set<std::string> refused, accepted;
+    for (const TrainFlag& f : train_flags()) {
+        if (runs_the_command.count(f.name)) continue;
+        // The run's value: given here, else recorded (a choice or number), else the default.
+        const Json* recorded = f.record.name.empty() ? nullptr : saved.get(f.record.name);
+        const std::string current = base.count(f.name)                                          ? base.at(f.name)
+                                    : recorded && recorded->kind() != Json::Kind::Array ? recorded->text()
+                                                                                        : f.fallback.value;
+        const std::string other = another_value(f, current, texts);
+        SCOPED_TRACE("-" + f.name + " " + other + " (the run's: " + current + ")");
+        const Result r = run(command(f.name, other));
+        if (f.on_resume == MAY_CHANGE) {
+            EXPECT_EQ(r.status, 0) << r.err;
+            EXPECT_NE(r.out.find("is complete (6 of 6 steps"), std::string::npos) << r.out;
+            accepted.insert(f.name);
+        } else {
+            expect_refused(r, "-" + f.name);
+            const size_t at = r.err.find("-" + f.name);
+            EXPECT_TRUE(at != std::string::npos && (r.err[at + f.name.size() + 1] == ':' || r.err[at + f.name.size() + 1] == ' '))
+                << r.err;
+            // Refused as a contradiction of the run (config.json, its checkpoint or its state).
+            EXPECT_TRUE(r.err.find("-resume 1 would change") != std::string::npos || r.err.find(" was given") != std::string::npos ||
+                        r.err.find("the run being resumed has") != std::string::npos)
+                << r.err;
+            refused.insert(f.name);
+        }
+        EXPECT_EQ(read_file(dir + "out/config.json"), config);
+        EXPECT_EQ(read_file(dir + "out/log.jsonl"), log);
+    }
+    // What README ("Stopping and resuming") promises: a change here is a change of the contract.
+    const std::set<std::string> defining = {"ln", "dt", "init", "train_data", "B", "T", "total_batch", "steps", "lr",
+                                            "lr_min", "warmup", "wd", "beta1", "beta2", "eps", "clip", "outcome_window",
+                                            "diverge_rise", "spike_rise", "seed", "shuffle"};
+    EXPECT_EQ(refused, defining);
+    EXPECT_EQ(accepted.size(), train_flags().size() - defining.size() - runs_the_command.size());
+    // -init is checked only when given: without it the run's own checkpoint resumes.
+    std::map<std::string, std::string> without_init = base;
+    without_init.erase("init");
+    std::string c = "./train";
+    for (const auto& [flag, v] : without_init) c += " -" + flag + " '" + v + "'";
+    EXPECT_EQ(run(c).status, 0);
+}
+
+// A config.json that is not JSON is refused on -resume 1, naming the file, before anything changes.
+TEST_F(RunDir, ResumeRefusesAConfigThatIsNotJson) {
+    ASSERT_EQ(train("-steps 4 -save_every 2").status, 0);
+    std::remove((dir + "out/model_00000004.bin").c_str());
+    std::remove((dir + "out/state_00000004.bin").c_str());
+    { std::ofstream(dir + "out/config.json") << "{\"B\": 2,\n"; }
+    const std::string log = read_file(dir + "out/log.jsonl");
+    expect_refused(train("-steps 4 -save_every 2 -resume 1"), dir + "out/config.json: not JSON (expected a member name) at byte");
+    { std::ofstream(dir + "out/config.json") << "[1, 2]\n"; }
+    expect_refused(train("-steps 4 -save_every 2 -resume 1"), dir + "out/config.json: not a JSON object");
+    EXPECT_EQ(read_file(dir + "out/log.jsonl"), log);
 }
 
 // A state file whose placement word is not its model file's (a file copied in from another run)

@@ -1,13 +1,17 @@
 // Tests of tokenizer.h: GPT-2's byte-level BPE against ids from an independent encoder
 // (test/fixtures/tokenizer_ids.txt, made by scripts/gen_tokenizer_fixture.js with the npm
-// package gpt-3-encoder), exact round trips on arbitrary bytes, and bad tokenizer files.
+// package gpt-3-encoder), exact round trips on arbitrary bytes, bad tokenizer files, the
+// fingerprint that shards record, and ./tokenize (ids, text, shards, and outputs that would
+// replace an input).
 // Run from the repository root (as `make test` does): it reads data/ and test/fixtures/.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -66,16 +70,53 @@ Tokenizer tiny_tokenizer() {
     return Tokenizer(path);
 }
 
-// The message of the InputError that reading `file_content` as a tokenizer file throws.
-std::string load_error(const std::string& file_content) {
-    const std::string path = fresh_folder("tokenizer_") + "bad_tokenizer.bin";
-    write_file(path, file_content);
+// The message of the InputError that reading the tokenizer file at `path` throws.
+std::string load_error_of_path(const std::string& path) {
     try {
         Tokenizer tokenizer(path);
     } catch (const InputError& e) {
         return e.what();
     }
     return "no error";
+}
+
+// The message of the InputError that reading `file_content` as a tokenizer file throws.
+std::string load_error(const std::string& file_content) {
+    const std::string path = fresh_folder("tokenizer_") + "bad_tokenizer.bin";
+    write_file(path, file_content);
+    return load_error_of_path(path);
+}
+
+// 32-bit FNV-1a of `bytes`, from its definition: start at the offset basis 2166136261; for each
+// byte, xor it in, then multiply by the prime 16777619 (mod 2^32).
+uint32_t fnv1a(const std::string& bytes) {
+    uint32_t hash = 2166136261u;
+    for (unsigned char byte : bytes) hash = (hash ^ byte) * 16777619u;
+    return hash;
+}
+
+// The little-endian uint32 at byte `offset` of `file`.
+uint32_t u32_at(const std::string& file, size_t offset) {
+    uint32_t value = 0;
+    for (int b = 3; b >= 0; b--) value = (value << 8) | static_cast<uint8_t>(file[offset + b]);
+    return value;
+}
+
+// What one run of a shell command did.
+struct CommandRun {
+    int status;          // exit status (-1: killed by a signal)
+    std::string errors;  // what it wrote on standard error
+};
+
+// Runs `command` with its standard error kept in `folder`.
+CommandRun run_command(const std::string& command, const std::string& folder) {
+    const int status = std::system((command + " 2> " + folder + "stderr.txt").c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(folder + "stderr.txt")};
+}
+
+// True when `errors` is exactly one line that contains `needle`.
+bool one_line_with(const std::string& errors, const std::string& needle) {
+    return errors.find(needle) != std::string::npos && errors.find('\n') == errors.size() - 1;
 }
 
 }  // namespace
@@ -241,4 +282,89 @@ TEST(Tokenizer, FrontEndPrintsIdsAndDecodes) {
     EXPECT_EQ(read_file(text_path), read_file("test/fixtures/tokenizer_text.txt"));
     EXPECT_NE(std::system("echo 12 x | ./tokenize -d > /dev/null 2>&1"), 0);
     EXPECT_NE(std::system("./tokenize -bogus < /dev/null > /dev/null 2>&1"), 0);
+}
+
+TEST(Tokenizer, FingerprintIsFnv1aOfTheVocabularyTable) {
+    ASSERT_EQ(fnv1a(""), 0x811c9dc5u);  // FNV-1a's published 32-bit test vectors
+    ASSERT_EQ(fnv1a("a"), 0xe40c292cu);
+    ASSERT_EQ(fnv1a("foobar"), 0xbf9cf968u);
+    // The table is the file from byte 1024 up to its merges (header[4] of them, 8 bytes each).
+    const std::string file = read_file(kTokenizerPath);
+    ASSERT_GT(file.size(), 1024u);
+    const std::string table = file.substr(1024, file.size() - 1024 - 8 * size_t(u32_at(file, 16)));
+    EXPECT_EQ(gpt2().fingerprint(), fnv1a(table));
+    // The merges do not count (llm.c's decode-only file makes the same shards); the bytes of any token do.
+    const std::string folder = fresh_folder("tokenizer_");
+    write_file(folder + "merges.bin", tokenizer_file({"ab", "<eot>"}, {{'a', 'b'}}));
+    write_file(folder + "decode_only.bin", tokenizer_file({"ab", "<eot>"}, {}));
+    write_file(folder + "other.bin", tokenizer_file({"ab", "<eos>"}, {}));
+    EXPECT_EQ(Tokenizer(folder + "merges.bin").fingerprint(), Tokenizer(folder + "decode_only.bin").fingerprint());
+    EXPECT_NE(Tokenizer(folder + "other.bin").fingerprint(), Tokenizer(folder + "decode_only.bin").fingerprint());
+}
+
+TEST(Tokenizer, RefusesAFolderInOneLine) {
+    const std::string folder = fresh_folder("tokenizer_");
+    EXPECT_EQ(load_error_of_path(folder), folder + ": is a folder, not a tokenizer file");
+    if (!std::ifstream("tokenize")) GTEST_SKIP() << "./tokenize is not built";
+    const CommandRun run = run_command("./tokenize -tokenizer " + folder + " < /dev/null", folder);
+    EXPECT_EQ(run.status, 2) << "an uncaught exception ends with 134";
+    EXPECT_TRUE(one_line_with(run.errors, "is a folder, not a tokenizer file")) << run.errors;
+}
+
+TEST(Tokenizer, FrontEndWritesAShard) {
+    if (!std::ifstream("tokenize")) GTEST_SKIP() << "./tokenize is not built";
+    const std::string folder = fresh_folder("tokenizer_");
+    const CommandRun run = run_command("./tokenize -shard " + folder + "fixture.bin < test/fixtures/tokenizer_text.txt > /dev/null", folder);
+    ASSERT_EQ(run.status, 0) << run.errors;
+    const std::string shard = read_file(folder + "fixture.bin");
+    std::vector<int> expected{50256};  // the end-of-text token, then the reference ids
+    const std::vector<int> ids = read_ids("test/fixtures/tokenizer_ids.txt");
+    expected.insert(expected.end(), ids.begin(), ids.end());
+    ASSERT_EQ(shard.size(), 1024 + 2 * expected.size());
+    EXPECT_EQ(u32_at(shard, 0), 20240520u);
+    EXPECT_EQ(u32_at(shard, 4), 1u);
+    EXPECT_EQ(u32_at(shard, 8), expected.size());
+    EXPECT_EQ(u32_at(shard, 12), gpt2().fingerprint());
+    EXPECT_EQ(shard.substr(16, 1024 - 16), std::string(1024 - 16, '\0'));
+    std::vector<int> tokens;
+    for (size_t i = 1024; i < shard.size(); i += 2) tokens.push_back(static_cast<uint8_t>(shard[i]) | static_cast<uint8_t>(shard[i + 1]) << 8);
+    EXPECT_EQ(tokens, expected);
+    EXPECT_FALSE(std::ifstream(folder + "fixture.bin.tmp")) << "written whole, through a temporary name";
+}
+
+TEST(Tokenizer, FrontEndRefusesOutputsThatAreInputsOrCannotBeWritten) {
+    if (!std::ifstream("tokenize")) GTEST_SKIP() << "./tokenize is not built";
+    const std::string folder = fresh_folder("tokenizer_");
+    const std::string tokenizer = folder + "tokenizer.bin", text = folder + "text.txt";
+    write_file(tokenizer, read_file(kTokenizerPath));
+    write_file(text, "Call me Ishmael.");
+    std::filesystem::create_hard_link(tokenizer, folder + "hard_link.bin");
+    std::filesystem::create_directory(folder + "sub");
+    const std::string use = "./tokenize -tokenizer " + tokenizer;
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {use + " < " + text + " >> " + tokenizer, "standard output is the -tokenizer file " + tokenizer + ": an output cannot replace an input"},
+        {use + " -d < " + text + " >> " + text, "standard output is standard input: an output cannot replace an input"},
+        {use + " -shard " + text + " < " + text, "-shard " + text + " is standard input: an output cannot replace an input"},
+        {use + " -shard " + folder + "hard_link.bin < " + text, "-shard " + folder + "hard_link.bin is the -tokenizer file " + tokenizer},
+        {use + " -shard " + folder + "sub/../tokenizer.bin < " + text, "is the -tokenizer file"},
+        {use + " -shard " + folder + "missing/x.bin < " + text, "-shard " + folder + "missing/x.bin: cannot create a file there (No such file or directory)"},
+        {use + " -shard " + folder + "sub < " + text, "-shard " + folder + "sub is a folder"},
+        {use + " -d -shard " + folder + "x.bin < " + text, "-shard: writes the ids of text, not with -d"},
+        {use + " -shard " + folder + "x.bin < /dev/null", "standard input: no text to write as a shard"},
+    };
+    for (const auto& [command, problem] : cases) {
+        const CommandRun run = run_command(command, folder);  // (refused: nothing on standard output)
+        EXPECT_EQ(run.status, 2) << command;
+        EXPECT_TRUE(one_line_with(run.errors, problem)) << command << " gave: " << run.errors;
+    }
+    EXPECT_EQ(read_file(tokenizer), read_file(kTokenizerPath)) << "the tokenizer file was written over";
+    EXPECT_EQ(read_file(text), "Call me Ishmael.") << "standard input's file was written over";
+    EXPECT_FALSE(std::ifstream(folder + "x.bin"));
+    // A write that fails (a file-size limit, with SIGXFSZ ignored so that write() reports it) is
+    // one line and exit status 4, leaving no file behind.
+    const CommandRun full = run_command("trap '' XFSZ; ulimit -f 1; " + use + " -shard " + folder + "big.bin < " + text, folder);
+    EXPECT_EQ(full.status, 4);
+    EXPECT_TRUE(one_line_with(full.errors, folder + "big.bin: write failed")) << full.errors;
+    EXPECT_FALSE(std::ifstream(folder + "big.bin"));
+    EXPECT_FALSE(std::ifstream(folder + "big.bin.tmp"));
 }

@@ -1,18 +1,29 @@
-// The traffic model (traffic.h) against what the kernels really touch: every launcher of the
-// .cuh files runs at odd test sizes in the counting build of the SIMT layer (test/simt/
-// counting.h), which records the distinct device bytes each launch reads and writes, and each
-// launch must match its declaration in `*_traffic`: the same kernel, read and written bytes
-// within 10%. Built only for the emulator (build/emu/count/traffic_test), in fp32 and bf16.
+// The traffic and cost model (traffic.h, cost_model.h) against what the kernels really do:
+//   * every launcher of the .cuh files runs at odd test sizes in the counting build of the SIMT
+//     layer (test/simt/counting.h), which records the distinct device bytes each launch reads and
+//     writes, and each launch must match its declaration in `*_traffic`: the same kernel, read
+//     and written bytes within 10%; where a kernel declares shared-memory wavefronts, they must
+//     match the emulator's count of every warp's shared requests, bank conflicts included;
+//   * the warp instructions a kernel declares per tile of its walk must match the inner loop of
+//     its sm_90 PTX, and its resources ptxas's report (build/ptx/, made by nvcc from
+//     test/ptx_kernels.cu; these checks skip without nvcc);
+//   * the model must rate the attention kernels the project had before its tensor-core ones
+//     (their costs recorded below) at several times their roofline time.
+// Built only for the emulator (build/emu/count/traffic_test), in fp32 and bf16.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "adamw.cuh"
 #include "attention.cuh"
+#include "cost_model.h"
 #include "counting.h"
 #include "cuda_common.cuh"
 #include "encoder.cuh"
@@ -21,6 +32,7 @@
 #include "loss.cuh"
 #include "matmul.cuh"
 #include "residual.cuh"
+#include "tensor_cores.cuh"
 #include "traffic.h"
 
 namespace {
@@ -343,22 +355,22 @@ TYPED_TEST(TrafficTest, Encoder) {
                 << "C " << width << ", offset " << offset;
     // Backward: repeated tokens, i² mod 10 takes 6 distinct values.
     tokens.upload(repeated.data(), kStream);
-    gpu::TokenOrder order(N);
+    gpu::TokenOrder order(N, C);
     auto dwte = filled<float>(Vp * C), dwpe = filled<float>(maxT * C);
-    EXPECT_TRUE(agree(gpu::encoder_backward_traffic<float>(B, Tn, C, 6), counted([&] {
+    EXPECT_TRUE(agree(gpu::encoder_backward_traffic<float>(B, Tn, C, gpu::token_runs(repeated.data(), N)), counted([&] {
                           gpu::encoder_backward(dwte.data(), dwpe.data(), out.data(), tokens.data(), order, B, Tn, C,
                                                 kStream);
                       })));
     // A batch of 3·1500 positions: 8192 keys, four tiles, so the sort also makes its launches
-    // over the whole array and its merges in the tiles.
+    // over the whole array and its merges in the tiles; 6 tokens, so every run crosses chunks.
     const int big_T = 1500, big_N = B * big_T;
     std::vector<int32_t> many(big_N);
     for (int i = 0; i < big_N; i++) many[i] = (i * i) % 10;
     DeviceArray<int32_t> big_tokens(big_N);
     big_tokens.upload(many.data(), kStream);
-    gpu::TokenOrder big_order(big_N);
+    gpu::TokenOrder big_order(big_N, 8);
     auto big_dout = filled<float>((size_t)big_N * 8), big_dwpe = filled<float>(big_T * 8), big_dwte = filled<float>(10 * 8);
-    EXPECT_TRUE(agree(gpu::encoder_backward_traffic<float>(B, big_T, 8, 6), counted([&] {
+    EXPECT_TRUE(agree(gpu::encoder_backward_traffic<float>(B, big_T, 8, gpu::token_runs(many.data(), big_N)), counted([&] {
                           gpu::encoder_backward(big_dwte.data(), big_dwpe.data(), big_dout.data(), big_tokens.data(),
                                                 big_order, B, big_T, 8, kStream);
                       })));
@@ -375,6 +387,266 @@ TYPED_TEST(TrafficTest, Attention) {
                           gpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(),
                                                   delta.data(), B, Tn, C, NH, kStream);
                       })));
+}
+
+// ---- shared memory --------------------------------------------------------------------------
+
+// Whether the declared shared-memory wavefronts are the counted ones within 15% (the structural
+// estimate of attention.cuh), and the launch free of bank conflicts.
+::testing::AssertionResult shared_agrees(const Traffic& declared, const simt::CountedLaunch& c) {
+    const double counted = (double)c.shared_wavefronts;
+    std::printf("  %-50.50s shared wavefronts: declared %.0f, counted %zu (%zu without conflicts)\n", c.kernel.c_str(),
+                declared.shared_wavefronts, c.shared_wavefronts, c.shared_ideal_wavefronts);
+    if (c.shared_wavefronts != c.shared_ideal_wavefronts)
+        return ::testing::AssertionFailure() << c.kernel << ": " << c.shared_wavefronts << " wavefronts for "
+                                             << c.shared_ideal_wavefronts << " phases: bank conflicts";
+    if (std::fabs(declared.shared_wavefronts - counted) > 0.15 * counted)
+        return ::testing::AssertionFailure() << c.kernel << ": declared " << declared.shared_wavefronts
+                                             << " shared wavefronts, counted " << counted;
+    return ::testing::AssertionSuccess();
+}
+
+// One warp reads a 32×32 float tile of shared memory: along a row (32 banks, one wavefront),
+// down a column (all 32 words in one bank: 32 wavefronts), one word for all lanes (a broadcast:
+// one), and 16-byte rows of a padded and an unpadded 8-row ldmatrix tile.
+__global__ void shared_patterns_kernel(float* out, int pattern) {
+    __shared__ float tile[32 * 32];
+    __shared__ __align__(16) bf16 rows[8 * 72];
+    const int lane = threadIdx.x;
+    for (int i = 0; i < 32; i++) tile[i * 32 + lane] = (float)i;
+    for (int i = lane; i < 8 * 72; i += 32) rows[i] = bf16{};
+    __syncwarp();
+    uint32_t r[1];
+    switch (pattern) {
+        case 0: out[lane] = tile[lane]; break;
+        case 1: out[lane] = tile[lane * 32]; break;
+        case 2: out[lane] = tile[5]; break;
+        case 3: ldmatrix<1>(r, rows + (lane % 8) * 72), out[lane] = (float)r[0]; break;  // 144-byte rows
+        default: ldmatrix<1>(r, rows + (lane % 8) * 64), out[lane] = (float)r[0];       // 128-byte rows
+    }
+}
+
+TEST(SharedMemory, CountsBankConflicts) {
+    ASSERT_TRUE(simt::counting_compiled());
+    DeviceArray<float> out(32);
+    const size_t setup = 32 + 18;  // the tile's 32 row stores and the rows' 18 zeroing stores, no conflicts
+    const size_t want[] = {1, 32, 1, 1, 8};
+    for (int pattern = 0; pattern < 5; pattern++) {
+        const auto launches = counted([&] { shared_patterns_kernel<<<1, 32>>>(out.data(), pattern); });
+        ASSERT_EQ(launches.size(), 1u);
+        EXPECT_EQ(launches[0].shared_wavefronts, setup + want[pattern]) << "pattern " << pattern;
+        EXPECT_EQ(launches[0].shared_ideal_wavefronts, setup + 1) << "pattern " << pattern;
+    }
+}
+
+// The tensor-core attention kernels at GPT-2's head size 64: the shared wavefronts their
+// structure implies against the emulator's count (ldmatrix reads and tile stores), with no bank
+// conflicts at all, at one tile (T = 13: the diagonal alone) and at three (T = 150: tiles below
+// the diagonal too). (At the tests' head sizes 8, 12 and 16 the padded rows are 48 bytes apart,
+// and the tile stores meet 2-way in a few banks.)
+TEST(SharedMemory, AttentionKernelsAsDeclaredWithoutConflicts) {
+    ASSERT_TRUE(simt::counting_compiled());
+    struct Shape {
+        int B, Tn, C, NH;
+    };
+    for (const Shape& s : {Shape{2, 13, 128, 2}, Shape{1, 150, 128, 2}}) {
+        SCOPED_TRACE("T = " + std::to_string(s.Tn) + ", hs = " + std::to_string(s.C / s.NH));
+        const size_t n = (size_t)s.B * s.Tn, rows = gpu::attention_saved_size(s.B, s.Tn, s.NH);
+        auto qkv = filled<bf16>(n * 3 * s.C), out = filled<bf16>(n * s.C), dout = filled<bf16>(n * s.C);
+        auto dqkv = filled<bf16>(n * 3 * s.C);
+        auto lse = filled<float>(rows), delta = filled<float>(rows);
+        const auto forward = counted([&] { gpu::attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.Tn, s.C, s.NH, kStream); });
+        const auto backward = counted([&] {
+            gpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), delta.data(), s.B,
+                                    s.Tn, s.C, s.NH, kStream);
+        });
+        const Launches declared_forward = gpu::attention_forward_traffic<bf16>(s.B, s.Tn, s.C, s.NH);
+        const Launches declared_backward = gpu::attention_backward_traffic<bf16>(s.B, s.Tn, s.C, s.NH);
+        ASSERT_EQ(forward.size(), 1u);
+        ASSERT_EQ(backward.size(), 3u);
+        EXPECT_TRUE(shared_agrees(declared_forward[0], forward[0]));
+        EXPECT_TRUE(shared_agrees(declared_backward[1], backward[1]));
+        EXPECT_TRUE(shared_agrees(declared_backward[2], backward[2]));
+    }
+}
+
+// ---- PTX and ptxas ----------------------------------------------------------------------------
+
+// The PTX and ptxas parsing below uses C strings and stdio only: iostreams and <regex> would
+// bring atomics into this ThreadSanitizer-instrumented file, whose hooks the SIMT layer does
+// not define.
+
+// The instructions of one kernel (entry) of a PTX file, one per statement, with the positions
+// of its labels; inline-asm braces, comments and directives left out.
+struct PtxFunction {
+    std::vector<std::string> instructions;
+    std::map<std::string, size_t> labels;
+};
+
+std::string read_file(const char* path) {
+    std::string text;
+    if (FILE* file = std::fopen(path, "rb")) {
+        char buffer[65536];
+        for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, file)) > 0;) text.append(buffer, n);
+        std::fclose(file);
+    }
+    return text;
+}
+
+// `text` without the spaces, tabs and braces at its two ends.
+std::string trimmed(const std::string& text) {
+    const size_t first = text.find_first_not_of(" \t{}"), last = text.find_last_not_of(" \t{}");
+    return first == std::string::npos ? "" : text.substr(first, last - first + 1);
+}
+
+// The entry whose name contains `name` (the first such one).
+PtxFunction ptx_function(const std::string& ptx, const std::string& name) {
+    PtxFunction f;
+    size_t at = ptx.find(".entry ");
+    while (at != std::string::npos && ptx.substr(at, ptx.find('\n', at) - at).find(name) == std::string::npos)
+        at = ptx.find(".entry ", at + 1);
+    if (at == std::string::npos) return f;
+    const size_t body = ptx.find("\n{", at), end = ptx.find("\n}", body + 1);
+    for (size_t line_start = body + 2; line_start < end;) {
+        size_t line_end = ptx.find('\n', line_start);
+        std::string line = ptx.substr(line_start, line_end - line_start);
+        line_start = line_end + 1;
+        line = line.substr(0, line.find("//"));
+        const std::string word = trimmed(line);
+        if (!word.empty() && word.back() == ':' && word.find_first_of(" \t") == std::string::npos) {
+            f.labels[word.substr(0, word.size() - 1)] = f.instructions.size();
+            continue;
+        }
+        for (size_t from = 0; from < line.size();) {
+            const size_t semicolon = std::min(line.find(';', from), line.size());
+            const std::string statement = trimmed(line.substr(from, semicolon - from));
+            if (!statement.empty() && statement[0] != '.') f.instructions.push_back(statement);
+            from = semicolon + 1;
+        }
+    }
+    return f;
+}
+
+// The label a branch instruction jumps to ("@%p1 bra $L__BB0_2", "bra.uni $L__BB0_5"), or "".
+std::string branch_target(const std::string& instruction) {
+    size_t at = instruction.find("bra");
+    if (at == std::string::npos || (at > 0 && instruction[at - 1] != ' ' && instruction[at - 1] != '\t')) return "";
+    at = instruction.find_first_of(" \t", at);
+    return at == std::string::npos ? "" : trimmed(instruction.substr(at));
+}
+
+// The instructions of the kernel's main loop (the loop closed by a backward branch that holds
+// the most mma instructions) and of the whole kernel.
+struct LoopCount {
+    size_t loop = 0, mma = 0, total = 0;
+};
+LoopCount main_loop(const PtxFunction& f) {
+    LoopCount best{0, 0, f.instructions.size()};
+    for (size_t i = 0; i < f.instructions.size(); i++) {
+        const auto target = f.labels.find(branch_target(f.instructions[i]));
+        if (target == f.labels.end() || target->second > i) continue;
+        size_t mma = 0;
+        for (size_t j = target->second; j <= i; j++) mma += f.instructions[j].rfind("mma.sync", 0) == 0;
+        if (mma > best.mma) best = {i - target->second + 1, mma, f.instructions.size()};
+    }
+    return best;
+}
+
+// The number just before `unit` in `line` ("159 registers" → 159), or 0.
+int number_before(const std::string& line, const char* unit) {
+    const size_t at = line.find(unit);
+    if (at == std::string::npos || at < 2) return 0;
+    const size_t start = line.find_last_not_of("0123456789", at - 2) + 1;
+    return std::atoi(line.substr(start, at - 1 - start).c_str());
+}
+
+// ptxas's registers and shared bytes of the entry whose name contains `name`.
+KernelResources ptxas_resources(const std::string& report, const std::string& name) {
+    KernelResources r;
+    size_t at = report.find("Compiling entry function '");
+    while (at != std::string::npos && report.substr(at, report.find('\n', at) - at).find(name) == std::string::npos)
+        at = report.find("Compiling entry function '", at + 1);
+    if (at == std::string::npos) return r;
+    const size_t used = report.find("Used ", at);
+    const std::string line = report.substr(used, report.find('\n', used) - used);
+    r.registers_per_thread = number_before(line, "registers");
+    r.shared_bytes_per_block = number_before(line, "bytes smem");
+    return r;
+}
+
+const char* kPtx = "build/ptx/kernels_sm90.ptx";
+const char* kPtxas = "build/ptx/kernels_sm90.ptxas";
+
+// Every tensor-core attention kernel at every head size compiled: the declared instructions of a
+// tile off the diagonal against the main loop of its PTX (within 15%), and its registers and
+// shared memory against ptxas; at GPT-2's head size 64 also the declared once-per-block rest
+// (the diagonal tile, loading the block's own rows, storing the results) against the rest of
+// the PTX (within 25%; it is about a ninth of a block's work at T = 1024).
+TEST(Ptx, AttentionKernelsAsDeclared) {
+    const std::string ptx = read_file(kPtx), report = read_file(kPtxas);
+    if (ptx.empty() || report.empty()) GTEST_SKIP() << kPtx << " or " << kPtxas << " not built (no nvcc)";
+    const std::pair<gpu::AttentionKernel, const char*> kernels[] = {
+        {gpu::AttentionKernel::Forward, "attention_forward_mma_kernelILi"},
+        {gpu::AttentionKernel::BackwardDq, "attention_backward_dq_mma_kernelILi"},
+        {gpu::AttentionKernel::BackwardDkDv, "attention_backward_dkdv_mma_kernelILi"}};
+    for (const auto& [kernel, name] : kernels)
+        for (int hs : {8, 12, 16, 64}) {
+            const std::string entry = name + std::to_string(hs) + "E";
+            SCOPED_TRACE(entry);
+            const PtxFunction f = ptx_function(ptx, entry);
+            ASSERT_FALSE(f.instructions.empty()) << "not in " << kPtx;
+            const LoopCount count = main_loop(f);
+            const gpu::MmaTileCosts declared = gpu::mma_attention_costs(kernel, hs);
+            std::printf("  %-40s hs %2d: loop %4zu instructions (%zu mma, %.1f per mma), declared %4.0f; rest %4zu, declared %4.0f\n",
+                        name, hs, count.loop, count.mma, (double)count.loop / count.mma, declared.loop_instructions,
+                        count.total - count.loop, declared.rest_instructions);
+            EXPECT_NEAR(declared.loop_instructions, count.loop, 0.15 * count.loop);
+            if (hs == 64) {
+                EXPECT_NEAR(declared.rest_instructions, count.total - count.loop, 0.25 * (count.total - count.loop));
+            }
+            const KernelResources ptxas = ptxas_resources(report, entry);
+            EXPECT_EQ(declared.resources.registers_per_thread, ptxas.registers_per_thread);
+            EXPECT_EQ(declared.resources.shared_bytes_per_block, ptxas.shared_bytes_per_block);
+        }
+}
+
+// ---- the attention kernels before the tensor cores ---------------------------------------------
+
+// The WMMA tile kernels of attention.cuh before FlashAttention-2's tiling replaced them (commit
+// 3b8fddc): one warp per block of 16 rows, 16×16 tiles, at head size 64 in bf16. Their costs as
+// recorded from that commit's sm_90 PTX and ptxas report (docs/cuda.md, "The cost model"): per
+// 16×16 tile pair, the warp instructions of the tile loop (its inner loops counted as often as
+// they run: each load of a 16-row tile is 8 passes of a 96-instruction loop, the softmax loop one
+// pass of 635 on 16 lanes, ...), and the shared-memory wavefronts counted by hand from the same
+// structure: the 2-byte tile stores (one wavefront each), the forward softmax's 16 lanes reading
+// rows of 16 floats (8-way) and storing p (4-way), WMMA's tiles of 16 rows 128 bytes apart read
+// as ldmatrix does (8-way: 32 wavefronts a tile) and its fp32 accumulators 256 bytes apart read
+// and stored 8 bytes a lane (4-way: 32), the element-wise passes (conflict-free, one wavefront per
+// access); 72 registers and 19.6 KiB of shared memory per one-warp block.
+struct OldAttentionKernel {
+    const char* name;
+    double instructions_per_tile_pair, wavefronts_per_tile_pair, products;
+    double read_per_row, written_per_row;  // bytes per position at C = 768
+};
+
+TEST(CostModel, RatesTheOldAttentionKernelsAtSeveralTimesTheirRoofline) {
+    const int B = 16, Tn = 1024, C = 768, NH = 12, hs = C / NH;
+    const double tiles = Tn / 16, pairs = (double)B * NH * tiles * (tiles + 1) / 2, n = (double)B * Tn;
+    const OldAttentionKernel old[] = {{"forward", 2811, 1170, 2, 3 * C * 2, C * 2 + NH * 4},
+                                      {"backward dq", 2545, 1090, 3, 4 * C * 2 + NH * 8, C * 2},
+                                      {"backward dk/dv", 2797, 1510, 4, 4 * C * 2 + NH * 8, 2 * C * 2}};
+    for (const OldAttentionKernel& k : old) {
+        Traffic t{k.name, n * k.read_per_row, n * k.written_per_row, pairs * 6.0 * 256, pairs * k.products * 2.0 * 256 * hs};
+        t.warp_instructions = pairs * k.instructions_per_tile_pair;
+        t.shared_wavefronts = pairs * k.wavefronts_per_tile_pair;
+        t.resources = {32, 72, 20096};
+        t.mma_sync = true;
+        const ModelledTime m = modelled_time(t, true);
+        const double roofline = roofline_seconds(t, true);
+        std::printf("  old attention %-15s modelled %.2f ms (issue %.2f, shared %.2f), roofline %.2f ms: %.1f×\n",
+                    k.name, m.total * 1e3, m.issue * 1e3, m.shared * 1e3, roofline * 1e3, m.total / roofline);
+        EXPECT_GT(m.total, 2.5 * roofline) << k.name;
+    }
 }
 
 // The comparison can fail: the forward declared as if it read only one of its inputs, the

@@ -61,3 +61,14 @@ for name, args in {"placement": ["-ln", "peri", "-dt", "0.1"], "schedule": ["-st
                    "size": ["-init", "l2h2c16v96t16", "-B", "4", "-T", "64"], "bad": ["-B", "x", "-steps"],
                    "resume": ["-out", "runs/x", "-resume", "1", "-overwrite", "0"]}.items():
     write("flags", name, b"\0".join(a.encode() for a in args))
+
+# config.json: one JSON object, one member per line (docs/cli.md §4), a resumed one, and broken ones.
+config = ('{\n  "command": "./train -ln peri -dt 0.1",\n  "backend": "cpu (fp32, 2 threads)",\n  "model": "fresh d6",\n'
+          '  "placement": "peri",\n  "dt": 0.1,\n  "L": 6,\n  "train_files": ["data/mobydick_train_000000.bin"],\n'
+          '  "B": 8,\n  "lr": 0.0006,\n  "eps": 1e-08,\n  "seed": 42,\n  "resumed_at_step": null\n}\n')
+write("config", "valid", config.encode())
+write("config", "resumed", config.replace('"resumed_at_step": null', '"resumed_at_step": 250,\n  "steps_changes": '
+                                          '[{"at_step": 250, "from": 1000, "to": 2000}]').encode())
+write("config", "escapes", b'{"command": "\\u00e9\\ud83d\\ude00 \\"x\\" \\\\ \\n", "yes": true, "no": false}')
+write("config", "truncated", config[:40].encode())
+write("config", "not_object", b"[1, -0, 1e999, 0.5e-3]")

@@ -2,7 +2,10 @@
 // GCC's -fsanitize=thread instrumentation calls in the counting build.
 #include "counting.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <unordered_set>
 
 #include "internal.h"
@@ -17,16 +20,85 @@ std::string launch_kernel;
 std::unordered_set<std::uintptr_t> read_bytes, written_bytes;  // of the running launch
 std::vector<CountedLaunch> launches;
 
-// Notes the `bytes` bytes at `address` when they are device memory touched by a counted launch.
+// ---- shared-memory requests ----
+
+constexpr unsigned kBanks = 32;
+constexpr std::size_t kPhaseBytes = 128;  // one wavefront: 32 banks of 4 bytes
+
+struct LaneAccess {
+  unsigned lane;
+  std::uintptr_t address;
+  std::size_t bytes;
+};
+// A warp-level request: (block, warp, epoch, k) for the k-th shared access of the warp's lanes
+// since their last synchronisation point.
+using RequestKey = std::tuple<std::uint64_t, unsigned, std::uint64_t, std::uint64_t>;
+std::map<RequestKey, std::vector<LaneAccess>> requests;  // of the running launch
+// Per thread (block, warp, lane): its epoch and how many shared accesses it has made in it.
+std::map<std::tuple<std::uint64_t, unsigned, unsigned>, std::pair<std::uint64_t, std::uint64_t>> thread_accesses;
+CountedLaunch shared_totals;  // the running launch's shared counts
+
+// Wavefronts of one phase: the most distinct 4-byte words that any bank holds (at least one).
+std::size_t phase_wavefronts(const std::vector<LaneAccess>& phase) {
+  std::map<unsigned, std::unordered_set<std::uintptr_t>> words_of_bank;
+  for (const LaneAccess& access : phase)
+    for (std::uintptr_t word = access.address / 4; word <= (access.address + access.bytes - 1) / 4; ++word)
+      words_of_bank[word % kBanks].insert(word);
+  std::size_t most = 1;
+  for (const auto& [bank, words] : words_of_bank) most = std::max(most, words.size());
+  return most;
+}
+
+// Adds one warp-level request, served in phases of the lanes whose accesses fit 128 bytes.
+void count_request(const std::vector<LaneAccess>& lanes) {
+  std::size_t widest = 1;
+  for (const LaneAccess& access : lanes) widest = std::max(widest, access.bytes);
+  const unsigned lanes_per_phase = widest <= 4 ? kBanks : (unsigned)(kPhaseBytes / widest);
+  std::map<unsigned, std::vector<LaneAccess>> phases;
+  for (const LaneAccess& access : lanes) phases[access.lane / lanes_per_phase].push_back(access);
+  shared_totals.shared_requests++;
+  for (const auto& [index, phase] : phases) {
+    shared_totals.shared_wavefronts += phase_wavefronts(phase);
+    shared_totals.shared_ideal_wavefronts++;
+  }
+}
+
+// Notes a shared-memory access of the running kernel thread as its lane's part of a request.
+void record_shared(const void* address, std::size_t bytes) {
+  ThreadPosition at;
+  if (!running_shared_access(address, bytes, &at)) return;
+  auto& [epoch, count] = thread_accesses[{at.block, at.warp, at.lane}];
+  if (epoch != at.epoch) epoch = at.epoch, count = 0;
+  requests[{at.block, at.warp, at.epoch, count++}].push_back(
+      {at.lane, reinterpret_cast<std::uintptr_t>(address), bytes});
+}
+
+// Notes the `bytes` bytes at `address` when they are device memory touched by a counted launch,
+// or shared memory.
 void record(const void* address, std::size_t bytes, bool write) {
   hooks_seen = true;
-  if (!in_launch || !is_device_range(address, bytes)) return;
+  if (!in_launch) return;
+  if (!is_device_range(address, bytes)) {
+    record_shared(address, bytes);
+    return;
+  }
   auto& set = write ? written_bytes : read_bytes;
   const auto start = reinterpret_cast<std::uintptr_t>(address);
   for (std::size_t i = 0; i < bytes; ++i) set.insert(start + i);
 }
 
 }  // namespace
+
+void note_ldmatrix(const unsigned char* const* rows, int count) {
+  if (!in_launch) return;
+  shared_totals.shared_requests++;
+  for (int i = 0; i < count; ++i) {
+    std::vector<LaneAccess> phase;
+    for (unsigned r = 0; r < 8; ++r) phase.push_back({r, reinterpret_cast<std::uintptr_t>(rows[8 * i + r]), 16});
+    shared_totals.shared_wavefronts += phase_wavefronts(phase);
+    shared_totals.shared_ideal_wavefronts++;
+  }
+}
 
 bool counting_compiled() { return hooks_seen; }
 
@@ -46,12 +118,20 @@ void begin_launch(const char* kernel) {
   launch_kernel = kernel;
   read_bytes.clear();
   written_bytes.clear();
+  requests.clear();
+  thread_accesses.clear();
+  shared_totals = CountedLaunch{};
 }
 
 void end_launch() {
   if (!in_launch) return;
   in_launch = false;
-  launches.push_back({launch_kernel, read_bytes.size(), written_bytes.size()});
+  for (const auto& [key, lanes] : requests) count_request(lanes);
+  CountedLaunch launch = shared_totals;
+  launch.kernel = launch_kernel;
+  launch.bytes_read = read_bytes.size();
+  launch.bytes_written = written_bytes.size();
+  launches.push_back(launch);
 }
 
 }  // namespace simt

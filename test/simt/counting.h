@@ -21,6 +21,16 @@ struct CountedLaunch {
   std::string kernel;             // the kernel expression as written at the launch, or "gemm"
   std::size_t bytes_read = 0;     // distinct bytes of device memory read
   std::size_t bytes_written = 0;  // distinct bytes of device memory written
+  // Shared memory, as the warps of a GPU would access it: the warp-level requests (the lanes'
+  // k-th access between two synchronisation points form one, and one ldmatrix is one), the
+  // wavefronts they take (a request is served in phases of 128 bytes, the lanes that fit one:
+  // 32 for accesses up to 4 bytes, 16 for 8 bytes, 8 for 16 bytes and for each ldmatrix
+  // matrix; a phase takes as many wavefronts as the most distinct 4-byte words any of the 32
+  // banks holds, word w being in bank w mod 32), and the wavefronts without bank conflicts
+  // (one per phase), so conflicts = shared_wavefronts − shared_ideal_wavefronts.
+  std::size_t shared_requests = 0;
+  std::size_t shared_wavefronts = 0;
+  std::size_t shared_ideal_wavefronts = 0;
 };
 
 // True when this binary's accesses reach the hooks (the counting build).

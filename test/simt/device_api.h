@@ -25,7 +25,7 @@ constexpr int warpSize = 32;
 // ---- barriers and warp-level operations (implemented in scheduler.cpp) ------------------------
 namespace simt {
 
-enum class WarpOp { kShfl, kShflUp, kShflDown, kShflXor, kBallot, kAll, kAny, kSyncWarp };
+enum class WarpOp { kShfl, kShflUp, kShflDown, kShflXor, kBallot, kAll, kAny, kSyncWarp, kMma, kLdmatrix };
 
 // One warp-synchronous operation: waits until every lane named in `mask` has called the same
 // operation with the same mask, then returns this lane's result: for shuffles the bits of the

@@ -2,8 +2,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace simt {
+
+enum class WarpOp;  // device_api.h
 
 // Largest dynamic shared memory a launch of `kernel` may ask for: 48 KiB unless raised with
 // cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes).
@@ -23,5 +26,35 @@ class DeviceMemoryAccess {
 
 // True when [pointer, pointer + bytes) lies inside one cudaMalloc allocation.
 bool is_device_range(const void* pointer, std::size_t bytes);
+
+// ---- warp-level matrix instructions (tensor_cores.cpp) -------------------------------------------
+// Joins the warp-wide operation `op` (kMma or kLdmatrix) with the given qualifiers: waits, as a
+// warp operation over all 32 lanes, until every lane of the running thread's warp has called it
+// with the same op and qualifiers; the last lane to arrive first runs complete(w), w being the
+// warp's index in the block, which does the whole warp's work. A lane that exits, waits
+// elsewhere or is missing (a block whose size is not a multiple of 32) fails the launch.
+void warp_matrix_operation(WarpOp op, int qualifiers, void (*complete)(unsigned warp));
+
+// Whether [pointer, pointer + bytes) lies in the running block's shared memory (its dynamic area
+// or a __shared__ variable). Only inside a kernel.
+bool is_shared_range(const void* pointer, std::size_t bytes);
+
+// The index in its block of the running thread's warp.
+unsigned warp_of_running_thread();
+
+// ---- shared-memory requests (counting.cpp) ------------------------------------------------------
+struct ThreadPosition {
+  std::uint64_t block;  // serial number of the block among all blocks run
+  unsigned warp, lane;
+  std::uint64_t epoch;  // synchronisation points the thread has passed, plus one
+};
+
+// Whether [pointer, pointer + bytes) is shared memory of the running kernel thread's block; if
+// so, *position says where that thread is. False outside kernels.
+bool running_shared_access(const void* pointer, std::size_t bytes, ThreadPosition* position);
+
+// The emulated ldmatrix's shared-memory request: `count` matrices, each 8 rows of 16 bytes read
+// as one phase; rows[8i + r] is row r of matrix i.
+void note_ldmatrix(const unsigned char* const* rows, int count);
 
 }  // namespace simt

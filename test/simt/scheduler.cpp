@@ -107,9 +107,14 @@ const char* name_of(WarpOp op) {
     case WarpOp::kAll: return "__all_sync";
     case WarpOp::kAny: return "__any_sync";
     case WarpOp::kSyncWarp: return "__syncwarp";
+    case WarpOp::kMma: return "mma.sync.aligned.m16n8k16";
+    case WarpOp::kLdmatrix: return "ldmatrix.sync.aligned.m8n8";
   }
   return "warp operation";
 }
+
+// The warp-level matrix instructions: every lane of the warp takes part, with equal qualifiers.
+bool is_matrix_operation(WarpOp op) { return op == WarpOp::kMma || op == WarpOp::kLdmatrix; }
 
 bool is_shuffle(WarpOp op) {
   return op == WarpOp::kShfl || op == WarpOp::kShflUp || op == WarpOp::kShflDown ||
@@ -146,8 +151,9 @@ struct WarpRequest {
   WarpOp op;
   unsigned mask;
   std::uint64_t value;
-  int operand;  // source lane, delta or lane mask, depending on op
+  int operand;  // source lane, delta or lane mask, depending on op; a matrix operation's qualifiers
   int width;
+  void (*complete)(unsigned warp) = nullptr;  // a matrix operation's work, run once all lanes are in
 };
 
 struct ThreadSlot {
@@ -156,6 +162,7 @@ struct ThreadSlot {
   ThreadState state;
   WarpRequest request;   // while kInWarpOp: the operation it waits in
   std::uint64_t result;  // of its last warp operation
+  std::uint64_t resumes; // times it was resumed: 1 + the synchronisation points it has passed
 };
 
 // The lanes of one warp that wait at __syncthreads(), wait in a warp operation, or have exited,
@@ -225,7 +232,7 @@ class Block {
       for (unsigned y = 0; y < d.y; ++y)
         for (unsigned x = 0; x < d.x; ++x) {
           const unsigned linear = x + d.x * (y + d.y * z);
-          threads_.push_back(ThreadSlot{uint3{x, y, z}, linear, ThreadState::kRunnable, {}, 0});
+          threads_.push_back(ThreadSlot{uint3{x, y, z}, linear, ThreadState::kRunnable, {}, 0, 0});
         }
     warps_.assign((threads_.size() + kWarpSize - 1) / kWarpSize, WarpLanes{});
     dynamic_shared_ = allocate_uninitialised(config.dynamic_shared_bytes, kSharedAlignment);
@@ -237,7 +244,7 @@ class Block {
   ~Block() {
     for (const ThreadSlot& thread : threads_)
       if (thread.state != ThreadState::kExited) fibers_[thread.linear]->forget_abandoned_frames();
-    for (void* memory : shared_memory_) std::free(memory);
+    for (const SharedAllocation& memory : shared_memory_) std::free(memory.start);
     running_block = nullptr;
   }
 
@@ -302,6 +309,22 @@ class Block {
 
   bool has_running_thread() const { return running_ != nullptr; }
 
+  // Where the running thread is: block serial, warp, lane, and how many synchronisation points
+  // it has passed (lanes of a warp that run the same code pass the same ones).
+  ThreadPosition running_position() const {
+    return {serial_, running_->linear / kWarpSize, running_->linear % kWarpSize, running_->resumes};
+  }
+
+  // Whether [pointer, pointer + bytes) lies inside the shared memory of this block.
+  bool holds_shared(const void* pointer, std::size_t bytes) const {
+    const auto at = reinterpret_cast<std::uintptr_t>(pointer);
+    for (const SharedAllocation& memory : shared_memory_) {
+      const auto start = reinterpret_cast<std::uintptr_t>(memory.start);
+      if (at >= start && at + bytes <= start + memory.bytes) return true;
+    }
+    return false;
+  }
+
  private:
   // The function every fiber of the block starts in: the kernel, then the exit checks. An
   // exception cannot leave a fiber, so one thrown inside the kernel fails the block instead
@@ -356,6 +379,7 @@ class Block {
 
   void resume(ThreadSlot& thread) {
     running_ = &thread;
+    ++thread.resumes;
     thread_index = thread.index;
     fibers_[thread.linear]->resume();
     running_ = nullptr;
@@ -389,6 +413,8 @@ class Block {
   }
 
   static std::string describe(const WarpRequest& request) {
+    if (is_matrix_operation(request.op)) return std::string(name_of(request.op)) + " (qualifiers " +
+                                                  std::to_string(request.operand) + ")";
     return std::string(name_of(request.op)) + "(mask " + hex(request.mask) + ")";
   }
 
@@ -420,7 +446,8 @@ class Block {
            " waits at __syncthreads() instead");
     for (unsigned other : LanesOf(partners & warp.in_warp_op)) {
       const WarpRequest& theirs = threads_[first + other].request;
-      if (theirs.op != request.op || theirs.mask != request.mask)
+      if (theirs.op != request.op || theirs.mask != request.mask ||
+          (is_matrix_operation(request.op) && theirs.operand != request.operand))
         fail(describe(request) + ": " + describe_lane(other) + " waits at " + describe(theirs) + " instead");
     }
   }
@@ -438,6 +465,8 @@ class Block {
 
   // Every lane of `mask` has arrived: computes each lane's result and makes them runnable.
   void complete_warp_collective(unsigned first, unsigned mask) {
+    const WarpRequest& request = threads_[first + lowest_lane(mask)].request;
+    if (request.complete != nullptr) request.complete(first / kWarpSize);
     unsigned ballot = 0;
     for (unsigned lane : LanesOf(mask))
       if (threads_[first + lane].request.value != 0) ballot |= 1u << lane;
@@ -488,7 +517,7 @@ class Block {
     void* memory = nullptr;
     if (posix_memalign(&memory, std::max(alignment, kSharedAlignment), bytes) != 0) throw std::bad_alloc();
     std::memset(memory, kUninitialisedByte, bytes);
-    shared_memory_.push_back(memory);
+    shared_memory_.push_back({memory, bytes});
     return memory;
   }
 
@@ -508,7 +537,11 @@ class Block {
   std::size_t exited_ = 0;
   std::string failure_;
   void* dynamic_shared_ = nullptr;
-  std::vector<void*> shared_memory_;
+  struct SharedAllocation {
+    void* start;
+    std::size_t bytes;
+  };
+  std::vector<SharedAllocation> shared_memory_;  // the dynamic area and every __shared__ variable
 };
 
 // The block of the running kernel thread; throws when `what` is used outside any kernel.
@@ -596,6 +629,27 @@ void* block_shared_variable(SharedSlot& slot, std::size_t bytes, std::size_t ali
 
 std::uint64_t warp_collective(WarpOp op, unsigned mask, std::uint64_t value, int operand, int width) {
   return running_block_for(name_of(op)).warp_collective(WarpRequest{op, mask, value, operand, width});
+}
+
+void warp_matrix_operation(WarpOp op, int qualifiers, void (*complete)(unsigned warp)) {
+  running_block_for(name_of(op)).warp_collective(WarpRequest{op, ~0u, 0, qualifiers, 32, complete});
+}
+
+bool is_shared_range(const void* pointer, std::size_t bytes) {
+  return running_block_for("shared memory").holds_shared(pointer, bytes);
+}
+
+bool running_shared_access(const void* pointer, std::size_t bytes, ThreadPosition* position) {
+  if (running_block == nullptr || !running_block->has_running_thread() ||
+      !running_block->holds_shared(pointer, bytes))
+    return false;
+  *position = running_block->running_position();
+  return true;
+}
+
+unsigned warp_of_running_thread() {
+  const unsigned linear = thread_index.x + block_dim.x * (thread_index.y + block_dim.y * thread_index.z);
+  return linear / kWarpSize;
 }
 
 }  // namespace simt

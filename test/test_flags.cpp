@@ -1,0 +1,301 @@
+// The tables of flags (train_flags.h, eval_flags.h) and what comes from them: every flag at and
+// beyond each bound of its values (the option then holds what was typed), the defaults within
+// the values, the checks across flags, the usage naming every flag, and the tables of README and
+// docs/cli.md equal to the code's (`make docs`). Also json.h's reader and writer, through which
+// config.json goes. Run from the repository root (the docs are read from there).
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "eval_flags.h"
+#include "flag_docs.h"
+#include "json.h"
+#include "test_files.h"
+#include "train_flags.h"
+
+namespace {
+
+// `parse(argc, argv)` on the arguments `words` after a program's name.
+template <typename Parse>
+auto with_args(std::vector<std::string> words, Parse parse) {
+    words.insert(words.begin(), "./program");
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    return parse((int)argv.size(), argv.data());
+}
+
+// The options of `table` from the arguments `words`; InputError as read_flags throws it.
+template <typename Options>
+Options read(const std::vector<Flag<Options>>& table, const std::vector<std::string>& words) {
+    return with_args(words, [&](int argc, char** argv) { return read_flags(table, argc, argv); });
+}
+
+// The message of the InputError that `parse` (parse_train_options, parse_eval_options) throws
+// for the arguments `words`, or "" when it accepts them.
+template <typename Parse>
+std::string refusal_of(const std::vector<std::string>& words, Parse parse) {
+    try {
+        with_args(words, parse);
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+// The message of the InputError that -name value raises, or "" when it is accepted.
+template <typename Options>
+std::string refusal(const std::vector<Flag<Options>>& table, const std::string& name, const std::string& value) {
+    return refusal_of({"-" + name, value}, [&](int argc, char** argv) { return read_flags(table, argc, argv); });
+}
+
+std::string exact(double x) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", x);
+    return buf;
+}
+
+// -name value is accepted and the option then holds the value typed (as config.json records it).
+template <typename Options>
+void expect_accepted(const std::vector<Flag<Options>>& table, const Flag<Options>& f, const std::string& value) {
+    Options o;
+    try {
+        o = read(table, {"-" + f.name, value});
+    } catch (const InputError& e) {
+        ADD_FAILURE() << "-" << f.name << " " << value << " refused: " << e.what();
+        return;
+    }
+    const Json held = f.json(o);
+    switch (f.values.kind) {
+        case FlagValues::Kind::Integer: EXPECT_EQ(held.text(), value) << "-" << f.name << " holds another value"; break;
+        case FlagValues::Kind::Real: {
+            const double typed = std::strtod(value.c_str(), nullptr);
+            EXPECT_NEAR(held.as_number(), typed, 1e-7 * std::fabs(typed)) << "-" << f.name << " " << value;
+            break;
+        }
+        default: EXPECT_EQ(held.text(), value) << "-" << f.name; break;
+    }
+}
+
+// -name value is refused with one message naming the flag.
+template <typename Options>
+void expect_refused(const std::vector<Flag<Options>>& table, const Flag<Options>& f, const std::string& value) {
+    const std::string message = refusal(table, f.name, value);
+    EXPECT_EQ(message.rfind("flag -" + f.name + ": ", 0), 0u) << "-" << f.name << " '" << value << "': " << message;
+}
+
+// Every flag of `table` at and beyond each bound of its values.
+template <typename Options>
+void check_bounds(const std::vector<Flag<Options>>& table) {
+    for (const Flag<Options>& f : table) {
+        const FlagValues& v = f.values;
+        switch (v.kind) {
+            case FlagValues::Kind::Integer:
+                expect_accepted(table, f, std::to_string(v.min));
+                expect_accepted(table, f, std::to_string(v.max));
+                expect_refused(table, f, std::to_string(v.min - 1));
+                expect_refused(table, f, std::to_string(v.max + 1));
+                for (const char* bad : {"", "1.5", "x", "0x10", "99999999999999999999"}) expect_refused(table, f, bad);
+                break;
+            case FlagValues::Kind::Real:
+                // An open end is refused and a value just inside it accepted (above an open 0, one
+                // that a float32 option holds too).
+                if (v.lo_open) {
+                    expect_refused(table, f, exact(v.lo));
+                    expect_accepted(table, f, exact(v.lo == 0 ? 1e-30 : std::nextafter(v.lo, DBL_MAX)));
+                } else {
+                    expect_accepted(table, f, exact(v.lo));
+                }
+                if (v.hi_open) {
+                    expect_refused(table, f, exact(v.hi));
+                    expect_accepted(table, f, exact(std::nextafter(v.hi, -DBL_MAX)));
+                } else {
+                    expect_accepted(table, f, exact(v.hi));
+                }
+                expect_refused(table, f, exact(std::nextafter(v.lo, -DBL_MAX)));
+                expect_refused(table, f, exact(std::nextafter(v.hi, DBL_MAX)));
+                for (const char* bad : {"", "x", "nan", "inf", "-inf", "1e999", "1,5"}) expect_refused(table, f, bad);
+                break;
+            case FlagValues::Kind::Choice:
+                for (const std::string& c : v.choices) {
+                    expect_accepted(table, f, c);
+                    expect_refused(table, f, c + "x");
+                }
+                expect_refused(table, f, "");
+                break;
+            case FlagValues::Kind::Text: expect_accepted(table, f, "some/path_*.bin"); break;
+        }
+    }
+}
+
+TEST(FlagTables, TrainFlagsAtAndBeyondEachBound) { check_bounds(train_flags()); }
+TEST(FlagTables, EvalFlagsAtAndBeyondEachBound) { check_bounds(eval_flags()); }
+
+TEST(FlagTables, AFloat32OptionRefusesWhatAFloat32CannotHold) {
+    // -dt is a float32: 1e-40 is in (0, 1000] but would be a subnormal float, 0 to the trainer
+    // (subnormals are flushed to zero).
+    EXPECT_EQ(refusal(train_flags(), "dt", "1e-40"), "flag -dt: 1e-40 is too small for a float32 (below 1.2e-38)");
+    EXPECT_EQ(read(train_flags(), {"-dt", "1e-37"}).dt, 1e-37f);
+}
+
+TEST(FlagTables, NamesAreUniqueAndRunDefiningFlagsAreRecorded) {
+    std::set<std::string> names, records;
+    for (const TrainFlag& f : train_flags()) {
+        EXPECT_TRUE(names.insert(f.name).second) << "-" << f.name << " twice";
+        if (!f.record.name.empty()) {
+            EXPECT_TRUE(records.insert(f.record.name).second) << f.record.name << " twice";
+        }
+        if (f.on_resume != MAY_CHANGE) {
+            EXPECT_FALSE(f.record.name.empty()) << "-" << f.name << " defines the run unrecorded";
+        }
+        EXPECT_FALSE(f.help.empty()) << "-" << f.name;
+    }
+    names.clear();
+    for (const EvalFlag& f : eval_flags()) {
+        EXPECT_TRUE(names.insert(f.name).second) << "-" << f.name << " twice";
+        EXPECT_EQ(f.on_resume, MAY_CHANGE) << "-" << f.name;  // ./eval has no runs to resume
+    }
+}
+
+TEST(FlagTables, DefaultsAndTheDefaultsWorkedOutFromOtherFlags) {
+    const TrainOptions o = with_args({}, parse_train_options);
+    EXPECT_EQ(o.ln, "pre");
+    EXPECT_EQ(o.dt, 1.0f);
+    EXPECT_EQ(o.steps, 1000);
+    EXPECT_EQ(o.lr, 6e-4);
+    EXPECT_EQ(o.lr_min, 6e-4 / 10);  // lr/10
+    EXPECT_EQ(o.warmup, 20);          // min(20, steps/10)
+    EXPECT_EQ(o.eps, 1e-8);
+    EXPECT_EQ(o.seed, 42u);
+    EXPECT_TRUE(o.shuffle && o.zero && !o.resume);
+    EXPECT_EQ(o.B, 0);  // worked out at start-up
+    EXPECT_TRUE(o.given.empty());
+    EXPECT_EQ(o.command, "./program");
+    const TrainOptions p = read(train_flags(), {"-lr", "1e-3", "-steps", "50"});
+    EXPECT_EQ(p.given, (std::set<std::string>{"lr", "steps"}));
+    EXPECT_EQ(p.lr_min, 0);  // read_flags leaves it; parse_train_options works it out
+}
+
+TEST(FlagTables, ChecksAcrossFlags) {
+    auto parse = [](const std::vector<std::string>& words) { return refusal_of(words, parse_train_options); };
+    EXPECT_EQ(parse({"-steps", "5", "-warmup", "6"}), "flag -warmup: 6 exceeds -steps 5");
+    EXPECT_EQ(parse({"-steps", "5", "-warmup", "5"}), "");
+    EXPECT_EQ(parse({"-steps", "9"}), "");  // the default warmup, min(20, 9/10) = 0
+    EXPECT_EQ(parse({"-resume", "1", "-overwrite", "1"}), "flag -overwrite: cannot be combined with -resume 1");
+    EXPECT_EQ(parse({"-change_steps", "1"}), "flag -change_steps: only applies with -resume 1");
+    EXPECT_EQ(parse({"-lr", "1", "-lr", "2"}), "flag -lr given twice");
+    EXPECT_EQ(parse({"-nope", "1"}), "unknown flag -nope");
+    EXPECT_EQ(parse({"-lr"}), "flag -lr needs a value");
+    EXPECT_EQ(parse({"lr", "1"}), "unexpected argument 'lr' (flags are -name value)");
+}
+
+TEST(FlagTables, EvalNeedsAModelAndOneSigma) {
+    auto parse = [](const std::vector<std::string>& words) { return refusal_of(words, parse_eval_options); };
+    EXPECT_EQ(parse({}), "flag -model: a checkpoint file is required");
+    EXPECT_EQ(parse({"-model", "m.bin"}), "");
+    EXPECT_EQ(parse({"-model", "m.bin", "-sigma", "0.5", "-sigma_rel", "0.1"}),
+              "flag -sigma: give -sigma (absolute) or -sigma_rel (relative), not both");
+}
+
+TEST(FlagTables, UsageNamesEveryFlagAndMarksThoseThatDefineTheRun) {
+    const std::string usage = train_usage();
+    for (const TrainFlag& f : train_flags()) {
+        const std::string left = "\n  -" + f.name + " " + values_text(f.values);
+        const size_t at = usage.find(left);
+        ASSERT_NE(at, std::string::npos) << left << " not in\n" << usage;
+        const size_t help = usage.find_first_not_of(" \n", at + left.size());  // the help, beside or below
+        EXPECT_EQ(usage.compare(help, 2, "* ") == 0, f.on_resume != MAY_CHANGE) << usage.substr(at, 200);
+        EXPECT_NE(usage.find(f.help.substr(0, f.help.find(' ')), at), std::string::npos) << "-" << f.name;
+    }
+    const std::string eval = eval_usage();
+    for (const EvalFlag& f : eval_flags()) EXPECT_NE(eval.find("\n  -" + f.name + " "), std::string::npos) << "-" << f.name;
+    for (const std::string& text : {usage, eval}) {
+        std::stringstream in(text);
+        for (std::string line; std::getline(in, line);) EXPECT_LE(line.size(), 110u) << line;  // 100 columns, UTF-8 aside
+    }
+}
+
+TEST(FlagTables, DocsHoldTheTablesOfTheCode) {
+    for (const FlagDoc& doc : flag_docs()) {
+        const std::string text = read_file(doc.path);
+        ASSERT_FALSE(text.empty()) << doc.path << " not found: run the test from the repository root";
+        std::string expected;
+        ASSERT_NO_THROW(expected = replace_between_markers(text, doc.marker, doc.content)) << doc.path;
+        EXPECT_TRUE(expected == text) << doc.path << ": the table \"" << doc.marker
+                                      << "\" differs from the code's; run make docs. The code's table:\n"
+                                      << doc.content;
+    }
+}
+
+TEST(FlagTables, MarkersAreFoundOnceEach) {
+    const std::string doc = "a\n<!-- BEGIN t -->\nold\n<!-- END t -->\nb\n";
+    EXPECT_EQ(replace_between_markers(doc, "t", "new\n"), "a\n<!-- BEGIN t -->\nnew\n<!-- END t -->\nb\n");
+    EXPECT_THROW(replace_between_markers(doc, "u", "x"), InputError);
+    EXPECT_THROW(replace_between_markers(doc + doc, "t", "x"), InputError);
+    EXPECT_THROW(replace_between_markers("<!-- END t -->\n<!-- BEGIN t -->\n", "t", "x"), InputError);
+}
+
+// ---------------------------------------------------------------------------------------------
+// json.h
+
+TEST(Json, WritesConfigLayoutAndReadsItBack) {
+    Json j = Json::object();
+    j.set("command", Json::string("./train -out \"a b\"\n\t\\ é"));
+    j.set("dt", Json::number(json_float(0.1f)));
+    j.set("lr", Json::number(6e-4));
+    j.set("files", Json::array_of({"x.bin", "y.bin"}));
+    j.set("resumed_at_step", Json());
+    j.set("nested", Json::object());
+    j.set("yes", Json::boolean(true));
+    const std::string text = j.lines();
+    EXPECT_EQ(text,
+              "{\n  \"command\": \"./train -out \\\"a b\\\"\\n\\t\\\\ é\",\n  \"dt\": 0.1,\n  \"lr\": 0.0006,\n"
+              "  \"files\": [\"x.bin\", \"y.bin\"],\n  \"resumed_at_step\": null,\n  \"nested\": {},\n  \"yes\": true\n}\n");
+    const Json back = read_json(text, "config.json");
+    EXPECT_EQ(back.lines(), text);
+    EXPECT_EQ(back.get("command")->text(), "./train -out \"a b\"\n\t\\ é");
+    EXPECT_EQ(back.get("files")->items().size(), 2u);
+    EXPECT_EQ(back.get("missing"), nullptr);
+    Json changed = back;
+    changed.set("lr", Json::number(1e-3));  // in its place
+    changed.set("added", Json::integer(7));  // last
+    changed.remove("files");
+    EXPECT_EQ(changed.str(), "{\"command\": \"./train -out \\\"a b\\\"\\n\\t\\\\ é\", \"dt\": 0.1, \"lr\": 0.001, "
+                             "\"resumed_at_step\": null, \"nested\": {}, \"yes\": true, \"added\": 7}");
+}
+
+TEST(Json, KeepsANumbersTextAndComparesAsWritten) {
+    const Json a = read_json("[1e-8, 0.100000001, -0, 12345678901234567890]", "x");
+    EXPECT_EQ(a.str(), "[1e-8, 0.100000001, -0, 12345678901234567890]");
+    EXPECT_EQ(a.items()[0].as_number(), 1e-8);
+    EXPECT_NE(read_json("0.1", "x"), read_json("0.10", "x"));  // -resume 1 compares settings as written
+    EXPECT_EQ(read_json(" { \"a\" : [ 1 , { } ] } ", "x"), read_json("{\"a\": [1, {}]}", "x"));
+    EXPECT_EQ(Json::number(NAN).str(), "null");
+}
+
+TEST(Json, DecodesEscapes) {
+    EXPECT_EQ(read_json("\"\\u00e9\\ud83d\\ude00\\/\\b\\f\\r\"", "x").text(), "é\xF0\x9F\x98\x80/\b\f\r");
+    EXPECT_EQ(read_json("\"\\u0041\"", "x").text(), "A");
+}
+
+TEST(Json, RefusesWhatIsNotJsonWithTheFileAndByte) {
+    for (const char* bad : {"", "{", "{\"a\" 1}", "{\"a\": 1,}", "[1 2]", "01", "1.", ".5", "-", "1e", "+1", "tru",
+                            "\"open", "\"\\x\"", "\"\\ud800\"", "\"\\udc00\"", "\"\\u12g4\"", "\"a\nb\"", "{} {}",
+                            "{a: 1}", "nan", "[1,]", "'a'"}) {
+        try {
+            read_json(bad, "out/config.json");
+            ADD_FAILURE() << "accepted: " << bad;
+        } catch (const InputError& e) {
+            EXPECT_EQ(std::string(e.what()).rfind("out/config.json: not JSON (", 0), 0u) << e.what();
+        }
+    }
+    EXPECT_THROW(read_json(std::string(1000, '[') + std::string(1000, ']'), "x"), InputError);  // too deep, no crash
+    EXPECT_NO_THROW(read_json(std::string(60, '[') + std::string(60, ']'), "x"));
+}
+
+}  // namespace

@@ -1,0 +1,151 @@
+// train_flags.h — the flags of ./train (docs/cli.md §2), declared once: train_flags() gives each
+// its option, values, default, help, whether it defines the run (and so must match on -resume 1)
+// and where config.json records it. The parsing, `./train -h`, the flag tables of README and
+// docs/cli.md (`make docs`), config.json and the resume check all come from this table.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "flags.h"
+#include "setup.h"  // DEFAULT_TRAIN_DATA, DEFAULT_VAL_DATA
+
+// Every setting of a run, one member per flag. A member whose default is worked out at start-up
+// (run_start.h) keeps its initial value here until then: 0 or empty.
+struct TrainOptions {
+    std::string ln;  // pre | post | peri
+    float dt = 0;
+    std::string init;  // "": the backend's default size
+    std::string train_data, val_data;
+    int B = 0, T = 0;          // 0: the backend's default
+    long long total_batch = 0;  // 0: the backend's default
+    int steps = 0;
+    double lr = 0, lr_min = 0;
+    int warmup = 0;
+    double wd = 0, beta1 = 0, beta2 = 0, eps = 0, clip = 0;
+    int outcome_window = 0;
+    double diverge_rise = 0, spike_rise = 0;
+    uint64_t seed = 0;
+    bool shuffle = false;
+    int eval_every = 0, eval_batches = 0, save_every = 0, stats_every = 0;
+    std::string out_dir;
+    bool resume = false, overwrite = false, change_steps = false;
+    std::string device, precision;
+    int threads = 0;  // 0: all cores
+    std::string cpu_ops;
+    bool zero = false;
+
+    std::set<std::string> given;  // the flags on the command line
+    std::string command;          // the command line, for config.json
+};
+
+using TrainFlag = Flag<TrainOptions>;
+
+// The flags of ./train, in the order of `./train -h`, the docs and config.json. MUST_MATCH marks
+// a flag that defines the run (a star in the usage).
+inline const std::vector<TrainFlag>& train_flags() {
+    using O = TrainOptions;
+    static const std::vector<TrainFlag> table = {
+        // flag, option, values, default, on -resume 1, help[, where config.json records it]
+        {"ln", &O::ln, one_of({"pre", "post", "peri"}), "pre", MUST_MATCH,
+         "LayerNorm placement: before each module, after the residual add, or around each module",
+         recorded_as("placement")},
+        {"dt", &O::dt, reals_above(0, 1e3), "1.0", MUST_MATCH, "residual step Δt: every residual branch is scaled by it",
+         recorded_as("dt")},
+        {"init", &O::init, text("SIZE|FILE"), worked_out("d6 on CPU, d12 on CUDA"), OnResume::MustMatchIfGiven,
+         "a fresh size (d6, d12, d24, d36, d48, or l{L}h{NH}c{C}[v{V}][t{maxT}] such as l16h2c64: L blocks, NH heads, "
+         "C channels; V 50257 and maxT 1024 unless given) or a checkpoint file to start from (a size spelling wins)",
+         recorded_as("model")},
+        {"train_data", &O::train_data, text("GLOB"), DEFAULT_TRAIN_DATA, MUST_MATCH,
+         "training shards (the files matched, which -resume 1 compares)", recorded_as("train_files")},
+        {"val_data", &O::val_data, text("GLOB"), DEFAULT_VAL_DATA, MAY_CHANGE, "validation shards",
+         recorded_as("val_files")},
+        {"B", &O::B, integers(1, 1 << 20), worked_out("8 on CPU, 32 on CUDA"), MUST_MATCH,
+         "micro-batch; a default B is halved until one window of B·T+1 tokens fits in the shards and, on CUDA, its "
+         "memory plan in the device, saying so; a B given is kept or refused"},
+        {"T", &O::T, integers(1, 1 << 20), worked_out("256 on CPU, 1024 on CUDA"), MUST_MATCH,
+         "sequence length, at most the model's maxT"},
+        {"total_batch", &O::total_batch, integers(1, 1LL << 40), worked_out("B·T on CPU, 524288 on CUDA"), MUST_MATCH,
+         "tokens per optimiser step over all ranks, a multiple of ranks·B·T (gradient accumulation)"},
+        {"steps", &O::steps, integers(1, 1 << 30), "1000", MUST_MATCH,
+         "optimiser steps (-change_steps 1 lets -resume 1 change them)"},
+        {"lr", &O::lr, reals(0, 10), "6e-4", MUST_MATCH, "peak learning rate"},
+        {"lr_min", &O::lr_min, reals(0, 10), worked_out("lr/10"), MUST_MATCH,
+         "final learning rate, reached by cosine decay at the last step"},
+        {"warmup", &O::warmup, integers(0, 1 << 30), worked_out("min(20, steps/10)"), MUST_MATCH,
+         "linear warmup steps, at most -steps"},
+        {"wd", &O::wd, reals(0, 10), "0.1", MUST_MATCH, "AdamW weight decay (2-D tensors only)"},
+        {"beta1", &O::beta1, reals_below(0, 1), "0.9", MUST_MATCH, "AdamW β1"},
+        {"beta2", &O::beta2, reals_below(0, 1), "0.95", MUST_MATCH, "AdamW β2"},
+        {"eps", &O::eps, reals_above(0, 1), "1e-8", MUST_MATCH, "AdamW ε"},
+        {"clip", &O::clip, reals(0, 1e9), "1.0", MUST_MATCH, "global gradient-norm clipping (0 = off)"},
+        {"outcome_window", &O::outcome_window, integers(1, 1 << 30), "20", MUST_MATCH,
+         "the window W (steps) of the run outcomes (README \"Run outcomes\")"},
+        {"diverge_rise", &O::diverge_rise, reals_above(0, 1e9), "1.0", MUST_MATCH,
+         "a rise (nats) of the mean loss of W steps over the best such mean that ends the run as diverged"},
+        {"spike_rise", &O::spike_rise, reals_above(0, 1e9), "1.0", MUST_MATCH,
+         "a rise (nats) over the mean of the W steps before that counts as a transient spike"},
+        {"seed", &O::seed, integers(0, 1LL << 62), "42", MUST_MATCH, "initialisation and shuffling"},
+        {"shuffle", &O::shuffle, integers(0, 1), "1", MUST_MATCH,
+         "1 = shuffle the windows and the shard order each epoch, 0 = read them in order (docs/formats.md §1)"},
+        {"eval_every", &O::eval_every, integers(0, 1 << 30), "100", MAY_CHANGE,
+         "validation loss every N steps and at the end (0 = never)"},
+        {"eval_batches", &O::eval_batches, integers(1, 1 << 30), "10", MAY_CHANGE,
+         "validation batches per evaluation, the first ones of the shards"},
+        {"save_every", &O::save_every, integers(0, 1 << 30), "250", MAY_CHANGE,
+         "checkpoint every N steps (0 = only the final one, which is always written)"},
+        {"stats_every", &O::stats_every, integers(0, 1 << 30), "0", MAY_CHANGE,
+         "hidden-state and gradient statistics per layer (docs/statistics.md) into log.jsonl every N steps (0 = off)"},
+        {"out", &O::out_dir, text("DIR"), "out", MAY_CHANGE, "output folder: one run per folder (README \"Run folders\")",
+         NOT_RECORDED},
+        {"resume", &O::resume, integers(0, 1), "0", MAY_CHANGE,
+         "1 = continue the run in -out from its newest complete checkpoint pair, with the same settings", NOT_RECORDED},
+        {"overwrite", &O::overwrite, integers(0, 1), "0", MAY_CHANGE,
+         "1 = remove another run's files from -out before starting instead of refusing (not with -resume 1)", NOT_RECORDED},
+        {"change_steps", &O::change_steps, integers(0, 1), "0", MAY_CHANGE,
+         "with -resume 1: 1 = let -steps differ from the run's (the schedule's end moves; config.json records it)",
+         NOT_RECORDED},
+        {"device", &O::device, one_of({"auto", "cpu", "cuda"}), "auto", MAY_CHANGE,
+         "auto = CUDA when a device is present, else the CPU with one line saying so (config.json: \"backend\")",
+         NOT_RECORDED},
+        {"precision", &O::precision, one_of({"bf16", "fp32"}), "bf16", MAY_CHANGE,
+         "CUDA only: bf16 = mixed precision (bf16 products, LayerNorm outputs and activations; fp32 residual stream, "
+         "master weights and moments), or fp32 throughout (config.json: \"backend\")",
+         NOT_RECORDED},
+        {"threads", &O::threads, integers(1, 1024), worked_out("all cores"), MAY_CHANGE,
+         "OpenMP threads of the CPU backend (config.json: \"backend\")", NOT_RECORDED},
+        {"cpu_ops", &O::cpu_ops, one_of({"reference", "fast"}), "fast", MAY_CHANGE,
+         "CPU backend only (refused on CUDA): the ops that train, fast (cpu_fast_ops.h) or reference, the textbook ops of cpu_ops.h (slow, "
+         "for stepping through what one reads); the two agree within 1e-5"},
+        {"zero", &O::zero, integers(0, 1), "1", MAY_CHANGE,
+         "under mpirun: 1 = each rank keeps the AdamW moments of its shard of the parameters only (ZeRO-1), 0 = every "
+         "rank keeps all (README \"Training on several GPUs or nodes\"); config.json records 1 only with several ranks"},
+    };
+    return table;
+}
+
+// The closing lines of `./train -h`.
+constexpr const char* TRAIN_USAGE_FOOTER =
+    "* defines the run: -resume 1 refuses a value other than the run's (README \"Stopping and resuming\")\n";
+
+inline std::string train_usage() {
+    return usage_text("usage: ./train [-name value ...]", train_flags(), TRAIN_USAGE_FOOTER);
+}
+
+// The options of argv, every flag checked against its values and against the others, and the
+// defaults that follow from other flags worked out (lr_min, warmup); throws InputError naming
+// the first bad flag.
+inline TrainOptions parse_train_options(int argc, char** argv) {
+    TrainOptions o = read_flags(train_flags(), argc, argv);
+    for (int i = 0; i < argc; i++) o.command += (i ? " " : "") + std::string(argv[i]);
+    if (!o.given.count("lr_min")) o.lr_min = o.lr / 10;
+    if (!o.given.count("warmup")) o.warmup = std::min(20, o.steps / 10);
+    if (o.resume && o.overwrite) throw InputError("flag -overwrite: cannot be combined with -resume 1");
+    if (o.change_steps && !o.resume) throw InputError("flag -change_steps: only applies with -resume 1");
+    if (o.warmup > o.steps)
+        throw InputError("flag -warmup: " + std::to_string(o.warmup) + " exceeds -steps " + std::to_string(o.steps));
+    return o;
+}
