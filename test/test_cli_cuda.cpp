@@ -230,4 +230,15 @@ TEST_F(CliCuda, GivenBatchThatDoesNotFitTheDeviceIsRefused) {
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
 }
 
+// -cpu_ops chooses among the CPU's op sets: on CUDA anything but the default is refused in one
+// line naming the flag, before the run folder is made.
+TEST_F(CliCuda, CpuOpsRefusedOnCuda) {
+    Result r = train("cuda", "cpu_ops", "-cpu_ops reference");
+    if (!std::getenv("CUDA_BIN_DIR") && r.err.find("no CUDA device") != std::string::npos) GTEST_SKIP() << r.err;
+    EXPECT_EQ(r.status, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("flag -cpu_ops:"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "cpu_ops")) << "no run folder";
+}
+
 }  // namespace
