@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -201,14 +202,31 @@ inline const Json* step_loss(const Json& record) {
     return loss && loss->kind() == Json::Kind::Number && !record.get("event") ? loss : nullptr;
 }
 
+// The numbers of a record's array member `name` (null, a non-finite value, as NaN); empty when
+// the record has no such array.
+inline std::vector<double> record_numbers(const Json& record, const std::string& name) {
+    std::vector<double> out;
+    const Json* array = record.get(name);
+    if (!array || array->kind() != Json::Kind::Array) return out;
+    for (const Json& x : array->items()) out.push_back(x.kind() == Json::Kind::Number ? x.as_number() : NAN);
+    return out;
+}
+
+// What the run-outcome rules take from a logged `stats` record (docs/logs.md §4): the largest
+// attention logit of each block and the mean |X_L| of the last layer.
+struct LoggedStats {
+    std::vector<double> attn_logit_max;  // per block
+    double mean_abs_L;                   // mean |X_L|
+};
+
 // log.jsonl: one JSON record per line, appended with one write each and checked; a record that
 // cannot be written whole is cut off again, so the log stays parseable, and the run stops.
 class RunLog {
 public:
     // Opens DIR/log.jsonl. When resuming after `keep_before` steps, records of later steps (from
     // a run that went on past its last checkpoint) are dropped so the log reads as one run;
-    // `dropped` receives how many, and losses() the training losses of the kept steps in step
-    // order (the run-outcome rules replay them).
+    // `dropped` receives how many, losses() the training losses of the kept steps in step order
+    // and stats() what their stats records say (the run-outcome rules replay both).
     RunLog(const std::string& dir, bool resuming, int keep_before, int* dropped = nullptr) : path_(in_folder(dir, "log.jsonl")) {
         std::string kept;
         int skipped = 0;
@@ -224,6 +242,11 @@ public:
                 }
                 kept += line + "\n";
                 if (const Json* loss = step_loss(record)) losses_.push_back(loss->as_number());
+                const Json* event = record.get("event");
+                if (event && event->kind() == Json::Kind::String && event->text() == "stats") {
+                    const std::vector<double> mean_abs = record_numbers(record, "mean_abs");
+                    stats_.push_back({record_numbers(record, "attn_logit_max"), mean_abs.empty() ? NAN : mean_abs.back()});
+                }
             }
         }
         if (dropped) *dropped = skipped;
@@ -245,9 +268,11 @@ public:
     // written whole (the partial line is removed again).
     void write(const std::string& json) { append(json + "\n"); }
     const std::vector<double>& losses() const { return losses_; }
+    const std::vector<LoggedStats>& stats() const { return stats_; }
 
 private:
     std::vector<double> losses_;
+    std::vector<LoggedStats> stats_;
     std::string path_;
     int fd_;
 
