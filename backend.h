@@ -1,6 +1,6 @@
-// backend.h — what ./train and ./eval need from a backend (CPU or CUDA), so the
-// training loop is written once. A backend owns the parameters, their gradients, the AdamW
-// moments and the activations of one micro-batch of fixed shape (B, T).
+// backend.h — what ./train and ./eval need from a backend (CPU or CUDA), so the training loop
+// is written once: the model's passes (Network), its diagnostics (Diagnostics) and the rest of
+// a training step (Backend: AdamW, the parameters in and out, data parallelism).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -18,16 +18,15 @@ struct LogitStats {
     double log_z_mean = 0;  // mean over positions of log Σ_{v<V} exp(logit_v)
 };
 
-class Backend {
+// The passes of the model, as a training step and an evaluation call them. Gpt2<Ops> (gpt2.h)
+// implements them for every op set, so a call lands in the model itself.
+class Network {
 public:
-    virtual ~Backend() = default;
-    virtual std::string name() const = 0;  // e.g. "cpu (fp32, 2 threads)"
-    virtual const ModelConfig& config() const = 0;
-
+    virtual ~Network() = default;
     // Forward pass of one micro-batch: inputs, targets (B·T token ids). Keeps what backward
     // needs and returns the mean cross-entropy over the B·T positions (evaluation: the logits
     // are kept).
-    virtual float forward(const int32_t* inputs, const int32_t* targets) = 0;
+    virtual double forward(const int32_t* inputs, const int32_t* targets) = 0;
     // The forward pass of a training step: as forward, but it stops at the logits; the loss is
     // computed by backward, in the same pass over the logits as its gradient.
     virtual void forward_to_logits(const int32_t* inputs, const int32_t* targets) = 0;
@@ -36,9 +35,55 @@ public:
     // Backward pass of the last forward (either one): gradients of loss_weight · (mean loss) are
     // ADDED to the parameter gradients (loss_weight = 1 / micro-steps for gradient
     // accumulation). Returns the mean cross-entropy over the B·T positions.
-    virtual float backward(float loss_weight) = 0;
+    virtual double backward(double loss_weight) = 0;
     // Global L2 norm of all parameter gradients.
     virtual double grad_norm() = 0;
+};
+
+// What a `stats` record and ./eval report of the last forward of one micro-batch (README
+// *Outputs*, docs/experiments.md *Diagnostics*).
+struct ForwardStats {
+    // At the 2L + 1 half-block points of the residual stream: j = 0 after the embedding,
+    // j = 2l + 1 after block l's attention step and j = 2l + 2 after its MLP step (the block
+    // output X_{l+1}; the paper's per-layer X_i are the even j):
+    std::vector<StreamStats> stream;  // hidden-state statistics (docs/statistics.md §1)
+    std::vector<double> rms;          // sqrt(mean over n, c of X[n,c]²)
+    // Per block l (L values):
+    std::vector<double> attn_logit_max;  // the largest pre-softmax attention logit q·k/√hs over
+                                         // the batch, the heads and the causal pairs t' ≤ t
+    std::vector<double> mlp_hidden_rms;  // RMS of the MLP's hidden activation (the GELU output)
+    std::vector<double> param_norm;      // the norm of the block's parameters
+    LogitStats logits;                   // of the output logits
+};
+
+// The diagnostics of a backend's model, one object for ./train and ./eval (diagnostics.h
+// implements it once for every model).
+class Diagnostics {
+public:
+    virtual ~Diagnostics() = default;
+    // Of the last forward; call it before backward, which overwrites the logits.
+    virtual ForwardStats forward_stats() = 0;
+    // When on, backward also records ‖∂loss/∂X‖ (Frobenius, over the micro-batch) at the
+    // 2L + 1 half-block points; off by default so training pays nothing for it.
+    virtual void record_stream_grads(bool on) = 0;
+    virtual std::vector<double> stream_grad_norms() = 0;
+    // Per block, the norm of the gradient of its W_fcproj (the MLP's output projection weight)
+    // as accumulated since zero_grad.
+    virtual std::vector<double> fcproj_grad_norms() = 0;
+};
+
+// What ./train and ./eval need from a backend (CPU or CUDA), so the training loop is written
+// once. A backend owns the model (parameters, their gradients, the activations of one
+// micro-batch of fixed shape (B, T)) and the AdamW moments.
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;  // e.g. "cpu (fp32, 2 threads)"
+    virtual const ModelConfig& config() const = 0;
+    // The model's passes and its diagnostics.
+    virtual Network& network() = 0;
+    virtual Diagnostics& diagnostics() = 0;
+
     // AdamW update at step t (1-based), gradients multiplied by grad_scale first (clipping);
     // weight decay on the 2-D tensors only (docs/model.md §5).
     virtual void update(const AdamWHyper& h, int t, double grad_scale) = 0;
@@ -59,32 +104,6 @@ public:
     virtual void sum_grads(ProcessGroup& group) = 0;
     // After update(): every rank's optimiser range of the parameters to every rank.
     virtual void gather_params(ProcessGroup& group) = 0;
-
-    // Hidden-state statistics (docs/statistics.md §1) of the residual stream in the last
-    // forward at 2L + 1 points:
-    // j = 0 after the embedding, j = 2l + 1 after block l's attention step and j = 2l + 2 after
-    // its MLP step (the block output X_{l+1}); the paper's per-layer X_i are the even j.
-    virtual std::vector<StreamStats> stream_stats() = 0;
-    // When on, backward also records ‖∂loss/∂X‖ (Frobenius, over the micro-batch) at the same
-    // 2L + 1 points; off by default so training pays nothing for it.
-    virtual void record_stream_grads(bool on) = 0;
-    virtual std::vector<double> stream_grad_norms() = 0;
-
-    // Further measurements of the last forward (docs/experiments.md, *Diagnostics*); call them
-    // before backward, which overwrites the logits:
-    // RMS of the residual stream, sqrt(mean over n, c of X[n,c]²), at the 2L + 1 points above;
-    virtual std::vector<double> stream_rms() = 0;
-    // per block l (L values), the largest pre-softmax attention logit q·k/√hs over the batch,
-    // the heads and the causal pairs t' ≤ t;
-    virtual std::vector<double> attn_logit_max() = 0;
-    // the largest output logit and the mean log-partition;
-    virtual LogitStats logit_stats() = 0;
-    // per block (L values): the RMS of the MLP's hidden activation (the GELU output) in the last
-    // forward, the norm of the block's parameters, and the norm of the gradient of its W_fcproj
-    // (the MLP's output projection weight) as accumulated since zero_grad.
-    virtual std::vector<double> mlp_hidden_rms() = 0;
-    virtual std::vector<double> block_param_norms() = 0;
-    virtual std::vector<double> fcproj_grad_norms() = 0;
 };
 
 // Calls f(i, offset, n) for every parameter tensor i that overlaps `range`, with the part

@@ -116,20 +116,21 @@ constexpr int NUM_PHASES = 5;
 const char* const PHASE_NAMES[NUM_PHASES] = {"zero_grad", "forward", "backward", "grad norm", "AdamW"};
 
 // Runs one step; adds each phase's milliseconds to phase_ms.
-void train_step(CpuBackend& be, const int32_t* tokens, int step, double* phase_ms) {
+void train_step(CpuBackend<>& be, const int32_t* tokens, int step, double* phase_ms) {
     double t = omp_get_wtime();
     auto lap = [&](int phase) {
         const double now = omp_get_wtime();
         phase_ms[phase] += (now - t) * 1e3;
         t = now;
     };
-    be.zero_grad();
+    Network& model = be.network();
+    model.zero_grad();
     lap(0);
-    be.forward_to_logits(tokens, tokens + 1);
+    model.forward_to_logits(tokens, tokens + 1);
     lap(1);
-    be.backward(1.0f);
+    model.backward(1.0);
     lap(2);
-    const double norm = be.grad_norm();
+    const double norm = model.grad_norm();
     lap(3);
     const AdamWHyper h{3e-4, 0.9, 0.95, 1e-8, 0.1};
     be.update(h, step, norm > 1.0 ? 1.0 / norm : 1.0);
@@ -143,7 +144,7 @@ struct StepResult {
 };
 
 StepResult time_steps(const ModelConfig& cfg, int B, int T, int warmup, int steps) {
-    CpuBackend be(cfg, B, T);
+    CpuBackend<> be(cfg, B, T);
     // Weights of the scale a fresh model has (uniform with std 0.02, LayerNorm gains 1 and
     // biases 0): much quicker to make than init_parameters' normal samples.
     std::vector<float> params(num_parameters(cfg));
@@ -250,17 +251,19 @@ std::vector<OpRow> op_breakdown(const ModelConfig& cfg, int B, int T, int reps) 
         float* din = l.IC == 4 * C ? dg4.data() : dx.data();
         const float* in = l.IC == 4 * C ? g4.data() : x.data();
         add(label, l.calls, 4.0 * N * l.IC * l.OC, true, [&, dout, din, in, l] {
-            Ops::matmul_backward(din, dw.data(), l.has_bias ? dbias.data() : nullptr, dout, in, w.data(), N, l.IC, l.OC);
+            Ops::matmul_backward(din, dw.data(), l.has_bias ? dbias.data() : nullptr, dout, in, w.data(), N, l.IC, l.OC,
+                                 GradOut::Add);
         });
     }
     add("attention bwd", L, 8.0 * B * T * T * C, false,
         [&] { Ops::attention_backward(dqkv.data(), dy.data(), qkv.data(), y.data(), att.data(), B, T, C, NH); });
     add("layernorm bwd", 2 * L + 1, 0, false, [&] {
         Ops::layernorm_backward(dx.data(), dlnw.data(), dlnb.data(), dy.data(), x.data(), lnw.data(), mean.data(),
-                           rstd.data(), N, C);
+                                rstd.data(), N, C, GradOut::Add);
     });
-    add("gelu bwd", L, 0, false, [&] { Ops::gelu_backward(dg4.data(), dh4.data(), h4.data(), 4 * NC); });
-    add("residual bwd", 2 * L, 0, false, [&] { ::residual_backward(dy.data(), z.data(), dt, NC); });
+    add("gelu bwd", L, 0, false, [&] { Ops::gelu_backward(dg4.data(), dh4.data(), h4.data(), 4 * NC, GradOut::Add); });
+    add("residual bwd", 2 * L, 0, false,
+        [&] { Ops::residual_backward(dy.data(), z.data(), dt, NC, GradOut::Write); });
     add("encoder bwd", 1, 0, false,
         [&] { Ops::encoder_backward(dw.data(), dwpe.data(), dy.data(), tokens.data(), B, T, C); });
     // Optimiser over all parameters (the bench's buffers stand in for params/grads/moments).

@@ -179,12 +179,13 @@ std::vector<std::vector<int32_t>> bench_batches(const ModelConfig& cfg, const Op
 }
 
 // One training step on one micro-batch; returns the loss.
-float train_step(Backend& model, const std::vector<int32_t>& batch, int t) {
+float train_step(Backend& backend, const std::vector<int32_t>& batch, int t) {
+    Network& model = backend.network();
     model.zero_grad();
     model.forward_to_logits(batch.data(), batch.data() + 1);
-    const float loss = model.backward(1.0f);
+    const float loss = (float)model.backward(1.0);
     const double norm = model.grad_norm();
-    model.update(AdamWHyper{6e-4, 0.9, 0.95, 1e-8, 0.1}, t, norm > 1.0 ? 1.0 / norm : 1.0);
+    backend.update(AdamWHyper{6e-4, 0.9, 0.95, 1e-8, 0.1}, t, norm > 1.0 ? 1.0 / norm : 1.0);
     return loss;
 }
 

@@ -195,26 +195,26 @@ inline void matmul_backward(float* dinp, float* dw, float* dbias, const float* d
 // Per (b, h) this is two matrix products around a row softmax, S = Q·Kᵀ and out = P·V, with
 // Q, K, V the head's (float × hs) slices of qkv (row stride 3C). They go through gemm (run
 // serially inside this loop over heads); P is zero above the diagonal, so P·V only sums t' ≤ t.
-inline void attention_forward(float* out, float* att, const float* qkv, int B, int Tn, int C, int NH) {
+inline void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt((float)hs);
     const int C3 = 3 * C;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            const float* q = qkv + (size_t)b * Tn * C3 + h * hs;  // row t of Q at q + t·3C; K at +C, V at +2C
-            float* a = att + ((size_t)b * NH + h) * Tn * Tn;      // (float × float)
-            gemm<float>(false, true, Tn, Tn, hs, q, C3, q + C, C3, 0.0f, a, Tn);  // a = Q·Kᵀ
-            for (int t = 0; t < Tn; t++) {
-                float* row = a + (size_t)t * Tn;
+            const float* q = qkv + (size_t)b * T * C3 + h * hs;  // row t of Q at q + t·3C; K at +C, V at +2C
+            float* a = att + ((size_t)b * NH + h) * T * T;      // (float × float)
+            gemm<float>(false, true, T, T, hs, q, C3, q + C, C3, 0.0f, a, T);  // a = Q·Kᵀ
+            for (int t = 0; t < T; t++) {
+                float* row = a + (size_t)t * T;
                 for (int t2 = 0; t2 <= t; t2++) row[t2] *= scale;
                 const float max_score = row_max(row, t + 1);
                 for (int t2 = 0; t2 <= t; t2++) row[t2] = exp_fast(row[t2] - max_score);
                 const float sum = lane_sum<float>(t + 1, [&](int t2) { return row[t2]; });
                 for (int t2 = 0; t2 <= t; t2++) row[t2] /= sum;
-                for (int t2 = t + 1; t2 < Tn; t2++) row[t2] = 0;
+                for (int t2 = t + 1; t2 < T; t2++) row[t2] = 0;
             }
-            gemm<float>(false, false, Tn, hs, Tn, a, Tn, q + 2 * C, C3, 0.0f, out + (size_t)b * Tn * C + h * hs, C);
+            gemm<float>(false, false, T, hs, T, a, T, q + 2 * C, C3, 0.0f, out + (size_t)b * T * C + h * hs, C);
         }
 }
 
@@ -222,34 +222,34 @@ inline void attention_forward(float* out, float* att, const float* qkv, int B, i
 // dscore[t'] = att[t'] · (datt[t'] − Σ_u att[u]·datt[u]) with datt[t'] = dout·v[t'].
 // Per (b, h), with dO the head's slice of dout and dS the (scaled) dscores, zero above the
 // diagonal: datt = dO·Vᵀ, then dQ = dS·K, dK = dSᵀ·Q, dV = Pᵀ·dO (gemm's beta = 0).
-inline void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int Tn, int C, int NH) {
+inline void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int C, int NH) {
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt((float)hs);
     const int C3 = 3 * C;
 #pragma omp parallel
     {
         static thread_local std::vector<float> datt, dscore;  // (float × float) each, per thread
-        datt.resize((size_t)Tn * Tn);
-        dscore.resize((size_t)Tn * Tn);
+        datt.resize((size_t)T * T);
+        dscore.resize((size_t)T * T);
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++) {
-                const float* q = qkv + (size_t)b * Tn * C3 + h * hs;
-                float* dq = dqkv + (size_t)b * Tn * C3 + h * hs;
-                const float* d = dout + (size_t)b * Tn * C + h * hs;
-                const float* a = att + ((size_t)b * NH + h) * Tn * Tn;
-                gemm<float>(false, true, Tn, Tn, hs, d, C, q + 2 * C, C3, 0.0f, datt.data(), Tn);  // dO·Vᵀ
-                for (int t = 0; t < Tn; t++) {
-                    const float* arow = a + (size_t)t * Tn;
-                    const float* da = datt.data() + (size_t)t * Tn;
-                    float* ds = dscore.data() + (size_t)t * Tn;
+                const float* q = qkv + (size_t)b * T * C3 + h * hs;
+                float* dq = dqkv + (size_t)b * T * C3 + h * hs;
+                const float* d = dout + (size_t)b * T * C + h * hs;
+                const float* a = att + ((size_t)b * NH + h) * T * T;
+                gemm<float>(false, true, T, T, hs, d, C, q + 2 * C, C3, 0.0f, datt.data(), T);  // dO·Vᵀ
+                for (int t = 0; t < T; t++) {
+                    const float* arow = a + (size_t)t * T;
+                    const float* da = datt.data() + (size_t)t * T;
+                    float* ds = dscore.data() + (size_t)t * T;
                     const float weighted = lane_sum<float>(t + 1, [&](int t2) { return arow[t2] * da[t2]; });
                     for (int t2 = 0; t2 <= t; t2++) ds[t2] = arow[t2] * (da[t2] - weighted) * scale;
-                    for (int t2 = t + 1; t2 < Tn; t2++) ds[t2] = 0;
+                    for (int t2 = t + 1; t2 < T; t2++) ds[t2] = 0;
                 }
-                gemm<float>(false, false, Tn, hs, Tn, dscore.data(), Tn, q + C, C3, 0.0f, dq, C3);        // dQ = dS·K
-                gemm<float>(true, false, Tn, hs, Tn, dscore.data(), Tn, q, C3, 0.0f, dq + C, C3);         // dK = dSᵀ·Q
-                gemm<float>(true, false, Tn, hs, Tn, a, Tn, d, C, 0.0f, dq + 2 * C, C3);                  // dV = Pᵀ·dO
+                gemm<float>(false, false, T, hs, T, dscore.data(), T, q + C, C3, 0.0f, dq, C3);        // dQ = dS·K
+                gemm<float>(true, false, T, hs, T, dscore.data(), T, q, C3, 0.0f, dq + C, C3);         // dK = dSᵀ·Q
+                gemm<float>(true, false, T, hs, T, a, T, d, C, 0.0f, dq + 2 * C, C3);                  // dV = Pᵀ·dO
             }
     }
 }

@@ -3,7 +3,7 @@
 // function. They are what the double-precision gradient checks certify and what the CUDA
 // kernels and the fast CPU ops (cpu_fast_ops.h) are tested against.
 //
-// Every op is a template on the element type T: double for the gradient checks, float where a
+// Every op is a template on the element type Real: double for the gradient checks, float where a
 // test compares it with a faster op. Backward ops ACCUMULATE (+=) into their gradient outputs,
 // because a tensor can feed several consumers and gradients are summed over micro-batches.
 // The input gradients of layernorm_backward, matmul_backward, gelu_backward and
@@ -43,31 +43,31 @@ inline size_t& parallel_min_work() {
 // Encoder: token embedding plus position embedding.
 
 // out (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T), wte (Vp,C), wpe (maxT,C).
-template <typename T>
-void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C) {
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * Tn * C >= parallel_min_work())
+template <typename Real>
+void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, const Real* wpe, int B, int T, int C) {
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * T * C >= parallel_min_work())
     for (int b = 0; b < B; b++)
-        for (int t = 0; t < Tn; t++) {
-            T* o = out + ((size_t)b * Tn + t) * C;
-            const T* tok = wte + (size_t)tokens[b * Tn + t] * C;
-            const T* pos = wpe + (size_t)t * C;
+        for (int t = 0; t < T; t++) {
+            Real* o = out + ((size_t)b * T + t) * C;
+            const Real* tok = wte + (size_t)tokens[b * T + t] * C;
+            const Real* pos = wpe + (size_t)t * C;
             for (int c = 0; c < C; c++) o[c] = tok[c] + pos[c];
         }
 }
 
 // dwte[tokens[b,t]] += dout[b,t]; dwpe[t] += dout[b,t]. Threads own blocks of channels, so a
 // token that appears twice never races; within a block, positions are visited in order.
-template <typename T>
-void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C) {
+template <typename Real>
+void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const int32_t* tokens, int B, int T, int C) {
     constexpr int CB = 64;  // channels per block
-#pragma omp parallel for schedule(static) if ((size_t)B * Tn * C >= parallel_min_work())
+#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= parallel_min_work())
     for (int c0 = 0; c0 < C; c0 += CB) {
         const int c1 = std::min(C, c0 + CB);
         for (int b = 0; b < B; b++)
-            for (int t = 0; t < Tn; t++) {
-                const T* d = dout + ((size_t)b * Tn + t) * C;
-                T* we = dwte + (size_t)tokens[b * Tn + t] * C;
-                T* pe = dwpe + (size_t)t * C;
+            for (int t = 0; t < T; t++) {
+                const Real* d = dout + ((size_t)b * T + t) * C;
+                Real* we = dwte + (size_t)tokens[b * T + t] * C;
+                Real* pe = dwpe + (size_t)t * C;
                 for (int c = c0; c < c1; c++) {
                     we[c] += d[c];
                     pe[c] += d[c];
@@ -80,19 +80,19 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, in
 // LayerNorm over the C channels of each of N rows: y = (x − mean) · rstd · w + b,
 // rstd = 1/sqrt(var + 1e-5), var biased. mean and rstd (N) are kept for the backward pass.
 
-template <typename T>
-void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C) {
+template <typename Real>
+void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* w, const Real* b, int N, int C) {
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int n = 0; n < N; n++) {
-        const T* x = inp + (size_t)n * C;
-        T m = 0;
+        const Real* x = inp + (size_t)n * C;
+        Real m = 0;
         for (int c = 0; c < C; c++) m += x[c];
         m /= C;
-        T var = 0;
+        Real var = 0;
         for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
         var /= C;
-        const T s = T(1) / std::sqrt(var + T(1e-5));
-        T* y = out + (size_t)n * C;
+        const Real s = Real(1) / std::sqrt(var + Real(1e-5));
+        Real* y = out + (size_t)n * C;
         for (int c = 0; c < C; c++) y[c] = (x[c] - m) * s * w[c] + b[c];
         mean[n] = m;
         rstd[n] = s;
@@ -101,31 +101,31 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const
 
 // Given dout (N,C): dinp += rstd·(g − mean(g) − x̂·mean(g·x̂)) (= with GradOut::Write) with
 // g = dout·w and x̂ = (x − mean)·rstd; dw += Σ_n dout·x̂; db += Σ_n dout.
-template <typename T>
-void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
-                        const T* rstd, int N, int C, GradOut dinp_out = GradOut::Add) {
+template <typename Real>
+void layernorm_backward(Real* dinp, Real* dw, Real* db, const Real* dout, const Real* inp, const Real* w, const Real* mean,
+                        const Real* rstd, int N, int C, GradOut dinp_out = GradOut::Add) {
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= parallel_min_work())
     for (int n = 0; n < N; n++) {
-        const T* x = inp + (size_t)n * C;
-        const T* d = dout + (size_t)n * C;
-        T g_mean = 0, gx_mean = 0;
+        const Real* x = inp + (size_t)n * C;
+        const Real* d = dout + (size_t)n * C;
+        Real g_mean = 0, gx_mean = 0;
         for (int c = 0; c < C; c++) {
-            const T xhat = (x[c] - mean[n]) * rstd[n];
+            const Real xhat = (x[c] - mean[n]) * rstd[n];
             g_mean += d[c] * w[c];
             gx_mean += d[c] * w[c] * xhat;
         }
         g_mean /= C;
         gx_mean /= C;
-        T* dx = dinp + (size_t)n * C;
+        Real* dx = dinp + (size_t)n * C;
         for (int c = 0; c < C; c++) {
-            const T xhat = (x[c] - mean[n]) * rstd[n];
-            const T g = rstd[n] * (d[c] * w[c] - g_mean - xhat * gx_mean);
+            const Real xhat = (x[c] - mean[n]) * rstd[n];
+            const Real g = rstd[n] * (d[c] * w[c] - g_mean - xhat * gx_mean);
             dx[c] = dinp_out == GradOut::Write ? g : dx[c] + g;
         }
     }
     for (int n = 0; n < N; n++) {  // the weight gradients: sums over rows, in row order
-        const T* x = inp + (size_t)n * C;
-        const T* d = dout + (size_t)n * C;
+        const Real* x = inp + (size_t)n * C;
+        const Real* d = dout + (size_t)n * C;
         for (int c = 0; c < C; c++) {
             dw[c] += d[c] * (x[c] - mean[n]) * rstd[n];
             db[c] += d[c];
@@ -136,23 +136,23 @@ void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, cons
 // ---------------------------------------------------------------------------------------------
 // Linear layer: out (N,OC) = inp (N,IC) · wᵀ + bias, w (OC,IC) as PyTorch stores it.
 
-template <typename T>
-void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
+template <typename Real>
+void matmul_forward(Real* out, const Real* inp, const Real* w, const Real* bias, int N, int IC, int OC) {
 #pragma omp parallel for schedule(static) if ((size_t)N * OC * IC >= parallel_min_work())
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) {
-            T s = bias ? bias[o] : T(0);
+            Real s = bias ? bias[o] : Real(0);
             for (int i = 0; i < IC; i++) s += inp[(size_t)n * IC + i] * w[(size_t)o * IC + i];
             out[(size_t)n * OC + o] = s;
         }
 }
 
 // dbias (OC) += Σ_n dout (N,OC): the bias gradient of a linear layer.
-template <typename T>
-void bias_backward(T* dbias, const T* dout, int N, int OC) {
+template <typename Real>
+void bias_backward(Real* dbias, const Real* dout, int N, int OC) {
 #pragma omp parallel for schedule(static) if ((size_t)N * OC >= parallel_min_work())
     for (int o = 0; o < OC; o++) {
-        T s = 0;
+        Real s = 0;
         for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
         dbias[o] += s;
     }
@@ -160,21 +160,21 @@ void bias_backward(T* dbias, const T* dout, int N, int OC) {
 
 // dinp (N,IC) += dout · w (= with GradOut::Write);  dw (OC,IC) += doutᵀ · inp;
 // dbias (OC) += Σ_n dout (skipped when null).
-template <typename T>
-void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IC,
+template <typename Real>
+void matmul_backward(Real* dinp, Real* dw, Real* dbias, const Real* dout, const Real* inp, const Real* w, int N, int IC,
                      int OC, GradOut dinp_out = GradOut::Add) {
 #pragma omp parallel for schedule(static) if ((size_t)N * OC * IC >= parallel_min_work())
     for (int n = 0; n < N; n++)
         for (int i = 0; i < IC; i++) {
-            T s = 0;
+            Real s = 0;
             for (int o = 0; o < OC; o++) s += dout[(size_t)n * OC + o] * w[(size_t)o * IC + i];
-            T& d = dinp[(size_t)n * IC + i];
+            Real& d = dinp[(size_t)n * IC + i];
             d = dinp_out == GradOut::Write ? s : d + s;
         }
 #pragma omp parallel for schedule(static) if ((size_t)N * OC * IC >= parallel_min_work())
     for (int o = 0; o < OC; o++) {
         for (int i = 0; i < IC; i++) {
-            T s = 0;
+            Real s = 0;
             for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o] * inp[(size_t)n * IC + i];
             dw[(size_t)o * IC + i] += s;
         }
@@ -187,35 +187,35 @@ void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, cons
 // For head h and time t: att[b,h,t,t'] = softmax_{t' ≤ t}(q_t·k_t' / sqrt(hs)) (0 for t' > t),
 // out[b,t,h·hs:(h+1)·hs] = Σ_{t' ≤ t} att[b,h,t,t'] · v_t'. att (B,NH,T,T) is kept for backward.
 
-template <typename T>
-void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int NH) {
+template <typename Real>
+void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int C, int NH) {
     const int hs = C / NH;
-    const T scale = T(1) / std::sqrt(T(hs));
+    const Real scale = Real(1) / std::sqrt(Real(hs));
 #pragma omp parallel for collapse(3) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
-            for (int t = 0; t < Tn; t++) {
-                const T* q = qkv + ((size_t)b * Tn + t) * 3 * C + h * hs;
-                T* a = att + (((size_t)b * NH + h) * Tn + t) * Tn;
-                T max_score = -INFINITY;
+            for (int t = 0; t < T; t++) {
+                const Real* q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                Real* a = att + (((size_t)b * NH + h) * T + t) * T;
+                Real max_score = -INFINITY;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const T* k = qkv + ((size_t)b * Tn + t2) * 3 * C + C + h * hs;
-                    T s = 0;
+                    const Real* k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    Real s = 0;
                     for (int i = 0; i < hs; i++) s += q[i] * k[i];
                     a[t2] = s * scale;
                     max_score = std::max(max_score, a[t2]);
                 }
-                T sum = 0;
+                Real sum = 0;
                 for (int t2 = 0; t2 <= t; t2++) {
                     a[t2] = std::exp(a[t2] - max_score);
                     sum += a[t2];
                 }
                 for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
-                for (int t2 = t + 1; t2 < Tn; t2++) a[t2] = 0;
-                T* o = out + ((size_t)b * Tn + t) * C + h * hs;
+                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0;
+                Real* o = out + ((size_t)b * T + t) * C + h * hs;
                 for (int i = 0; i < hs; i++) {
-                    T s = 0;
-                    for (int t2 = 0; t2 <= t; t2++) s += a[t2] * qkv[((size_t)b * Tn + t2) * 3 * C + 2 * C + h * hs + i];
+                    Real s = 0;
+                    for (int t2 = 0; t2 <= t; t2++) s += a[t2] * qkv[((size_t)b * T + t2) * 3 * C + 2 * C + h * hs + i];
                     o[i] = s;
                 }
             }
@@ -226,33 +226,33 @@ void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int N
 // softmax dscore[t'] = att[t'] · (datt[t'] − Σ_u att[u]·datt[u]); then dq_t += Σ_t' dscore[t']·k_t' / sqrt(hs),
 // dk_t' += dscore[t']·q_t / sqrt(hs), dv_t' += att[t']·dout_t.
 // One thread owns a whole (b, h): the times t' it adds into belong to that head only.
-template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int B, int Tn, int C, int NH) {
+template <typename Real>
+void attention_backward(Real* dqkv, const Real* dout, const Real* qkv, const Real* att, int B, int T, int C, int NH) {
     const int hs = C / NH;
-    const T scale = T(1) / std::sqrt(T(hs));
+    const Real scale = Real(1) / std::sqrt(Real(hs));
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            std::vector<T> datt(Tn);
-            for (int t = 0; t < Tn; t++)
+            std::vector<Real> datt(T);
+            for (int t = 0; t < T; t++)
                 for (int part = 0; part < 3; part++)
-                    std::fill_n(dqkv + ((size_t)b * Tn + t) * 3 * C + part * C + h * hs, hs, T(0));
-            for (int t = 0; t < Tn; t++) {
-                const T* a = att + (((size_t)b * NH + h) * Tn + t) * Tn;
-                const T* d = dout + ((size_t)b * Tn + t) * C + h * hs;
-                const T* q = qkv + ((size_t)b * Tn + t) * 3 * C + h * hs;
-                T* dq = dqkv + ((size_t)b * Tn + t) * 3 * C + h * hs;
-                T weighted = 0;
+                    std::fill_n(dqkv + ((size_t)b * T + t) * 3 * C + part * C + h * hs, hs, Real(0));
+            for (int t = 0; t < T; t++) {
+                const Real* a = att + (((size_t)b * NH + h) * T + t) * T;
+                const Real* d = dout + ((size_t)b * T + t) * C + h * hs;
+                const Real* q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                Real* dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                Real weighted = 0;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const T* v = qkv + ((size_t)b * Tn + t2) * 3 * C + 2 * C + h * hs;
-                    T s = 0;
+                    const Real* v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    Real s = 0;
                     for (int i = 0; i < hs; i++) s += d[i] * v[i];
                     datt[t2] = s;
                     weighted += a[t2] * s;
                 }
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const size_t row2 = ((size_t)b * Tn + t2) * 3 * C + h * hs;
-                    const T dscore = a[t2] * (datt[t2] - weighted) * scale;
+                    const size_t row2 = ((size_t)b * T + t2) * 3 * C + h * hs;
+                    const Real dscore = a[t2] * (datt[t2] - weighted) * scale;
                     for (int i = 0; i < hs; i++) {
                         dq[i] += dscore * qkv[row2 + C + i];
                         dqkv[row2 + C + i] += dscore * q[i];
@@ -267,28 +267,28 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int 
 // GELU, tanh approximation (GPT-2's): y = ½·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³).
 // n elements.
 
-template <typename T>
-void gelu_forward(T* out, const T* inp, size_t n) {
-    const T s = std::sqrt(T(2) / T(M_PI));
+template <typename Real>
+void gelu_forward(Real* out, const Real* inp, size_t n) {
+    const Real s = std::sqrt(Real(2) / Real(M_PI));
 #pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
-        const T x = inp[i];
-        const T u = s * (x + T(0.044715) * x * x * x);
-        out[i] = T(0.5) * x * (T(1) + std::tanh(u));
+        const Real x = inp[i];
+        const Real u = s * (x + Real(0.044715) * x * x * x);
+        out[i] = Real(0.5) * x * (Real(1) + std::tanh(u));
     }
 }
 
 // dinp += dout · dy/dx (= with GradOut::Write) with dy/dx = ½(1 + tanh u) + ½x·(1 − tanh²u)·du/dx,
 // du/dx = √(2/π)·(1 + 3·0.044715·x²).
-template <typename T>
-void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n, GradOut dinp_out = GradOut::Add) {
-    const T s = std::sqrt(T(2) / T(M_PI));
+template <typename Real>
+void gelu_backward(Real* dinp, const Real* dout, const Real* inp, size_t n, GradOut dinp_out = GradOut::Add) {
+    const Real s = std::sqrt(Real(2) / Real(M_PI));
 #pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
-        const T x = inp[i];
-        const T th = std::tanh(s * (x + T(0.044715) * x * x * x));
-        const T du = s * (T(1) + T(3) * T(0.044715) * x * x);
-        const T g = dout[i] * (T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * du);
+        const Real x = inp[i];
+        const Real th = std::tanh(s * (x + Real(0.044715) * x * x * x));
+        const Real du = s * (Real(1) + Real(3) * Real(0.044715) * x * x);
+        const Real g = dout[i] * (Real(0.5) * (Real(1) + th) + Real(0.5) * x * (Real(1) - th * th) * du);
         dinp[i] = dinp_out == GradOut::Write ? g : dinp[i] + g;
     }
 }
@@ -299,14 +299,14 @@ void gelu_backward(T* dinp, const T* dout, const T* inp, size_t n, GradOut dinp_
 // keeps the stream's gradient in one buffer, so dout already is that term of dx
 // (docs/block.md §2, line 4).
 
-template <typename T>
-void residual_forward(T* out, const T* x, const T* f, T dt, size_t n) {
+template <typename Real>
+void residual_forward(Real* out, const Real* x, const Real* f, Real dt, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) out[i] = x[i] + dt * f[i];
 }
 
-template <typename T>
-void residual_backward(T* df, const T* dout, T dt, size_t n, GradOut out = GradOut::Add) {
+template <typename Real>
+void residual_backward(Real* df, const Real* dout, Real dt, size_t n, GradOut out = GradOut::Add) {
     const bool add = out == GradOut::Add;
 #pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) df[i] = add ? df[i] + dt * dout[i] : dt * dout[i];
@@ -316,14 +316,14 @@ void residual_backward(T* df, const T* dout, T dt, size_t n, GradOut out = GradO
 // Softmax + cross-entropy over the real vocabulary. logits (N,Vp); only columns < V count.
 // losses (N) = log Σ_v exp(logit_v) − logit_target, computed around the row's maximum.
 
-template <typename T>
-void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
+template <typename Real>
+void crossentropy_forward(Real* losses, const Real* logits, const int32_t* targets, int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        const T* z = logits + (size_t)n * Vp;
-        T max_z = -INFINITY;
+        const Real* z = logits + (size_t)n * Vp;
+        Real max_z = -INFINITY;
         for (int v = 0; v < V; v++) max_z = std::max(max_z, z[v]);
-        T sum = 0;
+        Real sum = 0;
         for (int v = 0; v < V; v++) sum += std::exp(z[v] - max_z);
         losses[n] = std::log(sum) + max_z - z[targets[n]];
     }
@@ -331,14 +331,14 @@ void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, in
 
 // Overwrites logits (N,Vp) with d(Σ_n dloss·loss_n)/dlogits = dloss·(softmax − onehot(target))
 // for columns < V and 0 for the padding columns.
-template <typename T>
-void crossentropy_backward_inplace(T* logits, const int32_t* targets, T dloss, int N, int V, int Vp) {
+template <typename Real>
+void crossentropy_backward_inplace(Real* logits, const int32_t* targets, Real dloss, int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        T* z = logits + (size_t)n * Vp;
-        T max_z = -INFINITY;
+        Real* z = logits + (size_t)n * Vp;
+        Real max_z = -INFINITY;
         for (int v = 0; v < V; v++) max_z = std::max(max_z, z[v]);
-        T sum = 0;
+        Real sum = 0;
         for (int v = 0; v < V; v++) sum += std::exp(z[v] - max_z);
         for (int v = 0; v < V; v++) z[v] = dloss * std::exp(z[v] - max_z) / sum;
         z[targets[n]] -= dloss;
@@ -350,12 +350,12 @@ void crossentropy_backward_inplace(T* logits, const int32_t* targets, T dloss, i
 // Hidden-state statistics of a residual stream X (N,C), docs/statistics.md §1, accumulated in
 // double: mean |X|, the mean over rows of the variance across channels (entry_var) and the mean
 // over channels of the variance across rows (data_var); variances are biased (divide by C or N).
-template <typename T>
-StreamStats stream_statistics(const T* x, int N, int C) {
+template <typename Real>
+StreamStats stream_statistics(const Real* x, int N, int C) {
     std::vector<double> col_sum(C, 0.0), col_sq(C, 0.0);
     double abs_sum = 0, entry_var_sum = 0;
     for (int n = 0; n < N; n++) {
-        const T* row = x + (size_t)n * C;
+        const Real* row = x + (size_t)n * C;
         double s = 0, sq = 0;
         for (int c = 0; c < C; c++) {
             const double v = row[c];
@@ -387,8 +387,8 @@ StreamStats stream_statistics(const T* x, int N, int C) {
 // loop iteration, so any number of threads), then the chunk sums in order.
 constexpr size_t SUM_CHUNK = 1 << 16;
 
-template <typename T>
-double sum_of_squares(const T* x, size_t n) {
+template <typename Real>
+double sum_of_squares(const Real* x, size_t n) {
     const size_t chunks = (n + SUM_CHUNK - 1) / SUM_CHUNK;
     std::vector<double> partial(chunks, 0.0);
 #pragma omp parallel for schedule(static) if (n >= parallel_min_work())
@@ -406,8 +406,8 @@ double sum_of_squares(const T* x, size_t n) {
 // grad_scale first (the clipping factor):
 //   m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;  p ← p − lr·(m̂/(√v̂ + ε) + wd·p).
 // Pass weight_decay = 0 for tensors that do not decay.
-template <typename T>
-void adamw_update(T* params, const T* grads, T* m, T* v, size_t n, const AdamWHyper& h, int t,
+template <typename Real>
+void adamw_update(Real* params, const Real* grads, Real* m, Real* v, size_t n, const AdamWHyper& h, int t,
                   double grad_scale) {
     // The hyperparameters as local constants: the compiler then knows the stores below cannot
     // change them, and the loop vectorises (sqrt too, when built with -fno-math-errno).
@@ -416,13 +416,13 @@ void adamw_update(T* params, const T* grads, T* m, T* v, size_t n, const AdamWHy
     const double correction2 = 1.0 - std::pow(beta2, t);
 #pragma omp parallel for schedule(static) if (n >= parallel_min_work())
     for (size_t i = 0; i < n; i++) {
-        const T g = (T)(grads[i] * grad_scale);
-        const T mi = (T)(beta1 * m[i] + (1.0 - beta1) * g);
-        const T vi = (T)(beta2 * v[i] + (1.0 - beta2) * g * g);
+        const Real g = (Real)(grads[i] * grad_scale);
+        const Real mi = (Real)(beta1 * m[i] + (1.0 - beta1) * g);
+        const Real vi = (Real)(beta2 * v[i] + (1.0 - beta2) * g * g);
         m[i] = mi;
         v[i] = vi;
         const double m_hat = mi / correction1;
         const double v_hat = vi / correction2;
-        params[i] -= (T)(lr * (m_hat / (std::sqrt(v_hat) + eps) + wd * params[i]));
+        params[i] -= (Real)(lr * (m_hat / (std::sqrt(v_hat) + eps) + wd * params[i]));
     }
 }

@@ -149,13 +149,6 @@ __device__ inline void store_pack(T* p, const float (&v)[K]) {
     *reinterpret_cast<Pack<T, K>*>(p) = pack;
 }
 
-// Exits with a message when n elements need 64-bit indices.
-inline void require_32bit_indices(const char* op, size_t n) {
-    if (n < ((size_t)1 << 32)) return;
-    std::fprintf(stderr, "%s: %zu elements need 64-bit indices\n", op, n);
-    std::exit(EXIT_FAILURE);
-}
-
 // Calls launch(I{}) with the narrowest index type I for a launch over n elements: unsigned
 // (32-bit arithmetic) when n stays 2^16 below 2^32, so that the first index of the last,
 // partly idle block's last pack does not wrap either, else size_t.
@@ -349,6 +342,14 @@ Traffic convert_traffic(size_t n) {
 struct DeviceLedger {
     MemoryPlan* plan = nullptr;
     MemoryCategory category = MemoryCategory::Scratch;
+    uintptr_t next_placeholder = uintptr_t(1) << 44;
+
+    // A fresh 256-byte-aligned made-up address range of `bytes` for a counted buffer.
+    uintptr_t placeholder(size_t bytes) {
+        const uintptr_t at = next_placeholder;
+        next_placeholder += (bytes + 511) / 256 * 256;
+        return at;
+    }
 };
 
 inline DeviceLedger& device_ledger() {
@@ -372,8 +373,9 @@ public:
 // ---------------------------------------------------------------------------------------------
 // DeviceArray<T>: n elements of device memory, freed with the object; movable, not copyable.
 // upload/download copy to and from host memory and return when the copy is done. Made while
-// counting, it holds no memory: data() is then a placeholder address that nothing may read
-// (offsets into it, as the model's tensor views take, stay well-defined).
+// counting, it holds no memory: data() is then a made-up address that nothing may read, a
+// distinct range for each array (offsets into it, as the model's tensor views take, stay
+// well-defined, and two arrays compare unequal, as the CUDA ops' fusions need).
 
 template <typename T>
 class DeviceArray {
@@ -384,7 +386,7 @@ public:
         if (counting_device_memory()) {
             device_ledger().plan->add(device_ledger().category, n * sizeof(T));
             counted_ = true;
-            ptr_ = reinterpret_cast<T*>(uintptr_t(1) << 44);  // never dereferenced
+            ptr_ = reinterpret_cast<T*>(device_ledger().placeholder(n * sizeof(T)));  // never dereferenced
             return;
         }
         cudaCheck(cudaMalloc(&ptr_, n * sizeof(T)));

@@ -23,17 +23,17 @@ namespace gpu {
 
 // One warp per row r = (b·NH + h)·T + t: row_max[r] = max over t' ≤ t of q_t·k_t'·scale, the
 // lanes striding over t'.
-template <typename T>
-__global__ void attention_logit_row_max_kernel(float* row_max, const T* qkv, int B, int Tn, int C, int NH,
+template <typename A>
+__global__ void attention_logit_row_max_kernel(float* row_max, const A* qkv, int B, int T, int C, int NH,
                                                float scale) {
     const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
-    if (row >= B * NH * Tn) return;
-    const int hs = C / NH, t = row % Tn, h = row / Tn % NH, b = row / (Tn * NH);
-    const T* q = qkv + ((size_t)b * Tn + t) * 3 * C + h * hs;
+    if (row >= B * NH * T) return;
+    const int hs = C / NH, t = row % T, h = row / T % NH, b = row / (T * NH);
+    const A* q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
     float best = -INFINITY;
     for (int t2 = lane; t2 <= t; t2 += WARP_SIZE) {
-        const T* k = qkv + ((size_t)b * Tn + t2) * 3 * C + C + h * hs;
+        const A* k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
         float s = 0.0f;
         for (int i = 0; i < hs; i++) s += to_float(q[i]) * to_float(k[i]);
         best = fmaxf(best, s * scale);
@@ -44,8 +44,8 @@ __global__ void attention_logit_row_max_kernel(float* row_max, const T* qkv, int
 
 // One warp per row n of logits (N,Vp): row_max[n] = max_{v<V} z, row_lse[n] = log Σ_{v<V} exp(z),
 // one element at a time (it runs only at stats time).
-template <typename T>
-__global__ void logit_row_stats_kernel(float* row_max, float* row_lse, const T* logits, int N, int V, int Vp) {
+template <typename A>
+__global__ void logit_row_stats_kernel(float* row_max, float* row_lse, const A* logits, int N, int V, int Vp) {
     const int n = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     if (n >= N) return;
@@ -60,14 +60,14 @@ __global__ void logit_row_stats_kernel(float* row_max, float* row_lse, const T* 
 // Launchers (each waits for its result)
 
 // Floats of scratch the two launchers need for a model of these sizes.
-inline size_t diagnostics_scratch(int B, int Tn, int NH) { return (size_t)B * Tn * std::max(NH, 2); }
+inline size_t diagnostics_scratch(int B, int T, int NH) { return (size_t)B * T * std::max(NH, 2); }
 
 // The largest pre-softmax attention logit of one block from its qkv (B,T,3C).
-template <typename T>
-double attention_logit_max(const T* qkv, int B, int Tn, int C, int NH, float* scratch, cudaStream_t stream) {
-    const int rows = B * NH * Tn;
-    attention_logit_row_max_kernel<T><<<ceil_div(rows, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
-        scratch, qkv, B, Tn, C, NH, 1.0f / std::sqrt((float)(C / NH)));
+template <typename A>
+double attention_logit_max(const A* qkv, int B, int T, int C, int NH, float* scratch, cudaStream_t stream) {
+    const int rows = B * NH * T;
+    attention_logit_row_max_kernel<A><<<ceil_div(rows, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
+        scratch, qkv, B, T, C, NH, 1.0f / std::sqrt((float)(C / NH)));
     cudaCheck(cudaGetLastError());
     std::vector<float> host(rows);
     cudaCheck(cudaMemcpyAsync(host.data(), scratch, rows * sizeof(float), cudaMemcpyDeviceToHost, stream));
@@ -76,9 +76,9 @@ double attention_logit_max(const T* qkv, int B, int Tn, int C, int NH, float* sc
 }
 
 // Largest logit and mean log-partition of logits (N,Vp) over the V real tokens.
-template <typename T>
-LogitStats logit_statistics(const T* logits, int N, int V, int Vp, float* scratch, cudaStream_t stream) {
-    logit_row_stats_kernel<T><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
+template <typename A>
+LogitStats logit_statistics(const A* logits, int N, int V, int Vp, float* scratch, cudaStream_t stream) {
+    logit_row_stats_kernel<A><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
         scratch, scratch + N, logits, N, V, Vp);
     cudaCheck(cudaGetLastError());
     std::vector<float> host(2 * (size_t)N);

@@ -1,18 +1,13 @@
-// diagnostics.h — measurements of one forward pass that ./train's `stats` records and ./eval's
-// JSON share (docs/experiments.md, *Diagnostics*), computed on the host from plain arrays:
+// diagnostics.h — the measurements that ./train's `stats` records and ./eval's JSON share
+// (docs/experiments.md, *Diagnostics*):
 //
-//   * attention_logit_max: the largest pre-softmax attention logit q·k/√hs of one block, the
-//     signature of attention-logit growth;
-//   * logit_statistics: the largest output logit and the mean log-partition log Σ_v exp(z_v)
-//     over the V real tokens;
-//   * root_mean_square of a tensor (the scale that makes a gradient norm scale-free);
-//   * sequence_perplexity_sum: Σ over sequences of exp(that sequence's mean token loss);
-//   * block_norms: the norm of each block's part of a parameter-shaped buffer (the block
-//     parameter norms, their gradients' norms).
-//
-// The model-level helpers at the end read any model with CpuModel's accessors (stream,
-// half_stream, block_activations, logits_data, params, g), so CpuBackend, ./eval and the tests
-// use one code.
+//   * on the host, from plain arrays: attention_logit_max, the largest pre-softmax attention
+//     logit q·k/√hs of one block (the signature of attention-logit growth); logit_statistics,
+//     the largest output logit and the mean log-partition log Σ_v exp(z_v) over the V real
+//     tokens; root_mean_square; sequence_perplexity_sum, Σ over sequences of exp(that
+//     sequence's mean token loss); block_norms_by, the norm of each block's part of a
+//     parameter-shaped buffer (the block parameter norms, their gradients' norms);
+//   * ModelDiagnostics: all of a `stats` record from any model, CPU or CUDA, through its ops.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -20,7 +15,6 @@
 #include <vector>
 
 #include "backend.h"
-#include "block_norms.h"
 #include "cpu_ops.h"
 #include "model.h"
 
@@ -29,18 +23,18 @@ namespace diag {
 // The largest pre-softmax attention logit of one block: max over b, heads h and causal pairs
 // t' ≤ t of q_t·k_t'/√hs, with q, k the heads of qkv (B,T,3C) = [q | k | v], NH heads of
 // hs = C/NH channels. Dot products in double.
-template <typename T>
-double attention_logit_max(const T* qkv, int B, int Tn, int C, int NH) {
+template <typename Real>
+double attention_logit_max(const Real* qkv, int B, int T, int C, int NH) {
     const int hs = C / NH;
     const double scale = 1.0 / std::sqrt((double)hs);
     double best = -std::numeric_limits<double>::infinity();
 #pragma omp parallel for collapse(3) reduction(max : best) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
-            for (int t = 0; t < Tn; t++) {
-                const T* q = qkv + ((size_t)b * Tn + t) * 3 * C + h * hs;
+            for (int t = 0; t < T; t++) {
+                const Real* q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const T* k = qkv + ((size_t)b * Tn + t2) * 3 * C + C + h * hs;
+                    const Real* k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
                     double s = 0;
                     for (int i = 0; i < hs; i++) s += (double)q[i] * k[i];
                     best = std::max(best, s * scale);
@@ -52,13 +46,13 @@ double attention_logit_max(const T* qkv, int B, int Tn, int C, int NH) {
 // Largest logit and mean log-partition of logits (N,Vp) over the V real tokens of each row
 // (the padding columns V..Vp−1 are ignored). In double. The rows' log-partitions are summed in
 // row order after the parallel loop, so the mean is the same for any number of threads.
-template <typename T>
-LogitStats logit_statistics(const T* logits, int N, int V, int Vp) {
+template <typename Real>
+LogitStats logit_statistics(const Real* logits, int N, int V, int Vp) {
     double best = -std::numeric_limits<double>::infinity();
     std::vector<double> log_z(N);
 #pragma omp parallel for reduction(max : best) schedule(static)
     for (int n = 0; n < N; n++) {
-        const T* z = logits + (size_t)n * Vp;
+        const Real* z = logits + (size_t)n * Vp;
         const double row_max = *std::max_element(z, z + V);
         double sum = 0;
         for (int v = 0; v < V; v++) sum += std::exp((double)z[v] - row_max);
@@ -71,84 +65,46 @@ LogitStats logit_statistics(const T* logits, int N, int V, int Vp) {
 }
 
 // sqrt(mean of x²) over n elements.
-template <typename T>
-double root_mean_square(const T* x, size_t n) {
+template <typename Real>
+double root_mean_square(const Real* x, size_t n) {
     return std::sqrt(sum_of_squares(x, n) / (double)n);
 }
 
 // Σ over the B sequences (rows of losses (B,T)) of exp(mean over t of losses[b,t]); divided by
 // the number of sequences it is the per-sequence perplexity `ppl_seq`.
-template <typename T>
-double sequence_perplexity_sum(const T* losses, int B, int Tn) {
+template <typename Real>
+double sequence_perplexity_sum(const Real* losses, int B, int T) {
     double total = 0;
     for (int b = 0; b < B; b++) {
         double sum = 0;
-        for (int t = 0; t < Tn; t++) sum += losses[(size_t)b * Tn + t];
-        total += std::exp(sum / Tn);
+        for (int t = 0; t < T; t++) sum += losses[(size_t)b * T + t];
+        total += std::exp(sum / T);
     }
     return total;
 }
 
-// block_norms_by of a host buffer `flat` (num_parameters elements).
-template <typename T>
-std::vector<double> block_norms(const T* flat, const ModelConfig& cfg) {
-    return block_norms_by(cfg, [&](size_t offset, size_t n) { return sum_of_squares(flat + offset, n); });
-}
-
-// ---------------------------------------------------------------------------------------------
-// The same on a model's last forward (CpuModel<T>, or any model with its accessors).
-
-// RMS of the residual stream at the 2L + 1 half-block points (j = 0 embedding, 2l + 1 after
-// block l's attention step, 2l + 2 = X_{l+1}).
-template <typename Model>
-std::vector<double> half_stream_rms(const Model& m) {
-    std::vector<double> out;
-    for (int j = 0; j <= 2 * m.cfg.L; j++) out.push_back(root_mean_square(m.half_stream(j), (size_t)m.N * m.cfg.C));
-    return out;
-}
-
-// attention_logit_max of every block (L values).
-template <typename Model>
-std::vector<double> attention_logit_maxima(const Model& m) {
-    std::vector<double> out;
-    for (int l = 0; l < m.cfg.L; l++)
-        out.push_back(attention_logit_max(m.block_activations(l).qkv.data(), m.B, m.Tn, m.cfg.C, m.cfg.NH));
-    return out;
-}
-
-// logit_statistics of the model's logits; valid between forward and backward (backward turns
-// the logits into their gradient).
-template <typename Model>
-LogitStats model_logit_statistics(const Model& m) {
-    return logit_statistics(m.logits_data(), m.N, m.cfg.V, m.cfg.Vp);
-}
-
-// ‖θ_l‖ of each block's parameters (L values).
-template <typename Model>
-std::vector<double> block_param_norms(const Model& m) {
-    return block_norms(m.params.data(), m.cfg);
-}
-
-// ‖∂loss/∂W_fcproj‖ of each block: the MLP's output projection weight (4C×C, bias excluded),
-// from the model's parameter gradients (L values).
-template <typename Model>
-std::vector<double> fcproj_grad_norms(const Model& m) {
-    const size_t size = (size_t)4 * m.cfg.C * m.cfg.C;
-    std::vector<double> out;
-    for (int l = 0; l < m.cfg.L; l++) out.push_back(std::sqrt(sum_of_squares(m.g.fcprojw + l * size, size)));
-    return out;
-}
-
-// RMS of each block's MLP hidden activation, the GELU output (N,4C) that W_fcproj multiplies,
-// at the last forward (L values).
-template <typename Model>
-std::vector<double> mlp_hidden_rms(const Model& m) {
-    std::vector<double> out;
-    for (int l = 0; l < m.cfg.L; l++) {
-        const auto& gelu = m.block_activations(l).gelu;
-        out.push_back(root_mean_square(gelu.data(), gelu.size()));
+// The L2 norm, for each block l, of the block's part of a buffer laid out like the parameters
+// (file order): every per-layer tensor's slice l. sum_sq(offset, n) returns Σ x² of the n
+// elements from `offset` of that buffer, wherever it lives (host or device).
+template <typename SumSq>
+std::vector<double> block_norms_by(const ModelConfig& cfg, SumSq sum_sq) {
+    const int L = cfg.L;
+    const auto sizes = param_sizes(cfg);
+    const auto offsets = param_offsets(cfg);
+    std::vector<double> sq(L, 0.0);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        if (i == P_WTE || i == P_WPE || i == P_LNFW || i == P_LNFB || sizes[i] == 0) continue;
+        const size_t per_layer = sizes[i] / L;
+        for (int l = 0; l < L; l++) sq[l] += sum_sq(offsets[i] + l * per_layer, per_layer);
     }
-    return out;
+    for (double& s : sq) s = std::sqrt(s);
+    return sq;
+}
+
+// block_norms_by of a host buffer `flat` (num_parameters elements).
+template <typename Real>
+std::vector<double> block_norms(const Real* flat, const ModelConfig& cfg) {
+    return block_norms_by(cfg, [&](size_t offset, size_t n) { return sum_of_squares(flat + offset, n); });
 }
 
 // a[i]·b[i] elementwise (equal sizes): e.g. the scale-free gradient ‖∂L/∂X_i‖·RMS(X_i).
@@ -159,3 +115,51 @@ inline std::vector<double> products(const std::vector<double>& a, const std::vec
 }
 
 }  // namespace diag
+
+// ---------------------------------------------------------------------------------------------
+// The diagnostics of any model Gpt2<Ops> (gpt2.h), written once for every op set: the
+// reductions come from its ops (sum_of_squares, stream_statistics, attention_logit_max,
+// logit_statistics: the functions above on the CPU, the kernels of stats.cuh and
+// diagnostics.cuh on CUDA), the tensors from its accessors. Backend::diagnostics() hands one
+// out; ./eval uses one on its CPU model.
+template <class Model>
+class ModelDiagnostics final : public Diagnostics {
+public:
+    explicit ModelDiagnostics(Model& model) : m(model) {}
+
+    ForwardStats forward_stats() override {
+        const int L = m.cfg.L, C = m.cfg.C;
+        ForwardStats f;
+        for (int j = 0; j <= 2 * L; j++) {
+            f.stream.push_back(m.ops.stream_statistics(m.half_stream(j), m.N, C));
+            f.rms.push_back(rms(m.half_stream(j), (size_t)m.N * C));
+        }
+        for (int l = 0; l < L; l++) {
+            const auto& a = m.block_activations(l);
+            f.attn_logit_max.push_back(m.ops.attention_logit_max(a.qkv.data(), m.B, m.T, C, m.cfg.NH));
+            f.mlp_hidden_rms.push_back(rms(a.gelu.data(), a.gelu.size()));
+        }
+        f.param_norm =
+            diag::block_norms_by(m.cfg, [&](size_t o, size_t n) { return m.ops.sum_of_squares(m.params.data() + o, n); });
+        f.logits = m.ops.logit_statistics(m.logits_data(), m.N, m.cfg.V, m.cfg.Vp);
+        return f;
+    }
+    void record_stream_grads(bool on) override { m.record_stream_grads = on; }
+    std::vector<double> stream_grad_norms() override { return m.stream_grad_norm; }
+    // ‖∂loss/∂W_fcproj‖ of each block: the MLP's output projection weight (4C×C, bias excluded).
+    std::vector<double> fcproj_grad_norms() override {
+        const size_t size = (size_t)4 * m.cfg.C * m.cfg.C;
+        std::vector<double> out;
+        for (int l = 0; l < m.cfg.L; l++) out.push_back(std::sqrt(m.ops.sum_of_squares(m.g.fcprojw + l * size, size)));
+        return out;
+    }
+
+private:
+    Model& m;
+
+    // sqrt(mean x²) over n elements of the model's memory.
+    template <typename E>
+    double rms(const E* x, size_t n) {
+        return std::sqrt(m.ops.sum_of_squares(x, n) / (double)n);
+    }
+};

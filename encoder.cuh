@@ -65,10 +65,10 @@ inline int sort_tile(int padded) { return std::min(SORT_TILE, padded); }
 // access per buffer: K = pack_width<S, W>() (16 bytes of the fp32 stream) where the launcher
 // found the rows aligned, else K = 1. I is the index type (with_index_type).
 template <int K, typename S, typename W, typename I>
-__global__ void encoder_forward_kernel(S* out, const int32_t* tokens, const W* wte, const W* wpe, I n, I Tn, I C) {
+__global__ void encoder_forward_kernel(S* out, const int32_t* tokens, const W* wte, const W* wpe, I n, I T, I C) {
     const I first = ((I)blockIdx.x * blockDim.x + threadIdx.x) * K;
     if (first >= n) return;
-    const I row = first / C, c = first % C, t = row % Tn;
+    const I row = first / C, c = first % C, t = row % T;
     float sum[K], position[K];
     load_pack(sum, wte + (size_t)tokens[row] * C + c);
     load_pack(position, wpe + t * C + c);
@@ -77,12 +77,12 @@ __global__ void encoder_forward_kernel(S* out, const int32_t* tokens, const W* w
 }
 
 // dwpe[t, c] += Σ_b dout[b, t, c], one thread per (t, c).
-template <typename T>
-__global__ void wpe_backward_kernel(float* dwpe, const T* dout, int B, int Tn, int C) {
+template <typename G>
+__global__ void wpe_backward_kernel(float* dwpe, const G* dout, int B, int T, int C) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)Tn * C) return;
+    if (i >= (size_t)T * C) return;
     float sum = 0.0f;
-    for (int b = 0; b < B; b++) sum += to_float(dout[(size_t)b * Tn * C + i]);
+    for (int b = 0; b < B; b++) sum += to_float(dout[(size_t)b * T * C + i]);
     dwpe[i] += sum;
 }
 
@@ -160,8 +160,8 @@ __host__ __device__ inline unsigned key_token(unsigned long long key) { return (
 // tokens. A piece that is a whole run is added to dwte (the run's only writer); the chunk's
 // first piece, where its run began in an earlier chunk, goes to heads[k]; its last piece, where
 // its run begins here and goes on past the chunk, to tails[k] (wte_run_sums adds those up).
-template <typename T>
-__global__ void wte_chunk_sums_kernel(float* dwte, float* heads, float* tails, const T* dout,
+template <typename G>
+__global__ void wte_chunk_sums_kernel(float* dwte, float* heads, float* tails, const G* dout,
                                       const unsigned long long* keys, int N, int C) {
     __shared__ unsigned long long chunk[WTE_CHUNK + 2];  // the key before the chunk, its keys, the key after
     const int k = blockIdx.x, first = k * WTE_CHUNK, count = min(WTE_CHUNK, N - first);
@@ -219,15 +219,15 @@ __global__ void wte_run_sums_kernel(float* dwte, const float* heads, const float
 // (16 bytes of the fp32 stream) where C is a multiple and out, wte and wpe are aligned to their
 // packs, else element by element.
 template <typename S, typename W>
-void encoder_forward(S* out, const int32_t* tokens, const W* wte, const W* wpe, int B, int Tn, int C,
+void encoder_forward(S* out, const int32_t* tokens, const W* wte, const W* wpe, int B, int T, int C,
                      cudaStream_t stream) {
-    const size_t n = (size_t)B * Tn * C;
+    const size_t n = (size_t)B * T * C;
     if (n == 0) return;
     auto launch = [&](auto pack, auto index) {
         constexpr int K = decltype(pack)::value;
         using I = decltype(index);
         encoder_forward_kernel<K, S, W, I><<<ceil_div(ceil_div(n, K), 256), 256, 0, stream>>>(out, tokens, wte, wpe,
-                                                                                               (I)n, (I)Tn, (I)C);
+                                                                                               (I)n, (I)T, (I)C);
     };
     with_row_packs<pack_width<S, W>()>(n, C, launch, out, wte, wpe);
     cudaCheck(cudaGetLastError());
@@ -236,9 +236,9 @@ void encoder_forward(S* out, const int32_t* tokens, const W* wte, const W* wpe, 
 // Traffic of encoder_forward: the tokens, one wte row per position (all distinct at worst) and
 // T rows of wpe read (W), out written (S).
 template <typename S, typename W>
-Traffic encoder_forward_traffic(int B, int Tn, int C) {
-    const double N = (double)B * Tn;
-    return {"encoder_forward_kernel", 4.0 * N + (N + Tn) * C * sizeof(W), N * C * sizeof(S), N * C};
+Traffic encoder_forward_traffic(int B, int T, int C) {
+    const double N = (double)B * T;
+    return {"encoder_forward_kernel", 4.0 * N + (N + T) * C * sizeof(W), N * C * sizeof(S), N * C};
 }
 
 // Sorts the N tokens (device memory) with their positions into order.keys: the tiles built
@@ -262,18 +262,18 @@ inline void sort_tokens(TokenOrder& order, const int32_t* tokens, cudaStream_t s
 
 // dwte (Vp,C), dwpe (maxT,C) += from dout (B,T,C) and the batch's tokens (B,T) on the device;
 // `order` is scratch for B·T positions of C channels.
-template <typename T>
-void encoder_backward(float* dwte, float* dwpe, const T* dout, const int32_t* tokens, TokenOrder& order, int B,
-                      int Tn, int C, cudaStream_t stream) {
-    wpe_backward_kernel<T><<<ceil_div((size_t)Tn * C, 256), 256, 0, stream>>>(dwpe, dout, B, Tn, C);
+template <typename G>
+void encoder_backward(float* dwte, float* dwpe, const G* dout, const int32_t* tokens, TokenOrder& order, int B,
+                      int T, int C, cudaStream_t stream) {
+    wpe_backward_kernel<G><<<ceil_div((size_t)T * C, 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
     cudaCheck(cudaGetLastError());
     sort_tokens(order, tokens, stream);
     const dim3 grid((unsigned)order.chunks, (unsigned)ceil_div(C, 256));
-    wte_chunk_sums_kernel<T><<<grid, 256, 0, stream>>>(dwte, order.heads.data(), order.tails.data(), dout,
-                                                       order.keys.data(), B * Tn, C);
+    wte_chunk_sums_kernel<G><<<grid, 256, 0, stream>>>(dwte, order.heads.data(), order.tails.data(), dout,
+                                                       order.keys.data(), B * T, C);
     cudaCheck(cudaGetLastError());
     wte_run_sums_kernel<<<grid, 256, 0, stream>>>(dwte, order.heads.data(), order.tails.data(), order.keys.data(),
-                                                 B * Tn, C);
+                                                 B * T, C);
     cudaCheck(cudaGetLastError());
 }
 
@@ -311,17 +311,17 @@ inline TokenRuns token_runs(const int32_t* tokens, int N) {
 // (read and written), and write the pieces of crossing runs; the run sums read the two keys at
 // each boundary between chunks, and for each crossing run its pieces and its dwte row (read and
 // written).
-template <typename T>
-Launches encoder_backward_traffic(int B, int Tn, int C, const TokenRuns& runs) {
-    const int N = B * Tn, P = TokenOrder::padded_size(N), tile = sort_tile(P), chunks = (int)ceil_div(N, WTE_CHUNK);
-    const double nc = (double)N * C, tc = (double)Tn * C, keys = 8.0 * P, row = 4.0 * C;
-    Launches out{{"wpe_backward_kernel", nc * sizeof(T) + 4.0 * tc, 4.0 * tc, nc},
+template <typename G>
+Launches encoder_backward_traffic(int B, int T, int C, const TokenRuns& runs) {
+    const int N = B * T, P = TokenOrder::padded_size(N), tile = sort_tile(P), chunks = (int)ceil_div(N, WTE_CHUNK);
+    const double nc = (double)N * C, tc = (double)T * C, keys = 8.0 * P, row = 4.0 * C;
+    Launches out{{"wpe_backward_kernel", nc * sizeof(G) + 4.0 * tc, 4.0 * tc, nc},
                  {"sort_token_tiles_kernel", 4.0 * N, keys, 0}};
     for (int k = 2 * tile; k <= P; k *= 2) {
         for (int j = k / 2; j >= tile; j /= 2) out.push_back({"bitonic_step_kernel", keys, keys, 0});
         out.push_back({"merge_token_tiles_kernel", keys, keys, 0});
     }
-    out.push_back({"wte_chunk_sums_kernel", nc * sizeof(T) + 8.0 * N + row * runs.whole,
+    out.push_back({"wte_chunk_sums_kernel", nc * sizeof(G) + 8.0 * N + row * runs.whole,
                    row * (runs.whole + runs.heads + runs.tails), nc});
     out.push_back({"wte_run_sums_kernel", 16.0 * (chunks - 1) + row * (runs.heads + runs.tails + runs.crossing),
                    row * runs.crossing, row / 4 * runs.heads});

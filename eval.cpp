@@ -98,19 +98,19 @@ static int sample_token(const float* logits, int V, double temperature, int top_
 }
 
 // Loss (on the backend), accuracy and ROUGE (on the CPU reference) over the first eval_batches.
-static void evaluate_metrics(const EvalOptions& o, Backend& backend, CpuModel<float>& ref, bool same_model,
+static void evaluate_metrics(const EvalOptions& o, Network& net, CpuModel<float>& ref, bool same_model,
                              DataLoader& val, const Tokenizer* tok, Results& r) {
-    const int B = ref.B, T = ref.Tn, V = ref.cfg.V;
+    const int B = ref.B, T = ref.T, V = ref.cfg.V;
     double loss_sum = 0, ppl_sum = 0, log_z_sum = 0;
     long long correct = 0;
     r.logits.logit_max = -INFINITY;
     val.reset();
     for (int i = 0; i < o.eval_batches; i++) {
         val.next_batch();
-        loss_sum += backend.forward(val.inputs(), val.targets());
+        loss_sum += net.forward(val.inputs(), val.targets());
         if (!same_model) ref.forward(val.inputs(), val.targets());
         ppl_sum += diag::sequence_perplexity_sum(ref.losses_data(), B, T);
-        const LogitStats z = diag::model_logit_statistics(ref);
+        const LogitStats z = diag::logit_statistics(ref.logits_data(), ref.N, V, ref.cfg.Vp);
         r.logits.logit_max = std::max(r.logits.logit_max, z.logit_max);
         log_z_sum += z.log_z_mean;
         const float* logits = ref.logits_data();
@@ -154,6 +154,7 @@ static void evaluate_metrics(const EvalOptions& o, Backend& backend, CpuModel<fl
 static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataLoader& val, Results& r) {
     r.diag_batches = o.diag_batches;
     if (o.diag_batches == 0) return;
+    ModelDiagnostics<CpuModel<float>> diagnostics(m);
     Rng directions(o.seed), noise(o.seed + 1);
     stability::Sensitivity sens;
     stability::Uncertainty unc;
@@ -161,8 +162,9 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
     for (int i = 0; i < o.diag_batches; i++) {
         val.next_batch();
         m.forward(val.inputs(), val.targets());
+        const ForwardStats f = diagnostics.forward_stats();
         std::vector<double> mean_abs, entry_var, data_var;
-        for (const StreamStats& s : stability::half_stream_stats(m)) {
+        for (const StreamStats& s : f.stream) {
             mean_abs.push_back(s.mean_abs);
             entry_var.push_back(s.entry_var);
             data_var.push_back(s.data_var);
@@ -170,10 +172,11 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         accumulate(r.mean_abs, mean_abs);
         accumulate(r.entry_var, entry_var);
         accumulate(r.data_var, data_var);
-        const std::vector<double> rms = diag::half_stream_rms(m);
+        const std::vector<double>& rms = f.rms;
         accumulate(r.rms, rms);
-        accumulate(r.mlp_hidden_rms, diag::mlp_hidden_rms(m));
-        const std::vector<double> attn = diag::attention_logit_maxima(m);
+        accumulate(r.mlp_hidden_rms, f.mlp_hidden_rms);
+        const std::vector<double>& attn = f.attn_logit_max;
+        r.param_norm = f.param_norm;  // of the weights: the same for every batch
         if (r.attn_logit_max.empty()) r.attn_logit_max = attn;
         for (size_t l = 0; l < attn.size(); l++) r.attn_logit_max[l] = std::max(r.attn_logit_max[l], attn[l]);
         // Sensitivity and uncertainty before backward: backward leaves the activations alone, but
@@ -193,16 +196,16 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         std::vector<double> sq = u.w2_bound;
         for (double& x : sq) x *= x;
         accumulate(unc.w2_bound, sq);  // mean of squares, rooted below
-        std::fill(m.grads.begin(), m.grads.end(), 0.0f);
-        m.record_stream_grads = true;
-        m.backward(1.0f);
-        m.record_stream_grads = false;
-        accumulate(r.grad_norm, m.stream_grad_norm);
-        accumulate(r.grad_norm_scaled, diag::products(m.stream_grad_norm, rms));
+        m.zero_grad();
+        diagnostics.record_stream_grads(true);
+        m.backward(1.0);
+        diagnostics.record_stream_grads(false);
+        const std::vector<double> grad_norms = diagnostics.stream_grad_norms();
+        accumulate(r.grad_norm, grad_norms);
+        accumulate(r.grad_norm_scaled, diag::products(grad_norms, rms));
         accumulate(r.param_grad_norm, stability::block_param_grad_norms(m));
-        accumulate(r.fcproj_grad_norm, diag::fcproj_grad_norms(m));
+        accumulate(r.fcproj_grad_norm, diagnostics.fcproj_grad_norms());
     }
-    r.param_norm = diag::block_param_norms(m);
     const double inv = 1.0 / o.diag_batches;
     for (auto* v : {&r.mean_abs, &r.entry_var, &r.data_var, &r.grad_norm, &r.param_grad_norm, &r.rms,
                     &r.grad_norm_scaled, &r.fcproj_grad_norm, &r.mlp_hidden_rms, &sens.block_mean, &sens.step_mean,
@@ -422,18 +425,26 @@ static int evaluate(EvalOptions o) {
     o.B = fit_device_batch(device, o.precision, cfg, o.B ? o.B : default_batch(8, T, {o.val_data}), o.B != 0, T);
     DataLoader val(o.val_data, o.B, T, cfg.V, false, 0);
     const std::string batches = batches_read(o, val.num_windows());
-    std::unique_ptr<Backend> backend = make_backend(device, o.precision, cfg, o.B, T);
-    backend->set_params(params.data());
-    CpuBackend* cpu = dynamic_cast<CpuBackend*>(backend.get());
+    // Accuracy, ROUGE and the diagnostics run on a CPU model: on the CPU the backend's own, on
+    // CUDA a host copy of the weights.
+    std::unique_ptr<Backend> backend;
     std::unique_ptr<CpuModel<float>> host_copy;
-    if (!cpu) {
+    CpuModel<float>* ref = nullptr;
+    if (device == "cpu") {
+        auto cpu = std::make_unique<CpuBackend<>>(cfg, o.B, T);
+        ref = &cpu->model;
+        backend = std::move(cpu);
+    } else {
+        backend = make_backend(device, o.precision, "fast", cfg, o.B, T);
         host_copy = std::make_unique<CpuModel<float>>(cfg, o.B, T);
         std::copy(params.begin(), params.end(), host_copy->params.begin());
+        ref = host_copy.get();
     }
-    CpuModel<float>& ref = cpu ? cpu->model : *host_copy;
+    backend->set_params(params.data());
+    const bool same_model = host_copy == nullptr;
 
     std::printf("backend: %s%s\n", backend->name().c_str(),
-                cpu ? "" : " (accuracy, ROUGE and diagnostics on the CPU reference)");
+                same_model ? "" : " (accuracy, ROUGE and diagnostics on the CPU reference)");
     print_model(cfg, o.model_path);
     std::printf("val data: %s (%zu files, %llu tokens), B=%d T=%d, %s\n", o.val_data.c_str(), val.files().size(),
                 (unsigned long long)val.total_tokens(), o.B, T, batches.c_str());
@@ -449,8 +460,8 @@ static int evaluate(EvalOptions o) {
         if (o.given.count("train_data")) throw;
         std::printf("baselines: off (%s; give -train_data)\n", e.what());
     }
-    evaluate_metrics(o, *backend, ref, cpu != nullptr, val, tok.get(), r);
-    evaluate_diagnostics(o, ref, val, r);
+    evaluate_metrics(o, backend->network(), *ref, same_model, val, tok.get(), r);
+    evaluate_diagnostics(o, *ref, val, r);
     if (tok) generate_samples(o, T, cfg, params, val, *tok, r);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

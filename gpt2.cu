@@ -37,10 +37,10 @@
 #include "adamw.cuh"
 #include "attention.cuh"
 #include "backend.h"
-#include "block_norms.h"
 #include "cuda_common.cuh"
 #include "nccl_comm.cuh"
 #include "diagnostics.cuh"
+#include "diagnostics.h"
 #include "encoder.cuh"
 #include "gelu.cuh"
 #include "gpt2.h"
@@ -50,30 +50,64 @@
 #include "model.h"
 #include "residual.cuh"
 #include "stats.cuh"
-#include "step_traffic.cuh"
 
-// The CUDA ops as the model calls them: the kernels on DeviceArray buffers, activations in T,
+// An op's name in ./bench_gpu's tables: `op`, then `pass` ("qkv matmul", " fwd"). A null op is
+// a transfer between host and device or a diagnostic, which is no launch of the training step.
+struct OpName {
+    OpName(const char* op, const char* pass = "") : op(op), pass(pass) {}
+    const char* op;
+    const char* pass;
+    std::string str() const { return std::string(op) + pass; }
+};
+
+// How CudaOps runs each op (every op goes through CudaOps::run): Launch, the backend's, runs it;
+// step_timing.cuh's runner records CUDA events around it and step_traffic.cuh's notes its
+// launches instead of running it (./bench_gpu). `traffic` returns the launches the op makes
+// (traffic.h).
+struct Launch {
+    template <class Kernels, class Traffic>
+    void operator()(const OpName& /*name*/, Kernels kernels, Traffic /*traffic*/, cudaStream_t /*stream*/) {
+        kernels();
+    }
+};
+
+// The CUDA ops as the model calls them: the kernels on DeviceArray buffers, activations in Act,
 // the residual stream, statistics, losses and parameter gradients in fp32. The object owns the
 // stream every op runs on, the cuBLAS and cuBLASLt handles (gpu::Blas) and the scratch memory
 // the kernels need between and within ops. Built while device memory is being counted
 // (cuda_common.cuh), it only counts: no stream, no handle, no launch.
-template <typename T>
+//
+// Two pairs of adjacent ops run as one kernel, because each pair would otherwise write a
+// stream-sized tensor and read it straight back (docs/cuda.md §3):
+//   * residual_forward, s = x + Δt·f, and the LayerNorm that reads s (the next step's LN_in,
+//     Post-LN's LN_after, LNf): residual_layernorm_forward;
+//   * a LayerNorm backward that finishes ds, and residual_backward, df = Δt·ds:
+//     layernorm_backward_residual.
+// So residual_forward and layernorm_backward are held back (`held`) until the next op: the
+// partner above runs the fused kernel; any other op first runs the held one alone (flush).
+// Every op goes through run(), which flushes first, so no kernel ever reads a sum or a
+// gradient that is still held back.
+template <typename Activation, class Runner = Launch>
 class CudaOps {
 public:
-    using Act = T;
+    using Act = Activation;
     using Acc = float;
     using Stream = float;
     template <class U>
     using Array = DeviceArray<U>;
+    // Attention keeps the log-sum-exp of each (b, h, t) row, fp32 (attention.cuh).
+    using AttentionSaved = float;
+    static size_t attention_saved_size(int B, int T, int NH) { return gpu::attention_saved_size(B, T, NH); }
 
     cudaStream_t stream = nullptr;
     std::unique_ptr<gpu::Blas> blas;  // cuBLAS and cuBLASLt on `stream`
+    Runner runner;
 
-    CudaOps(const ModelConfig& cfg, int B, int Tn)
-        : attention_delta(gpu::attention_saved_size(B, Tn, cfg.NH)), token_order(B * Tn, cfg.C),
+    CudaOps(const ModelConfig& cfg, int B, int T)
+        : cfg(cfg), attention_delta(gpu::attention_saved_size(B, T, cfg.NH)), token_order(B * T, cfg.C),
           partial(std::max((size_t)MAX_ROW_CHUNKS * 4 * cfg.C, gpu::layernorm_backward_scratch(cfg.C))),
-          norm_partial(gpu::SUMSQ_MAX_BLOCKS),
-          stats_scratch(gpu::stream_statistics_scratch(B * Tn, cfg.C)),
+          norm_partial(gpu::SUMSQ_MAX_BLOCKS), stats_scratch(gpu::stream_statistics_scratch(B * T, cfg.C)),
+          diag_scratch(std::max<size_t>(gpu::diagnostics_scratch(B, T, cfg.NH), gpu::SUMSQ_MAX_BLOCKS)),
           blas_workspace(gpu::Blas::LT_WORKSPACE_BYTES) {
         if (counting_device_memory()) return;
         cudaCheck(cudaStreamCreate(&stream));
@@ -91,159 +125,283 @@ public:
     template <class U>
     Array<U> alloc(size_t n) {  // zero-filled
         Array<U> a(n);
-        zero(a);
+        if (!counting_device_memory()) cudaCheck(cudaMemsetAsync(a.data(), 0, n * sizeof(U), stream));
         return a;
     }
     template <class U>
     void zero(Array<U>& a) {
-        if (!counting_device_memory()) cudaCheck(cudaMemsetAsync(a.data(), 0, a.size() * sizeof(U), stream));
+        run("memset (gradients)", [&] { cudaCheck(cudaMemsetAsync(a.data(), 0, a.size() * sizeof(U), stream)); },
+            [&] { return Launches{{"memset", 0, (double)a.size() * sizeof(U)}}; });
     }
     template <class U>
     void copy(U* dst, const U* src, size_t n) {
-        cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(U), cudaMemcpyDeviceToDevice, stream));
+        run("copy", [&] { cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(U), cudaMemcpyDeviceToDevice, stream)); },
+            [&] { return Launches{{"copy", (double)n * sizeof(U), (double)n * sizeof(U)}}; });
     }
+    // Waits until every op so far has run on the device.
     void finish() {
+        flush();
         if (!counting_device_memory()) cudaCheck(cudaStreamSynchronize(stream));
     }
     // dst = src rounded to T (the bf16 weights from params, a matrix product's input from the stream).
-    void convert(T* dst, const float* src, size_t n) { ::convert(dst, src, n, stream); }
+    void convert(Act* dst, const float* src, size_t n) {
+        run("convert", [&] { ::convert(dst, src, n, stream); },
+            [&] { return Launches{convert_traffic<Act, float>(n)}; });
+    }
     // Uploads the batch.
     void load_batch(Array<int32_t>& tokens, Array<int32_t>& targets, const int32_t* host_tokens,
                     const int32_t* host_targets) {
-        tokens.upload(host_tokens, stream);
-        targets.upload(host_targets, stream);
+        run(nullptr, [&] {
+            tokens.upload(host_tokens, stream);
+            targets.upload(host_targets, stream);
+        }, no_launches);
+        host_batch.assign(host_tokens, host_tokens + tokens.size());
     }
 
-    // Reductions: the mean of the per-position losses (summed on the host in double), the L2
-    // norm of a buffer, the statistics.
+    // The mean of the per-position losses (summed on the host in double); the L2 norm of a buffer.
     float mean(const Array<float>& losses) {
-        std::vector<float> host(losses.size());
-        losses.download(host.data(), stream);
         double total = 0;
-        for (float l : host) total += l;
-        return (float)(total / host.size());
+        run(nullptr, [&] {
+            std::vector<float> host(losses.size());
+            losses.download(host.data(), stream);
+            for (float l : host) total += l;
+        }, no_launches);
+        return (float)(total / losses.size());
     }
     template <class U>
     double norm(const Array<U>& a) {
-        return std::sqrt(gpu::sum_of_squares(a.data(), a.size(), norm_partial.data(), stream));
-    }
-    StreamStats stream_statistics(const float* x, int N, int C) {
-        return gpu::stream_statistics(x, N, C, stats_scratch.data(), stream);
+        double sum = 0;
+        run("grad norm", [&] { sum = gpu::sum_of_squares(a.data(), a.size(), norm_partial.data(), stream); },
+            [&] { return Launches{gpu::sum_of_squares_traffic<U>(a.size())}; });
+        return std::sqrt(sum);
     }
 
     // The model's ops (the .cuh files). The stream (X_0, residual sums, the after-add LayerNorm's
     // output and their gradients) is float; a LayerNorm's input, output and their gradients are
     // the stream's or the activations' type, whichever the model hands it (I, O, D, G below).
-    void encoder_forward(float* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C) {
-        gpu::encoder_forward(out, tokens, wte, wpe, B, Tn, C, stream);
+    void encoder_forward(float* out, const int32_t* tokens, const Act* wte, const Act* wpe, int B, int T, int C) {
+        run("encoder fwd", [&] { gpu::encoder_forward(out, tokens, wte, wpe, B, T, C, stream); },
+            [&] { return Launches{gpu::encoder_forward_traffic<float, Act>(B, T, C)}; });
     }
     // tokens: the batch of the last load_batch (device memory), sorted by token on the device.
-    void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int Tn, int C) {
-        gpu::encoder_backward(dwte, dwpe, dout, tokens, token_order, B, Tn, C, stream);
+    void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) {
+        run("encoder bwd", [&] { gpu::encoder_backward(dwte, dwpe, dout, tokens, token_order, B, T, C, stream); },
+            [&] { return gpu::encoder_backward_traffic<float>(B, T, C, gpu::token_runs(host_batch.data(), B * T)); });
     }
     template <class O, class I>
-    void layernorm_forward(O* out, float* mean, float* rstd, const I* x, const T* w, const T* b, int N, int C) {
-        gpu::layernorm_forward(out, mean, rstd, x, w, b, N, C, stream);
+    void layernorm_forward(O* out, float* mean, float* rstd, const I* x, const Act* w, const Act* b, int N, int C) {
+        if constexpr (std::is_same<I, float>::value) {
+            if (held.add.sum == x) {  // s = x + Δt·f and LayerNorm(s) in one kernel
+                const HeldAdd add = held.add;
+                held = {};
+                run("residual + layernorm fwd",
+                    [&] { gpu::residual_layernorm_forward(add.sum, out, mean, rstd, add.x, add.f, add.dt, w, b, N, C,
+                                                          stream); },
+                    [&] { return Launches{gpu::residual_layernorm_forward_traffic<float, Act, O, Act>(N, C)}; });
+                return;
+            }
+        }
+        run("layernorm fwd", [&] { gpu::layernorm_forward(out, mean, rstd, x, w, b, N, C, stream); },
+            [&] { return Launches{gpu::layernorm_forward_traffic<O, I, Act>(N, C)}; });
     }
+    // Held back: run by the next op, fused with it when that is residual_backward of dx.
     template <class D, class G, class I>
-    void layernorm_backward(D* dx, float* dw, float* db, const G* dout, const I* x, const T* w, const float* mean,
-                            const float* rstd, int N, int C, GradOut dx_out = GradOut::Add) {
-        gpu::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, partial.data(), stream, dx_out);
+    void layernorm_backward(D* dx, float* dw, float* db, const G* dout, const I* x, const Act* w, const float* mean,
+                            const float* rstd, int N, int C, GradOut dx_out) {
+        flush();
+        float* scratch = partial.data();
+        held.norm_backward_dx = dx;
+        held.norm_backward = [=](Act* df, float dt) {
+            if (df)  // and df (N,C) = Δt·dx, written in the same pass
+                run("layernorm + residual bwd",
+                    [&] { gpu::layernorm_backward_residual(dx, df, dt, dw, db, dout, x, w, mean, rstd, N, C, scratch,
+                                                           stream, dx_out); },
+                    [&] { return gpu::layernorm_backward_residual_traffic<D, Act, G, I, Act>(N, C, dx_out); });
+            else
+                run("layernorm bwd",
+                    [&] { gpu::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, scratch, stream, dx_out); },
+                    [&] { return gpu::layernorm_backward_traffic<D, G, I, Act>(N, C, dx_out); });
+        };
     }
-    // layernorm_backward, and df (N,C) = Δt·dx in the same pass (the residual step's gradient).
-    template <class D, class G, class I>
-    void layernorm_backward_residual(D* dx, T* df, float dt, float* dw, float* db, const G* dout, const I* x,
-                                     const T* w, const float* mean, const float* rstd, int N, int C,
-                                     GradOut dx_out = GradOut::Add) {
-        gpu::layernorm_backward_residual(dx, df, dt, dw, db, dout, x, w, mean, rstd, N, C, partial.data(), stream,
-                                         dx_out);
-    }
-    void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
-        gpu::matmul_forward(*blas, out, inp, w, bias, N, IC, OC, stream);
+    void matmul_forward(Act* out, const Act* inp, const Act* w, const Act* bias, int N, int IC, int OC) {
+        run({matmul_layer(IC, OC), " fwd"}, [&] { gpu::matmul_forward(*blas, out, inp, w, bias, N, IC, OC, stream); },
+            [&] { return gpu::matmul_forward_traffic<Act>(N, IC, OC, bias != nullptr); });
     }
     // dinp is T, or float where it is the stream's gradient (a module without an input LayerNorm).
     template <class D>
-    void matmul_backward(D* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N, int IC,
-                         int OC, GradOut dinp_out = GradOut::Add) {
-        gpu::matmul_backward(*blas, dinp, dw, dbias, dout, inp, w, N, IC, OC, partial.data(), stream, dinp_out);
+    void matmul_backward(D* dinp, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w, int N, int IC,
+                         int OC, GradOut dinp_out) {
+        run({matmul_layer(IC, OC), " bwd"},
+            [&] { gpu::matmul_backward(*blas, dinp, dw, dbias, dout, inp, w, N, IC, OC, partial.data(), stream,
+                                       dinp_out); },
+            [&] { return gpu::matmul_backward_traffic<Act, D>(N, IC, OC, dbias != nullptr, dinp_out); });
     }
-    // Attention saves the log-sum-exp of each (b, h, t) row, fp32 (attention.cuh).
-    using AttentionSaved = float;
-    static size_t attention_saved_size(int B, int Tn, int NH) { return gpu::attention_saved_size(B, Tn, NH); }
-    void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH) {
-        gpu::attention_forward(out, lse, qkv, B, Tn, C, NH, stream);
+    void attention_forward(Act* out, float* lse, const Act* qkv, int B, int T, int C, int NH) {
+        run("attention fwd", [&] { gpu::attention_forward(out, lse, qkv, B, T, C, NH, stream); },
+            [&] { return gpu::attention_forward_traffic<Act>(B, T, C, NH); });
     }
-    void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tn, int C,
-                            int NH) {
-        gpu::attention_backward(dqkv, dout, qkv, out, lse, attention_delta.data(), B, Tn, C, NH, stream);
+    void attention_backward(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B, int T,
+                            int C, int NH) {
+        run("attention bwd",
+            [&] { gpu::attention_backward(dqkv, dout, qkv, out, lse, attention_delta.data(), B, T, C, NH, stream); },
+            [&] { return gpu::attention_backward_traffic<Act>(B, T, C, NH); });
     }
-    void matmul_gelu_forward(T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
-        gpu::matmul_bias_gelu_forward(*blas, out, pre, inp, w, bias, N, IC, OC, stream);
+    void matmul_gelu_forward(Act* out, Act* pre, const Act* inp, const Act* w, const Act* bias, int N, int IC, int OC) {
+        run("fc matmul + bias + gelu fwd",
+            [&] { gpu::matmul_bias_gelu_forward(*blas, out, pre, inp, w, bias, N, IC, OC, stream); },
+            [&] { return gpu::matmul_bias_gelu_forward_traffic<Act>(N, IC, OC); });
     }
-    void matmul_gelu_backward(T* dpre, float* dw, float* dbias, const T* dout, const T* inp, const T* w, const T* pre,
-                              int N, int IC, int OC) {
-        gpu::matmul_gelu_backward(*blas, dpre, dw, dbias, dout, inp, w, pre, N, IC, OC, partial.data(), stream);
+    void matmul_gelu_backward(Act* dpre, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w,
+                              const Act* pre, int N, int IC, int OC) {
+        run({matmul_layer(IC, OC), " + gelu bwd"},
+            [&] { gpu::matmul_gelu_backward(*blas, dpre, dw, dbias, dout, inp, w, pre, N, IC, OC, partial.data(),
+                                            stream); },
+            [&] { return gpu::matmul_gelu_backward_traffic<Act>(N, IC, OC, dbias != nullptr); });
     }
-    void residual_forward(float* out, const float* x, const T* f, float dt, size_t n) {
-        gpu::residual_forward(out, x, f, dt, n, stream);
+    // Held back: run by the next op, fused with it when that is a LayerNorm of s.
+    void residual_forward(float* s, const float* x, const Act* f, float dt, size_t n) {
+        flush();
+        held.add = {s, x, f, dt, n};
     }
-    // sum (N,C) = x + Δt·f, then out = LayerNorm(sum) with its mean and rstd, in one launch.
-    template <class O>
-    void residual_layernorm_forward(float* sum, O* out, float* mean, float* rstd, const float* x, const T* f, float dt,
-                                    const T* w, const T* b, int N, int C) {
-        gpu::residual_layernorm_forward(sum, out, mean, rstd, x, f, dt, w, b, N, C, stream);
+    void residual_backward(Act* df, const float* ds, float dt, size_t n, GradOut df_out) {
+        if (held.norm_backward && held.norm_backward_dx == ds && df_out == GradOut::Write) {
+            const auto norm_backward = std::move(held.norm_backward);
+            held = {};
+            norm_backward(df, dt);
+            return;
+        }
+        run("residual bwd", [&] { gpu::residual_backward(df, ds, dt, n, df_out, stream); },
+            [&] { return Launches{gpu::residual_backward_traffic<Act, float>(n, df_out)}; });
     }
-    void crossentropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
-        gpu::crossentropy_forward(losses, logits, targets, N, V, Vp, stream);
+    void crossentropy_forward(float* losses, const Act* logits, const int32_t* targets, int N, int V, int Vp) {
+        run("crossentropy fwd", [&] { gpu::crossentropy_forward(losses, logits, targets, N, V, Vp, stream); },
+            [&] { return Launches{gpu::crossentropy_forward_traffic<Act>(N, V, Vp)}; });
     }
-    void crossentropy_forward_backward(float* losses, T* logits, const int32_t* targets, float dloss, int N, int V,
+    void crossentropy_forward_backward(float* losses, Act* logits, const int32_t* targets, float dloss, int N, int V,
                                        int Vp) {
-        gpu::crossentropy_forward_backward(losses, logits, targets, dloss, N, V, Vp, stream);
+        run("crossentropy fwd+bwd",
+            [&] { gpu::crossentropy_forward_backward(losses, logits, targets, dloss, N, V, Vp, stream); },
+            [&] { return Launches{gpu::crossentropy_forward_backward_traffic<Act>(N, V, Vp)}; });
+    }
+
+    // AdamW over [lo, hi) of the parameters (CudaBackend::update), refreshing their copy in T.
+    void adamw_update(float* params, Act* copy, const float* grads, float* m, float* v, size_t lo, size_t hi,
+                      const AdamWHyper& h, int t, double grad_scale) {
+        run("adamw",
+            [&] { gpu::adamw_update(params, copy, grads, m, v, gpu::adamw_table(cfg), lo, hi, h, t, grad_scale,
+                                    stream); },
+            [&] { return Launches{gpu::adamw_update_traffic<Act>(hi - lo, copy != nullptr)}; });
+    }
+
+    // Runs the op held back, if any, on its own.
+    void flush() {
+        if (held.add.sum) {
+            const HeldAdd add = held.add;
+            held = {};
+            run("residual fwd", [&] { gpu::residual_forward(add.sum, add.x, add.f, add.dt, add.n, stream); },
+                [&] { return Launches{gpu::residual_forward_traffic<float, Act>(add.n)}; });
+        } else if (held.norm_backward) {
+            const auto norm_backward = std::move(held.norm_backward);
+            held = {};
+            norm_backward(nullptr, 0.0f);
+        }
+    }
+
+    // The reductions of the diagnostics (diagnostics.h); each waits for its result.
+    template <class U>
+    double sum_of_squares(const U* x, size_t n) {
+        double sum = 0;
+        run(nullptr, [&] { sum = gpu::sum_of_squares(x, n, diag_scratch.data(), stream); }, no_launches);
+        return sum;
+    }
+    StreamStats stream_statistics(const float* x, int N, int C) {
+        StreamStats st;
+        run(nullptr, [&] { st = gpu::stream_statistics(x, N, C, stats_scratch.data(), stream); }, no_launches);
+        return st;
+    }
+    double attention_logit_max(const Act* qkv, int B, int T, int C, int NH) {
+        double best = 0;
+        run(nullptr, [&] { best = gpu::attention_logit_max(qkv, B, T, C, NH, diag_scratch.data(), stream); },
+            no_launches);
+        return best;
+    }
+    LogitStats logit_statistics(const Act* logits, int N, int V, int Vp) {
+        LogitStats st;
+        run(nullptr, [&] { st = gpu::logit_statistics(logits, N, V, Vp, diag_scratch.data(), stream); }, no_launches);
+        return st;
     }
 
 private:
+    ModelConfig cfg;
+    // The last load_batch's tokens on the host (B·T): how they repeat decides the traffic of the
+    // embedding backward (the traffic model's; no kernel reads them).
+    std::vector<int32_t> host_batch;
+    // The op held back (see the top of the class): at most one at a time.
+    struct HeldAdd {
+        float* sum = nullptr;  // s = x + Δt·f, n elements
+        const float* x = nullptr;
+        const Act* f = nullptr;
+        float dt = 0;
+        size_t n = 0;
+    };
+    struct Held {
+        HeldAdd add;                                         // residual_forward, when add.sum is set
+        const void* norm_backward_dx = nullptr;              // layernorm_backward's dx, when it is held,
+        std::function<void(Act* df, float dt)> norm_backward;  // and what runs it (with df: fused)
+    } held;
+
     DeviceArray<float> attention_delta;  // (B,NH,T) Σ dout·out per row, for attention_backward
     gpu::TokenOrder token_order;        // the batch's positions sorted by token, for the wte gradient
     DeviceArray<float> partial;         // column-sum partials: MAX_ROW_CHUNKS·4C, or LayerNorm's if more
-    DeviceArray<float> norm_partial;    // sum-of-squares partials
+    DeviceArray<float> norm_partial;    // sum-of-squares partials of norm
     DeviceArray<float> stats_scratch;   // for stream_statistics
+    DeviceArray<float> diag_scratch;    // the other diagnostics: sums of squares, per-row maxima
     DeviceArray<unsigned char> blas_workspace;  // cuBLASLt's, for the fused products
+
+    static Launches no_launches() { return {}; }
+
+    // Every op: first the op held back, then this one, through the runner.
+    template <class Kernels, class Traffic>
+    void run(const OpName& name, Kernels kernels, Traffic traffic) {
+        flush();
+        runner(name, kernels, traffic, stream);
+    }
+
+    // The linear layer a matrix product (N,IC)·(OC,IC)ᵀ belongs to, told apart by its shape.
+    const char* matmul_layer(int IC, int OC) const {
+        if (OC == cfg.Vp) return "lm head matmul";
+        if (OC == 3 * cfg.C) return "qkv matmul";
+        if (OC == 4 * cfg.C) return "fc matmul";
+        if (IC == 4 * cfg.C) return "fcproj matmul";
+        return "attproj matmul";
+    }
 };
 
 template <typename T>
 using CudaModel = Gpt2<CudaOps<T>>;
 
-// The model on the GPU as a Backend for ./train and ./eval: CudaModel<T> plus AdamW moments.
-template <typename T>
+// The model on the GPU as a Backend for ./train and ./eval: CudaModel<Act> plus AdamW moments.
+template <typename Act>
 class CudaBackend : public Backend {
 public:
-    CudaBackend(const ModelConfig& cfg, int B, int T_, const std::string& device,
-                std::shared_ptr<NcclComm> comm = nullptr)
-        : model(cfg, B, T_), range{0, model.params.size()}, m(moment_buffer(range.size())), v(moment_buffer(range.size())),
-          device(device),
-          diag_scratch(scratch_buffer(std::max<size_t>(gpu::diagnostics_scratch(B, T_, cfg.NH), gpu::SUMSQ_MAX_BLOCKS))),
-          comm(std::move(comm)) {
+    CudaBackend(const ModelConfig& cfg, int B, int T, const std::string& device, std::shared_ptr<NcclComm> comm = nullptr)
+        : model(cfg, B, T), model_diagnostics(model), range{0, model.params.size()}, m(moment_buffer(range.size())),
+          v(moment_buffer(range.size())), device(device), comm(std::move(comm)) {
         model.ops.finish();
     }
 
     std::string name() const override {
-        const char* precision = std::is_same<T, float>::value ? "fp32" : "bf16, fp32 master weights";
+        const char* precision = std::is_same<Act, float>::value ? "fp32" : "bf16, fp32 master weights";
         return std::string("cuda (") + precision + ", " + device + ", " + RANK_COLLECTIVES + ")";
     }
     const ModelConfig& config() const override { return model.cfg; }
-
-    float forward(const int32_t* inputs, const int32_t* targets) override { return model.forward(inputs, targets); }
-    void forward_to_logits(const int32_t* inputs, const int32_t* targets) override {
-        model.forward_to_logits(inputs, targets);
-    }
-    void zero_grad() override { model.ops.zero(model.grads); }
-    float backward(float loss_weight) override { return model.backward(loss_weight); }
-    double grad_norm() override { return model.grad_norm(); }
+    Network& network() override { return model; }
+    Diagnostics& diagnostics() override { return model_diagnostics; }
 
     // Every tensor of the optimiser range in one launch; m and v hold that range only.
     void update(const AdamWHyper& h, int t, double grad_scale) override {
-        gpu::adamw_update(model.params.data(), model.weight_copy(0), model.grads.data(), m.data(), v.data(),
-                          gpu::adamw_table(model.cfg), range.lo, range.hi, h, t, grad_scale, model.ops.stream);
+        model.ops.adamw_update(model.params.data(), model.weight_copy(0), model.grads.data(), m.data(), v.data(),
+                               range.lo, range.hi, h, t, grad_scale);
     }
 
     // Data parallelism (README "Training on several GPUs or nodes"): over NCCL on the device
@@ -297,54 +455,14 @@ public:
         v.upload(v_in, model.ops.stream);
     }
 
-    std::vector<StreamStats> stream_stats() override { return model.half_stream_stats(); }
-    void record_stream_grads(bool on) override { model.record_stream_grads = on; }
-    std::vector<double> stream_grad_norms() override { return model.stream_grad_norm; }
-    std::vector<double> stream_rms() override {
-        std::vector<double> out;
-        for (int j = 0; j <= 2 * model.cfg.L; j++) out.push_back(rms(model.half_stream(j), (size_t)model.N * model.cfg.C));
-        return out;
-    }
-    std::vector<double> mlp_hidden_rms() override {
-        std::vector<double> out;
-        for (int l = 0; l < model.cfg.L; l++) {
-            const DeviceArray<T>& gelu = model.block_activations(l).gelu;
-            out.push_back(rms(gelu.data(), gelu.size()));
-        }
-        return out;
-    }
-    std::vector<double> block_param_norms() override {
-        return diag::block_norms_by(model.cfg, [&](size_t offset, size_t n) { return sum_sq(model.params.data() + offset, n); });
-    }
-    std::vector<double> fcproj_grad_norms() override {
-        const size_t size = (size_t)4 * model.cfg.C * model.cfg.C;
-        std::vector<double> out;
-        for (int l = 0; l < model.cfg.L; l++) out.push_back(std::sqrt(sum_sq(model.g.fcprojw + l * size, size)));
-        return out;
-    }
-    std::vector<double> attn_logit_max() override {
-        std::vector<double> out;
-        for (int l = 0; l < model.cfg.L; l++)
-            out.push_back(gpu::attention_logit_max(model.block_activations(l).qkv.data(), model.B, model.Tn,
-                                                   model.cfg.C, model.cfg.NH, diag_scratch.data(), model.ops.stream));
-        return out;
-    }
-    LogitStats logit_stats() override {
-        return gpu::logit_statistics(model.logits_data(), model.N, model.cfg.V, model.cfg.Vp, diag_scratch.data(),
-                                     model.ops.stream);
-    }
-
-    // The parameter gradients (num_parameters floats, file order); for the tests.
-    void get_grads(float* out) { model.grads.download(out, model.ops.stream); }
-
-    CudaModel<T> model;
+    CudaModel<Act> model;
 
 private:
+    ModelDiagnostics<CudaModel<Act>> model_diagnostics;
     Range range;              // the optimiser range (set_optimizer_range)
     DeviceArray<float> m, v;  // AdamW moments of that range, file order
     std::string device;       // the GPU's description
-    DeviceArray<float> diag_scratch;  // the diagnostics: sums of squares, per-row maxima
-    std::shared_ptr<NcclComm> comm;   // the ranks' communicator (make_cuda_comm); null for one rank
+    std::shared_ptr<NcclComm> comm;  // the ranks' communicator (make_cuda_comm); null for one rank
 
 #ifdef USE_NCCL
     NcclComm& nccl() {
@@ -357,20 +475,6 @@ private:
     DeviceArray<float> moment_buffer(size_t n) {
         model.ops.memory_category(MemoryCategory::Parameters);
         return model.ops.template alloc<float>(n);
-    }
-    DeviceArray<float> scratch_buffer(size_t n) {
-        model.ops.memory_category(MemoryCategory::Scratch);
-        return DeviceArray<float>(n);
-    }
-
-    // Σ x² and sqrt(mean x²) of n device elements.
-    template <typename E>
-    double sum_sq(const E* x, size_t n) {
-        return gpu::sum_of_squares(x, n, diag_scratch.data(), model.ops.stream);
-    }
-    template <typename E>
-    double rms(const E* x, size_t n) {
-        return std::sqrt(sum_sq(x, n) / n);
     }
 };
 
@@ -471,4 +575,5 @@ std::shared_ptr<NcclComm> make_cuda_comm(ProcessGroup& group, int gpu, size_t nu
 #endif
 }
 
-#include "step_timing.cuh"  // needs CudaOps
+#include "step_timing.cuh"   // needs CudaOps
+#include "step_traffic.cuh"  // needs CudaOps

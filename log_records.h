@@ -33,20 +33,6 @@ inline JsonRecord val_record(int step, double val_loss) {
     return r;
 }
 
-// What a `stats` record holds besides the gradient norms, read from the first micro-batch of
-// the step between its forward and its backward.
-struct ForwardStats {
-    std::vector<StreamStats> stream;  // 2L + 1 half-block points
-    std::vector<double> rms;          // RMS of the residual stream, same points
-    std::vector<double> attn_logit_max, mlp_hidden_rms, param_norm;  // per block (L)
-    LogitStats logits;
-};
-
-inline ForwardStats forward_stats(Backend& model) {
-    return {model.stream_stats(), model.stream_rms(), model.attn_logit_max(), model.mlp_hidden_rms(),
-            model.block_param_norms(), model.logit_stats()};
-}
-
 // The `stats` record for the current micro-batch (README, *Outputs*): per layer (the residual
 // stream X_0 .. X_L) and, with suffix _half, at all 2L + 1 half-block points; then per block
 // and for the output logits. fcproj_grad_norms is of the whole step's gradient.

@@ -183,13 +183,21 @@ inline bool param_decays(int i) {
     return i == P_WTE || i == P_WPE || i == P_QKVW || i == P_ATTPROJW || i == P_FCW || i == P_FCPROJW;
 }
 
-// Number of floats in each tensor.
+// Number of floats in each tensor: the product of its shape (see ParamTensors).
 inline std::array<size_t, NUM_PARAM_TENSORS> param_sizes(const ModelConfig& m) {
-    size_t C = m.C, L = m.L;
-    size_t peri = m.placement == Placement::Peri ? 1 : 0;
-    return {(size_t)m.Vp * C, (size_t)m.maxT * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C,
-            L * C, L * C, L * C, L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C, C, C,
-            peri * L * C, peri * L * C, peri * L * C, peri * L * C};
+    const size_t C = m.C, L = m.L, Vp = m.Vp, maxT = m.maxT;
+    const size_t peri = m.placement == Placement::Peri ? 1 : 0;
+    return {Vp * C,                      // wte       (Vp, C)
+            maxT * C,                    // wpe       (maxT, C)
+            L * C, L * C,                // ln1w, ln1b  (L, C)
+            L * 3 * C * C, L * 3 * C,    // qkvw (L, 3C, C), qkvb (L, 3C)
+            L * C * C, L * C,            // attprojw (L, C, C), attprojb (L, C)
+            L * C, L * C,                // ln2w, ln2b  (L, C)
+            L * 4 * C * C, L * 4 * C,    // fcw (L, 4C, C), fcb (L, 4C)
+            L * C * 4 * C, L * C,        // fcprojw (L, C, 4C), fcprojb (L, C)
+            C, C,                        // lnfw, lnfb  (C)
+            peri * L * C, peri * L * C,  // ln1ow, ln1ob (L, C), Peri-LN only
+            peri * L * C, peri * L * C}; // ln2ow, ln2ob (L, C), Peri-LN only
 }
 
 // Offset of each tensor in the flat parameter buffer (file order).
@@ -206,12 +214,31 @@ inline size_t num_parameters(const ModelConfig& m) {
     return n;
 }
 
-// Named pointers into one flat parameter (or gradient) buffer of element type T.
-// Per-layer tensors are stacked along a leading L dimension.
+// Named pointers into one flat parameter (or gradient) buffer of element type T, in file order.
+// Per-layer tensors are stacked along a leading L dimension; a linear layer's weight is
+// (out, in), as PyTorch's nn.Linear stores it, and computes x·Wᵀ + b.
 template <typename T>
 struct ParamTensors {
-    T *wte, *wpe, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b;
-    T *fcw, *fcb, *fcprojw, *fcprojb, *lnfw, *lnfb, *ln1ow, *ln1ob, *ln2ow, *ln2ob;
+    T* wte;       // (Vp, C)    token embedding; also the output head (tied)
+    T* wpe;       // (maxT, C)  position embedding
+    T* ln1w;      // (L, C)     LayerNorm of the attention step: its input (Pre, Peri) or after
+    T* ln1b;      // (L, C)     the add (Post); gain and bias
+    T* qkvw;      // (L, 3C, C) attention's query, key and value projections, stacked
+    T* qkvb;      // (L, 3C)
+    T* attprojw;  // (L, C, C)  attention's output projection
+    T* attprojb;  // (L, C)
+    T* ln2w;      // (L, C)     LayerNorm of the MLP step, as ln1
+    T* ln2b;      // (L, C)
+    T* fcw;       // (L, 4C, C) MLP's first layer
+    T* fcb;       // (L, 4C)
+    T* fcprojw;   // (L, C, 4C) MLP's output projection
+    T* fcprojb;   // (L, C)
+    T* lnfw;      // (C)        final LayerNorm
+    T* lnfb;      // (C)
+    T* ln1ow;     // (L, C)     Peri-LN only (0 elements otherwise): LayerNorm of attention's output
+    T* ln1ob;     // (L, C)
+    T* ln2ow;     // (L, C)     Peri-LN only: LayerNorm of the MLP's output
+    T* ln2ob;     // (L, C)
 };
 
 template <typename T>

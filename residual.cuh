@@ -1,13 +1,16 @@
-// residual.cuh — the residual add of one step, scaled by Δt (docs/model.md §1):
+// residual.cuh — the residual add of one step, scaled by Δt (docs/model.md §1), and its backward:
 //
 //   residual forward:   out = x + Δt·f                 (n elements)
-// The stream x, out is of type S and the module's output f of type F (float or bf16; in bf16
-// mode S is float: the add happens, and is stored, in fp32). The arithmetic is fp32.
-// In the training step the add is fused with the LayerNorm that reads its sum
-// (residual_layernorm_forward, layernorm.cuh); this kernel computes a sum nothing normalises
-// (the model's run_* diagnostics). The backward has no kernel: its identity term dx = ds is
-// the stream gradient kept in place, and df = Δt·ds is written by the LayerNorm backward that
-// finishes ds (layernorm_backward_residual; docs/block.md §2, line 4).
+//   residual backward:  df = Δt·ds (or df += Δt·ds)    (n elements)
+// The stream x, out, ds is of type S and the module's output f and its gradient df of type F
+// (float or bf16; in bf16 mode S is float: the add happens, and is stored, in fp32). The
+// arithmetic is fp32. The backward's other term, dx = ds, has no kernel: the model keeps the
+// stream gradient in place (docs/block.md §2, line 4).
+// In a training step neither kernel runs: the CUDA ops fuse the add with the LayerNorm that
+// reads its sum (residual_layernorm_forward, layernorm.cuh) and df = Δt·ds with the LayerNorm
+// backward that finishes ds (layernorm_backward_residual), gpt2.cu; these kernels compute the
+// add or the scaling when no LayerNorm is next to it (the end of run_blocks_from, a recorded
+// stream gradient norm between the two).
 //
 // Access pattern: where every buffer is aligned to its pack, each thread handles
 // E = pack_width<S, F>() consecutive elements (4 for an fp32 stream) with one load or store
@@ -46,6 +49,28 @@ __global__ void residual_forward_kernel(S* out, const S* x, const F* f, float dt
     for (I i = first; i < n; i++) out[i] = from_float<S>(residual_sum(to_float(x[i]), to_float(f[i]), dt));
 }
 
+// df = Δt·ds, or df += Δt·ds when `add`.
+template <int E, typename F, typename S, typename I>
+__global__ void residual_backward_kernel(F* df, const S* ds, float dt, I n, bool add, bool packed) {
+    const I k = (I)blockIdx.x * blockDim.x + threadIdx.x;
+    auto one = [&](I i) { df[i] = from_float<F>(add ? dt * to_float(ds[i]) + to_float(df[i]) : dt * to_float(ds[i])); };
+    if (!packed) {
+        if (k < n) one(k);
+        return;
+    }
+    const I first = k * E;
+    if (first >= n) return;
+    if (first + E <= n) {
+        float d[E], f[E];
+        load_pack(d, ds + first);
+        if (add) load_pack(f, df + first);
+        for (int e = 0; e < E; e++) d[e] = add ? dt * d[e] + f[e] : dt * d[e];
+        store_pack(df + first, d);
+        return;
+    }
+    for (I i = first; i < n; i++) one(i);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
@@ -66,6 +91,30 @@ void residual_forward(S* out, const S* x, const F* f, float dt, size_t n, cudaSt
 template <typename S, typename F>
 Traffic residual_forward_traffic(size_t n) {
     return {"residual_forward_kernel", (double)n * (sizeof(S) + sizeof(F)), (double)n * sizeof(S), 2.0 * n};
+}
+
+// df (F) = Δt·ds (S) over n elements (GradOut::Write), or added into df (GradOut::Add):
+// packed where df and ds are aligned to their packs.
+template <typename F, typename S>
+void residual_backward(F* df, const S* ds, float dt, size_t n, GradOut df_out, cudaStream_t stream) {
+    constexpr int E = pack_width<S, F>();
+    const bool packed = aligned_to_packs<E>(df, ds);
+    const size_t threads = packed ? ceil_div(n, (size_t)E) : n;
+    const bool add = df_out == GradOut::Add;
+    with_index_type(n, [&](auto index) {
+        using I = decltype(index);
+        residual_backward_kernel<E, F, S, I><<<ceil_div(threads, 256), 256, 0, stream>>>(df, ds, dt, (I)n, add,
+                                                                                         packed);
+    });
+    cudaCheck(cudaGetLastError());
+}
+
+// Traffic of residual_backward: ds (S) read, and df (F) when added into; df written.
+template <typename F, typename S>
+Traffic residual_backward_traffic(size_t n, GradOut df_out) {
+    const double df_read = df_out == GradOut::Add ? sizeof(F) : 0;
+    return {"residual_backward_kernel", (double)n * (sizeof(S) + df_read), (double)n * sizeof(F),
+            (df_out == GradOut::Add ? 2.0 : 1.0) * n};
 }
 
 }  // namespace gpu

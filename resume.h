@@ -126,6 +126,8 @@ inline Run prepare_run(const TrainOptions& o, int ranks) {
     r.ranks = ranks;
     r.device = resolve_device(o.device);
     const bool gpu = r.device == "cuda";
+    if (gpu && o.cpu_ops != "fast")
+        throw InputError("flag -cpu_ops: chooses among the CPU's op sets, but this run is on cuda (give -device cpu)");
     r.resuming = o.resume && resume_from_folder(r);
     if (!r.resuming) start_from_init(r, gpu);
     validate_config(r.cfg, "model");

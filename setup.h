@@ -54,15 +54,17 @@ inline std::string resolve_device(const std::string& device) {
 }
 
 // Builds the backend for a resolved device ("cpu" or "cuda"); precision is "bf16" or "fp32"
-// (the CPU reference always computes in fp32); gpu: which of the visible GPUs (the local rank
-// under mpirun); comm: the CUDA ranks' communicator (make_device_comm).
+// (the CPU always computes in fp32); cpu_ops picks the CPU's op set, "fast" or "reference"
+// (gpt2_cpu.h); gpu: which of the visible GPUs (the local rank under mpirun); comm: the CUDA
+// ranks' communicator (make_device_comm).
 inline std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision,
-                                             const ModelConfig& cfg, int B, int T, int gpu = 0,
-                                             std::shared_ptr<NcclComm> comm = nullptr) {
+                                             const std::string& cpu_ops, const ModelConfig& cfg, int B, int T,
+                                             int gpu = 0, std::shared_ptr<NcclComm> comm = nullptr) {
 #ifdef USE_CUDA
     if (device == "cuda") return make_cuda_backend(cfg, B, T, precision == "bf16", gpu, std::move(comm));
 #endif
-    return std::make_unique<CpuBackend>(cfg, B, T);
+    if (cpu_ops == "reference") return std::make_unique<CpuBackend<ReferenceOps<float>>>(cfg, B, T);
+    return std::make_unique<CpuBackend<>>(cfg, B, T);
 }
 
 // On a resolved device "cuda" with several ranks, their NCCL communicator (make_cuda_comm),

@@ -1,9 +1,8 @@
 // stability.h — the forward- and backward-stability diagnostics that ./eval reports, computed on
-// the CPU reference model (CpuModel<T>) at one batch of data:
+// the CPU reference model (CpuModel<Real>) at one batch of data:
 //
-//   * hidden-state statistics of the residual stream (docs/statistics.md) at every layer and half-layer;
-//   * gradient norms per layer: ‖∂loss/∂X_i‖ (docs/statistics.md) and the norm of each block's parameter
-//     gradient (the per-block parameter norms, ‖∂loss/∂W_fcproj‖ and the MLP's hidden RMS are in
+//   * the norm of each block's parameter gradient (the hidden-state statistics, ‖∂loss/∂X_i‖,
+//     the per-block parameter norms, ‖∂loss/∂W_fcproj‖ and the MLP's hidden RMS are in
 //     diagnostics.h);
 //   * local sensitivity: ‖J v‖ for random directions v, J the Jacobian of one block (or of one
 //     residual step) at the data, computed EXACTLY by a forward-mode tangent pass (a Jacobian-
@@ -41,22 +40,23 @@ namespace stability {
 
 // LayerNorm y = x̂·w + b, x̂ = (x − mean)·rstd over C channels of N rows, mean/rstd as saved:
 // dy = w ⊙ rstd·(dx − mean_c(dx) − x̂·mean_c(dx ⊙ x̂)).
-template <typename T>
-void layernorm_tangent(T* dy, const T* dx, const T* x, const T* w, const T* mean, const T* rstd, int N, int C) {
+template <typename Real>
+void layernorm_tangent(Real* dy, const Real* dx, const Real* x, const Real* w, const Real* mean, const Real* rstd, int N,
+                       int C) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        const T* xr = x + (size_t)n * C;
-        const T* d = dx + (size_t)n * C;
-        T d_mean = 0, dxhat_mean = 0;
+        const Real* xr = x + (size_t)n * C;
+        const Real* d = dx + (size_t)n * C;
+        Real d_mean = 0, dxhat_mean = 0;
         for (int c = 0; c < C; c++) {
             d_mean += d[c];
             dxhat_mean += d[c] * (xr[c] - mean[n]) * rstd[n];
         }
         d_mean /= C;
         dxhat_mean /= C;
-        T* y = dy + (size_t)n * C;
+        Real* y = dy + (size_t)n * C;
         for (int c = 0; c < C; c++) {
-            const T xhat = (xr[c] - mean[n]) * rstd[n];
+            const Real xhat = (xr[c] - mean[n]) * rstd[n];
             y[c] = w[c] * rstd[n] * (d[c] - d_mean - xhat * dxhat_mean);
         }
     }
@@ -66,36 +66,36 @@ void layernorm_tangent(T* dy, const T* dx, const T* x, const T* w, const T* mean
 // saved qkv (B,T,3C) and probabilities att (B,NH,T,T) and the tangent dqkv (B,T,3C):
 // ds_{t'} = (dq·k_{t'} + q·dk_{t'})/√hs,  da_{t'} = a_{t'}(ds_{t'} − Σ_u a_u ds_u),
 // dout_t = Σ_{t'} da_{t'} v_{t'} + a_{t'} dv_{t'}.
-template <typename T>
-void attention_tangent(T* dout, const T* dqkv, const T* qkv, const T* att, int B, int Tn, int C, int NH) {
+template <typename Real>
+void attention_tangent(Real* dout, const Real* dqkv, const Real* qkv, const Real* att, int B, int T, int C, int NH) {
     const int hs = C / NH;
-    const T scale = T(1) / std::sqrt(T(hs));
+    const Real scale = Real(1) / std::sqrt(Real(hs));
 #pragma omp parallel
     {
-        std::vector<T> ds(Tn);
+        std::vector<Real> ds(T);
 #pragma omp for collapse(3) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++)
-                for (int t = 0; t < Tn; t++) {
-                    const size_t row = (size_t)b * Tn;
-                    const T* q = qkv + (row + t) * 3 * C + h * hs;
-                    const T* dq = dqkv + (row + t) * 3 * C + h * hs;
-                    const T* a = att + (((size_t)b * NH + h) * Tn + t) * Tn;
-                    T weighted = 0;
+                for (int t = 0; t < T; t++) {
+                    const size_t row = (size_t)b * T;
+                    const Real* q = qkv + (row + t) * 3 * C + h * hs;
+                    const Real* dq = dqkv + (row + t) * 3 * C + h * hs;
+                    const Real* a = att + (((size_t)b * NH + h) * T + t) * T;
+                    Real weighted = 0;
                     for (int t2 = 0; t2 <= t; t2++) {
-                        const T* k = qkv + (row + t2) * 3 * C + C + h * hs;
-                        const T* dk = dqkv + (row + t2) * 3 * C + C + h * hs;
-                        T s = 0;
+                        const Real* k = qkv + (row + t2) * 3 * C + C + h * hs;
+                        const Real* dk = dqkv + (row + t2) * 3 * C + C + h * hs;
+                        Real s = 0;
                         for (int i = 0; i < hs; i++) s += dq[i] * k[i] + q[i] * dk[i];
                         ds[t2] = s * scale;
                         weighted += a[t2] * ds[t2];
                     }
-                    T* o = dout + (row + t) * C + h * hs;
+                    Real* o = dout + (row + t) * C + h * hs;
                     for (int i = 0; i < hs; i++) o[i] = 0;
                     for (int t2 = 0; t2 <= t; t2++) {
-                        const T* v = qkv + (row + t2) * 3 * C + 2 * C + h * hs;
-                        const T* dv = dqkv + (row + t2) * 3 * C + 2 * C + h * hs;
-                        const T da = a[t2] * (ds[t2] - weighted);
+                        const Real* v = qkv + (row + t2) * 3 * C + 2 * C + h * hs;
+                        const Real* dv = dqkv + (row + t2) * 3 * C + 2 * C + h * hs;
+                        const Real da = a[t2] * (ds[t2] - weighted);
                         for (int i = 0; i < hs; i++) o[i] += da * v[i] + a[t2] * dv[i];
                     }
                 }
@@ -103,83 +103,68 @@ void attention_tangent(T* dout, const T* dqkv, const T* qkv, const T* att, int B
 }
 
 // Buffers for the tangent pass of one model (sized once).
-template <typename T>
+template <typename Real>
 struct TangentScratch {
-    std::vector<T> dnorm[3];  // the tangent after each LayerNorm of a step (indexed by StepNorm)
-    std::vector<T> dF, ds, dwide, dwide2, dheads;
+    std::vector<Real> du, dF, df, ds, dx_out;  // the tangents of a step's values         (N,C)
+    std::vector<Real> dwide, dwide2;           // inside the module                       (N,4C)
+    std::vector<Real> dheads;                  // inside attention                        (N,C)
     explicit TangentScratch(size_t NC)
-        : dnorm{std::vector<T>(NC), std::vector<T>(NC), std::vector<T>(NC)}, dF(NC), ds(NC), dwide(4 * NC),
-          dwide2(4 * NC), dheads(NC) {}
+        : du(NC), dF(NC), df(NC), ds(NC), dx_out(NC), dwide(4 * NC), dwide2(4 * NC), dheads(NC) {}
 };
 
-// The pieces of one residual step of block l as the tangent pass runs them: each maps the
-// tangent of its input to the tangent of its output, at the point saved by the model's last
-// forward. residual_step (gpt2.h) walks them in the forward pass's order.
-template <typename T>
-struct TangentStep {
-    const CpuModel<T>& m;
-    int l;
-    Half half;
-    TangentScratch<T>& s;
-
-    const typename CpuModel<T>::StepActs& acts() const { return m.block_activations(l).step(half); }
-
-    // LayerNorm `which`, linearised at its saved input, mean and rstd.
-    template <StepNorm which>
-    const T* norm(const T* dx) {
-        const auto& st = acts();
-        const T* x = which == StepNorm::Input ? m.step_input(l, half)
-                     : which == StepNorm::Output ? st.module_out.data() : st.sum.data();
-        const auto& n = st.template norm<which>();
-        T* dy = s.dnorm[(int)which].data();
-        layernorm_tangent(dy, dx, x, step_norm(m.p, l, m.cfg.C, half, which).w, n.mean.data(), n.rstd.data(), m.N,
-                          m.cfg.C);
-        return dy;
+// The module of step (l, half), linearised at the model's last forward: du (N,C) → dF (N,C),
+// its matrix products without bias, attention or GELU in between.
+template <typename Real>
+void module_tangent(const CpuModel<Real>& m, int l, Half half, const Real* du, Real* dF, TangentScratch<Real>& s) {
+    const int N = m.N, C = m.cfg.C;
+    const auto& a = m.block_activations(l);
+    const Real* nobias = nullptr;
+    if (half == Half::Attention) {
+        m.ops.matmul_forward(s.dwide.data(), du, m.p.qkvw + (size_t)l * 3 * C * C, nobias, N, C, 3 * C);
+        attention_tangent(s.dheads.data(), s.dwide.data(), a.qkv.data(), a.att.data(), m.B, m.T, C, m.cfg.NH);
+        m.ops.matmul_forward(dF, s.dheads.data(), m.p.attprojw + (size_t)l * C * C, nobias, N, C, C);
+    } else {
+        m.ops.matmul_forward(s.dwide.data(), du, m.p.fcw + (size_t)l * 4 * C * C, nobias, N, C, 4 * C);
+        // gelu'(fc) ⊙ dfc
+        m.ops.gelu_backward(s.dwide2.data(), s.dwide.data(), a.fc.data(), 4 * (size_t)N * C, GradOut::Write);
+        m.ops.matmul_forward(dF, s.dwide2.data(), m.p.fcprojw + (size_t)l * 4 * C * C, nobias, N, 4 * C, C);
     }
-    // The module, linearised: its matrix products without bias, attention or GELU in between.
-    const T* module(const T* du) {
-        const int N = m.N, C = m.cfg.C;
-        const auto& a = m.block_activations(l);
-        const T* nobias = nullptr;
-        if (half == Half::Attention) {
-            m.ops.matmul_forward(s.dwide.data(), du, m.p.qkvw + (size_t)l * 3 * C * C, nobias, N, C, 3 * C);
-            attention_tangent(s.dheads.data(), s.dwide.data(), a.qkv.data(), a.att.data(), m.B, m.Tn, C, m.cfg.NH);
-            m.ops.matmul_forward(s.dF.data(), s.dheads.data(), m.p.attprojw + (size_t)l * C * C, nobias, N, C, C);
-        } else {
-            m.ops.matmul_forward(s.dwide.data(), du, m.p.fcw + (size_t)l * 4 * C * C, nobias, N, C, 4 * C);
-            std::fill(s.dwide2.begin(), s.dwide2.end(), T(0));
-            m.ops.gelu_backward(s.dwide2.data(), s.dwide.data(), a.fc.data(), 4 * (size_t)N * C);  // gelu'(fc) ⊙ dfc
-            m.ops.matmul_forward(s.dF.data(), s.dwide2.data(), m.p.fcprojw + (size_t)l * 4 * C * C, nobias, N, 4 * C, C);
-        }
-        return s.dF.data();
-    }
-    // ds = dx + Δt·df.
-    const T* add(const T* dx, const T* df) {
-        const T dt = (T)m.cfg.dt;
-        for (size_t i = 0; i < s.ds.size(); i++) s.ds[i] = dx[i] + dt * df[i];
-        return s.ds.data();
-    }
-};
+}
 
 // Jacobian-vector product of one residual step of block l at the point of the model's last
 // forward: dy (N,C) = J · dx, J the Jacobian of the step at its saved input (X_l for the
-// attention step, the attention step's output for the MLP step). (half as an int: 0
-// attention, 1 MLP.)
-template <typename T>
-void step_jvp(const CpuModel<T>& m, int l, Half half, const T* dx, T* dy, TangentScratch<T>& s) {
-    TangentStep<T> pass{m, l, half, s};
-    const T* out = residual_step(norm_plan(m.cfg.placement), pass, dx);
-    std::copy(out, out + (size_t)m.N * m.cfg.C, dy);
+// attention step, the attention step's output for the MLP step). Each line is the tangent of
+// the same line of Gpt2::step_forward (gpt2.h), at the values that forward kept:
+//   u = LN_in(x)?    F = module(u)    f = LN_out(F)?    s = x + Δt·f    x' = LN_after(s)?
+template <typename Real>
+void step_jvp(const CpuModel<Real>& m, int l, Half half, const Real* dx, Real* dy, TangentScratch<Real>& s) {
+    const int N = m.N, C = m.cfg.C;
+    const auto& a = m.block_activations(l).step(half);
+    // The tangent `out` (N,C) of LayerNorm `which` of this step, given the tangent `in` of its
+    // input x.
+    auto layernorm = [&](Real* out, const Real* in, const Real* x, const auto& saved, StepNorm which) {
+        layernorm_tangent(out, in, x, step_norm(m.p, l, C, half, which).w, saved.mean.data(), saved.rstd.data(), N, C);
+        return out;
+    };
+    const Real* du = m.plan.input ? layernorm(s.du.data(), dx, m.step_input(l, half), a.in, StepNorm::Input) : dx;
+    module_tangent(m, l, half, du, s.dF.data(), s);
+    const Real* df = s.dF.data();
+    if (m.plan.output) df = layernorm(s.df.data(), s.dF.data(), a.module_out.data(), a.out, StepNorm::Output);
+    const Real dt = (Real)m.cfg.dt;
+    for (size_t i = 0; i < s.ds.size(); i++) s.ds[i] = dx[i] + dt * df[i];  // ds = dx + Δt·df
+    const Real* out = s.ds.data();
+    if (m.plan.after_add) out = layernorm(s.dx_out.data(), s.ds.data(), a.sum.data(), a.after, StepNorm::AfterAdd);
+    std::copy(out, out + (size_t)N * C, dy);
 }
-template <typename T>
-void step_jvp(const CpuModel<T>& m, int l, int half, const T* dx, T* dy, TangentScratch<T>& s) {
+template <typename Real>
+void step_jvp(const CpuModel<Real>& m, int l, int half, const Real* dx, Real* dy, TangentScratch<Real>& s) {
     step_jvp(m, l, (Half)half, dx, dy, s);
 }
 
 // Jacobian-vector product of the whole block l: attention step, then MLP step. `mid` (N,C)
 // receives the attention step's tangent.
-template <typename T>
-void block_jvp(const CpuModel<T>& m, int l, const T* dx, T* dy, T* mid, TangentScratch<T>& s) {
+template <typename Real>
+void block_jvp(const CpuModel<Real>& m, int l, const Real* dx, Real* dy, Real* mid, TangentScratch<Real>& s) {
     step_jvp(m, l, Half::Attention, dx, mid, s);
     step_jvp(m, l, Half::Mlp, mid, dy, s);
 }
@@ -188,8 +173,8 @@ void block_jvp(const CpuModel<T>& m, int l, const T* dx, T* dy, T* mid, TangentS
 // Local sensitivity
 
 // Fills v (N,C) with one random unit vector per row (Gaussian entries, each row normalised).
-template <typename T>
-void random_unit_rows(T* v, int N, int C, Rng& rng) {
+template <typename Real>
+void random_unit_rows(Real* v, int N, int C, Rng& rng) {
     for (int n = 0; n < N; n++) {
         double norm = 0;
         std::vector<double> row(C);
@@ -198,7 +183,7 @@ void random_unit_rows(T* v, int N, int C, Rng& rng) {
             norm += row[c] * row[c];
         }
         norm = std::sqrt(norm);
-        for (int c = 0; c < C; c++) v[(size_t)n * C + c] = (T)(row[c] / norm);
+        for (int c = 0; c < C; c++) v[(size_t)n * C + c] = (Real)(row[c] / norm);
     }
 }
 
@@ -206,8 +191,8 @@ void random_unit_rows(T* v, int N, int C, Rng& rng) {
 struct GainStats {
     double sum = 0, max = 0;
     long long count = 0;
-    template <typename T>
-    void add_rows(const T* y, int N, int C) {
+    template <typename Real>
+    void add_rows(const Real* y, int N, int C) {
         for (int n = 0; n < N; n++) {
             double sq = 0;
             for (int c = 0; c < C; c++) sq += (double)y[(size_t)n * C + c] * y[(size_t)n * C + c];
@@ -231,12 +216,12 @@ struct Sensitivity {
 // with `directions` random directions per block (and per step) drawn from rng in this order:
 // for each block l, for each direction k: V (used for the block and its attention step), then
 // V' (for its MLP step).
-template <typename T>
-Sensitivity local_sensitivity(const CpuModel<T>& m, int directions, Rng& rng) {
+template <typename Real>
+Sensitivity local_sensitivity(const CpuModel<Real>& m, int directions, Rng& rng) {
     const int L = m.cfg.L, N = m.N, C = m.cfg.C;
     const size_t NC = (size_t)N * C;
-    TangentScratch<T> scratch(NC);
-    std::vector<T> v(NC), mid(NC), out(NC);
+    TangentScratch<Real> scratch(NC);
+    std::vector<Real> v(NC), mid(NC), out(NC);
     Sensitivity r;
     r.directions = directions;
     for (int l = 0; l < L; l++) {
@@ -277,19 +262,19 @@ struct Uncertainty {
 
 // Uses and then restores the residual streams of the model's last forward (the blocks' saved
 // activations end up as those of the clean forward again).
-template <typename T>
-Uncertainty output_uncertainty(CpuModel<T>& m, double sigma, int samples, Rng& rng) {
+template <typename Real>
+Uncertainty output_uncertainty(CpuModel<Real>& m, double sigma, int samples, Rng& rng) {
     const int L = m.cfg.L, N = m.N, C = m.cfg.C;
     const size_t NC = (size_t)N * C;
-    std::vector<std::vector<T>> clean(L + 1);
+    std::vector<std::vector<Real>> clean(L + 1);
     for (int i = 0; i <= L; i++) clean[i].assign(m.stream(i), m.stream(i) + NC);
     std::vector<double> sum(L + 1, 0.0), sum_sq(L + 1, 0.0);
-    std::vector<T> noisy(NC);
+    std::vector<Real> noisy(NC);
     for (int s = 0; s < samples; s++) {
-        for (size_t k = 0; k < NC; k++) noisy[k] = (T)(clean[0][k] + sigma * rng.normal());
+        for (size_t k = 0; k < NC; k++) noisy[k] = (Real)(clean[0][k] + sigma * rng.normal());
         m.run_blocks_from(noisy.data());
         for (int i = 0; i <= L; i++) {
-            const T* x = m.stream(i);
+            const Real* x = m.stream(i);
             for (int n = 0; n < N; n++) {
                 double sq = 0;
                 for (int c = 0; c < C; c++) {
@@ -320,8 +305,8 @@ Uncertainty output_uncertainty(CpuModel<T>& m, double sigma, int samples, Rng& r
 // (w2_bound) is a norm over a token's C channels, so W2_i/√C is per entry like RMS and σ; at
 // i = 0 the ratio is the sample RMS of the unit draws (≈ 1), and a block that only rescales its
 // input leaves it unchanged. Uses and then restores the model's last forward.
-template <typename T>
-Uncertainty relative_output_uncertainty(CpuModel<T>& m, double sigma_rel, int samples, Rng& rng) {
+template <typename Real>
+Uncertainty relative_output_uncertainty(CpuModel<Real>& m, double sigma_rel, int samples, Rng& rng) {
     const int L = m.cfg.L, C = m.cfg.C;
     const size_t NC = (size_t)m.N * C;
     std::vector<double> rms;
@@ -333,20 +318,11 @@ Uncertainty relative_output_uncertainty(CpuModel<T>& m, double sigma_rel, int sa
 }
 
 // ---------------------------------------------------------------------------------------------
-// Statistics and gradient norms
-
-// docs/statistics.md statistics of the residual stream of the last forward at the 2L + 1 half-block points
-// (j = 0 embedding, 2l + 1 after block l's attention step, 2l + 2 = X_{l+1}).
-template <typename T>
-std::vector<StreamStats> half_stream_stats(const CpuModel<T>& m) {
-    std::vector<StreamStats> out;
-    for (int j = 0; j <= 2 * m.cfg.L; j++) out.push_back(stream_statistics(m.half_stream(j), m.N, m.cfg.C));
-    return out;
-}
+// Gradient norms
 
 // ‖gradient‖ of the parameters of each block l (every per-layer tensor's slice l), from m.grads.
-template <typename T>
-std::vector<double> block_param_grad_norms(const CpuModel<T>& m) {
+template <typename Real>
+std::vector<double> block_param_grad_norms(const CpuModel<Real>& m) {
     return diag::block_norms(m.grads.data(), m.cfg);
 }
 

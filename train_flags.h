@@ -118,7 +118,7 @@ inline const std::vector<TrainFlag>& train_flags() {
         {"threads", &O::threads, integers(1, 1024), worked_out("all cores"), MAY_CHANGE,
          "OpenMP threads of the CPU backend (config.json: \"backend\")", NOT_RECORDED},
         {"cpu_ops", &O::cpu_ops, one_of({"reference", "fast"}), "fast", MAY_CHANGE,
-         "CPU backend only: the ops that train, fast (cpu_fast_ops.h) or reference, the textbook ops of cpu_ops.h (slow, "
+         "CPU backend only (refused on CUDA): the ops that train, fast (cpu_fast_ops.h) or reference, the textbook ops of cpu_ops.h (slow, "
          "for stepping through what one reads); the two agree within 1e-5"},
         {"zero", &O::zero, integers(0, 1), "1", MAY_CHANGE,
          "under mpirun: 1 = each rank keeps the AdamW moments of its shard of the parameters only (ZeRO-1), 0 = every "

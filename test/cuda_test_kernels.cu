@@ -503,21 +503,29 @@ TEST(Packs, AlignmentAndSizeDecideThePath) {
     EXPECT_EQ(index_bits((size_t(1) << 32) - (size_t(1) << 16)), 64u);
 }
 
-// As the model calls it: the stream (x, out) fp32, the module's f in T. At n a multiple of the
-// pack (every pack whole), n − 3 (the last thread's pack partial), and with the stream's
-// buffers, or only f, one element off alignment (one thread per element).
+// The sizes and alignments the residual kernels run at: n a multiple of the pack (every pack
+// whole), n − 3 (the last thread's pack partial), and with the stream's buffers, or only the
+// module's, one element off alignment (one thread per element).
+struct ResidualCase {
+    size_t n, stream_shift, f_shift;
+    std::string name() const {
+        return "n = " + std::to_string(n) + ", shifts " + std::to_string(stream_shift) + " and " +
+               std::to_string(f_shift);
+    }
+};
+std::vector<ResidualCase> residual_cases() {
+    const size_t nc = (size_t)N * C;
+    return {{nc, 0, 0}, {nc - 3, 0, 0}, {nc - 3, 1, 1}, {nc, 0, 1}};
+}
+
+// As the model calls it: the stream (x, out) fp32, the module's f in T.
 TYPED_TEST(Kernel, ResidualForward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(5);
     const float dt = 0.1f;
-    struct Case {
-        size_t n, stream_shift, f_shift;
-    };
-    const size_t nc = (size_t)N * C;
-    for (const Case& k : {Case{nc, 0, 0}, Case{nc - 3, 0, 0}, Case{nc - 3, 1, 1}, Case{nc, 0, 1}}) {
-        SCOPED_TRACE("n = " + std::to_string(k.n) + ", shifts " + std::to_string(k.stream_shift) + " and " +
-                     std::to_string(k.f_shift));
+    for (const ResidualCase& k : residual_cases()) {
+        SCOPED_TRACE(k.name());
         const size_t n = k.n, ss = k.stream_shift, fs = k.f_shift;
         const std::vector<float> x = random_vector(rng, n), f = rounded<T>(random_vector(rng, n));
         std::vector<float> want(n);
@@ -527,6 +535,26 @@ TYPED_TEST(Kernel, ResidualForward) {
                               to_device_shifted<T>(f, fs).data() + fs, dt, n, kStream);
         expect_close(to_host_shifted(out, ss), want, tolerance<float>(), "residual out");
     }
+}
+
+// df = Δt·ds, written over NaN and added into a buffer, as the model calls it: ds the fp32 stream
+// gradient, df in T.
+TYPED_TEST(Kernel, ResidualBackward) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    Rng rng(15);
+    const float dt = 0.1f;
+    for (const ResidualCase& k : residual_cases())
+        for (GradOut mode : {GradOut::Write, GradOut::Add}) {
+            SCOPED_TRACE(k.name() + (mode == GradOut::Add ? ", adding" : ", writing"));
+            const size_t n = k.n, ss = k.stream_shift, fs = k.f_shift;
+            const std::vector<float> ds = random_vector(rng, n), df0 = rounded<T>(random_vector(rng, n));
+            std::vector<float> want = mode == GradOut::Add ? df0 : std::vector<float>(n);
+            ::residual_backward(want.data(), ds.data(), dt, n, mode);
+            auto df = mode == GradOut::Add ? to_device_shifted<T>(df0, fs) : poisoned<T>(fs + n);
+            gpu::residual_backward(df.data() + fs, to_device_shifted<float>(ds, ss).data() + ss, dt, n, mode, kStream);
+            expect_close(to_host_shifted(df, fs), want, tolerance<T>(), "residual df");
+        }
 }
 
 TYPED_TEST(Kernel, MatmulForward) {

@@ -133,11 +133,15 @@ void expect_stream_points_close(const std::vector<StreamStats> (&stats)[2], cons
     report("stream statistics and gradient norms (worst)", worst);
 }
 
-// The parameter gradients of a CUDA backend.
+// The parameter gradients of a CUDA backend, downloaded from its model.
+template <typename Act>
+void download_grads(Backend& backend, std::vector<float>& grads) {
+    if (auto* typed = dynamic_cast<CudaBackend<Act>*>(&backend)) typed->model.grads.download(grads.data(), typed->model.ops.stream);
+}
 std::vector<float> cuda_gradients(Backend& backend) {
     std::vector<float> grads(num_parameters(backend.config()));
-    if (auto* fp32 = dynamic_cast<CudaBackend<float>*>(&backend)) fp32->get_grads(grads.data());
-    if (auto* mixed = dynamic_cast<CudaBackend<bf16>*>(&backend)) mixed->get_grads(grads.data());
+    download_grads<float>(backend, grads);
+    download_grads<bf16>(backend, grads);
     return grads;
 }
 
@@ -157,7 +161,7 @@ protected:
     }
     // Both backends holding the same parameters.
     void make_backends(const std::vector<float>& params) {
-        cpu = std::make_unique<CpuBackend>(cfg, B, Tn);
+        cpu = std::make_unique<CpuBackend<>>(cfg, B, Tn);
         cuda = make_cuda_backend(cfg, B, Tn, GetParam().bf16);
         cpu->set_params(params.data());
         cuda->set_params(params.data());
@@ -178,17 +182,19 @@ TEST_P(CudaModelTest, OneTrainingStep) {
     std::vector<double> stream_grad_norms[2];
     Backend* backends[2] = {cpu.get(), cuda.get()};
     for (int k = 0; k < 2; k++) {
-        backends[k]->record_stream_grads(true);
-        backends[k]->zero_grad();
-        backends[k]->forward_to_logits(batch.data(), batch.data() + 1);
-        losses[k] = backends[k]->backward(1.0f);
-        norms[k] = backends[k]->grad_norm();
-        stats[k] = backends[k]->stream_stats();
-        stream_grad_norms[k] = backends[k]->stream_grad_norms();
+        Network& net = backends[k]->network();
+        Diagnostics& diagnostics = backends[k]->diagnostics();
+        diagnostics.record_stream_grads(true);
+        net.zero_grad();
+        net.forward_to_logits(batch.data(), batch.data() + 1);
+        stats[k] = diagnostics.forward_stats().stream;
+        losses[k] = (float)net.backward(1.0);
+        norms[k] = net.grad_norm();
+        stream_grad_norms[k] = diagnostics.stream_grad_norms();
     }
     EXPECT_LT(relative_error(losses[1], losses[0]), tol) << "loss " << losses[1] << " vs " << losses[0];
     report("loss", relative_error(losses[1], losses[0]));
-    expect_tensors_close(cfg, cuda_gradients(*cuda), dynamic_cast<CpuBackend&>(*cpu).model.grads, tol, "gradient");
+    expect_tensors_close(cfg, cuda_gradients(*cuda), dynamic_cast<CpuBackend<>&>(*cpu).model.grads, tol, "gradient");
     EXPECT_LT(relative_error(norms[1], norms[0]), tol) << "gradient norm";
     report("gradient norm", relative_error(norms[1], norms[0]));
 
@@ -236,10 +242,11 @@ TEST_P(CudaTrainingRun, TenSteps) {
         float losses[2];
         Backend* backends[2] = {cpu.get(), cuda.get()};
         for (int k = 0; k < 2; k++) {
-            backends[k]->zero_grad();
-            backends[k]->forward_to_logits(batches[s].data(), batches[s].data() + 1);
-            losses[k] = backends[k]->backward(1.0f);
-            backends[k]->update(h, s + 1, clip_factor(backends[k]->grad_norm(), 1.0));
+            Network& net = backends[k]->network();
+            net.zero_grad();
+            net.forward_to_logits(batches[s].data(), batches[s].data() + 1);
+            losses[k] = (float)net.backward(1.0);
+            backends[k]->update(h, s + 1, clip_factor(net.grad_norm(), 1.0));
         }
         const double err = relative_error(losses[1], losses[0]);
         EXPECT_LT(err, tol) << "loss at step " << s << ": " << losses[1] << " vs " << losses[0];
@@ -295,7 +302,7 @@ TEST(CudaMixedPrecision, Fp32StreamKeepsSmallStepsOfLargeStates) {
         std::vector<float> x0(NC);
         for (float& x : x0) x = (rng.uniform() < 0.5 ? -100.0f : 100.0f) * (1.0f + 0.1f * (float)rng.normal());
 
-        CpuBackend cpu(cfg, B, Tn);
+        CpuBackend<> cpu(cfg, B, Tn);
         cpu.set_params(params.data());
         cpu.model.run_blocks_from(x0.data());
         const float* ref_out = cpu.model.stream(cfg.L);
@@ -316,7 +323,7 @@ TEST(CudaMixedPrecision, Fp32StreamKeepsSmallStepsOfLargeStates) {
         std::vector<float> x = start;
         for (int l = 0; l < cfg.L; l++)
             for (Half half : {Half::Attention, Half::Mlp}) {
-                const float* y = cpu.model.run_step(l, half, x.data());
+                const float* y = cpu.model.step_forward(l, half, x.data());
                 x = round_to_bf16(std::vector<float>(y, y + NC));
             }
         const double bf16_stream_err = relative_error(difference(x, start).data(), want.data(), NC);
@@ -329,6 +336,108 @@ TEST(CudaMixedPrecision, Fp32StreamKeepsSmallStepsOfLargeStates) {
         EXPECT_LT(mixed_err, 0.05) << placement_name(placement) << "-LN";
         EXPECT_GT(bf16_stream_err, 0.5) << placement_name(placement) << "-LN";
     }
+}
+
+// ---- the ops CudaOps holds back (gpt2.cu) ------------------------------------------------------
+
+// CudaOps holds residual_forward and layernorm_backward back to fuse each with the op after it.
+// Whatever comes next, no kernel may read a sum or gradient still held back, and the fused pair
+// must give the values of the two ops run one after the other. Results are read straight from
+// the device (DeviceArray::download), not through an op that would run what is held first.
+class CudaHeldOps : public ::testing::Test {
+protected:
+    static constexpr int N = 8, C = 64;
+    static constexpr size_t NC = (size_t)N * C;
+    static constexpr float dt = 0.5f;
+    std::unique_ptr<CudaOps<float>> made;  // on a machine with a device only
+    Rng rng{31};
+
+    void SetUp() override {
+        REQUIRE_CUDA_DEVICE();
+        made = std::make_unique<CudaOps<float>>(tiny_config({Placement::Pre, 1.0f, false}), 1, N);
+    }
+    CudaOps<float>& ops() { return *made; }
+    DeviceArray<float> zeros(size_t n) { return ops().alloc<float>(n); }
+    DeviceArray<float> random_array(size_t n) {
+        std::vector<float> h(n);
+        for (float& v : h) v = (float)rng.normal();
+        DeviceArray<float> a = zeros(n);
+        a.upload(h.data(), ops().stream);
+        return a;
+    }
+    std::vector<float> read(const DeviceArray<float>& a) {
+        std::vector<float> h(a.size());
+        a.download(h.data(), ops().stream);
+        return h;
+    }
+};
+
+TEST_F(CudaHeldOps, AnotherOpFirstRunsTheHeldAdd) {
+    DeviceArray<float> x = random_array(NC), f = random_array(NC), other = random_array(NC), w = random_array(C),
+                       b = random_array(C);
+    DeviceArray<float> s = zeros(NC), copied = zeros(NC), out = zeros(NC),
+                       mean = zeros(N), rstd = zeros(N);
+    ops().residual_forward(s.data(), x.data(), f.data(), dt, NC);
+    ops().copy(copied.data(), s.data(), NC);  // reads s
+    const std::vector<float> hx = read(x), hf = read(f), hs = read(copied);
+    for (size_t i = 0; i < NC; i++) ASSERT_NEAR(hs[i], hx[i] + dt * hf[i], 1e-6f * (1 + std::fabs(hs[i]))) << i;
+    // A LayerNorm of another tensor is no partner of the add: the sum is computed on its own.
+    DeviceArray<float> s2 = zeros(NC);
+    ops().residual_forward(s2.data(), x.data(), f.data(), dt, NC);
+    ops().layernorm_forward(out.data(), mean.data(), rstd.data(), other.data(), w.data(), b.data(), N, C);
+    EXPECT_EQ(read(s2), read(s));
+}
+
+TEST_F(CudaHeldOps, FusedAddAndLayerNormEqualTheTwoOps) {
+    DeviceArray<float> x = random_array(NC), f = random_array(NC), w = random_array(C), b = random_array(C);
+    DeviceArray<float> s[2], out[2], mean[2], rstd[2];
+    for (int k = 0; k < 2; k++) {  // 0: fused; 1: an op in between, so the add runs alone
+        s[k] = zeros(NC), out[k] = zeros(NC);
+        mean[k] = zeros(N), rstd[k] = zeros(N);
+        ops().residual_forward(s[k].data(), x.data(), f.data(), dt, NC);
+        if (k == 1) ops().norm(w);
+        ops().layernorm_forward(out[k].data(), mean[k].data(), rstd[k].data(), s[k].data(), w.data(), b.data(), N, C);
+    }
+    EXPECT_EQ(read(s[0]), read(s[1]));
+    EXPECT_EQ(read(out[0]), read(out[1]));
+    EXPECT_EQ(read(mean[0]), read(mean[1]));
+    EXPECT_EQ(read(rstd[0]), read(rstd[1]));
+}
+
+TEST_F(CudaHeldOps, FusedLayerNormBackwardAndScalingEqualTheTwoOps) {
+    DeviceArray<float> x = random_array(NC), dout = random_array(NC), w = random_array(C), b = random_array(C);
+    DeviceArray<float> y = zeros(NC), mean = zeros(N), rstd = zeros(N);
+    ops().layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    DeviceArray<float> dx[3], df[3], dw[3], db[3];
+    for (int k = 0; k < 3; k++) {  // 0: fused; 1: an op that reads dx in between; 2: no scaling after
+        dx[k] = zeros(NC), df[k] = zeros(NC), dw[k] = zeros(C);
+        db[k] = zeros(C);
+        ops().layernorm_backward(dx[k].data(), dw[k].data(), db[k].data(), dout.data(), x.data(), w.data(), mean.data(),
+                               rstd.data(), N, C, GradOut::Write);
+        if (k == 1) ops().copy(df[k].data(), dx[k].data(), NC);  // reads dx; overwritten next
+        if (k < 2) ops().residual_backward(df[k].data(), dx[k].data(), dt, NC, GradOut::Write);
+        else ops().copy(df[k].data(), dx[k].data(), NC);  // reads dx
+    }
+    for (int k = 1; k < 3; k++) {
+        EXPECT_EQ(read(dx[k]), read(dx[0])) << k;
+        EXPECT_EQ(read(dw[k]), read(dw[0])) << k;
+        EXPECT_EQ(read(db[k]), read(db[0])) << k;
+    }
+    EXPECT_EQ(read(df[1]), read(df[0]));
+    const std::vector<float> grad = read(dx[0]), scaled = read(df[0]);
+    for (size_t i = 0; i < NC; i++) ASSERT_EQ(scaled[i], dt * grad[i]) << i;
+    EXPECT_EQ(read(df[2]), grad);  // the copy read the finished dx
+}
+
+TEST_F(CudaHeldOps, FinishRunsTheHeldOp) {
+    DeviceArray<float> x = random_array(NC), f = random_array(NC);
+    DeviceArray<float> s = zeros(NC), copied = zeros(NC);
+    ops().residual_forward(s.data(), x.data(), f.data(), dt, NC);
+    ops().copy(copied.data(), s.data(), NC);
+    DeviceArray<float> s2 = zeros(NC);
+    ops().residual_forward(s2.data(), x.data(), f.data(), dt, NC);
+    ops().finish();
+    EXPECT_EQ(read(s2), read(copied));
 }
 
 // ---- the memory plan (docs/cuda.md §4) ---------------------------------------------------------

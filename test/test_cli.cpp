@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -128,6 +129,34 @@ TEST_F(Cli, RefusesUnusableCustomSize) {
     expect_refused(run("./train", "-device cpu -init l2h3c16v96t16 -train_data " + dir + "/train_*.bin -val_data " +
                                       dir + "/val_*.bin -out " + dir + "/out"),
                    "l2h3c16v96t16");
+}
+
+// ./train -cpu_ops reference trains with the textbook ops of cpu_ops.h (gpt2_cpu.h,
+// ReferenceOps<float>) instead of the fast ops: on a few steps, in every placement, each number
+// of its step, validation and stats records matches the fast run's within 1e-5 of the largest
+// value of that key in the record.
+TEST_F(Cli, ReferenceOpsTrainLikeTheFastOps) {
+    for (const char* ln : {"pre", "post", "peri"}) {
+        std::string logs[2];
+        for (int k = 0; k < 2; k++) {
+            const std::string ops = k ? "reference" : "fast", out = dir + "/" + ln + "_" + ops;
+            Result r = run("./train", "-device cpu -threads 2 -init l2h2c16v96t16 -ln " + std::string(ln) +
+                                          " -dt 0.5 -train_data " + dir + "/train_*.bin -val_data " + dir +
+                                          "/val_*.bin -B 2 -T 8 -steps 4 -eval_every 2 -eval_batches 2 -stats_every 2 "
+                                          "-save_every 0 -cpu_ops " + ops + " -out " + out);
+            ASSERT_EQ(r.status, 0) << r.err;
+            EXPECT_EQ(r.out.find("textbook ops") != std::string::npos, k == 1) << r.out;
+            logs[k] = read_file(out + "/log.jsonl");
+        }
+        SCOPED_TRACE(std::string(ln) + "-LN");
+        for (const char* key : {"loss", "grad_norm", "lr"}) expect_log_close(logs[1], logs[0], "\"tok_s\"", key, 1e-5);
+        expect_log_close(logs[1], logs[0], "\"val_loss\"", "val_loss", 1e-5);
+        for (const char* key : {"mean_abs_half", "entry_var_half", "data_var_half", "grad_norm_half", "rms_half",
+                                "grad_norm_scaled_half", "attn_logit_max", "param_norm", "fcproj_grad_norm",
+                                "mlp_hidden_rms", "logit_max", "log_z_mean"})
+            expect_log_close(logs[1], logs[0], "\"stats\"", key, 1e-5);
+    }
+    expect_refused(train("-cpu_ops slow"), "-cpu_ops");
 }
 
 TEST_F(Cli, DefaultBatchShrinksToFitTheShards) {

@@ -83,24 +83,6 @@ protected:
 // train("cuda", out, extra) into *r, or skip (see cuda_run).
 #define CUDA_RUN_OR_SKIP(out, extra, r) CUDA_COMMAND_OR_SKIP(train_command("cuda", out, extra), r)
 
-// Every number that `key` holds in the records with `marker`, CUDA against CPU, within `tol`
-// relative to the largest CPU value of that key.
-void expect_log_close(const std::string& cuda_log, const std::string& cpu_log, const std::string& marker,
-                      const std::string& key, double tol) {
-    const std::vector<std::string> a = log_lines(cuda_log, marker), b = log_lines(cpu_log, marker);
-    ASSERT_EQ(a.size(), b.size()) << marker;
-    ASSERT_FALSE(b.empty()) << marker;
-    for (size_t i = 0; i < a.size(); i++) {
-        const std::vector<double> x = json_numbers(a[i], key), y = json_numbers(b[i], key);
-        ASSERT_EQ(x.size(), y.size()) << key << " in " << b[i];
-        ASSERT_FALSE(y.empty()) << key << " in " << b[i];
-        double scale = 0;
-        for (double v : y) scale = std::max(scale, std::fabs(v));
-        for (size_t k = 0; k < x.size(); k++)
-            EXPECT_NEAR(x[k], y[k], tol * scale) << key << "[" << k << "] of " << b[i];
-    }
-}
-
 TEST_F(CliCuda, Fp32TrainsLikeTheCpuStepForStep) {
     Result cuda;
     CUDA_RUN_OR_SKIP("cuda", "-precision fp32", &cuda);
@@ -285,6 +267,17 @@ TEST_F(CliCuda, GivenBatchThatDoesNotFitTheDeviceIsRefused) {
     EXPECT_EQ(r.status, 2) << r.out << r.err;
     EXPECT_NE(r.err.find("flag -B: B=64 needs "), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+}
+
+// -cpu_ops chooses among the CPU's op sets: on CUDA anything but the default is refused in one
+// line naming the flag, before the run folder is made.
+TEST_F(CliCuda, CpuOpsRefusedOnCuda) {
+    Result r = train("cuda", "cpu_ops", "-cpu_ops reference");
+    if (!std::getenv("CUDA_BIN_DIR") && r.err.find("no CUDA device") != std::string::npos) GTEST_SKIP() << r.err;
+    EXPECT_EQ(r.status, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("flag -cpu_ops:"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "cpu_ops")) << "no run folder";
 }
 
 }  // namespace

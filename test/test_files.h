@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -134,6 +135,25 @@ inline std::vector<double> json_numbers(const std::string& text, const std::stri
 inline double json_number(const std::string& text, const std::string& key) {
     const std::vector<double> v = json_numbers(text, key);
     return v.empty() ? NAN : v[0];
+}
+
+// Every number that `key` holds in the records with `marker` of log `a`, against log `b` (the
+// same records in the same order), within `tol` relative to the largest value of that key in
+// b's record.
+inline void expect_log_close(const std::string& a_log, const std::string& b_log, const std::string& marker,
+                             const std::string& key, double tol) {
+    const std::vector<std::string> a = log_lines(a_log, marker), b = log_lines(b_log, marker);
+    ASSERT_EQ(a.size(), b.size()) << marker;
+    ASSERT_FALSE(b.empty()) << marker;
+    for (size_t i = 0; i < a.size(); i++) {
+        const std::vector<double> x = json_numbers(a[i], key), y = json_numbers(b[i], key);
+        ASSERT_EQ(x.size(), y.size()) << key << " in " << b[i];
+        ASSERT_FALSE(y.empty()) << key << " in " << b[i];
+        double scale = 0;
+        for (double v : y) scale = std::max(scale, std::fabs(v));
+        for (size_t k = 0; k < x.size(); k++)
+            EXPECT_NEAR(x[k], y[k], tol * scale) << key << "[" << k << "] of " << b[i];
+    }
 }
 
 // The tiny model the program tests run: V = 96 (Vp = 128), maxT = 16, NH = 2, C = 16, L blocks,

@@ -166,6 +166,26 @@ double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
     return std::sqrt(d / r);
 }
 
+// One residual step of block l (half 0 attention, 1 MLP), or the whole block, of the model on
+// x (N,C), through the model's own step_forward; the output (N,C) is valid until that step runs
+// again.
+template <typename T>
+const T* run_step(CpuModel<T>& m, int l, int half, const T* x) {
+    const T* out = m.step_forward(l, (Half)half, x);
+    m.ops.flush();
+    return out;
+}
+template <typename T>
+const T* run_block(CpuModel<T>& m, int l, const T* x) {
+    return run_step(m, l, 1, run_step(m, l, 0, x));
+}
+
+// The diagnostics of the model's last forward (diagnostics.h).
+template <typename T>
+ForwardStats forward_stats(CpuModel<T>& m) {
+    return ModelDiagnostics<CpuModel<T>>(m).forward_stats();
+}
+
 // The three Jacobians of block l: 0 attention step, 1 MLP step, 2 whole block, each at the
 // point of the model's forward on the tiny batch. Restores the model's activations afterwards.
 std::vector<std::vector<double>> block_jacobians(CpuModel<double>& m, const Tiny& t, int l) {
@@ -174,7 +194,7 @@ std::vector<std::vector<double>> block_jacobians(CpuModel<double>& m, const Tiny
     const std::vector<double> h(m.half_stream(2 * l + 1), m.half_stream(2 * l + 1) + NC);
     auto run = [&](int which) {
         return [&, which](const std::vector<double>& in) {
-            const double* out = which == 2 ? m.run_block(l, in.data()) : m.run_step(l, which, in.data());
+            const double* out = which == 2 ? run_block(m, l, in.data()) : run_step(m, l, which, in.data());
             return std::vector<double>(out, out + NC);
         };
     };
@@ -184,9 +204,9 @@ std::vector<std::vector<double>> block_jacobians(CpuModel<double>& m, const Tiny
     return J;
 }
 
-// The forward pass computes each residual sum together with the LayerNorm that reads it
-// (docs/block.md §1); run_step computes a step's sum on its own. Both must give every
-// half-block point of the stream, bit for bit, in every placement and on both CPU op sets.
+// A step run on its own, on a copy of the input the forward pass gave it, must give every
+// half-block point of the stream of that forward, bit for bit, in every placement and on both
+// CPU op sets.
 template <typename T>
 void expect_run_step_reproduces_forward(Placement placement) {
     const Tiny t = make_tiny(placement, 0.5f);
@@ -196,7 +216,7 @@ void expect_run_step_reproduces_forward(Placement placement) {
     std::vector<std::vector<T>> points;
     for (int j = 0; j <= 2 * L; j++) points.emplace_back(m.half_stream(j), m.half_stream(j) + NC);
     for (int j = 1; j <= 2 * L; j++) {
-        const T* out = m.run_step((j - 1) / 2, (j - 1) % 2, points[j - 1].data());
+        const T* out = run_step(m, (j - 1) / 2, (j - 1) % 2, points[j - 1].data());
         for (size_t k = 0; k < NC; k++)
             ASSERT_EQ(out[k], points[j][k]) << placement_name(placement) << ", point " << j << " [" << k << "]";
     }
@@ -452,7 +472,7 @@ TEST(AttentionLogitMax, ZeroQueryKeyWeightsGiveTheBiasProduct) {
         const int C = t.cfg.C, NH = t.cfg.NH, hs = C / NH;
         std::fill(w.qkvw, w.qkvw + (size_t)t.cfg.L * 3 * C * C, 0.0f);
         CpuModel<double> m = load<double>(t);
-        const std::vector<double> got = diag::attention_logit_maxima(m);
+        const std::vector<double> got = forward_stats(m).attn_logit_max;
         ASSERT_EQ(got.size(), 3u);
         for (int l = 0; l < t.cfg.L; l++) {
             const double* bias = m.p.qkvb + (size_t)l * 3 * C;
@@ -487,7 +507,7 @@ TEST(LogitStatistics, LogPartitionIsLossPlusTargetLogit) {
             want += (m.losses_data()[n] + m.logits_data()[(size_t)n * Vp + t.targets[n]]) / m.N;
             for (int v = 0; v < m.cfg.V; v++) largest = std::max(largest, m.logits_data()[(size_t)n * Vp + v]);
         }
-        const LogitStats s = diag::model_logit_statistics(m);
+        const LogitStats s = forward_stats(m).logits;
         EXPECT_NEAR(s.log_z_mean, want, 1e-12) << placement_name(p);
         EXPECT_EQ(s.logit_max, largest) << placement_name(p);
     }
@@ -507,10 +527,10 @@ double loss_from_half_point(CpuModel<double>& m, const Tiny& t, int j, const std
     auto keep = [&](const double* out) { cur.assign(out, out + (size_t)N * C); };
     int next_block = j / 2;
     if (j % 2 == 1) {
-        keep(m.run_step((j - 1) / 2, 1, cur.data()));
+        keep(run_step(m, (j - 1) / 2, 1, cur.data()));
         next_block = (j + 1) / 2;
     }
-    for (int l = next_block; l < L; l++) keep(m.run_block(l, cur.data()));
+    for (int l = next_block; l < L; l++) keep(run_block(m, l, cur.data()));
     std::vector<double> u((size_t)N * C), mean(N), rstd(N), logits((size_t)N * Vp), losses(N);
     layernorm_forward(u.data(), mean.data(), rstd.data(), cur.data(), m.p.lnfw, m.p.lnfb, N, C);
     matmul_forward(logits.data(), u.data(), m.p.wte, (const double*)nullptr, N, C, Vp);
@@ -528,7 +548,7 @@ TEST(ScaledGradients, MatchFiniteDifferenceGradientTimesRms) {
         CpuModel<double> m = load<double>(t);
         const int L = m.cfg.L;
         const size_t NC = (size_t)m.N * m.cfg.C;
-        const std::vector<double> rms = diag::half_stream_rms(m);
+        const std::vector<double> rms = forward_stats(m).rms;
         std::vector<std::vector<double>> points;
         for (int j = 0; j <= 2 * L; j++) points.emplace_back(m.half_stream(j), m.half_stream(j) + NC);
         std::fill(m.grads.begin(), m.grads.end(), 0.0);
@@ -563,9 +583,9 @@ TEST(BlockNorms, ParameterNormOfConstantWeightsCountsTheBlocksParameters) {
     for (Placement p : {Placement::Pre, Placement::Peri}) {
         Tiny t = make_tiny(p, 1.0f, 3);
         std::fill(t.params.begin(), t.params.end(), 2.0f);
-        const CpuModel<double> m = load<double>(t);
+        CpuModel<double> m = load<double>(t);
         const double C = 8, count = 12 * C * C + 13 * C + (p == Placement::Peri ? 4 * C : 0);
-        const std::vector<double> norms = diag::block_param_norms(m);
+        const std::vector<double> norms = forward_stats(m).param_norm;
         ASSERT_EQ(norms.size(), 3u);
         for (double n : norms) EXPECT_NEAR(n, 2 * std::sqrt(count), 1e-12) << placement_name(p);
     }
@@ -578,7 +598,7 @@ TEST(FcprojGradNorm, MatchesFiniteDifferences) {
         CpuModel<double> m = load<double>(t);
         std::fill(m.grads.begin(), m.grads.end(), 0.0);
         m.backward(1.0);
-        const std::vector<double> got = diag::fcproj_grad_norms(m);
+        const std::vector<double> got = ModelDiagnostics<CpuModel<double>>(m).fcproj_grad_norms();
         const std::vector<double> whole = stability::block_param_grad_norms(m);
         const size_t size = (size_t)4 * m.cfg.C * m.cfg.C;
         for (int l = 0; l < m.cfg.L; l++) {
@@ -602,7 +622,7 @@ TEST(FcprojGradNorm, MatchesFiniteDifferences) {
 TEST(MlpHiddenRms, IsTheRmsOfGeluOfTheFcActivation) {
     const Tiny t = make_tiny(Placement::Pre, 1.0f);
     CpuModel<double> m = load<double>(t);
-    const std::vector<double> got = diag::mlp_hidden_rms(m);
+    const std::vector<double> got = forward_stats(m).mlp_hidden_rms;
     for (int l = 0; l < m.cfg.L; l++) {
         double sq = 0;
         const std::vector<double>& fc = m.block_activations(l).fc;

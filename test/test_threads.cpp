@@ -100,7 +100,7 @@ TYPED_TEST(BothOps, LayerNorm) {
         Floats out((size_t)N * C), mean(N), rstd(N), dx((size_t)N * C, 0.1f), dw(C, 0.2f), db(C, 0.3f);
         TypeParam::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
         TypeParam::layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
-                                      rstd.data(), N, C);
+                                      rstd.data(), N, C, GradOut::Add);
         return Outputs{out, mean, rstd, dx, dw, db};
     });
 }
@@ -113,7 +113,8 @@ TYPED_TEST(BothOps, Matmul) {
     expect_thread_independent([&] {
         Floats out((size_t)N * OC), dx((size_t)N * IC, 0.1f), dw((size_t)OC * IC, 0.2f), db(OC, 0.3f);
         TypeParam::matmul_forward(out.data(), x.data(), w.data(), bias.data(), N, IC, OC);
-        TypeParam::matmul_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), N, IC, OC);
+        TypeParam::matmul_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), N, IC, OC,
+                                   GradOut::Add);
         return Outputs{out, dx, dw, db};
     });
 }
@@ -136,7 +137,7 @@ TYPED_TEST(BothOps, Gelu) {
     expect_thread_independent([&] {
         Floats g(n), dg(n, 0.1f);
         TypeParam::gelu_forward(g.data(), x.data(), n);
-        TypeParam::gelu_backward(dg.data(), dout.data(), x.data(), n);
+        TypeParam::gelu_backward(dg.data(), dout.data(), x.data(), n, GradOut::Add);
         return Outputs{g, dg};
     });
 }

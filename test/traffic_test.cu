@@ -238,6 +238,12 @@ TYPED_TEST(TrafficTest, Residual) {
         EXPECT_TRUE(agree(gpu::residual_forward_traffic<float, T>(n),
                           counted([&] { gpu::residual_forward(out.data(), x.data(), f.data(), 0.3f, n, kStream); })))
             << n;
+        // Its backward: the stream gradient fp32, df in T, written or added into.
+        for (GradOut mode : {GradOut::Write, GradOut::Add})
+            EXPECT_TRUE(agree(gpu::residual_backward_traffic<T, float>(n, mode), counted([&] {
+                                  gpu::residual_backward(f.data(), x.data(), 0.3f, n, mode, kStream);
+                              })))
+                << n << (mode == GradOut::Add ? " adding" : " writing");
     }
 }
 
