@@ -378,10 +378,7 @@ static std::string batches_read(const EvalOptions& o, uint64_t distinct) {
                              " of the " + std::to_string(distinct) + " distinct ones, in order";
     if ((uint64_t)most <= distinct) return span + ", none repeated";
     const char* flag = most == o.eval_batches ? "-eval_batches" : most == o.diag_batches ? "-diag_batches" : "-samples";
-    if (!o.allow_repeats)
-        throw InputError(std::string("flag ") + flag + ": " + std::to_string(most) + " batches but " + o.val_data +
-                         " holds " + std::to_string(distinct) + " distinct batches of B*T+1 tokens; lower " + flag +
-                         " or give -allow_repeats 1 to read some twice");
+    check_distinct_batches(flag, most, o.val_data, distinct, o.allow_repeats);
     return span + "; batches after " + std::to_string(distinct) + " repeat the first ones (-allow_repeats 1)";
 }
 
@@ -475,7 +472,7 @@ int main(int argc, char** argv) {
     return run_program("eval", eval_usage(), argc, argv, [&] {
         EvalOptions opt = parse_eval_options(argc, argv);
         flush_subnormals_to_zero();
-        if (opt.threads > 0) omp_set_num_threads(opt.threads);
+        set_threads(opt.threads);
         return evaluate(opt);
     });
 }

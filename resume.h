@@ -22,6 +22,7 @@
 #include "errors.h"
 #include "json.h"
 #include "model.h"
+#include "run_counts.h"
 #include "run_dir.h"
 #include "setup.h"
 #include "train_flags.h"
@@ -114,6 +115,26 @@ inline void start_from_init(Run& r, bool gpu) {
     r.state.seed = o.seed;
 }
 
+// GPT-2's step of 524,288 tokens (README "Defaults"), the default -total_batch on CUDA, and the
+// share of the training tokens a default step may take at most: one sixteenth.
+constexpr long long kGpt2StepTokens = 524288;
+constexpr long long kDefaultStepShareOfData = 16;
+
+// The default -total_batch on CUDA: GPT-2's 524,288 tokens rounded down to a multiple of
+// `micro_tokens` (ranks·B·T, at least one); on a corpus of `train_tokens` so small that this is
+// more than 1/16 of it, 1/16 of it (at least one micro-step), said on one line. The bundled
+// corpus's 287,625 tokens take one micro-step of 16 x 1024 tokens (README "Quick start").
+inline long long default_gpu_total_batch(long long micro_tokens, uint64_t train_tokens) {
+    const long long gpt2 = std::max(micro_tokens, kGpt2StepTokens / micro_tokens * micro_tokens);
+    const long long share = (long long)std::min<uint64_t>(train_tokens / kDefaultStepShareOfData, kGpt2StepTokens);
+    const long long fitted = std::max(micro_tokens, share / micro_tokens * micro_tokens);
+    if (train_tokens == 0 || fitted >= gpt2) return gpt2;
+    std::printf("batch: default total_batch %lld lowered to %lld tokens per step, at most 1/%lld of the %llu training "
+                "tokens (at least one micro-step of %lld); give -total_batch to choose\n",
+                gpt2, fitted, kDefaultStepShareOfData, (unsigned long long)train_tokens, micro_tokens);
+    return fitted;
+}
+
 // Resolves the device, the model (resumed, loaded or fresh), and the batch shape; `ranks`
 // processes share every step; gpu_index: which of the visible GPUs (the local rank).
 inline Run prepare_run(const TrainOptions& o, int ranks, int gpu_index) {
@@ -132,16 +153,13 @@ inline Run prepare_run(const TrainOptions& o, int ranks, int gpu_index) {
                                                                    : std::vector<std::string>{o.train_data});
     if (s.T > r.cfg.maxT)
         throw InputError("flag -T: " + std::to_string(s.T) + " exceeds the model's maxT " + std::to_string(r.cfg.maxT));
+    batch_positions(s.B, s.T);  // B*T checked before the device's memory plan multiplies it further
     s.B = fit_device_batch(r.device, o.precision, r.cfg, s.B, o.B != 0, s.T, gpu_index);
-    const long long tokens = (long long)s.B * s.T * ranks;  // one micro-step of every rank
-    if (s.total_batch == 0) s.total_batch = gpu ? std::max(tokens, 524288LL) / tokens * tokens : tokens;
-    if (s.total_batch % tokens != 0)
-        throw InputError("flag -total_batch: " + std::to_string(s.total_batch) + " is not a multiple of " +
-                         (ranks > 1 ? "ranks*B*T = " + std::to_string(ranks) + "*" + std::to_string(s.B) + "*" +
-                                          std::to_string(s.T) + " = "
-                                    : std::string("B*T = ")) +
-                         std::to_string(tokens));
-    r.grad_accum = (int)(s.total_batch / tokens);
+    const long long micro_tokens = checked_product(ranks, batch_positions(s.B, s.T), "ranks*B*T");
+    if (s.total_batch == 0)
+        s.total_batch = gpu ? default_gpu_total_batch(micro_tokens, DataLoader::all_shard_tokens(o.train_data)) : micro_tokens;
+    r.grad_accum = step_counts(s.B, s.T, ranks, s.total_batch, s.steps).grad_accum;
+    if (o.eval_every > 0) evaluation_tokens(o.eval_batches, s.B, s.T);
     s.zero = o.zero && ranks > 1;
     return r;
 }

@@ -57,7 +57,9 @@ inline void check_same_run(const Json& saved, const Json& now, const TrainOption
         if (is && (!was || *was != *is) && !same_float)
             throw InputError("flag -" + f.name + ": -resume 1 would change " + f.record.name + " from " +
                              (was ? was->str() : "(absent)") + " (" + path + ") to " + is->str() +
-                             "; resume with the run's own settings, or start a new run with another -out");
+                             "; resume with the run's own settings" +
+                             std::string(f.name == "steps" ? ", give -change_steps 1 to change -steps on purpose," : "") +
+                             " or start a new run with another -out");
     }
 }
 

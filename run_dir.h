@@ -207,8 +207,9 @@ class RunLog {
 public:
     // Opens DIR/log.jsonl. When resuming after `keep_before` steps, records of later steps (from
     // a run that went on past its last checkpoint) are dropped so the log reads as one run;
-    // `dropped` receives how many, and losses() the training losses of the kept steps in step
-    // order (the run-outcome rules replay them).
+    // `dropped` receives how many, losses() the training losses of the kept steps in step order
+    // (the run-outcome rules replay them) and elapsed() the seconds the run had trained by the
+    // last kept step (0 for a fresh log, or one without "elapsed").
     RunLog(const std::string& dir, bool resuming, int keep_before, int* dropped = nullptr) : path_(in_folder(dir, "log.jsonl")) {
         std::string kept;
         int skipped = 0;
@@ -224,6 +225,8 @@ public:
                 }
                 kept += line + "\n";
                 if (const Json* loss = step_loss(record)) losses_.push_back(loss->as_number());
+                const Json* elapsed = record.get("elapsed");
+                if (elapsed && elapsed->kind() == Json::Kind::Number) elapsed_ = elapsed->as_number();
             }
         }
         if (dropped) *dropped = skipped;
@@ -245,9 +248,11 @@ public:
     // written whole (the partial line is removed again).
     void write(const std::string& json) { append(json + "\n"); }
     const std::vector<double>& losses() const { return losses_; }
+    double elapsed() const { return elapsed_; }
 
 private:
     std::vector<double> losses_;
+    double elapsed_ = 0;
     std::string path_;
     int fd_;
 
