@@ -143,6 +143,19 @@ class DataLoader {
         return counts;
     }
 
+    // The tokenizer the shards matching `pattern` record, read from their headers alone (0 when
+    // none records one); an InputError when two record different ones, as the loader refuses.
+    static uint32_t recorded_tokenizer(const std::string& pattern) {
+        std::vector<Shard> shards;
+        for (const std::string& path : glob_files(pattern)) {
+            File file(std::fopen(path.c_str(), "rb"), &std::fclose);
+            int32_t header[kShardTokenizerWord + 1];
+            if (file && std::fread(header, sizeof header, 1, file.get()) == 1 && header[0] == kShardMagic)
+                shards.push_back({path, 0, 0, uint32_t(header[kShardTokenizerWord])});
+        }
+        return common_tokenizer(shards);
+    }
+
     // The longest shard's token count (shard_header_tokens; 0 when none reads).
     static uint64_t longest_shard_tokens(const std::string& pattern) {
         const std::vector<uint64_t> counts = shard_header_tokens(pattern);
@@ -313,11 +326,13 @@ class DataLoader {
 
 // Throws InputError when the shards of `a` and `b` (say the training and the validation data)
 // record different tokenizers; shards that record none pass.
+inline void check_same_tokenizer(const std::string& a_pattern, uint32_t a, const std::string& b_pattern, uint32_t b) {
+    if (a != 0 && b != 0 && a != b)
+        throw InputError(b_pattern + ": made by tokenizer " + tokenizer_name(b) + ", but " + a_pattern +
+                         " by tokenizer " + tokenizer_name(a) + ": shards of different tokenizers cannot be used in one run");
+}
 inline void check_same_tokenizer(const DataLoader& a, const DataLoader& b) {
-    if (a.tokenizer() != 0 && b.tokenizer() != 0 && a.tokenizer() != b.tokenizer())
-        throw InputError(b.pattern() + ": made by tokenizer " + tokenizer_name(b.tokenizer()) + ", but " +
-                         a.pattern() + " by tokenizer " + tokenizer_name(a.tokenizer()) +
-                         ": shards of different tokenizers cannot be used in one run");
+    check_same_tokenizer(a.pattern(), a.tokenizer(), b.pattern(), b.tokenizer());
 }
 
 // The first shard file of `b` that is also a shard of `a` (the same file, however it is named),

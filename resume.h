@@ -115,6 +115,23 @@ inline void start_from_init(Run& r, bool gpu) {
     r.state.seed = o.seed;
 }
 
+// Refuses an input of the run (the -init checkpoint, the shards of -train_data and, with
+// evaluation, of -val_data) that is a file of the -out folder, which the run writes (run_dir.h).
+inline void check_inputs_outside_run_folder(const TrainOptions& o) {
+    std::vector<CommandInput> inputs;
+    std::vector<std::string> paths;
+    auto add = [&](const std::string& name, const std::string& path) {
+        inputs.push_back({name + " " + path, file_id(path)});
+        paths.push_back(path);
+    };
+    ModelConfig size;
+    if (!o.init.empty() && !model_size(o.init, &size)) add("the -init file", o.init);
+    for (const std::string& path : DataLoader::glob_files(o.train_data)) add("the -train_data shard", path);
+    if (o.eval_every > 0)
+        for (const std::string& path : DataLoader::glob_files(o.val_data)) add("the -val_data shard", path);
+    check_inputs_outside_folder(o.out_dir, inputs, paths);
+}
+
 // GPT-2's step of 524,288 tokens (README "Defaults"), the default -total_batch on CUDA, and the
 // share of the training tokens a default step may take at most: one sixteenth.
 constexpr long long kGpt2StepTokens = 524288;

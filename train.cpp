@@ -332,7 +332,10 @@ int main(int argc, char** argv) {
                 TrainOptions opt = parse_train_options(argc, argv);
                 flush_subnormals_to_zero();
                 set_threads(opt.threads);
-                if (group->is_root()) folder = std::make_unique<RunFolder>(opt.out_dir, opt.resume, opt.overwrite);
+                if (group->is_root()) {
+                    folder = std::make_unique<RunFolder>(opt.out_dir, opt.resume, opt.overwrite);
+                    check_inputs_outside_run_folder(opt);
+                }
                 stop_request::install();
                 run = prepare_run(opt, group->size(), group->local_rank());
             });
