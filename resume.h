@@ -50,6 +50,13 @@ inline std::string init_origin(const std::string& init) {
     return model_size(init, &size) ? "fresh " + init : init;
 }
 
+// A run id as config.json and messages write it: 16 hex digits.
+inline std::string run_id_text(uint64_t id) {
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", (unsigned long long)id);
+    return text;
+}
+
 // Checks that a checkpoint agrees with -ln / -dt when they were given.
 inline void check_against_flags(const ModelConfig& m, const TrainOptions& o, const std::string& path) {
     if (o.given.count("ln") && placement_name(m.placement) != o.ln)
@@ -88,6 +95,9 @@ inline bool resume_from_folder(Run& r) {
     check_against_flags(r.cfg, o, model_path);
     r.state = read_state(state_path, r.initial_params.size(), r.cfg.placement);
     check_resumed_state(r.state, n, o, state_path);
+    if (const uint64_t model_run = checkpoint_run_id(model_path); model_run != r.state.run_id)
+        throw InputError(model_path + ": belongs to another run (run id " + run_id_text(model_run) + ") than " +
+                         state_path + " (run id " + run_id_text(r.state.run_id) + ")");
     r.model_origin = "resumed from " + model_path;
     return true;
 }
@@ -212,7 +222,7 @@ inline void save_checkpoint(Backend& model, const Run& r, TrainState& state, con
     state.loader = train.state();
     const std::string model_path = numbered(r.opt.out_dir, "model", state.steps_done);
     checked_write([&] {
-        write_checkpoint(model_path, r.cfg, params.data());
+        write_checkpoint(model_path, r.cfg, params.data(), state.run_id);
         try {
             write_state(numbered(r.opt.out_dir, "state", state.steps_done), state, r.cfg.placement);
         } catch (const InputError&) {

@@ -277,6 +277,8 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
         check_ranks_agree(group, config);
         if (o.resume && group.is_root()) config = resumed_config(r, config_path, config);
     });
+    if (!r.resuming) r.state.run_id = fresh_run_id(config, r.initial_params);
+    if (r.state.run_id) config.set("run_id", Json::string(run_id_text(r.state.run_id)));  // 0: an older run's files
     print_start(r, *model, *train_data, val_data.get(), load_model(r, *model, group));
     if (r.resuming && r.state.steps_done == o.steps) {
         std::printf("resume: the run in %s is complete (%d of %d steps, %s); nothing to train\n", o.out_dir.c_str(),
