@@ -129,17 +129,13 @@ inline void start_from_init(Run& r, bool gpu) {
 // evaluation, of -val_data) that is a file of the -out folder, which the run writes (run_dir.h).
 inline void check_inputs_outside_run_folder(const TrainOptions& o) {
     std::vector<CommandInput> inputs;
-    std::vector<std::string> paths;
-    auto add = [&](const std::string& name, const std::string& path) {
-        inputs.push_back({name + " " + path, file_id(path)});
-        paths.push_back(path);
-    };
+    auto add = [&](const std::string& name, const std::string& path) { inputs.push_back({name + " " + path, file_id(path)}); };
     ModelConfig size;
     if (!o.init.empty() && !model_size(o.init, &size)) add("the -init file", o.init);
     for (const std::string& path : DataLoader::glob_files(o.train_data)) add("the -train_data shard", path);
     if (o.eval_every > 0)
         for (const std::string& path : DataLoader::glob_files(o.val_data)) add("the -val_data shard", path);
-    check_inputs_outside_folder(o.out_dir, inputs, paths);
+    check_inputs_outside_folder(o.out_dir, inputs);
 }
 
 // GPT-2's step of 524,288 tokens (README "Defaults"), the default -total_batch on CUDA, and the

@@ -91,26 +91,12 @@ inline std::vector<int> checkpoint_steps(const std::string& dir) {
     return steps;
 }
 
-// Refuses (InputError) an input of ./train that is a file of its run folder `dir`, which the run
-// writes, replaces or removes: one of the folder's run files now (compared by identity, so a link
-// or another spelling counts), or a file in that folder (the same folder by identity) under a
-// name the run writes.
-inline void check_inputs_outside_folder(const std::string& dir, const std::vector<CommandInput>& inputs,
-                                        const std::vector<std::string>& input_paths) {
+// Refuses (InputError) an input of ./train that is one of the run files of its folder `dir`,
+// which the run writes, replaces or removes (compared by identity: a link or another spelling
+// counts).
+inline void check_inputs_outside_folder(const std::string& dir, const std::vector<CommandInput>& inputs) {
     for (const std::string& name : run_files(dir))
         check_not_an_input("-out " + in_folder(dir, name), file_id(in_folder(dir, name)), inputs);
-    struct stat folder, parent;
-    if (stat(dir.c_str(), &folder) != 0) return;
-    for (size_t i = 0; i < input_paths.size(); i++) {
-        const std::string& path = input_paths[i];
-        const size_t slash = path.find_last_of('/');
-        const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-        const std::string where = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-        if (is_run_file(name) && stat(where.c_str(), &parent) == 0 && parent.st_dev == folder.st_dev &&
-            parent.st_ino == folder.st_ino)
-            throw InputError(inputs[i].name + " is in the -out folder " + dir + " under a name the run writes: an "
-                             "output cannot replace an input");
-    }
 }
 
 // Creates dir and its parents; throws InputError when that fails.
