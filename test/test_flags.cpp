@@ -17,6 +17,7 @@
 #include "flag_docs.h"
 #include "json.h"
 #include "rng.h"
+#include "resume.h"
 #include "run_counts.h"
 #include "test_files.h"
 #include "train_flags.h"
@@ -283,6 +284,17 @@ TEST(FlagCounts, StepCountsAreExactOrRefusedForExtremeValues) {
     EXPECT_EQ(evaluation_tokens(1 << 30, 1 << 20, 1 << 10), 1LL << 60);
     EXPECT_THROW(evaluation_tokens(1 << 30, 1 << 20, 1 << 20), InputError);  // B*T = 2^40 positions
     EXPECT_THROW(evaluation_tokens(1LL << 40, 1 << 15, 1 << 15), InputError);  // 2^70 tokens
+}
+
+// The default step on CUDA (README "Quick start"): GPT-2's 524,288 tokens on a large corpus, at
+// most 1/16 of a small one's training tokens, never below one micro-step.
+TEST(FlagCounts, TheDefaultGpuStepFitsTheCorpus) {
+    EXPECT_EQ(default_gpu_total_batch(16384, 9000000000ull), 524288);
+    EXPECT_EQ(default_gpu_total_batch(3 * 16384, 9000000000ull), 10 * 3 * 16384);  // a multiple of ranks·B·T
+    EXPECT_EQ(default_gpu_total_batch(16384, 287625), 16384);         // the bundled corpus: one micro-step
+    EXPECT_EQ(default_gpu_total_batch(1024, 287625), 17 * 1024);      // 1/16 of it is 17,976 tokens
+    EXPECT_EQ(default_gpu_total_batch(16384, 1000), 16384);           // never below one micro-step
+    EXPECT_EQ(default_gpu_total_batch(16384, 0), 524288);             // no readable shard: the loader says why
 }
 
 TEST(Json, WritesConfigLayoutAndReadsItBack) {
