@@ -164,7 +164,7 @@ TEST_F(RunDir, OverwriteRemovesTheOldRunsFilesFirst) {
 }
 
 TEST_F(RunDir, UnusableOutputPathsAreRefused) {
-    expect_refused(run("./train -device cpu -init " + dir + "tiny.bin -out '' -steps 1"), "flag -out: the output folder is empty");
+    expect_refused(run("./train -device cpu -init " + dir + "tiny.bin -out '' -steps 1"), "flag -out: the value is empty (give a DIR)");
     std::ofstream(dir + "file") << "x";
     expect_refused(run("./train -device cpu -init " + dir + "tiny.bin -out " + dir + "file/run -steps 1"),
                    "exists and is not a folder");
