@@ -19,7 +19,9 @@ HEADERS  := $(wildcard *.h)
 # When nvcc is found, CUDA_OBJ holds the nvcc-compiled backend linked into train and eval,
 # CUDA_DEFS turns it on in the C++ sources and CUDA_LIBS links the CUDA runtime and cuBLAS.
 # nvcc is looked for on PATH, then in /usr/local/cuda/bin; `make NVCC=` builds CPU-only
-# binaries. GPU_ARCH picks the GPUs compiled for (default A100 and H100/H200), e.g.
+# binaries. GPU_ARCH picks the GPUs compiled for: by default machine code for A100 (sm_80) and
+# H100/H200 (sm_90), and compute_90 PTX, which the driver compiles at start-up for a newer GPU
+# (Blackwell and later) that neither machine code runs on. E.g.
 #   make GPU_ARCH="-gencode arch=compute_90,code=sm_90"
 # The toolkit's include and library folders are asked of nvcc itself (`nvcc --dryrun` prints
 # the -I and -L it would pass), so a wrapped nvcc such as /usr/local/bin/nvcc finds them too;
@@ -31,7 +33,8 @@ HEADERS  := $(wildcard *.h)
 ifeq ($(origin NVCC),undefined)
 NVCC := $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 endif
-GPU_ARCH     ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+GPU_ARCH     ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+                -gencode arch=compute_90,code=compute_90
 NVCCFLAGS    ?= -O3
 NVCCFLAGS    += -std=c++17 -Xcompiler -fopenmp,-Wall,-Wextra,-Wno-unused-parameter
 CUDA_HEADERS := $(wildcard *.cuh)
@@ -356,6 +359,77 @@ endif
 
 .PHONY: bench
 # ---- end CUDA rules ----
+
+# ---- GPU bundle ----
+# `make gpu-bundle` builds here, for the GPU machine, every native program that
+# `scripts/gpu_check.sh --prebuilt build/gpu-bundle` runs (train, eval, bench_gpu, the four
+# cuda_test_* and test_cli_cuda), so that nothing is compiled there (docs/cuda.md §8):
+#  - GPU code for sm_90 (H100/H200) and compute_90 PTX for newer GPUs;
+#  - the CUDA runtime, GoogleTest and libgomp linked in statically; cuBLAS and cuBLASLt from
+#    the GPU machine's CUDA 13 (this toolkit has no static cuBLAS, and libcublasLt.so alone is
+#    over 500 MiB), found through the run path /usr/local/cuda/lib64; libstdc++ and libgcc
+#    shared, from the GPU machine's system: linked in they would need this machine's glibc
+#    (2.36: arc4random, _dl_find_object), shared they need glibc 2.34 and GCC 11's libstdc++;
+#  - CPU code for x86-64-v3 (AVX2, FMA) rather than -march=native: the GPU machine's CPU is
+#    not this one; no MPI and no NCCL (the check uses one GPU, and needs no libmpi there).
+# Its objects go to build/gpu-bundle-obj/; MANIFEST.txt (scripts/bundle_manifest.sh) lists what
+# each program needs from the target, and the build fails when a library cannot be found here
+# (other than the driver's libcuda.so.1) or the bundle exceeds 64 MiB.
+BUNDLE          := $(BUILD)/gpu-bundle
+BUNDLE_OBJ      := $(BUILD)/gpu-bundle-obj
+BUNDLE_ARCH     := -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+BUNDLE_CXXFLAGS := -O3 -march=x86-64-v3 -std=c++17 -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-parameter
+BUNDLE_NVCC     := $(NVCC) -O3 -std=c++17 -Xcompiler -fopenmp,-march=x86-64-v3,-Wall,-Wextra,-Wno-unused-parameter \
+                   $(BUNDLE_ARCH)
+BUNDLE_GTEST    := $(shell $(CXX) -print-file-name=libgtest.a) $(shell $(CXX) -print-file-name=libgtest_main.a)
+# Linked without -fopenmp, which would add the shared libgomp.
+BUNDLE_LINK     := $(shell $(CXX) -print-file-name=libgomp.a) -pthread
+BUNDLE_CUDA     := -L$(CUDA_LIBDIR) -Wl,-rpath,'$$ORIGIN:/usr/local/cuda/lib64' -lcublas -lcublasLt \
+                   $(CUDA_LIBDIR)/libcudart_static.a -ldl -lrt
+BUNDLE_PROGRAMS := $(addprefix $(BUNDLE)/,train eval bench_gpu test_cli_cuda $(patsubst test/%.cu,%,$(CUDA_TEST_SOURCES)))
+BUNDLE_MAX_KIB  := 65536
+
+ifneq ($(CUDA_LINK),)
+gpu-bundle: $(BUNDLE_PROGRAMS) scripts/bundle_manifest.sh
+	@bash scripts/bundle_manifest.sh $(BUNDLE) > /dev/null
+	@size=$$(du -sk $(BUNDLE) | cut -f1); echo "gpu-bundle: $(BUNDLE), $$size KiB (at most $(BUNDLE_MAX_KIB)); MANIFEST.txt says what it needs"; \
+	  test $$size -le $(BUNDLE_MAX_KIB) || { echo "gpu-bundle: larger than $(BUNDLE_MAX_KIB) KiB"; exit 1; }
+else
+gpu-bundle:
+	@echo "gpu-bundle: needs nvcc and the CUDA runtime (not found here)"; exit 1
+endif
+
+.SECONDARY: $(patsubst test/%.cu,$(BUNDLE_OBJ)/%.o,$(CUDA_TEST_SOURCES))  # made by a pattern rule only: keep them
+
+$(BUNDLE_OBJ)/gpt2_cuda.o: gpt2.cu $(CUDA_HEADERS) $(HEADERS)
+	@mkdir -p $(@D)
+	$(BUNDLE_NVCC) -c -o $@ gpt2.cu
+
+$(BUNDLE_OBJ)/cuda_test_%.o: test/cuda_test_%.cu $(CUDA_SOURCES)
+	@mkdir -p $(@D)
+	$(BUNDLE_NVCC) -I. -Itest -c -o $@ $<
+
+$(BUNDLE)/train $(BUNDLE)/eval: $(BUNDLE)/%: %.cpp $(HEADERS) $(BUNDLE_OBJ)/gpt2_cuda.o
+	@mkdir -p $(@D)
+	$(CXX) $(BUNDLE_CXXFLAGS) -DUSE_CUDA -c -o $(BUNDLE_OBJ)/$*.o $<
+	$(CXX) -o $@ $(BUNDLE_OBJ)/$*.o $(BUNDLE_OBJ)/gpt2_cuda.o $(BUNDLE_CUDA) $(BUNDLE_LINK) -lm
+
+$(BUNDLE)/bench_gpu: bench_gpu.cpp $(HEADERS) $(BUNDLE_OBJ)/gpt2_cuda.o
+	@mkdir -p $(@D)
+	$(CXX) $(BUNDLE_CXXFLAGS) -DUSE_CUDA -I$(CUDA_INCLUDE) -c -o $(BUNDLE_OBJ)/bench_gpu.o $<
+	$(CXX) -o $@ $(BUNDLE_OBJ)/bench_gpu.o $(BUNDLE_OBJ)/gpt2_cuda.o $(BUNDLE_CUDA) $(BUNDLE_LINK) -lm
+
+$(BUNDLE)/cuda_test_%: $(BUNDLE_OBJ)/cuda_test_%.o
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $< $(BUNDLE_GTEST) $(BUNDLE_CUDA) $(BUNDLE_LINK) -lm
+
+$(BUNDLE)/test_cli_cuda: test/test_cli_cuda.cpp $(HEADERS) $(wildcard test/*.h)
+	@mkdir -p $(@D) $(BUNDLE_OBJ)
+	$(CXX) $(BUNDLE_CXXFLAGS) -I. -Itest -DGOLDEN_DIR=\"test/golden\" -c -o $(BUNDLE_OBJ)/test_cli_cuda.o $<
+	$(CXX) -o $@ $(BUNDLE_OBJ)/test_cli_cuda.o $(BUNDLE_GTEST) $(BUNDLE_LINK) -lm
+
+.PHONY: gpu-bundle
+# ---- end GPU bundle ----
 
 # ---- fuzzing ----
 # Every test/fuzz_*.cpp is a libFuzzer target (README "Fuzzing"), built by clang++ with

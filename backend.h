@@ -104,10 +104,22 @@ void for_each_tensor_part(const ModelConfig& cfg, Range range, F f) {
 // cuda_device_available: true when the device local rank `gpu` uses (visible GPU number `gpu`,
 // or the only one visible) exists and is usable (any runtime error, e.g. no driver, counts as
 // none); fills `description` with its name or what is missing. make_cuda_backend: the model on
-// that device; bf16 = bf16 weights/activations with fp32 master weights, else full fp32.
+// that device; bf16 = bf16 weights/activations with fp32 master weights, else full fp32; under
+// mpirun its collectives run over `comm` (make_cuda_comm).
+class NcclComm;  // nccl_comm.cuh
 bool cuda_device_available(std::string* description, int gpu = 0);
-std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool bf16, int gpu = 0);
+std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool bf16, int gpu = 0,
+                                           std::shared_ptr<NcclComm> comm = nullptr);
+// The ranks' NCCL communicator on GPU `gpu`, warmed up with one of each collective the backend
+// runs on `num_parameters` floats, so that the device memory NCCL takes (it connects its peers
+// at the first collective) is already in use when the batch is fitted (docs/cuda.md §4).
+// Collective over `group`; null for one rank, and in a build without NCCL. timeout_s: see
+// nccl_timeout_seconds (distributed.h).
+std::shared_ptr<NcclComm> make_cuda_comm(ProcessGroup& group, int gpu, size_t num_parameters, double timeout_s);
 // The device memory make_cuda_backend would allocate, counted without a device (docs/cuda.md §4).
 MemoryPlan cuda_memory_plan(const ModelConfig& cfg, int B, int T, bool bf16);
+// The device memory bench_gpu's per-op timing allocates (step_timing.cuh: its own model and
+// AdamW moments), counted the same way.
+MemoryPlan cuda_step_timing_plan(const ModelConfig& cfg, int B, int T, bool bf16);
 // Free bytes on CUDA device `gpu`.
 uint64_t cuda_free_memory(int gpu = 0);

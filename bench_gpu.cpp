@@ -14,15 +14,20 @@
 // "The cost model"), per op: launches, bytes, FLOPs, modelled time and share, the roofline's time
 // and what bounds the op, then the step's total, tok/s and MFU. B defaults to 16 there.
 //
-// B defaults to 64, halved until the memory plan fits the free device memory (fit_batch,
-// memory_plan.h). On a machine without a CUDA device it says so and exits 0.
+// B defaults to 64, halved until what the benchmark allocates fits the free device memory
+// (fit_batch, memory_plan.h): the backend it measures the step with, then, once that is
+// released, the per-op timing's own model (bench_peak). On a machine without a CUDA device it
+// says so and exits 0. The first loss (of the first warm-up step) is printed: at
+// initialisation it is about ln V.
 // -plan prints the device memory the backend would allocate, by category, without a GPU
-// (docs/cuda.md §4): B defaults to ./train's 32; -fit GIB adds the largest B that fits GIB with
-// ./train's reserve kept free.
+// (docs/cuda.md §4): B defaults to ./train's 32; then the benchmark's peak at that B; -fit GIB
+// adds the largest B that fits GIB with ./train's reserve kept free, and the B the benchmark
+// itself would take on a device with GIB free.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -111,9 +116,16 @@ size_t device_memory_used() {
     return total - free;
 }
 
-// -plan: the device memory of the backend for (cfg, B, T) by category, and its total as the
-// last line; with -fit, first the largest B whose plan fits that many GiB less the reserve
-// ./train keeps free (largest_fitting_batch).
+// The most device memory the benchmark holds at once at micro-batch B: the backend it measures
+// the step with, or, after that is released, the per-op timing's own model (step_timing.cuh).
+uint64_t bench_peak(const ModelConfig& cfg, int B, int T, bool bf16) {
+    return std::max(cuda_memory_plan(cfg, B, T, bf16).total(), cuda_step_timing_plan(cfg, B, T, bf16).total());
+}
+
+// -plan: the device memory of the backend for (cfg, B, T) by category, the benchmark's peak, and
+// the backend's total as the last line; with -fit, first the largest B whose plan fits that many
+// GiB less the reserve ./train keeps free (largest_fitting_batch), and the B the benchmark takes
+// there (fit_batch from 64 on its peak).
 int print_plan(const ModelConfig& cfg, const Options& o) {
     const int B = o.B > 0 ? o.B : 32;
     const MemoryPlan plan = cuda_memory_plan(cfg, B, o.T, o.bf16);
@@ -122,12 +134,22 @@ int print_plan(const ModelConfig& cfg, const Options& o) {
     for (int c = 0; c < NUM_MEMORY_CATEGORIES; c++)
         std::printf("  %-32s %16llu bytes  %8.2f GiB\n", memory_category_name((MemoryCategory)c),
                     (unsigned long long)plan.bytes[c], gib(plan.bytes[c]));
+    std::printf("bench_gpu at B = %d holds at most %.2f GiB (the backend, then the per-op timing's model: %.2f GiB)\n", B,
+                gib(bench_peak(cfg, B, o.T, o.bf16)), gib(cuda_step_timing_plan(cfg, B, o.T, o.bf16).total()));
     if (o.fit_gib > 0) {
-        const int largest = largest_fitting_batch((uint64_t)(o.fit_gib * (uint64_t(1) << 30)), [&](int b) {
+        const uint64_t available = (uint64_t)(o.fit_gib * (uint64_t(1) << 30));
+        const int largest = largest_fitting_batch(available, [&](int b) {
             return cuda_memory_plan(cfg, b, o.T, o.bf16).total();
         });
         std::printf("largest B that fits %g GiB, %.0f GiB of it kept free as ./train keeps it: %d\n", o.fit_gib,
                     gib(DEVICE_MEMORY_RESERVE), largest);
+        try {
+            const int bench_B = fit_batch(64, false, available, [&](int b) { return bench_peak(cfg, b, o.T, o.bf16); });
+            std::printf("bench_gpu's default B with %g GiB free: %d (peak %.2f GiB)\n", o.fit_gib, bench_B,
+                        gib(bench_peak(cfg, bench_B, o.T, o.bf16)));
+        } catch (const InputError& e) {
+            std::printf("bench_gpu's default B with %g GiB free: none (%s)\n", o.fit_gib, e.what());
+        }
     }
     std::printf("planned device memory: %.2f GiB\n", gib(plan.total()));
     return 0;
@@ -261,7 +283,7 @@ int run(const Options& o) {
     }
     const int B = o.B > 0 ? o.B
                           : fit_batch(64, false, cuda_free_memory(),
-                                      [&](int b) { return cuda_memory_plan(cfg, b, o.T, o.bf16).total(); });
+                                      [&](int b) { return bench_peak(cfg, b, o.T, o.bf16); });
 
     std::unique_ptr<Backend> model = make_cuda_backend(cfg, B, o.T, o.bf16);
     std::vector<float> params(num_parameters(cfg));
@@ -272,7 +294,11 @@ int run(const Options& o) {
     std::printf("bench: %s, %s (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n", device.c_str(), o.init.c_str(),
                 num_parameters(cfg) / 1e6, placement_name(cfg.placement), o.bf16 ? "bf16" : "fp32", B, o.T);
     int t = 1;
-    for (int s = 0; s < o.warmup; s++, t++) train_step(*model, batches[s % batches.size()], t);
+    float first_loss = NAN;
+    for (int s = 0; s < o.warmup; s++, t++) {
+        const float loss = train_step(*model, batches[s % batches.size()], t);
+        if (t == 1) first_loss = loss;
+    }
     std::vector<double> ms;
     float loss = 0;
     size_t memory = 0;
@@ -282,7 +308,9 @@ int run(const Options& o) {
         cudaDeviceSynchronize();
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
         memory = std::max(memory, device_memory_used());
+        if (t == 1) first_loss = loss;
     }
+    model.reset();  // the per-op timing below builds a model of its own
 
     std::sort(ms.begin(), ms.end());
     const double median_ms = ms[ms.size() / 2];
@@ -293,15 +321,17 @@ int run(const Options& o) {
     char mfu[96] = "n/a (no dense bf16 peak known for this device)";
     if (peak)
         std::snprintf(mfu, sizeof mfu, "%.1f%% of %.0f TFLOP/s dense bf16", 100.0 * tflops / peak->tflops, peak->tflops);
-    std::printf("  %d steps after %d warm-up, last loss %.3f\n", o.steps, o.warmup, loss);
+    std::printf("  %d steps after %d warm-up, first loss %.3f (ln V = %.3f), last loss %.3f\n", o.steps, o.warmup,
+                first_loss, std::log((double)cfg.V), loss);
     std::printf("  ms/step   %.1f (median; min %.1f, max %.1f)\n", median_ms, ms.front(), ms.back());
     std::printf("  tok/s     %.0f\n", tokens / (median_ms * 1e-3));
     std::printf("  TFLOP/s   %.1f\n", tflops);
     std::printf("  MFU       %s\n", mfu);
     std::printf("  memory    %.1f GiB in use on the device (peak over the timed steps)\n", memory / 1073741824.0);
     print_measured_ops(cfg, B, o, batches[0]);
-    std::printf("bench-summary: tok_s=%.0f ms_step=%.1f mfu_pct=%.1f mem_gib=%.1f B=%d\n", tokens / (median_ms * 1e-3),
-                median_ms, peak ? 100.0 * tflops / peak->tflops : 0.0, memory / 1073741824.0, B);
+    std::printf("bench-summary: tok_s=%.0f ms_step=%.1f mfu_pct=%.1f mem_gib=%.1f B=%d first_loss=%.4f ln_V=%.4f\n",
+                tokens / (median_ms * 1e-3), median_ms, peak ? 100.0 * tflops / peak->tflops : 0.0,
+                memory / 1073741824.0, B, first_loss, std::log((double)cfg.V));
     return 0;
 }
 

@@ -89,6 +89,19 @@ public:
     }
 };
 
+// The seconds a rank waits for a collective between GPUs (NCCL) before it takes a peer for
+// failed and ends the job: GPT2_NCCL_TIMEOUT, 1800 when unset (a step's collectives take
+// milliseconds, but a peer may first write a checkpoint).
+inline double nccl_timeout_seconds() {
+    const char* text = std::getenv("GPT2_NCCL_TIMEOUT");
+    if (text == nullptr || *text == '\0') return 1800;
+    char* end = nullptr;
+    const double seconds = std::strtod(text, &end);
+    if (*end != '\0' || !(seconds > 0))
+        throw InputError(std::string("GPT2_NCCL_TIMEOUT: '") + text + "' is not a positive number of seconds");
+    return seconds;
+}
+
 // One process: every collective is the identity.
 class SingleProcess : public ProcessGroup {
 public:

@@ -4,6 +4,9 @@
 //   OutputError: a write the run depends on failed (disk full, folder removed or read-only).
 //               Programs print one line and exit with status 4; ./train leaves its last
 //               complete checkpoint pair as it was.
+//   CollectiveError: a collective between the ranks of a data-parallel job failed, or did not
+//               finish in time (a peer died or hangs). Programs print one line and exit with
+//               status 1; under mpirun ./train then ends every rank.
 //   Divergence (not an exception): see train.cpp, exit status 3.
 #pragma once
 #include <stdexcept>
@@ -14,5 +17,9 @@ struct InputError : std::runtime_error {
 };
 
 struct OutputError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct CollectiveError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };

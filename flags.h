@@ -41,8 +41,9 @@ inline bool help_requested(int argc, char** argv) {
 
 // The body of a program's main(): prints `usage` for -h/--help, else runs `body` (returning the
 // exit status). Bad input (InputError) is one line "program: message" on stderr and status 2;
-// running out of memory (a model or batch too large for this machine) is one line and status 1;
-// a failed write of an output (OutputError) is one line and status 4.
+// running out of memory (a model or batch too large for this machine) and a failed collective
+// between ranks (CollectiveError) are one line and status 1; a failed write of an output
+// (OutputError) is one line and status 4.
 template <typename Body>
 int run_program(const char* program, const std::string& usage, int argc, char** argv, Body body) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress shows at once through a pipe (| tee) too
@@ -59,6 +60,9 @@ int run_program(const char* program, const std::string& usage, int argc, char** 
     } catch (const OutputError& e) {
         std::fprintf(stderr, "%s: %s\n", program, e.what());
         return 4;
+    } catch (const CollectiveError& e) {
+        std::fprintf(stderr, "%s: %s\n", program, e.what());
+        return 1;
     } catch (const std::bad_alloc&) {
         std::fprintf(stderr, out_of_memory, program);
         return 1;

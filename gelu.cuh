@@ -7,12 +7,16 @@
 //             dpre (N,IC) = (dout·w)·GELU'(pre) (written), where
 //             GELU'(x) = ½·(1 + tanh(u)) + ½·x·(1 − tanh²(u))·√(2/π)·(1 + 3·0.044715·x²)
 //
-// Both are epilogues of cuBLASLt products (matmul.cuh) where it has an algorithm for them;
-// otherwise the product runs alone and one of the kernels below makes a pass over its result.
-// Elements are T (float or bf16), arithmetic in fp32. The kernels move 16 bytes per load and
+// In bf16 both are epilogues of cuBLASLt products (matmul.cuh) where it has an algorithm for
+// them; in fp32, and where cuBLASLt refuses, the product runs alone and one of the kernels below
+// makes a pass over its result. fp32 mode computes what the CPU reference computes, and
+// cuBLASLt does not document which GELU its epilogues compute, so fp32 never uses them
+// (docs/cuda.md §3). Elements are T (float or bf16), arithmetic in fp32. The kernels move 16 bytes per load and
 // store (4 floats or 8 bf16) where OC is a multiple of the pack and the buffers are 16-byte
 // aligned, else one element at a time, with 32-bit indices where the sizes allow.
 #pragma once
+#include <type_traits>
+
 #include "cuda_common.cuh"
 #include "matmul.cuh"
 
@@ -20,6 +24,12 @@ namespace gpu {
 
 constexpr float GELU_SCALE = 0.7978845608028654f;  // √(2/π)
 constexpr float GELU_CUBIC = 0.044715f;
+
+// True where GELU and its derivative may be cuBLASLt epilogues: in bf16 only (above).
+template <typename T>
+constexpr bool gelu_epilogue_allowed() {
+    return std::is_same<T, bf16>::value;
+}
 
 // GELU(x) and its derivative.
 __device__ inline float gelu(float x) { return 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + GELU_CUBIC * x * x * x))); }
@@ -113,24 +123,24 @@ Traffic gelu_backward_inplace_traffic(int N, int OC) {
     return {"gelu_backward_inplace_kernel", 2 * n * sizeof(T), n * sizeof(T), 21.0 * n};
 }
 
-// pre (N,OC) = inp (N,IC)·wᵀ + bias;  out (N,OC) = GELU(pre): one cuBLASLt product with the
-// bias and GELU as its epilogue where it has an algorithm for it (GELU of the fp32 sum), else
-// the product, then one pass for bias and GELU together (GELU of the stored pre).
+// pre (N,OC) = inp (N,IC)·wᵀ + bias;  out (N,OC) = GELU(pre): in bf16 one cuBLASLt product
+// with the bias and GELU as its epilogue where it has an algorithm for it (GELU of the fp32
+// sum), else the product, then one pass for bias and GELU together (GELU of the stored pre).
 template <typename T>
 void matmul_bias_gelu_forward(Blas& blas, T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC,
                               int OC, cudaStream_t stream) {
-    if (blas.fused_gemm(Epilogue::BiasGelu, (void*)bias, (const T*)pre, false, true, N, OC, IC, 1.0f, inp, IC, w, IC,
-                        0.0f, out, OC))
+    if (gelu_epilogue_allowed<T>() && blas.fused_gemm(Epilogue::BiasGelu, (void*)bias, (const T*)pre, false, true, N,
+                                                      OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC))
         return;
     matmul_forward(blas, pre, inp, w, (const T*)nullptr, N, IC, OC, stream);
     bias_gelu_forward(out, pre, bias, N, OC, stream);
 }
 
-// Traffic of matmul_bias_gelu_forward: the fused product where OC allows it, else the product
-// and the bias + GELU pass.
+// Traffic of matmul_bias_gelu_forward: the fused product where the precision and OC allow it,
+// else the product and the bias + GELU pass.
 template <typename T>
 Launches matmul_bias_gelu_forward_traffic(int N, int IC, int OC) {
-    if (aux_stride_allowed(OC))
+    if (gelu_epilogue_allowed<T>() && aux_stride_allowed(OC))
         return {fused_gemm_traffic(Epilogue::BiasGelu, N, OC, IC, false, sizeof(T), sizeof(T))};
     Launches out = matmul_forward_traffic<T>(N, IC, OC, false);
     out.push_back(bias_gelu_forward_traffic<T>(N, OC));
@@ -139,26 +149,26 @@ Launches matmul_bias_gelu_forward_traffic(int N, int IC, int OC) {
 
 // The backward of a linear layer whose input is inp = GELU(pre) (the MLP's fcproj):
 //   dpre (N,IC) = (dout·w)·GELU'(pre) (written);  dw (OC,IC) += doutᵀ·inp;  dbias (OC) += Σ_n dout.
-// The dpre product has GELU's derivative as its cuBLASLt epilogue where it has an algorithm for
-// it, else a pass of its own over the product's result; then weight_backward. `partial` is
-// scratch of MAX_ROW_CHUNKS·OC floats.
+// In bf16 the dpre product has GELU's derivative as its cuBLASLt epilogue where it has an
+// algorithm for it, else a pass of its own over the product's result; then weight_backward.
+// `partial` is scratch of MAX_ROW_CHUNKS·OC floats.
 template <typename T>
 void matmul_gelu_backward(Blas& blas, T* dpre, float* dw, float* dbias, const T* dout, const T* inp, const T* w,
                           const T* pre, int N, int IC, int OC, float* partial, cudaStream_t stream) {
-    if (!blas.fused_gemm(Epilogue::GeluGrad, nullptr, pre, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dpre,
-                         IC)) {
+    if (!gelu_epilogue_allowed<T>() || !blas.fused_gemm(Epilogue::GeluGrad, nullptr, pre, false, false, N, IC, OC, 1.0f,
+                                                        dout, OC, w, IC, 0.0f, dpre, IC)) {
         input_backward(blas, dpre, dout, w, N, IC, OC, GradOut::Write);
         gelu_backward_inplace(dpre, pre, N, IC, stream);
     }
     weight_backward(blas, dw, dbias, dout, inp, N, IC, OC, partial, stream);
 }
 
-// Traffic of matmul_gelu_backward: the dpre product with GELU's derivative fused where IC
-// allows it, else the product and the pass; then weight_backward's.
+// Traffic of matmul_gelu_backward: the dpre product with GELU's derivative fused where the
+// precision and IC allow it, else the product and the pass; then weight_backward's.
 template <typename T>
 Launches matmul_gelu_backward_traffic(int N, int IC, int OC, bool bias) {
     Launches out;
-    if (aux_stride_allowed(IC))
+    if (gelu_epilogue_allowed<T>() && aux_stride_allowed(IC))
         out.push_back(fused_gemm_traffic(Epilogue::GeluGrad, N, IC, OC, false, sizeof(T), sizeof(T)));
     else
         out = {input_backward_traffic<T>(N, IC, OC, GradOut::Write), gelu_backward_inplace_traffic<T>(N, IC)};

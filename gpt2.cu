@@ -217,10 +217,12 @@ using CudaModel = Gpt2<CudaOps<T>>;
 template <typename T>
 class CudaBackend : public Backend {
 public:
-    CudaBackend(const ModelConfig& cfg, int B, int T_, const std::string& device)
+    CudaBackend(const ModelConfig& cfg, int B, int T_, const std::string& device,
+                std::shared_ptr<NcclComm> comm = nullptr)
         : model(cfg, B, T_), range{0, model.params.size()}, m(moment_buffer(range.size())), v(moment_buffer(range.size())),
           device(device),
-          diag_scratch(scratch_buffer(std::max<size_t>(gpu::diagnostics_scratch(B, T_, cfg.NH), gpu::SUMSQ_MAX_BLOCKS))) {
+          diag_scratch(scratch_buffer(std::max<size_t>(gpu::diagnostics_scratch(B, T_, cfg.NH), gpu::SUMSQ_MAX_BLOCKS))),
+          comm(std::move(comm)) {
         model.ops.finish();
     }
 
@@ -256,11 +258,11 @@ public:
     static constexpr const char* RANK_COLLECTIVES = "ranks over NCCL";
     void sum_grads(ProcessGroup& group) override {
         if (group.size() == 1) return;
-        nccl(group).sum(model.grads.data(), model.grads.size());
+        nccl().sum(model.grads.data(), model.grads.size(), model.ops.stream);
     }
     void gather_params(ProcessGroup& group) override {
         if (group.size() == 1) return;
-        nccl(group).all_gather(model.params.data(), model.params.size());
+        nccl().all_gather(model.params.data(), model.params.size(), model.ops.stream);
         model.sync_weights();
     }
 #else
@@ -342,13 +344,11 @@ private:
     DeviceArray<float> m, v;  // AdamW moments of that range, file order
     std::string device;       // the GPU's description
     DeviceArray<float> diag_scratch;  // the diagnostics: sums of squares, per-row maxima
-#ifdef USE_NCCL
-    std::unique_ptr<NcclComm> comm;  // made at the first collective of several ranks
+    std::shared_ptr<NcclComm> comm;   // the ranks' communicator (make_cuda_comm); null for one rank
 
-    // The communicator over `group`'s ranks, made at the first call (a collective: every rank
-    // calls sum_grads at the same point).
-    NcclComm& nccl(ProcessGroup& group) {
-        if (!comm) comm = std::make_unique<NcclComm>(group, model.ops.stream);
+#ifdef USE_NCCL
+    NcclComm& nccl() {
+        if (!comm) throw CollectiveError("the CUDA backend of several ranks was made without their communicator");
         return *comm;
     }
 #endif
@@ -440,14 +440,35 @@ uint64_t cuda_free_memory(int gpu) {
     return free;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool use_bf16, int gpu) {
+std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool use_bf16, int gpu,
+                                           std::shared_ptr<NcclComm> comm) {
     std::string device;
     if (!cuda_device_available(&device, gpu)) throw InputError("-device cuda: " + device);
     if (B <= 0 || T <= 0 || T > cfg.maxT)
         throw InputError("cuda backend: need B >= 1 and 1 <= T <= maxT = " + std::to_string(cfg.maxT));
     select_cuda_device(gpu);
-    if (use_bf16) return std::make_unique<CudaBackend<bf16>>(cfg, B, T, device);
-    return std::make_unique<CudaBackend<float>>(cfg, B, T, device);
+    if (use_bf16) return std::make_unique<CudaBackend<bf16>>(cfg, B, T, device, std::move(comm));
+    return std::make_unique<CudaBackend<float>>(cfg, B, T, device, std::move(comm));
+}
+
+std::shared_ptr<NcclComm> make_cuda_comm(ProcessGroup& group, int gpu, size_t num_parameters, double timeout_s) {
+    if (group.size() == 1) return nullptr;
+#ifdef USE_NCCL
+    select_cuda_device(gpu);
+    auto comm = std::make_shared<NcclComm>(group, timeout_s);
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreate(&stream));
+    {
+        DeviceArray<float> warm_up(num_parameters);  // the step's collectives at their own size
+        cudaCheck(cudaMemsetAsync(warm_up.data(), 0, num_parameters * sizeof(float), stream));
+        comm->sum(warm_up.data(), num_parameters, stream);
+        comm->all_gather(warm_up.data(), num_parameters, stream);
+    }
+    cudaCheck(cudaStreamDestroy(stream));
+    return comm;
+#else
+    return nullptr;
+#endif
 }
 
 #include "step_timing.cuh"  // needs CudaOps

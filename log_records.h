@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "diagnostics.h"
 #include "json.h"
+#include "training.h"
 
 // The record of one optimiser step (docs/logs.md §1).
 inline std::string step_record(int step, double loss, double lr, double grad_norm, double ms, double tok_s,
@@ -76,29 +77,35 @@ inline std::string stats_record(int step, const ForwardStats& f, const std::vect
     return r.str();
 }
 
+// Adds what a run went through to its outcome or diverged record (docs/logs.md §3, §5): its
+// transient spikes and extremes (training.h, RunExtremes), the stats ones with -stats_every.
+inline JsonRecord& add_history(JsonRecord& r, const OutcomeTracker& t, bool with_stats) {
+    const RunExtremes& e = t.extremes();
+    r.add("spikes", std::to_string(t.spikes()))
+        .add("max_loss", json_number(e.max_loss))
+        .add("max_loss_step", std::to_string(e.max_loss_step));
+    if (with_stats) r.add("max_attn_logit", json_number(e.max_attn_logit)).add("max_mean_abs_L", json_number(e.max_mean_abs_L));
+    return r;
+}
+
 // The record of a run stopped as `outcome` (nonfinite or diverged) at `step` (docs/logs.md §3);
-// a non-finite loss or norm is null; `spikes` counts the transient spikes before it.
+// a non-finite loss or norm is null; the history is that of the steps before.
 inline std::string diverged_record(int step, const std::string& outcome, const std::string& reason, double loss,
-                                   double grad_norm, int spikes) {
-    return JsonRecord()
-        .add("step", std::to_string(step))
+                                   double grad_norm, const OutcomeTracker& t, bool with_stats) {
+    JsonRecord r;
+    r.add("step", std::to_string(step))
         .add("event", json_string("diverged"))
         .add("outcome", json_string(outcome))
         .add("reason", json_string(reason))
         .add("loss", json_number(loss))
-        .add("grad_norm", json_number(grad_norm))
-        .add("spikes", std::to_string(spikes))
-        .str();
+        .add("grad_norm", json_number(grad_norm));
+    return add_history(r, t, with_stats).str();
 }
 
-// The record of a finished run's outcome, ok or collapsed (docs/logs.md §5).
-inline std::string outcome_record(int step, const std::string& outcome, int spikes, double val_loss, double unigram_ce) {
-    return JsonRecord()
-        .add("step", std::to_string(step))
-        .add("event", json_string("outcome"))
-        .add("outcome", json_string(outcome))
-        .add("spikes", std::to_string(spikes))
-        .add("val_loss", json_number(val_loss))
-        .add("unigram_ce", json_number(unigram_ce))
-        .str();
+// The record of a finished run's outcome, ok or collapsed, with its history (docs/logs.md §5).
+inline std::string outcome_record(int step, const std::string& outcome, const OutcomeTracker& t, bool with_stats,
+                                  double val_loss, double unigram_ce) {
+    JsonRecord r;
+    r.add("step", std::to_string(step)).add("event", json_string("outcome")).add("outcome", json_string(outcome));
+    return add_history(r, t, with_stats).add("val_loss", json_number(val_loss)).add("unigram_ce", json_number(unigram_ce)).str();
 }

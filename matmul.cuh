@@ -12,15 +12,17 @@
 // matters (weight gradients, an input gradient that is the residual stream's). Both libraries
 // multiply in fp32 (CUBLAS_COMPUTE_32F): with bf16 operands on the tensor cores, with fp32
 // operands in exact fp32 (no TF32), as the fp32 mode promises. Weight and bias gradients are
-// fp32. Where cuBLASLt has no algorithm for a fused product (an epilogue whose auxiliary matrix
-// has a row stride that is not a multiple of 8, or a device that refuses it), the launchers run
-// the plain product and the kernels below instead, with the same results up to rounding
-// (docs/cuda.md §3). The bias pass moves 16-byte packs of a row (4 floats or 8 bf16) per
+// fp32. Where cuBLASLt does not take a fused product (an epilogue whose auxiliary matrix has a
+// row stride that is not a multiple of 8, GELU in fp32 (gelu.cuh), or a refusal by the
+// heuristic or by cublasLtMatmul), the launchers run the plain product and the kernels below
+// instead, with the same results up to rounding (docs/cuda.md §3). The bias pass moves 16-byte packs of a row (4 floats or 8 bf16) per
 // thread where OC and its buffers allow, else single elements, with 32-bit indices where the
 // sizes allow.
 #pragma once
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -91,11 +93,30 @@ inline cublasLtEpilogue_t lt_epilogue(Epilogue e) {
     return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
+// The largest power of two, at most 256, that divides the address of p (256 for a null
+// pointer): the alignment cuBLASLt is told each pointer has (Blas::fused_gemm).
+inline uint32_t pointer_alignment(const void* p) {
+    const uintptr_t address = (uintptr_t)p;
+    const uintptr_t lowest_bit = address & (~address + 1);
+    return address == 0 || lowest_bit > 256 ? 256u : (uint32_t)lowest_bit;
+}
+
+// True when cuBLASLt refused a product as configured, before running anything: the statuses
+// its documentation gives for a configuration it does not support (NOT_SUPPORTED), cannot run
+// on this device (ARCH_MISMATCH) or finds in conflict (INVALID_VALUE). Any other failure is one.
+inline bool lt_refusal(cublasStatus_t status) {
+    return status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_ARCH_MISMATCH ||
+           status == CUBLAS_STATUS_INVALID_VALUE;
+}
+
 // The matrix-product libraries on one stream: a cuBLAS handle for plain products, a cuBLASLt
 // handle for fused ones with the workspace it is given (none: it picks among the algorithms
 // that need none), and the algorithm cuBLASLt picked for each kind of fused product (or that
 // it has none), asked once per kind so that every step runs the same algorithm (deterministic
-// results) without a heuristic query per launch.
+// results) without a heuristic query per launch. A kind of product is its shape, types,
+// epilogue and the alignment of each pointer: cuBLASLt is told the real alignment of A, B, C and
+// D (MIN_ALIGNMENT_*_BYTES; it assumes 256 bytes otherwise) and reads that of the bias and aux
+// pointers from the descriptor, so the algorithm it picks can work with them.
 class Blas {
 public:
     static constexpr size_t LT_WORKSPACE_BYTES = (size_t)32 << 20;  // what the backend gives it
@@ -120,12 +141,20 @@ public:
     cublasHandle_t cublas = nullptr;
 
     // C (M,N) = epilogue(alpha·op(A)·op(B) + beta·C) as listed above, row-major like gemm;
-    // bias and pre as the epilogue needs them (else null). Returns false, having done nothing,
-    // where cuBLASLt has no algorithm for it.
+    // bias and pre as the epilogue needs them (else null). Returns false, having written
+    // nothing, where cuBLASLt refuses it: the heuristic has no algorithm, or cublasLtMatmul
+    // refuses the one it gave (lt_refusal); said once on stderr per kind of product, which is
+    // not asked again.
     template <typename TAB, typename TC>
     bool fused_gemm(Epilogue epilogue, void* bias, const TC* pre, bool transA, bool transB, int M, int N, int K,
                     float alpha, const TAB* A, int lda, const TAB* B, int ldb, float beta, TC* C, int ldc) {
         if (pre && !aux_stride_allowed(ldc)) return false;
+        const cudaDataType tab = cuda_data_type<TAB>(), tc = cuda_data_type<TC>();
+        const Key key{(int)epilogue, transA, transB, M, N, K, lda, ldb, ldc, (int)tab, (int)tc, beta != 0.0f,
+                      pointer_alignment(A), pointer_alignment(B), pointer_alignment(C), pointer_alignment(bias),
+                      pointer_alignment(pre)};
+        const auto known = algos.find(key);
+        if (known != algos.end() && !known->second) return false;
         cublasLtMatmulDesc_t desc;
         cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
         set(desc, CUBLASLT_MATMUL_DESC_TRANSA, (int32_t)cublas_op(transB));
@@ -137,31 +166,43 @@ public:
             set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, (int64_t)ldc);
         }
         // The matrices as stored (row-major rows × cols): A is (M,K), or (K,M) when transposed.
-        const cudaDataType tab = cuda_data_type<TAB>(), tc = cuda_data_type<TC>();
         cublasLtMatrixLayout_t a = layout(tab, transB ? N : K, transB ? K : N, ldb);  // B, cuBLASLt's A
         cublasLtMatrixLayout_t b = layout(tab, transA ? K : M, transA ? M : K, lda);  // A, its B
         cublasLtMatrixLayout_t c = layout(tc, M, N, ldc);
-        const Key key{(int)epilogue, transA, transB, M, N, K, lda, ldb, ldc, (int)tab, (int)tc, beta != 0.0f,
-                      alignment(A), alignment(B), alignment(C), alignment(bias), alignment(pre)};
-        const std::optional<cublasLtMatmulAlgo_t>& algo = algorithm(key, desc, a, b, c);
+        const Alignments alignments{pointer_alignment(B), pointer_alignment(A), pointer_alignment(C)};
+        const std::optional<cublasLtMatmulAlgo_t> algo =
+            known != algos.end() ? known->second : heuristic(key, desc, a, b, c, alignments);
+        cublasStatus_t status = CUBLAS_STATUS_NOT_SUPPORTED;
         if (algo)
-            cublasCheck(cublasLtMatmul(lt, desc, &alpha, B, a, A, b, &beta, C, c, C, c, &*algo, workspace,
-                                       workspace_bytes, stream));
+            status = cublasLtMatmul(lt, desc, &alpha, B, a, A, b, &beta, C, c, C, c, &*algo, workspace,
+                                    workspace_bytes, stream);
         for (cublasLtMatrixLayout_t l : {a, b, c}) cublasLtMatrixLayoutDestroy(l);
         cublasLtMatmulDescDestroy(desc);
-        return algo.has_value();
+        if (algo && !lt_refusal(status)) cublasCheck(status);
+        if (algo && status != CUBLAS_STATUS_SUCCESS) refuse(key, "cublasLtMatmul", status);
+        return status == CUBLAS_STATUS_SUCCESS;
+    }
+
+    // How many kinds of fused product cuBLASLt refused so far (each runs unfused).
+    size_t refused_kinds() const {
+        return (size_t)std::count_if(algos.begin(), algos.end(), [](const auto& known) { return !known.second; });
     }
 
 private:
     // What the choice of algorithm depends on: the product, its types, and the alignment of
-    // every pointer (cuBLASLt picks algorithms by the alignment it is shown).
-    using Key = std::tuple<int, bool, bool, int, int, int, int, int, int, int, int, bool, int, int, int, int, int>;
-
-    static int alignment(const void* p) { return (int)((uintptr_t)p % 16); }
+    // every pointer (A, B, C, bias, pre).
+    using Key = std::tuple<int, bool, bool, int, int, int, int, int, int, int, int, bool, uint32_t, uint32_t, uint32_t,
+                           uint32_t, uint32_t>;
+    // The alignment of cuBLASLt's A, B and C = D (our B, A and C).
+    using Alignments = std::array<uint32_t, 3>;
 
     template <class V>
     static void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, V value) {
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value));
+    }
+    template <class V>
+    static void set(cublasLtMatmulPreference_t preference, cublasLtMatmulPreferenceAttributes_t attribute, V value) {
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof value));
     }
 
     // cuBLASLt's layout of a row-major rows × cols matrix with row stride ld: the column-major
@@ -172,31 +213,43 @@ private:
         return l;
     }
 
-    // The algorithm for `key`, asked of cuBLASLt's heuristic the first time; none where it has none.
-    const std::optional<cublasLtMatmulAlgo_t>& algorithm(const Key& key, cublasLtMatmulDesc_t desc,
-                                                         cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
-                                                         cublasLtMatrixLayout_t c) {
-        const auto known = algos.find(key);
-        if (known != algos.end()) return known->second;
+    // The algorithm cuBLASLt's heuristic picks for `key` (kept for the next product of its
+    // kind), within the workspace, for pointers aligned as `alignments` says; none where it has
+    // none.
+    std::optional<cublasLtMatmulAlgo_t> heuristic(const Key& key, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                                  cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                                                  const Alignments& alignments) {
         cublasLtMatmulPreference_t preference;
         cublasCheck(cublasLtMatmulPreferenceCreate(&preference));
-        const uint64_t bytes = workspace_bytes;
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
-                                                         sizeof bytes));
+        set(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, (uint64_t)workspace_bytes);
+        declare_alignments(preference, alignments);
         cublasLtMatmulHeuristicResult_t result;
         std::memset(&result, 0, sizeof result);
         int found = 0;
         const cublasStatus_t status =
             cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, preference, 1, &result, &found);
         cublasLtMatmulPreferenceDestroy(preference);
-        std::optional<cublasLtMatmulAlgo_t> algo;
-        if (status == CUBLAS_STATUS_SUCCESS && found > 0) algo = result.algo;
-        else
-            std::fprintf(stderr,
-                         "cuBLASLt has no algorithm for the %s epilogue of a %dx%dx%d product: it runs unfused\n",
-                         epilogue_name((Epilogue)std::get<0>(key)), std::get<3>(key), std::get<4>(key),
-                         std::get<5>(key));
-        return algos.emplace(key, algo).first->second;
+        if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
+            refuse(key, "heuristic", status == CUBLAS_STATUS_SUCCESS ? CUBLAS_STATUS_NOT_SUPPORTED : status);
+            return std::nullopt;
+        }
+        return algos.emplace(key, result.algo).first->second;
+    }
+
+    // Tells the heuristic how A, B and C = D are aligned (else it assumes 256 bytes).
+    static void declare_alignments(cublasLtMatmulPreference_t preference, const Alignments& alignments) {
+        set(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignments[0]);
+        set(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignments[1]);
+        set(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignments[2]);
+        set(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignments[2]);
+    }
+
+    // Records that cuBLASLt refused the kind of product `key` (`where` said `status`), and says so.
+    void refuse(const Key& key, const char* where, cublasStatus_t status) {
+        algos[key] = std::nullopt;
+        std::fprintf(stderr, "cuBLASLt refused the %s epilogue of a %dx%dx%d %s product (%s: %s): it runs unfused\n",
+                     epilogue_name((Epilogue)std::get<0>(key)), std::get<3>(key), std::get<4>(key), std::get<5>(key),
+                     std::get<9>(key) == (int)CUDA_R_16BF ? "bf16" : "fp32", where, cublasGetStatusName(status));
     }
 
     cudaStream_t stream;

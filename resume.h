@@ -3,7 +3,9 @@
 //
 //   Run              everything a run needs, resolved and checked before any output is written
 //   prepare_run      the device; the model resumed from the folder's newest checkpoint pair,
-//                    loaded from -init FILE, or fresh; the batch shape and micro-steps
+//                    loaded from -init FILE, or fresh; the batch shape as asked
+//   fit_to_device    collective: the ranks' NCCL communicator (CUDA), then the micro-batch the
+//                    device holds, the tokens per step and the micro-steps
 //   save_checkpoint  writes model_N.bin and state_N.bin (N = steps done), each whole or not at all
 //   resume_loader    puts a rank's data loader where the saved run left off
 #pragma once
@@ -12,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +40,7 @@ struct Run {
     bool resuming = false;
     int ranks = 1;       // processes training the model together (mpirun -np)
     int grad_accum = 1;  // micro-steps per step on each rank: total_batch / (ranks·B·T)
+    std::shared_ptr<NcclComm> comm;  // CUDA with several ranks: their communicator (fit_to_device)
 };
 
 // True when the AdamW state is sharded over the ranks (ZeRO-1, README "Training on several GPUs
@@ -158,9 +162,9 @@ inline long long default_gpu_total_batch(long long micro_tokens, uint64_t train_
     return fitted;
 }
 
-// Resolves the device, the model (resumed, loaded or fresh), and the batch shape; `ranks`
-// processes share every step; gpu_index: which of the visible GPUs (the local rank).
-inline Run prepare_run(const TrainOptions& o, int ranks, int gpu_index) {
+// Resolves the device, the model (resumed, loaded or fresh), and the batch shape before the
+// device has its say (fit_to_device); `ranks` processes share every step.
+inline Run prepare_run(const TrainOptions& o, int ranks) {
     Run r;
     r.opt = o;
     r.ranks = ranks;
@@ -177,14 +181,24 @@ inline Run prepare_run(const TrainOptions& o, int ranks, int gpu_index) {
     if (s.T > r.cfg.maxT)
         throw InputError("flag -T: " + std::to_string(s.T) + " exceeds the model's maxT " + std::to_string(r.cfg.maxT));
     batch_positions(s.B, s.T);  // B*T checked before the device's memory plan multiplies it further
-    s.B = fit_device_batch(r.device, o.precision, r.cfg, s.B, o.B != 0, s.T, gpu_index);
-    const long long micro_tokens = checked_product(ranks, batch_positions(s.B, s.T), "ranks*B*T");
-    if (s.total_batch == 0)
-        s.total_batch = gpu ? default_gpu_total_batch(micro_tokens, DataLoader::all_shard_tokens(o.train_data)) : micro_tokens;
-    r.grad_accum = step_counts(s.B, s.T, ranks, s.total_batch, s.steps).grad_accum;
-    if (o.eval_every > 0) evaluation_tokens(o.eval_batches, s.B, s.T);
     s.zero = o.zero && ranks > 1;
     return r;
+}
+
+// The micro-batch on the device, then the steps' shape. Collective, after the ranks agreed on
+// prepare_run: on CUDA with several ranks their NCCL communicator is made first, so that the
+// device memory NCCL takes is in use when fit_device_batch asks what is free (docs/cuda.md §4).
+inline void fit_to_device(Run& r, ProcessGroup& group) {
+    const bool gpu = r.device == "cuda";
+    const int ranks = r.ranks;
+    TrainOptions& s = r.opt;
+    r.comm = make_device_comm(r.device, group, num_parameters(r.cfg), group.local_rank());
+    s.B = fit_device_batch(r.device, s.precision, r.cfg, s.B, s.given.count("B") > 0, s.T, group.local_rank());
+    const long long micro_tokens = checked_product(ranks, batch_positions(s.B, s.T), "ranks*B*T");
+    if (s.total_batch == 0)
+        s.total_batch = gpu ? default_gpu_total_batch(micro_tokens, DataLoader::all_shard_tokens(s.train_data)) : micro_tokens;
+    r.grad_accum = step_counts(s.B, s.T, ranks, s.total_batch, s.steps).grad_accum;
+    if (s.eval_every > 0) evaluation_tokens(s.eval_batches, s.B, s.T);
 }
 
 // Continues `loader`, rank `rank`'s, where a run saved `saved`: rank 0's position in the stream

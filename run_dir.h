@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -196,6 +197,23 @@ inline const Json* step_loss(const Json& record) {
     return loss && loss->kind() == Json::Kind::Number && !record.get("event") ? loss : nullptr;
 }
 
+// The numbers of a record's array member `name` (null, a non-finite value, as NaN); empty when
+// the record has no such array.
+inline std::vector<double> record_numbers(const Json& record, const std::string& name) {
+    std::vector<double> out;
+    const Json* array = record.get(name);
+    if (!array || array->kind() != Json::Kind::Array) return out;
+    for (const Json& x : array->items()) out.push_back(x.kind() == Json::Kind::Number ? x.as_number() : NAN);
+    return out;
+}
+
+// What the run-outcome rules take from a logged `stats` record (docs/logs.md §4): the largest
+// attention logit of each block and the mean |X_L| of the last layer.
+struct LoggedStats {
+    std::vector<double> attn_logit_max;  // per block
+    double mean_abs_L;                   // mean |X_L|
+};
+
 // log.jsonl: one JSON record per line, appended with one write each and checked; a record that
 // cannot be written whole is cut off again, so the log stays parseable, and the run stops.
 class RunLog {
@@ -203,8 +221,9 @@ public:
     // Opens DIR/log.jsonl. When resuming after `keep_before` steps, records of later steps (from
     // a run that went on past its last checkpoint) are dropped so the log reads as one run;
     // `dropped` receives how many, losses() the training losses of the kept steps in step order
-    // (the run-outcome rules replay them) and elapsed() the seconds the run had trained by the
-    // last kept step (0 for a fresh log, or one without "elapsed").
+    // (the run-outcome rules replay them), stats() what their stats records say (the rules replay
+    // them too) and elapsed() the seconds the run had trained by the last kept step (0 for a fresh
+    // log, or one without "elapsed").
     RunLog(const std::string& dir, bool resuming, int keep_before, int* dropped = nullptr) : path_(in_folder(dir, "log.jsonl")) {
         std::string kept;
         int skipped = 0;
@@ -222,6 +241,11 @@ public:
                 if (const Json* loss = step_loss(record)) losses_.push_back(loss->as_number());
                 const Json* elapsed = record.get("elapsed");
                 if (elapsed && elapsed->kind() == Json::Kind::Number) elapsed_ = elapsed->as_number();
+                const Json* event = record.get("event");
+                if (event && event->kind() == Json::Kind::String && event->text() == "stats") {
+                    const std::vector<double> mean_abs = record_numbers(record, "mean_abs");
+                    stats_.push_back({record_numbers(record, "attn_logit_max"), mean_abs.empty() ? NAN : mean_abs.back()});
+                }
             }
         }
         if (dropped) *dropped = skipped;
@@ -244,10 +268,12 @@ public:
     void write(const std::string& json) { append(json + "\n"); }
     const std::vector<double>& losses() const { return losses_; }
     double elapsed() const { return elapsed_; }
+    const std::vector<LoggedStats>& stats() const { return stats_; }
 
 private:
     std::vector<double> losses_;
     double elapsed_ = 0;
+    std::vector<LoggedStats> stats_;
     std::string path_;
     int fd_;
 

@@ -68,13 +68,36 @@ inline std::string resolve_device(const std::string& device) {
 
 // Builds the backend for a resolved device ("cpu" or "cuda"); precision is "bf16" or "fp32"
 // (the CPU reference always computes in fp32); gpu: which of the visible GPUs (the local rank
-// under mpirun).
+// under mpirun); comm: the CUDA ranks' communicator (make_device_comm).
 inline std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision,
-                                             const ModelConfig& cfg, int B, int T, int gpu = 0) {
+                                             const ModelConfig& cfg, int B, int T, int gpu = 0,
+                                             std::shared_ptr<NcclComm> comm = nullptr) {
 #ifdef USE_CUDA
-    if (device == "cuda") return make_cuda_backend(cfg, B, T, precision == "bf16", gpu);
+    if (device == "cuda") return make_cuda_backend(cfg, B, T, precision == "bf16", gpu, std::move(comm));
 #endif
     return std::make_unique<CpuBackend>(cfg, B, T);
+}
+
+// On a resolved device "cuda" with several ranks, their NCCL communicator (make_cuda_comm),
+// made before the batch is fitted so that its device memory is counted as used; else null.
+// Collective: every rank calls it at the same point, after they agreed on the start. A bad
+// GPT2_NCCL_TIMEOUT on any rank is refused on every rank alike.
+inline std::shared_ptr<NcclComm> make_device_comm(const std::string& device, ProcessGroup& group,
+                                                  size_t num_parameters, int gpu) {
+#ifdef USE_CUDA
+    if (device == "cuda" && group.size() > 1) {
+        std::string error;
+        double timeout_s = 0;
+        try {
+            timeout_s = nccl_timeout_seconds();
+        } catch (const InputError& e) {
+            error = e.what();
+        }
+        group.agree(error);
+        return make_cuda_comm(group, gpu, num_parameters, timeout_s);
+    }
+#endif
+    return nullptr;
 }
 
 // The micro-batch on a resolved device: on CUDA, B (`given` by -B, or the default so far) is

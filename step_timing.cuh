@@ -132,16 +132,30 @@ private:
     ModelConfig cfg;
 };
 
+// What `measure` allocates on the device: the model on TimedOps and its AdamW moments. Built
+// while counting (cuda_common.cuh), it is the plan of the timing (bench_gpu -plan).
+template <typename T>
+struct TimedStep {
+    Gpt2<TimedOps<T>> model;
+    DeviceArray<float> m, v;
+    TimedStep(const ModelConfig& cfg, int B, int Tn) : model(cfg, B, Tn) {
+        model.ops.memory_category(MemoryCategory::Parameters);
+        m = DeviceArray<float>(model.params.size());
+        v = DeviceArray<float>(model.params.size());
+    }
+};
+
 // Milliseconds per op, summed over the op's marks of one step and averaged over `steps` steps
 // (after one untimed step) of the step bench_gpu.cpp times, on the batch `tokens` (B·T + 1).
 template <typename T>
 std::map<std::string, double> measure(const ModelConfig& cfg, int B, int Tn, int steps, const int32_t* tokens) {
-    Gpt2<TimedOps<T>> model(cfg, B, Tn);
+    TimedStep<T> timed(cfg, B, Tn);
+    auto& model = timed.model;
+    DeviceArray<float>&m = timed.m, &v = timed.v;
     std::vector<float> host(model.params.size());
     init_parameters(cfg, host.data(), 1337);
     model.params.upload(host.data(), model.ops.stream);
     model.sync_weights();
-    DeviceArray<float> m(model.params.size()), v(model.params.size());
     model.ops.zero(m), model.ops.zero(v);
     std::map<std::string, double> ms;
     for (int s = 0; s <= steps; s++) {
@@ -172,4 +186,12 @@ std::map<std::string, double> cuda_step_op_ms(const ModelConfig& cfg, int B, int
                                               const int32_t* tokens) {
     return use_bf16 ? step_timing::measure<bf16>(cfg, B, T, steps, tokens)
                     : step_timing::measure<float>(cfg, B, T, steps, tokens);
+}
+
+MemoryPlan cuda_step_timing_plan(const ModelConfig& cfg, int B, int T, bool use_bf16) {
+    MemoryPlan plan;
+    CountingScope counting(&plan);
+    if (use_bf16) step_timing::TimedStep<bf16>(cfg, B, T);
+    else step_timing::TimedStep<float>(cfg, B, T);
+    return plan;
 }

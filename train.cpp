@@ -76,6 +76,9 @@ struct Training {
     }
 };
 
+// Whether the run logs stats records, so its outcome records carry their extremes.
+static bool with_stats(const TrainOptions& o) { return o.stats_every > 0; }
+
 // Mean loss over the first `batches` batches of the validation data, the same on every rank:
 // rank r of W evaluates batches r, r + W, ... (its loader is dealt them) and the sum is shared.
 // A SIGINT/SIGTERM ends the loop early: the caller then drops the result (interrupted()).
@@ -118,12 +121,13 @@ static int train_step(Training& t, int step) {
         std::vector<double> grad_norms = t.model.stream_grad_norms();  // of loss / micro_steps
         for (double& g : grad_norms) g *= micro_steps;
         t.record(stats_record(step, stats, grad_norms, t.model.fcproj_grad_norms()));
+        t.outcome.observe_stats(stats.attn_logit_max, stats.stream.back().mean_abs);
     }
     const double norm = t.model.grad_norm();
     if (step == 0) t.r.state.first_loss = loss;
     const std::string reason = t.outcome.observe(loss, norm);
     if (t.group.max(t.group.is_root() && !reason.empty())) {  // rank 0 alone has the whole history
-        t.record(diverged_record(step, t.outcome.outcome(), reason, loss, norm, t.outcome.spikes()));
+        t.record(diverged_record(step, t.outcome.outcome(), reason, loss, norm, t.outcome, with_stats(o)));
         std::printf("%s at step %d: %s\n", t.outcome.outcome().c_str(), step, reason.c_str());
         return 3;
     }
@@ -189,11 +193,11 @@ static int finish(Training& t) {
         result = final_outcome(val_loss, unigram);
     }
     if (result == "nonfinite") {
-        t.record(diverged_record(o.steps, result, "final val loss is not finite", NAN, NAN, t.outcome.spikes()));
+        t.record(diverged_record(o.steps, result, "final val loss is not finite", NAN, NAN, t.outcome, with_stats(o)));
         std::printf("nonfinite at step %d: final val loss is not finite\n", o.steps);
         return 3;
     }
-    t.record(outcome_record(o.steps, result, t.outcome.spikes(), t.last_val_loss, unigram));
+    t.record(outcome_record(o.steps, result, t.outcome, with_stats(o), t.last_val_loss, unigram));
     std::printf("outcome: %s, %d transient spike%s\n", result.c_str(), t.outcome.spikes(), t.outcome.spikes() == 1 ? "" : "s");
     std::printf("done: %d steps%s in %s | final train loss %.4f | val loss %s | checkpoint %s\n", o.steps - t.first_step,
                 t.first_step ? (" (from step " + std::to_string(t.first_step) + ")").c_str() : "",
@@ -269,7 +273,7 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
             check_distinct_batches("-eval_batches", o.eval_batches, o.val_data, val_data->num_windows(), o.allow_repeats);
         }
         if (r.resuming) resume_loader(*train_data, r.state.loader, group.rank());
-        model = make_backend(r.device, o.precision, r.cfg, o.B, o.T, group.local_rank());
+        model = make_backend(r.device, o.precision, r.cfg, o.B, o.T, group.local_rank(), r.comm);
         config = config_json(r, model->name(), *train_data, val_data.get());
     });
     const std::string config_path = in_folder(o.out_dir, "config.json");
@@ -302,8 +306,10 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
     Training t{r, *model, *train_data, val_data.get(), group, log.get(),
                OutcomeTracker({o.outcome_window, o.diverge_rise, o.spike_rise, o.warmup}), r.state.steps_done,
                Clock::now(), elapsed_before, Clock::now(), r.resuming ? r.state.steps_done : -1};
-    if (log)  // resuming: the steps already done (rank 0 decides on the outcome for every rank)
+    if (log) {  // resuming: the steps already done (rank 0 decides on the outcome for every rank)
         for (double past : log->losses()) t.outcome.observe(past, 0.0);
+        for (const LoggedStats& past : log->stats()) t.outcome.observe_stats(past.attn_logit_max, past.mean_abs_L);
+    }
     for (int step = t.first_step; step < o.steps; step++) {
         if (t.val_data && step % o.eval_every == 0 && !validate(t, step)) return stop(t, "in an evaluation ");
         if (step == t.first_step) t.eta_start = Clock::now();  // the ETA leaves the start-up evaluation out
@@ -339,8 +345,9 @@ int main(int argc, char** argv) {
                     check_inputs_outside_run_folder(opt);
                 }
                 stop_request::install();
-                run = prepare_run(opt, group->size(), group->local_rank());
+                run = prepare_run(opt, group->size());
             });
+            start_on_every_rank(*group, [&] { fit_to_device(run, *group); });
             const int result = train(run, folder.get(), *group);
             together = true;
             return result;

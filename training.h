@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -29,14 +30,26 @@ inline double clip_factor(double grad_norm, double clip) {
 //              mean of `window` consecutive steps seen so far by more than `diverge_rise`;
 //   collapsed  it finished, but its final validation loss is not below unigram_ce;
 //   ok         otherwise.
-// The first two stop ./train (exit status 3). Beside the outcome, every run reports its
-// transient spikes: episodes in which the loss rose more than `spike_rise` above the mean of the
-// `window` ordinary steps before it and then came back under that line.
+// The first two stop ./train (exit status 3). Beside the outcome, every run reports what it went
+// through, warmup included: its transient spikes (from step 1 on, episodes in which the loss rose
+// more than `spike_rise` above the mean of the up to `window` ordinary steps before it and then
+// came back under that line) and its extremes (RunExtremes).
 struct OutcomeRules {
     int window = 20;
     double diverge_rise = 1.0;  // nats
     double spike_rise = 1.0;    // nats
     int warmup = 0;             // steps before the divergence rule applies
+};
+
+// The extremes of a run so far, which every outcome record carries: the highest training loss
+// of a step after step 0 (the finite ones) and that step (the first, on a tie); and, from the
+// stats records (-stats_every), the largest attention logit of any block and the largest mean
+// |X_L| (NaN while there is none).
+struct RunExtremes {
+    double max_loss = NAN;
+    int max_loss_step = -1;
+    double max_attn_logit = NAN;
+    double max_mean_abs_L = NAN;
 };
 
 // Follows the training losses of one run, step by step from step 0.
@@ -48,6 +61,10 @@ public:
     // else why it stops; outcome() then says "nonfinite" or "diverged".
     std::string observe(double loss, double grad_norm) {
         const int step = steps_++;
+        if (step > 0 && std::isfinite(loss) && (std::isnan(extremes_.max_loss) || loss > extremes_.max_loss)) {
+            extremes_.max_loss = loss;
+            extremes_.max_loss_step = step;
+        }
         if (!std::isfinite(loss)) return stop("nonfinite", "loss is " + std::string(std::isnan(loss) ? "nan" : "inf"));
         if (!std::isfinite(grad_norm))
             return stop("nonfinite", "gradient norm is " + std::string(std::isnan(grad_norm) ? "nan" : "inf"));
@@ -56,7 +73,7 @@ public:
         recent_sum_ += loss;
         if ((int)recent_.size() > rules_.window) {
             recent_sum_ -= recent_.front();
-            recent_.erase(recent_.begin());
+            recent_.pop_front();
         }
         if ((int)recent_.size() < rules_.window) return "";
         const double mean = recent_sum_ / rules_.window;
@@ -68,29 +85,38 @@ public:
         return "";
     }
 
+    // Takes a stats record's largest attention logit of each block and mean |X_L|.
+    void observe_stats(const std::vector<double>& attn_logit_max, double mean_abs_L) {
+        for (double x : attn_logit_max) extremes_.max_attn_logit = std::fmax(extremes_.max_attn_logit, x);
+        extremes_.max_mean_abs_L = std::fmax(extremes_.max_mean_abs_L, mean_abs_L);
+    }
+
     // "nonfinite" or "diverged" once observe() stopped the run, else "".
     const std::string& outcome() const { return outcome_; }
     // Spikes that recovered so far.
     int spikes() const { return spikes_; }
+    const RunExtremes& extremes() const { return extremes_; }
 
 private:
-    // A spike starts when the loss exceeds the mean of the last `window` ordinary losses by more
-    // than spike_rise; its losses stay out of that reference, and it counts once the loss is back
-    // under the line.
+    // A spike starts when the loss exceeds the mean of the last (up to `window`) ordinary losses
+    // by more than spike_rise; its losses stay out of that reference, and it counts once the loss
+    // is back under the line. Step 0's loss is the first reference.
     void track_spikes(double loss) {
-        if ((int)reference_.size() == rules_.window) {
-            const double line = reference_sum_ / rules_.window + rules_.spike_rise;
+        if (!reference_.empty()) {
+            const double line = reference_sum_ / reference_.size() + rules_.spike_rise;
             if (loss > line) {
                 in_spike_ = true;
                 return;
             }
             if (in_spike_) spikes_++;
             in_spike_ = false;
-            reference_sum_ -= reference_.front();
-            reference_.erase(reference_.begin());
         }
         reference_.push_back(loss);
         reference_sum_ += loss;
+        if ((int)reference_.size() > rules_.window) {
+            reference_sum_ -= reference_.front();
+            reference_.pop_front();
+        }
     }
 
     std::string stop(const char* outcome, const std::string& reason) {
@@ -106,11 +132,12 @@ private:
 
     OutcomeRules rules_;
     int steps_ = 0;
-    std::vector<double> recent_, reference_;  // the last `window` losses; the last ordinary ones
+    std::deque<double> recent_, reference_;  // the last `window` losses; the last ordinary ones
     double recent_sum_ = 0, reference_sum_ = 0;
     double best_mean_ = INFINITY;
     bool in_spike_ = false;
     int spikes_ = 0;
+    RunExtremes extremes_;
     std::string outcome_;
 };
 

@@ -1,323 +1,303 @@
-"""The rows of the claims table, one function per claim of the paper: what measures it, the
-numbers from the published tables, and the verdict by the rule in the function's docstring
-(docs/claims.md lists the rules). claims.py assembles the table."""
-import pandas as pd
+"""The claims of the paper, one function each, every one with its primary test named before the
+runs (docs/experiments.md, *Claims: primary tests and the verdict rule*): what the test is, its
+effect size with a 95% interval, its p-value and the direction it points, and the secondary
+numbers a reader wants beside it. claims.py adjusts the primary p-values for multiplicity
+(Holm, across the claims) and turns each into a verdict by one rule (`verdict`).
 
-from . import e2, stats
+Each claim function takes the loaded experiments (claims.load_experiments) and returns
+Claim(title, test, primaries, numbers): `primaries` is a list of (name, Primary) — one per claim,
+two for claim 6, whose two halves are claims of their own in the family."""
+from collections import namedtuple
+
+import numpy as np
+
+from . import e1, e2, e3, stats
 from .grid import PLACEMENT_LABEL, fmt_num
-from .tables import decimals2, finished, mean_sd_text, minus, p_value, two_digits
+from .tables import finished, p_value, recorded, two_digits
+
+ALPHA = 0.05
+CLAIMED, OPPOSITE = "claimed", "opposite"
+# p: the test's two-sided p (None: not tested); direction: where the estimate points (CLAIMED or
+# OPPOSITE); effect: the effect size and its interval, in words; why: when not tested, why.
+Primary = namedtuple("Primary", "p direction effect why", defaults=(None,))
+Claim = namedtuple("Claim", "title test primaries numbers")
 
 
-def count_of(counts, name):
-    return int(counts.get(name, 0))
+def not_tested(why):
+    return Primary(None, None, "—", why)
 
 
-def winners(fits):
-    """The winning law of each fit row by name (a quadratic named by its curvature's sign)."""
-    return pd.Series([e2.law_name(row) for row in fits.itertuples()], index=fits.index, dtype=object)
+def both(parts):
+    """A claim that needs several things at once (an intersection-union test): its direction is
+    claimed when every part points the claimed way, with the largest of their p's; else the
+    evidence against it, the smallest p of the parts that point the other way."""
+    if any(p.p is None for p in parts):
+        return next(p for p in parts if p.p is None)
+    against = [p for p in parts if p.direction == OPPOSITE]
+    if against:
+        return Primary(min(p.p for p in against), OPPOSITE, "; ".join(p.effect for p in parts))
+    return Primary(max(p.p for p in parts), CLAIMED, "; ".join(p.effect for p in parts))
+
+
+def verdict(primary, adjusted):
+    """The rule from numbers to verdict (docs/experiments.md): supported when the estimate points
+    the claimed way and the Holm-adjusted p is below ALPHA; not supported when it points the other
+    way with an adjusted p below ALPHA; else inconclusive at this scale (also when not tested)."""
+    if primary.p is None:
+        return f"**inconclusive** at this scale (not tested: {primary.why})"
+    if adjusted < ALPHA:
+        return "**supported**" if primary.direction == CLAIMED else "**not supported**"
+    return "**inconclusive** at this scale"
+
+
+def ci(est, low, high, spec=".2g"):
+    return f"{est:{spec}} (95% CI {low:{spec}} to {high:{spec}})"
+
+
+def direction(claimed):
+    return CLAIMED if claimed else OPPOSITE
+
+
+# ---------------------------------------------------------------------------------------------
+# E2: growth with depth
+
+def e2_fit(x, ln, dt, quantity, stage="trained"):
+    rows = x.e2_depth[(x.e2_depth.ln == ln) & (x.e2_depth.dt == dt) & (x.e2_depth.stage == stage) &
+                      (x.e2_depth.quantity == quantity)]
+    return rows.iloc[0] if len(rows) else None
+
+
+def gate_note(x):
+    got = recorded(x.e2)
+    return f"{int(e2.gated(got).sum())} of {len(got)} E2 runs pass the gate"
+
+
+def within_tally(x, ln, quantity):
+    fits = e2.fitted(x.e2_fits)
+    mine = fits[(fits.ln == ln) & (fits.stage == "trained") & (fits.quantity == quantity) & fits.winner.notna()]
+    counts = mine.law.value_counts()
+    return (f"{len(mine)} within-run fits at L ≥ {e2.WITHIN_DEPTH}: " +
+            (", ".join(f"{law} {n}" for law, n in counts.items()) if len(mine) else "none"))
 
 
 def claim_exponential_growth(x):
-    """Claim 1. Rule: supported when the exponential wins most of Pre-LN's fits after training
-    at L ≥ 8, else not supported."""
-    fits = x.fits[(x.fits.ln == "pre") & (x.fits.depth >= 8)]
-    init, trained = fits[fits.stage == "init"], fits[fits.stage == "trained"]
-    init_laws, trained_laws = winners(init).value_counts(), winners(trained).value_counts()
-    clear = trained[trained.delta_aicc >= 2]
-    init_last = init[init.quantity == "mean_abs"].groupby(["dt", "depth"])["last"].mean()
-    grown = x.e2[(x.e2.ln == "pre") & (x.e2.dt == 1)].groupby("depth").mean_abs_L.agg(lambda v: stats.mean_sd(v)[:2])
-    depths, seeds = sorted(set(x.e2.depth)), x.e2.seed.nunique()
-    exponential = count_of(trained_laws, "exponential")
-    verdict = (f"**supported**: exponential wins {exponential} of {len(trained)}" if exponential > len(trained) / 2 else
-               f"**not supported** at this scale: growth is large but saturating, not exponential (exponential wins "
-               f"{exponential} of {len(trained)})")
-    return ["1. Pre-LN hidden states grow exponentially with depth",
-            f"E2: linear, quadratic and exponential laws fitted to mean_abs and entry_var of X_1..X_L (AICc), Pre-LN, "
-            f"L ∈ {{{', '.join(map(str, depths))}}} × {seeds} seeds, at init and after {x.e2_settings.steps} steps",
-            f"At init Pre-LN's stream hardly grows (X_L mean_abs {two_digits(init_last.min())}–"
-            f"{two_digits(init_last.max())} at every L, no law preferred: of the {len(init)} fits at L ≥ 8, "
-            + ", ".join(f"{law} {n}" for law, n in init_laws.items()) + "). After training it grows a lot (X_L "
-            f"mean_abs {', '.join(f'{two_digits(m)} ± {two_digits(sd, like=m)}' for m, sd in grown)} at L = "
-            f"{', '.join(map(str, grown.index))}, Δt = 1), but of the {len(trained)} Pre-LN fits with L ≥ 8 "
-            f"({trained.dt.nunique()} Δt × {trained.depth.nunique()} depths × {trained.quantity.nunique()} quantities × "
-            f"{seeds} seeds) a *concave* quadratic (curvature < 0) wins {count_of(trained_laws, 'concave quadratic')} "
-            f"({int((winners(clear) == 'concave quadratic').sum())} by ΔAICc ≥ 2), linear "
-            f"{count_of(trained_laws, 'linear')}, exponential {exponential}, a convex quadratic "
-            f"{count_of(trained_laws, 'convex quadratic')}. Most of the growth is in the first blocks", verdict]
+    fit = e2_fit(x, "pre", 1.0, "mean_abs")
+    if fit is None:
+        primary = not_tested(f"fewer than three depths with gated Pre-LN Δt = 1 runs; {gate_note(x)}")
+        numbers = gate_note(x)
+    else:
+        primary = Primary(fit.r_p, direction(fit.r > 0),
+                          f"r = {ci(fit.r, fit.r_low, fit.r_high)} per block (×{np.exp(fit.r):.3g} per block)")
+        init = e2_fit(x, "pre", 1.0, "mean_abs", "init")
+        numbers = (f"Pre-LN Δt = 1, {fit.runs} gated runs at L = {fit.depths}: {primary.effect}; the power of L alone "
+                   f"p = {fit.power_alone_p:.2g}; AICc prefers the {fit.preferred} in L" +
+                   (f"; at init r = {ci(init.r, init.r_low, init.r_high)}" if init is not None else "") +
+                   f". {within_tally(x, 'pre', 'mean_abs')}")
+    return Claim("1. Pre-LN hidden states grow exponentially with depth",
+                 "E2 after training, Pre-LN Δt = 1, gated runs: ln mean\\|X_L\\| = α + r·L + p·ln L over depths L; "
+                 "t-test of r = 0 (r > 0: exponential in L beyond a power of L)",
+                 [("1", primary)], numbers + high_lr_note(x))
+
+
+def high_lr_note(x):
+    """E3's runs (high learning rate): the largest mean |X_L| ./train logged, Pre- against Peri-LN."""
+    if x.e3 is None or "train_max_mean_abs_L" not in x.e3:
+        return ""
+    got = recorded(x.e3)
+    medians = {ln: got[got.ln == ln].train_max_mean_abs_L.median() for ln in ("pre", "peri")}
+    if any(v != v for v in medians.values()):
+        return ""
+    return (f". At E3's lr {fmt_num(float(got.lr.iloc[0]))} (L = 8) the largest mean\\|X_L\\| logged: median "
+            f"{two_digits(medians['pre'])} Pre-LN, {two_digits(medians['peri'])} Peri-LN")
 
 
 def claim_peri_growth(x):
-    """Claim 2. Rule: supported when, after training at L ≥ 8, Peri-LN's mean_abs profile is at
-    most linear (linear or concave quadratic) and its entry_var a convex quadratic in
-    more than half of the fits each."""
-    fits = x.fits[(x.fits.stage == "trained") & (x.fits.depth >= 8)]
-    peri, pre = fits[fits.ln == "peri"], fits[fits.ln == "pre"]
-    laws = {q: winners(peri[peri.quantity == q]).value_counts() for q in e2.QUANTITIES}
-    var = peri[peri.quantity == "entry_var"]
-    convex = var[winners(var) == "convex quadratic"]
-    n = len(var)
-    linear = count_of(laws["mean_abs"], "concave quadratic") + count_of(laws["mean_abs"], "linear")
-    quadratic = count_of(laws["entry_var"], "convex quadratic")
-    held = f"{linear} of {n} fits per quantity" if linear == quadratic else f"{linear} and {quadratic} of {n} fits"
-    verdict = ("**supported**" if min(linear, quadratic) > n / 2 else "**not supported**") + \
-        f" in {held} (and it separates the placements: Pre-LN's variance profile is concave in " \
-        f"{int((winners(pre[pre.quantity == 'entry_var']) == 'concave quadratic').sum())} of {n})"
-    return ["2. Peri-LN: mean \\|x\\| grows at most linearly, its variance quadratically",
-            f"E2, the same fits for Peri-LN ({n} per quantity after training at L ≥ 8)",
-            f"After training: mean_abs a concave quadratic in {count_of(laws['mean_abs'], 'concave quadratic')} of {n} "
-            f"fits, linear in {count_of(laws['mean_abs'], 'linear')}, a convex quadratic (faster than linear) in "
-            f"{count_of(laws['mean_abs'], 'convex quadratic')}; entry_var a *convex* quadratic in {quadratic} of {n} "
-            f"({'every one' if (convex.delta_aicc >= 2).all() else (convex.delta_aicc >= 2).sum()} by ΔAICc ≥ 2), "
-            f"exponential in {count_of(laws['entry_var'], 'exponential')}", verdict]
+    fits = {q: e2_fit(x, "peri", 1.0, q) for q in e2.QUANTITIES}
+    if any(f is None for f in fits.values()):
+        primary = not_tested(f"fewer than three depths with gated Peri-LN Δt = 1 runs; {gate_note(x)}")
+        numbers = gate_note(x)
+    else:
+        m, v = fits["mean_abs"], fits["entry_var"]
+        parts = [Primary(m.p_linear_p, direction(m.power_alone_p < 1), f"mean\\|X_L\\| ∝ L^{m.power_alone_p:.2g}"),
+                 Primary(v.p_quadratic_p, direction(v.power_alone_p < 2), f"entry_var ∝ L^{v.power_alone_p:.2g}")]
+        primary = both(parts)
+        pre = {q: e2_fit(x, "pre", 1.0, q) for q in e2.QUANTITIES}
+        numbers = (f"Peri-LN Δt = 1, {m.runs} gated runs at L = {m.depths}: {primary.effect} (tests of the powers "
+                   f"against 1 and 2: p = {m.p_linear_p:.2g}, {v.p_quadratic_p:.2g})" +
+                   (f"; Pre-LN Δt = 1 beside it: L^{pre['mean_abs'].power_alone_p:.2g} and "
+                    f"L^{pre['entry_var'].power_alone_p:.2g}" if all(f is not None for f in pre.values()) else "") +
+                   f". {within_tally(x, 'peri', 'mean_abs')}; entry_var: {within_tally(x, 'peri', 'entry_var')}")
+    return Claim("2. Peri-LN: mean \\|x\\| grows at most linearly, its variance quadratically",
+                 "E2 after training, Peri-LN Δt = 1, gated runs: ln X_L = α + p·ln L; t-tests of p = 1 (mean\\|X_L\\|) "
+                 "and p = 2 (entry_var), both below (intersection: the larger p)",
+                 [("2", primary)], numbers)
 
 
 def claim_dt_tightens(x):
-    """Claim 3. Rule: supported when Δt = 0.1 gives the smaller X_L in more pairs than not, for
-    each quantity and stage, with the sign test's p < 0.05."""
-    small, large = sorted(set(x.fits.dt))
-    keys = ["ln", "depth", "seed", "stage", "quantity"]
-    pairs = x.fits[x.fits.dt == small].merge(x.fits[x.fits.dt == large], on=keys, suffixes=("", "_large"))
-    pairs["smaller"] = pairs["last"] < pairs["last_large"]
-    counts = pairs.groupby(["stage", "quantity"]).smaller.agg(["sum", "count"])
-    ps = [stats.sign_test(int(k), int(n)) for k, n in counts.values]
-    trained = pairs[pairs.stage == "trained"].groupby(["quantity", "ln", "depth"])[["last", "last_large"]].mean()
-    ratio = trained.last_large / trained["last"]
-    k, n = counts["sum"].min(), counts["count"].max()
-    supported = all(2 * s > c for s, c in counts.values) and max(ps) < 0.05
-    return ["3. Δt < 1 tightens both",
-            f"E2: X_L's mean_abs and entry_var with Δt = {fmt_num(small)} against Δt = {fmt_num(large)}, same "
-            "placement, depth and seed",
-            f"Smaller with Δt = {fmt_num(small)} in {k} of {n} pairs for both quantities, at init and after training "
-            f"(after training the means are ×{two_digits(ratio['mean_abs'].min())}–{two_digits(ratio['mean_abs'].max())} "
-            f"smaller for mean_abs, ×{two_digits(ratio['entry_var'].min())}–{two_digits(ratio['entry_var'].max())} for "
-            f"entry_var); two-sided sign test p = {max(ps):.2g} per quantity and stage",
-            "**supported**" if supported else "**not supported**"]
+    pairs = e2.dt_pairs(x.e2, x.e2_tables)
+    if not len(pairs):
+        primary = not_tested(f"no placement, depth and seed with both Δt gated; {gate_note(x)}")
+        numbers = gate_note(x)
+    else:
+        parts = []
+        for q in e2.QUANTITIES:
+            t = e2.ratio_test(pairs[f"{q}_small"], pairs[f"{q}_large"])
+            parts.append(Primary(t["p"], direction(t["smaller"] * 2 > t["pairs"]),
+                                 f"{q}: smaller in {t['smaller']} of {t['pairs']} pairs, ×" +
+                                 (ci(t["ratio"], t["low"], t["high"]) if t["low"] is not None else f"{t['ratio']:.2g}")))
+        primary = both(parts)
+        numbers = f"X_L after training, Δt = 0.1 against Δt = 1 (ratio = Δt 1 / Δt 0.1): {primary.effect}"
+    return Claim("3. Δt < 1 tightens both",
+                 "E2 after training, gated pairs (same placement, depth, seed): sign tests of X_L(Δt = 0.1) < "
+                 "X_L(Δt = 1) for mean\\|X_L\\| and entry_var (intersection: the larger p)",
+                 [("3", primary)], numbers)
 
 
 def claim_gradients(x):
-    """Claim 4. Rule: supported when more Pre- than Peri-LN runs at L ≥ 8 have a significantly
-    positive ρ (Fisher's exact test, p < 0.05) and Pre-LN's largest block sensitivity is above
-    Peri-LN's in most (Δt, L) means."""
-    d = x.diagnostics
-    deep = d[d.depth >= 8]
-    sig = lambda rows, sign: int(((rows.rho_p < 0.05) & (sign * rows.rho > 0)).sum())
-    pre, peri = deep[deep.ln == "pre"], deep[deep.ln == "peri"]
-    pos_pre, pos_peri = sig(pre, 1), sig(peri, 1)
-    fisher = stats.fisher_exact(pos_pre, len(pre) - pos_pre, pos_peri, len(peri) - pos_peri)
-    rho = d.groupby(["ln", "dt", "depth"]).rho.mean()
-    sens = d.groupby(["ln", "dt", "depth"]).max_sensitivity.mean()
-    peri_small = d[(d.ln == "peri") & (d.dt == 0.1)]
-    grows = x.e2[(x.e2.ln == "peri") & (x.e2.dt == 0.1)].groupby("depth").mean_abs_L.mean()
-    tests = []
-    for (dt, depth), mine in d[d.ln == "pre"].groupby(["dt", "depth"]):
-        other = d[(d.ln == "peri") & (d.dt == dt) & (d.depth == depth)]
-        tests.append((dt, depth, sens["pre", dt, depth], sens["peri", dt, depth],
-                      stats.welch(mine.max_sensitivity, other.max_sensitivity)[1]))
-    above = sum(1 for t in tests if t[2] > t[3])
-    significant = [t for t in tests if t[4] < 0.05]
-    by_dt = [(dt, [t[1] for t in significant if t[0] == dt]) for dt in sorted({t[0] for t in significant}, reverse=True)]
-    closest = min(tests, key=lambda t: t[2] / t[3])
-    supported = fisher < 0.05 and pos_pre > pos_peri and above > len(tests) / 2
-    return ["4. Pre-LN's gradients grow with its activations; Peri-LN's local sensitivity does not",
-            f"E2 after training, {d.seed.nunique()} seeds: Spearman ρ over blocks between ‖∂L/∂W_fcproj‖ and the RMS "
-            f"of that MLP's hidden activation (exact p for L ≤ {stats.EXACT_SPEARMAN_N}); largest block sensitivity ‖J v‖",
-            f"Pre-LN: ρ = {rho['pre'].min():.2f}–{rho['pre'].max():.2f} on average per (Δt, L), significantly positive "
-            f"(p < 0.05) in {pos_pre} of the {len(pre)} runs with L ≥ 8, "
-            + ("never negative" if sig(d[d.ln == "pre"], -1) == 0 else f"negative in {sig(pre, -1)}") +
-            f"; Peri-LN: ρ = {minus(rho['peri'].min())}…{minus(rho['peri'].max())} on average, significantly positive in "
-            f"{pos_peri} of {len(peri)} and negative in {sig(peri, -1)} (Fisher's exact test of {pos_pre}/{len(pre)} "
-            f"against {pos_peri}/{len(peri)}: p = {p_value(fisher)}). Largest block sensitivity of Peri-LN Δt = 0.1: "
-            f"{peri_small.max_sensitivity.min():.3g}–{peri_small.max_sensitivity.max():.3g} in all {len(peri_small)} "
-            f"runs, flat with depth (means {', '.join(f'{v:.3g}' for v in sens['peri', 0.1])}) while its X_L grows "
-            f"×{grows.iloc[-1] / grows.iloc[0]:.0f}; Pre-LN Δt = 1: means {sens['pre', 1.0].min():.1f}–"
-            f"{sens['pre', 1.0].max():.1f}. Pre- above Peri-LN at the same Δt in {above} of {len(tests)} (Δt, L) means, "
-            f"by Welch's test at p < 0.05 in {len(significant)} ("
-            + ", ".join(f"{'L = ' if i == 0 else ''}{' and '.join(map(str, depths))} at Δt = {fmt_num(dt)}"
-                        for i, (dt, depths) in enumerate(by_dt)) +
-            f"); barely at Δt = {fmt_num(closest[0])}, L = {closest[1]} ({closest[2]:.1f} against {closest[3]:.1f})",
-            "**supported**" if supported else "**not supported**"]
+    slopes = e2.intervention_slopes(x.e2_tables.intervention, x.e2)
+    pre, peri = slopes[slopes.ln == "pre"], slopes[slopes.ln == "peri"]
+    test = stats.welch(pre.slope, peri.slope) if len(slopes) else None
+    if test is None:
+        primary = not_tested("no intervention on gated checkpoints of both placements" +
+                             ("" if x.e2_tables.intervention is not None else " (E2 has no intervention table)"))
+        numbers = gate_note(x)
+    else:
+        diff = stats.welch_ci(pre.slope, peri.slope)
+        primary = Primary(test[1], direction(diff[0] > 0), f"slope Pre − Peri = {ci(*diff)}")
+        numbers = (f"Slope of ln(largest block sensitivity) against ln k, k ∈ "
+                   f"{{{', '.join(fmt_num(k) for k in sorted(set(x.e2_tables.intervention.k)))}}}: Pre-LN "
+                   f"{pre.slope.mean():.2f} ± {pre.slope.std():.2f} ({len(pre)} checkpoints), Peri-LN "
+                   f"{peri.slope.mean():.2f} ± {peri.slope.std():.2f} ({len(peri)}); {primary.effect}; over blocks "
+                   f"2..L {pre.slope_deep.mean():.2f} and {peri.slope_deep.mean():.2f}; block 1 the most sensitive in "
+                   f"{pre.at_block_1.mean():.0%} and {peri.at_block_1.mean():.0%} of the evaluations")
+    numbers += rho_note(x)
+    return Claim("4. Pre-LN's gradients grow with its activations; Peri-LN's local sensitivity does not",
+                 "E2's gated checkpoints with the branch outputs scaled by k: slope of ln(largest block sensitivity) "
+                 "against ln k, Pre- against Peri-LN (Welch)",
+                 [("4", primary)], numbers)
+
+
+def rho_note(x):
+    """Spearman's ρ between ‖∂L/∂W_fcproj‖ and the hidden RMS over the blocks, gated runs."""
+    d = x.e2_diag[x.e2_diag.gated] if len(x.e2_diag) else x.e2_diag
+    if not len(d):
+        return ""
+    sig = {ln: (int(((d.ln == ln) & (d.rho_p < 0.05) & (d.rho > 0)).sum()), int((d.ln == ln).sum()))
+           for ln in ("pre", "peri")}
+    return (f". ρ(‖∂L/∂W_fcproj‖, hidden RMS) significantly positive in {sig['pre'][0]} of {sig['pre'][1]} Pre-LN "
+            f"and {sig['peri'][0]} of {sig['peri'][1]} Peri-LN runs")
 
 
 def claim_noise(x):
-    """Claim 5. Rule: supported when fewer Peri- than Pre-LN runs amplify input noise (relative
-    amplification at X_L above 1) with Fisher's p < 0.05; inconclusive when fewer with p ≥ 0.05;
-    else not supported."""
-    r = finished(x.e2)
-    amp = r.groupby(["ln", "dt", "depth"]).relative_amplification_L.mean()
-    widest = r[(r.ln == "peri") & (r.dt == 0.1) & (r.depth == r.depth.max())].relative_amplification_L
-    above = {ln: int((r[r.ln == ln].relative_amplification_L > 1).sum()) for ln in ("peri", "pre")}
-    runs = {ln: int((r.ln == ln).sum()) for ln in ("peri", "pre")}
-    p = stats.fisher_exact(above["peri"], runs["peri"] - above["peri"], above["pre"], runs["pre"] - above["pre"])
-    welch = [stats.welch(r[(r.ln == "pre") & (r.dt == dt) & (r.depth == L)].relative_amplification_L,
-                         r[(r.ln == "peri") & (r.dt == dt) & (r.depth == L)].relative_amplification_L)[1]
-             for dt, L in amp["pre"].index]
-    means = lambda ln, dt: ", ".join(decimals2(v) for v in amp[ln, dt])
-    depths = ", ".join(map(str, amp["pre", 1.0].index))
-    verdict = ("**supported**" if above["peri"] < above["pre"] and p < 0.05 else
-               "**inconclusive**" if above["peri"] < above["pre"] else
-               "**not supported** at this scale (the one-seed run of an earlier version looked below 1 everywhere; "
-               "five seeds do not)")
-    return ["5. Peri-LN bounds the amplification of input noise",
-            f"E2 after training, {r.seed.nunique()} seeds: relative amplification at X_L, (W2 bound / RMS(X_L)) / "
-            "(σ / RMS(X_0)), σ = 0.01·RMS(X_0)",
-            f"Large spread between seeds (e.g. Peri-LN Δt = 0.1, L = {int(r.depth.max())}: {widest.min():.2g}–"
-            f"{widest.max():.2g}). Means: Pre-LN Δt = 1 {means('pre', 1.0)} at L = {depths}; Peri-LN "
-            f"{means('peri', 1.0)} (Δt = 1) and {means('peri', 0.1)} (Δt = 0.1). Above 1 in {above['peri']} of "
-            f"{runs['peri']} Peri-LN runs and {above['pre']} of {runs['pre']} Pre-LN runs (Fisher p = {p_value(p)}); "
-            + (f"no (Δt, L) with a difference by Welch's test (p ≥ {p_value(min(welch))})" if min(welch) >= 0.05 else
-               f"Welch's test p < 0.05 in {sum(1 for w in welch if w < 0.05)} of {len(welch)} (Δt, L)"), verdict]
+    d = x.e2_diag[x.e2_diag.gated] if len(x.e2_diag) else x.e2_diag
+    keys = ["dt", "depth", "seed"]
+    pairs = (d[d.ln == "pre"].merge(d[d.ln == "peri"], on=keys, suffixes=("_pre", "_peri"))
+             .dropna(subset=["absolute_amplification_pre", "absolute_amplification_peri"]) if len(d) else d)
+    if not len(pairs):
+        primary = not_tested(f"no Δt, depth and seed with both placements gated; {gate_note(x)}")
+        numbers = gate_note(x)
+    else:
+        t = e2.ratio_test(pairs.absolute_amplification_peri, pairs.absolute_amplification_pre)
+        primary = Primary(t["p"], direction(t["smaller"] * 2 > t["pairs"]),
+                          f"Peri-LN smaller in {t['smaller']} of {t['pairs']} pairs, Pre/Peri ×" +
+                          (ci(t["ratio"], t["low"], t["high"]) if t["low"] is not None else f"{t['ratio']:.2g}"))
+        rel = e2.ratio_test(pairs.amplification_peri, pairs.amplification_pre)
+        numbers = (f"Absolute amplification W2(X_L)/W2(X_0): {primary.effect}; relative (divided by the stream's "
+                   f"growth) Peri-LN smaller in {rel['smaller']} of {rel['pairs']} (sign test p = {p_value(rel['p'])})")
+    return Claim("5. Peri-LN bounds the amplification of input noise",
+                 "E2 after training, gated pairs (same Δt, depth, seed): sign test of the absolute amplification "
+                 "W2(X_L)/W2(X_0), Peri- below Pre-LN",
+                 [("5", primary)], numbers)
 
 
 def claim_divergence(x):
-    """Claim 6. Rules: divergence, supported when more Pre- than Peri-LN runs stop (Fisher p <
-    0.05), not observed when none stops; failure to learn (not ok), the same comparison; the
-    weight-decay effect, supported at p < 0.05, inconclusive when in the claimed direction
-    without it; "Peri-LN never" holds when no Peri-LN run failed."""
-    r = x.e3
-    stop = lambda rows: int(rows.outcome.isin(["diverged", "nonfinite"]).sum())
-    fail = lambda rows: int((rows.outcome != "ok").sum())
-    pre, peri = r[r.ln == "pre"], r[r.ln == "peri"]
-    e1_runs = x.e1[x.e1.ln.isin(["pre", "peri"])]
-    lr = float(r.lr.iloc[0])
-    p_ln = stats.fisher_exact(fail(pre), len(pre) - fail(pre), fail(peri), len(peri) - fail(peri))
-    wd0, wd1 = pre[pre.wd == 0], pre[pre.wd > 0]
-    p_wd = stats.fisher_exact(fail(wd0), len(wd0) - fail(wd0), fail(wd1), len(wd1) - fail(wd1))
-    peri_fail = {wd: fail(peri[peri.wd == wd]) for wd in sorted(set(peri.wd))}
-    stopped = stop(pre) + stop(peri)
-    largest = lr == max(x.e1.lr)
-    verdict = ("divergence: " + ("**not observed** at this scale (inconclusive)" if not stopped else
-                                 "**supported**" if stop(pre) > stop(peri) else "**not supported**") +
-               "; read as failure to learn, Pre worse than Peri " +
-               (f"**supported** (p = {p_ln:#.2g})" if p_ln < 0.05 and fail(pre) > fail(peri) else
-                f"**not supported** (p = {p_ln:#.2g})") + ", the weight-decay effect " +
-               (f"**supported** (p = {p_wd:#.2g})" if p_wd < 0.05 and fail(wd0) > fail(wd1) else
-                f"**inconclusive** (right direction, p = {p_wd:#.2g})" if fail(wd0) > fail(wd1) else
-                f"**not supported** (p = {p_wd:#.2g})") +
-               (", \"Peri-LN never\" holds here" if not fail(peri) else ", \"Peri-LN never\" does not hold"))
-    return ["6. Pre-LN diverges more often, more so without weight decay; Peri-LN never",
-            f"E3: outcomes of {r.seed.nunique()} seeds × Δt ∈ {{{', '.join(fmt_num(v) for v in sorted(set(r.dt), reverse=True))}}}"
-            f" × wd ∈ {{{', '.join(fmt_num(v) for v in sorted(set(r.wd)))}}} per placement at E1's edge lr "
-            f"({fmt_num(lr)}{', the largest: nothing failed below it' if largest else ''}), Fisher's exact test",
-            ("**No run diverged or went non-finite**" if not stopped else f"**{stopped} runs stopped**") +
-            f" ({stop(pre)}/{len(pre)} Pre-LN, {stop(peri)}/{len(peri)} Peri-LN; E1's {len(e1_runs)} Pre- and Peri-LN "
-            f"runs also {stop(e1_runs)} up to lr {fmt_num(max(e1_runs.lr))}, with clipping at "
-            f"{x.e1_settings.clip:.1f}). Failing to learn instead: Pre-LN collapsed (final loss ≥ unigram_ce) in "
-            f"{fail(pre)}/{len(pre)} runs, Peri-LN in {fail(peri)}/{len(peri)} (p = {p_ln:#.2g}); Pre-LN "
-            f"{fail(wd0)}/{len(wd0)} without weight decay against {fail(wd1)}/{len(wd1)} with it (p = {p_wd:#.2g}); "
-            + ("Peri-LN " + f"{peri_fail[0]}/{len(peri[peri.wd == 0])} either way" if len(set(peri_fail.values())) == 1
-               else "Peri-LN " + ", ".join(f"{n} with wd {fmt_num(wd)}" for wd, n in peri_fail.items())), verdict]
+    got = recorded(x.e3)
+    found = e3.tests(got) if len(got) else None
+    primaries, numbers = [], []
+    for name, test, claimed_first in (("6a", "Pre-LN vs Peri-LN (all wd, Δt)", True),
+                                      ("6b", None, True)):
+        if found is None:
+            primaries.append((name, not_tested("no E3 run")))
+            continue
+        if test is None:
+            test = next((t for t in found.test if t.startswith("Pre-LN: wd ")), None)
+        rows = found[(found.test == test) & (found.counted == "failed")] if test else found.iloc[0:0]
+        if not len(rows):
+            primaries.append((name, not_tested("no such comparison in E3")))
+            continue
+        t = rows.iloc[0]
+        effect = (f"{t.first_failed}/{t.first_runs} against {t.second_failed}/{t.second_runs}, difference "
+                  f"{ci(t.difference, t.difference_low, t.difference_high, '+.2f')}")
+        primaries.append((name, Primary(t.p, direction(t.difference > 0), effect)))
+        stopped = found[(found.test == test) & (found.counted == "stopped")].iloc[0]
+        numbers.append(f"{name} {test.replace(' (all wd, Δt)', '').replace(' (all Δt)', '')}: failed {effect} "
+                       f"(Fisher p = {p_value(t.p)}); stopped {stopped.first_failed}/{stopped.first_runs} against "
+                       f"{stopped.second_failed}/{stopped.second_runs}; final loss rank-sum p = {p_value(t.rank_p)}")
+    if found is not None:
+        peri = got[got.ln == "peri"]
+        numbers.append(f"Peri-LN failed in {int(e1.failed(peri).sum())} of {len(peri)} runs")
+        pre = got[got.ln == "pre"]
+        if "train_max_attn_logit" in got and pre.train_max_attn_logit.notna().any():
+            numbers.append(f"largest attention logit, median: Pre-LN {two_digits(pre.train_max_attn_logit.median())}, "
+                           f"Peri-LN {two_digits(peri.train_max_attn_logit.median())}")
+    lr = fmt_num(float(got.lr.iloc[0])) if len(got) else "—"
+    return Claim("6. Pre-LN diverges more often, more so without weight decay; Peri-LN never",
+                 f"E3 at Pre-LN's edge (lr {lr}): Fisher's exact test of failures (E1's rule), 6a Pre- against "
+                 "Peri-LN, 6b Pre-LN without against with weight decay",
+                 primaries, "; ".join(numbers) if numbers else "no E3 run")
+
+
+# Claim 7's metrics: (E1 quantity, lower is better).
+METRICS = (("L*", True), ("ppl_seq at the best lr", True), ("accuracy at the best lr", False),
+           ("ROUGE-1 (stemmed) at the best lr", False), ("LR sensitivity", True))
+
+
+def learns(x, key):
+    """Does E1's configuration `key` learn: its mean L* below unigram_ce − FAIL_SHARE·(unigram_ce −
+    bigram_ce) (E1's failure margin)?"""
+    done = finished(x.e1)
+    uni, bi = done.unigram_ce.mean(), done.bigram_ce.mean()
+    return float(np.mean(x.e1_measured[key]["L*"])) < uni - e1.FAIL_SHARE * (uni - bi)
+
+
+def claim_best(x):
+    m = x.e1_measured
+    ref = next((k for k in m if k[:2] == ("peri", 0.1)), None)
+    if ref is None or len(m[ref]["L*"]) < 2:
+        primary, numbers = not_tested("no E1 runs of Peri-LN Δt = 0.1 over several seeds"), "—"
+    else:
+        parts, shown = [], []
+        for quantity, lower in METRICS:
+            found = []
+            for k in m:
+                if k == ref or (quantity == "LR sensitivity" and not learns(x, k)):
+                    continue
+                test = stats.welch(m[ref].get(quantity, []), m[k].get(quantity, []))
+                if test is not None:
+                    found.append((k, test[1], (test[0] < 0) == lower))
+                    parts.append(Primary(test[1], direction(found[-1][2]), f"{quantity} against {label(k)}"))
+            against = [t for t in found if not t[2]]
+            if against:
+                k, p, _ = min(against, key=lambda t: t[1])
+                shown.append(f"{quantity}: **worse** than {label(k)} (p = {p_value(p)})")
+            elif found:
+                k, p, _ = max(found, key=lambda t: t[1])
+                shown.append(f"{quantity}: better than every other, closest {label(k)} (p = {p_value(p)})")
+        primary = both(parts) if parts else not_tested("no comparison")
+        primary = primary._replace(effect="best on every metric" if primary.direction == CLAIMED else
+                                   "not best on every metric")
+        numbers = (f"Peri-LN Δt = 0.1 against each other configuration of E1 (Welch, {len(m[ref]['L*'])} seeds; LR "
+                   "sensitivity among those that learn): " + "; ".join(shown))
+    return Claim("7. Peri-LN with Δt = 0.1 is best on every metric",
+                 "E1, Peri-LN Δt = 0.1 against every other configuration, Welch's tests of L*, and at each one's best "
+                 "lr ppl_seq, accuracy, ROUGE-1, and of LR sensitivity (intersection: the largest p, or the smallest "
+                 "against it)",
+                 [("7", primary)], numbers)
 
 
 def label(key):
     """"Pre-LN Δt = 0.1" of a configuration key (ln, dt, ...)."""
     return f"{PLACEMENT_LABEL[key[0]]} Δt = {fmt_num(key[1])}"
-
-
-class Versus:
-    """E1's per-seed quantities (e1.measure) of each configuration against those of Peri-LN Δt = 0.1."""
-    def __init__(self, measured):
-        self.m = measured
-        self.ref = next(k for k in measured if k[:2] == ("peri", 0.1))
-        self.others = [k for k in measured if k != self.ref]
-
-    def mean(self, k, q):
-        return stats.mean_sd(self.m[k][q])[0]
-
-    def p(self, k, q):
-        """Welch's p of configuration k against the reference."""
-        return stats.welch(self.m[k][q], self.m[self.ref][q])[1]
-
-    def text(self, k, q, spec=".3f"):
-        return mean_sd_text(self.m[k][q], spec)
-
-
-# The metrics at each configuration's best lr: (name, E1 quantity, the better of two means, format, E3 column).
-BEST_LR_METRICS = [("ppl_seq", "ppl_seq at the best lr", min, ".1f", None),
-                   ("ROUGE-1", "ROUGE-1 (stemmed) at the best lr", max, ".3f", "rouge1_stem"),
-                   ("accuracy", "accuracy at the best lr", max, ".3f", "accuracy")]
-
-
-def e1_sensitivity_text(v, learns):
-    """The configurations that learn by LR sensitivity, consecutive ones of one placement named
-    once ("Pre-LN 0.358 ± 0.035 and 0.402 ± 0.068 (p = 0.005, 0.016)")."""
-    runs = []
-    for k in sorted(learns, key=lambda k: v.mean(k, "LR sensitivity")):
-        if runs and runs[-1][-1][0] == k[0]:
-            runs[-1].append(k)
-        else:
-            runs.append([k])
-    return ", ".join((label(ks[0]) if len(ks) == 1 else PLACEMENT_LABEL[ks[0][0]]) + " " +
-                     " and ".join(v.text(k, "LR sensitivity") for k in ks) +
-                     f" (p = {', '.join(p_value(v.p(k, 'LR sensitivity')) for k in ks)})" for ks in runs)
-
-
-def e3_best(e3):
-    """E3, Peri-LN Δt = 0.1 against the other configurations at each wd: the words for whether it
-    has the lowest val loss, highest accuracy, highest ROUGE-1 at every wd; the largest Welch's p
-    of its val loss against another's; its rows per wd (larger wd first)."""
-    done = finished(e3)
-    cells = done.groupby(["ln", "dt", "wd"])
-    ref = {wd: done[(done.ln == "peri") & (done.dt == 0.1) & (done.wd == wd)] for wd in sorted(set(done.wd), reverse=True)}
-    words = {}
-    for q, best, word in (("val_loss", "idxmin", "lowest"), ("accuracy", "idxmax", "highest"),
-                          ("rouge1_stem", "idxmax", "highest")):
-        at_every_wd = all(getattr(means, best)()[:2] == ("peri", 0.1) for _, means in cells[q].mean().groupby(level="wd"))
-        words[q] = word if at_every_wd else "not the " + word
-    p = max(stats.welch(rows.val_loss, ref[wd].val_loss)[1] for (ln, dt, wd), rows in cells if (ln, dt) != ("peri", 0.1))
-    return words, p, ref
-
-
-def claim_best(x):
-    """Claim 7. Rule, per metric: supported when Peri-LN Δt = 0.1 has the best mean, with the
-    comparisons whose Welch's p is not below 0.05 named; E1's LR sensitivity is compared among
-    the configurations that learn (L* at least 0.5 nat below unigram_ce)."""
-    v = Versus(x.e1_measured)
-    unigram = stats.mean_sd(finished(x.e1).unigram_ce)[0]
-    learns = [k for k in v.others if v.mean(k, "L*") <= unigram - 0.5]
-    by_loss = sorted(v.others, key=lambda k: v.mean(k, "L*"))
-    best_of = {name: pick(v.m, key=lambda k: v.mean(k, q)) for name, q, pick, _, _ in BEST_LR_METRICS}
-    best, worse = [], []
-    for name, q, _, spec, column in BEST_LR_METRICS:
-        if best_of[name] == v.ref:
-            best.append(f"{name} ({v.text(v.ref, q, spec)}, p ≤ {p_value(max(v.p(k, q) for k in v.others))}"
-                        + (")" if best else " against each)"))
-        else:
-            worse.append((name, q, spec, column))
-    words, e3_p, e3_ref = e3_best(x.e3)
-    (wd_on, on), (_, off) = e3_ref.items()
-    spread = lambda q: f"{min(on[q].mean(), off[q].mean()):.3f}–{max(on[q].mean(), off[q].mean()):.3f}"
-    lr = fmt_num(float(x.e3.lr.iloc[0]))
-    numbers = (
-        f"E1: lowest L*, {v.text(v.ref, 'L*')} against " +
-        ", ".join(f"{label(k)} {v.text(k, 'L*')} (p = {p_value(v.p(k, 'L*'))})" for k in by_loss) +
-        f". Lowest LR sensitivity among the configurations that learn, {v.text(v.ref, 'LR sensitivity')} against "
-        f"{e1_sensitivity_text(v, learns)}" +
-        "".join(f"; {label(k)}'s {v.text(k, 'LR sensitivity')} comes from staying at unigram level "
-                f"({int((v.m[k]['rows'].outcome == 'collapsed').sum())} of its "
-                f"{int(v.m[k]['rows'].outcome.notna().sum())} runs collapsed)" for k in v.others if k not in learns) +
-        ". At the best lr: best " + " and ".join(best) +
-        "".join(f", but **not** the best {name} ({v.text(v.ref, q, spec)} against {label(best_of[name])}'s "
-                f"{v.text(best_of[name], q, spec)}, p = {p_value(v.p(best_of[name], q))})" for name, q, spec, _ in worse) +
-        f". E3: {words['val_loss']} val loss ({mean_sd_text(on.val_loss)} with wd {fmt_num(wd_on)}, "
-        f"{mean_sd_text(off.val_loss)} without; p ≤ {p_value(e3_p)} against each of the three others at either wd), "
-        f"{words['accuracy']} accuracy ({spread('accuracy')}) and " +
-        ("" if words["rouge1_stem"] == words["accuracy"] else words["rouge1_stem"] + " ") +
-        f"ROUGE-1 ({spread('rouge1_stem')})")
-    supported = [{"ppl_seq": "perplexity", "ROUGE-1": "ROUGE"}[name] for name in ("ppl_seq", "ROUGE-1")
-                 if best_of[name] == v.ref]
-    verdict = (
-        f"**supported on {', '.join(['loss'] + supported[:-1])} and {supported[-1]}**" +
-        "".join(f" (E1's L* against {label(k)} not significant, p = {p_value(v.p(k, 'L*'))})"
-                for k in by_loss if v.p(k, "L*") >= 0.05) +
-        "".join(f"; LR sensitivity lowest but not significantly below {label(k)}'s (p = "
-                f"{p_value(v.p(k, 'LR sensitivity'))})" for k in learns if v.p(k, "LR sensitivity") >= 0.05) +
-        "".join((f"; {name} only at lr {lr} (E3), not" if words.get(column) == "highest" else f"; {name} not") +
-                f" at each configuration's best lr (E1: {label(best_of[name])} is better, p = "
-                f"{p_value(v.p(best_of[name], q))})" for name, q, _, column in worse))
-    return ["7. Peri-LN with Δt = 0.1 is best on every metric",
-            f"E1 ({len(v.m[v.ref]['L*'])} seeds): L* and LR sensitivity per seed, and at each configuration's best lr "
-            "ppl_seq, accuracy, ROUGE, Welch's t-test against Peri-LN Δt = 0.1 (`docs/e1_experiment.md`); E3 at lr "
-            f"{lr}: {x.e3.seed.nunique()} seeds, Welch's t-test against every other configuration", numbers, verdict]
 
 
 CLAIMS = (claim_exponential_growth, claim_peri_growth, claim_dt_tightens, claim_gradients, claim_noise,

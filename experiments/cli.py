@@ -8,9 +8,10 @@ import shlex
 import sys
 import time
 
-from . import checks, claims, collect, reports, runner, stats
-from .grid import InputError, fmt_num, make_grid, parse_list
+from . import checks, claims, collect, e1, intervene, reports, runner
+from .grid import InputError, fmt_num, make_grid, parse_list, value_text
 from .results import ResultsError, load, read_json
+from .tables import on_grid
 from .runner import use_private_binaries, write_slurm_script
 from .settings import BY_NAME, DEFAULTS, EXECUTION, EVALUATION, GRID, GRID_SETTINGS, PRESETS, SETTINGS, TRAINING, \
     TRAINING_SETTINGS
@@ -32,6 +33,9 @@ def parser(doc):
                         "of published tables PREFIX_results.csv, ... (settings from the preset that publishes there)")
     a.add_argument("--claims", action="store_true",
                    help="write docs/claims.md and README's claims table from the published tables docs/e*_*.csv")
+    a.add_argument("--docs", metavar="DIR",
+                   help="with --claims: the published tables DIR/e1_*, DIR/e2_*, DIR/e3_* instead, and only "
+                        "DIR/claims.md written (README's table is docs/'s)")
     a.add_argument("--no-figures", action="store_true", help="tables and reports only")
     a.add_argument("--dry-run", action="store_true", help="print the commands, run and write nothing")
     groups = {name: p.add_argument_group(title) for name, title in GROUP_TITLES.items()}
@@ -50,7 +54,8 @@ def parser(doc):
 
 
 def choices(name):
-    return {"device": ("cpu", "cuda", "auto"), "experiment": tuple(reports.EXPERIMENTS)}.get(name)
+    return {"device": ("cpu", "cuda", "auto"), "experiment": tuple(reports.EXPERIMENTS),
+            "lr_from_rule": ("edge", "best")}.get(name)
 
 
 def settings_of(a, given):
@@ -90,7 +95,7 @@ def check(s, a, given):
     checks.check_gpus(s.gpus)
     s.warmup = checks.resolve_warmup(s)
     if s.lr is None:
-        s.lr = edge_lr_from(s)
+        s.lr = lr_from_e1(s)
     make_grid(s)
     if not s.run:
         checks.check_binaries(s)
@@ -107,23 +112,35 @@ def check(s, a, given):
         s.publish = None
 
 
-def edge_lr_from(s):
-    """The learning rate of an E3-style sweep without --lr: the edge of stability of the E1
-    sweep in s.lr_from (stats.edge_of_stability)."""
+def lr_from_e1(s):
+    """The learning rates of a sweep without --lr, from the E1 sweep in s.lr_from (its
+    results.csv): by --lr-from-rule edge, Pre-LN's edge of stability (e1.pre_ln_edge: where half
+    its runs fail), one lr for every run; by best, each configuration's best lr there
+    (e1.best_of: the lowest mean final loss), as ln/Δt=lr entries."""
     if not s.lr_from:
         raise InputError("--lr: required (or --lr-from an E1 sweep's output)")
     saved = read_json(os.path.join(s.lr_from, "sweep.json"))
     if saved is None:
         raise InputError(f"--lr-from {s.lr_from}: no sweep.json there (run the e1 preset first)")
-    results = {}
-    for run in make_grid(argparse.Namespace(**{**DEFAULTS, **saved, "out": s.lr_from})):
-        res = read_json(os.path.join(run.dir, "result.json"))
-        if res is not None:
-            results.setdefault((run.ln, run.lr), []).append((res["outcome"], res.get("val_loss")))
-    lr, why = stats.edge_of_stability(results, placements=("pre", "peri"))
+    if not os.path.isfile(os.path.join(s.lr_from, "results.csv")):
+        raise InputError(f"--lr-from {s.lr_from}: no results.csv yet (let its sweep finish, or "
+                         f"python3 sweep.py --report {s.lr_from})")
+    runs = on_grid(make_grid(argparse.Namespace(**{**DEFAULTS, **saved, "out": s.lr_from})), load(s.lr_from).results)
+    if s.lr_from_rule == "best":
+        entries = []
+        for ln in parse_list(s.ln, "ln", "--ln"):
+            for dt in parse_list(s.dt, "dt", "--dt"):
+                best = e1.best_of(runs[(runs.ln == ln) & (runs.dt == dt)])
+                if best is None:
+                    raise InputError(f"--lr-from {s.lr_from}: no recorded run of {ln}/{fmt_num(dt)} there")
+                entries.append(f"{ln}/{fmt_num(dt)}={fmt_num(best)}")
+        print(f"sweep: each configuration at its best lr in {s.lr_from}: {', '.join(entries)}", flush=True)
+        return ",".join(entries)
+    lr, edge = e1.pre_ln_edge(runs)
     if lr is None:
-        raise InputError(f"--lr-from {s.lr_from}: {why}")
-    print(f"sweep: lr {lr:g} from {s.lr_from}: {why}", flush=True)
+        raise InputError(f"--lr-from {s.lr_from}: Pre-LN's edge is not bracketed there" +
+                         (f" ({e1.edge_text(edge)})" if edge else " (no Pre-LN run recorded)"))
+    print(f"sweep: lr {fmt_num(lr)} from {s.lr_from}: Pre-LN's edge {e1.edge_text(edge)}", flush=True)
     return fmt_num(lr)
 
 
@@ -151,12 +168,12 @@ def saved_settings(s):
 def union(axis, old, new):
     """The values of grid axis `axis` in either comma list (each once, the old ones first), as a
     comma list; None when both are empty."""
-    kind = {"ln": "ln", "precision": "precision", "seeds": "int", "depth": "int"}.get(axis, "float")
+    kind = {"ln": "ln", "precision": "precision", "seeds": "int", "depth": "int", "lr": "lr"}.get(axis, "float")
     values = []
     for text in (old, new):
         if text:
             values += [v for v in parse_list(text, kind, "--" + axis) if v not in values]
-    return ",".join(fmt_num(v) if isinstance(v, float) else str(v) for v in values) or None
+    return ",".join(value_text(v) for v in values) or None
 
 
 def report(s, out, runs, draw):
@@ -194,8 +211,10 @@ def main(argv, doc, script):
     a = p.parse_args(argv)
     given = [s.name for s in SETTINGS if getattr(a, s.name) is not None]
     try:
+        if a.docs and not a.claims:
+            raise InputError("--docs: only with --claims")
         if a.claims:
-            return claims.main(REPO)
+            return claims.main(REPO, os.path.abspath(a.docs) if a.docs else None)
         if a.report and not os.path.isdir(a.report):
             if not os.path.isfile(a.report + "_results.csv"):
                 raise InputError(f"--report {a.report}: neither a sweep's output folder nor published tables "
@@ -232,9 +251,7 @@ def run(s, a, argv, script):
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     jobs = s.gpus or s.jobs or max(1, cores // max(1, s.threads or cores))
-    # Seed-major order, so a sweep stopped early has every configuration at its first seeds.
-    todo = sorted((r for r in runs if read_json(os.path.join(r.dir, "result.json")) is None),
-                  key=lambda r: (r.seed, runs.index(r)))
+    todo = pending(runs)
     print(f"sweep: {len(runs)} runs ({len(runs) - len(todo)} recorded, {len(todo)} to do), {jobs} at once " +
           ("one per GPU" if s.gpus else f"with {s.threads or 'all'} thread(s) each") + f"; output {s.out}", flush=True)
     if a.dry_run:
@@ -242,6 +259,37 @@ def run(s, a, argv, script):
             print(shlex.join(runner.train_command(s, r)))  # quoted: globs and spaces survive a paste
             print(shlex.join(runner.eval_command(s, r)))
         return 0
+    failed = execute(s, todo, jobs)
+    # Report on the whole grid recorded in OUT (this invocation's and earlier ones).
+    every = argparse.Namespace(**{**vars(s), **{k: saved[k] for k in GRID_SETTINGS}})
+    while s.lr_extend and not failed:
+        collect.collect(s.out, make_grid(every))
+        add, why = e1.extension(on_grid(make_grid(every), load(s.out).results))
+        if not add:
+            break
+        print(f"sweep: the grid does not bracket the edge ({'; '.join(why)}): adding lr "
+              f"{', '.join(fmt_num(lr) for lr in add)}", flush=True)
+        s.lr = union("lr", every.lr, ",".join(fmt_num(lr) for lr in add))
+        saved = saved_settings(s)
+        runner.write_json(os.path.join(s.out, "sweep.json"), saved)
+        every = argparse.Namespace(**{**vars(s), **{k: saved[k] for k in GRID_SETTINGS}})
+        failed = execute(s, pending(make_grid(every)), jobs)
+    if s.intervene and not failed:
+        intervene.intervene(every, make_grid(every), intervene.K, lambda run, model, out: runner.eval_command(
+            every, run, model, out, eval_batches=1))
+    report(every, s.out, make_grid(every), draw=not a.no_figures)
+    return 1 if failed else 0
+
+
+def pending(runs):
+    """The runs not recorded yet, seed-major, so a sweep stopped early has every configuration at
+    its first seeds."""
+    return sorted((r for r in runs if read_json(os.path.join(r.dir, "result.json")) is None),
+                  key=lambda r: (r.seed, runs.index(r)))
+
+
+def execute(s, todo, jobs):
+    """Trains and evaluates the runs `todo`, `jobs` at a time; returns how many failed."""
     sweep = runner.Sweep(s)
     start = time.time()
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -251,10 +299,7 @@ def run(s, a, argv, script):
     failed = sum(1 for r in results if r is None)
     print(f"sweep: {len(todo) - failed} runs done in {(time.time() - start) / 60:.1f} min"
           + (f", {failed} failed (run the same command again to retry them)" if failed else ""), flush=True)
-    # Report on the whole grid recorded in OUT (this invocation's and earlier ones).
-    every = argparse.Namespace(**{**vars(s), **{k: saved[k] for k in GRID_SETTINGS}})
-    report(every, s.out, make_grid(every), draw=not a.no_figures)
-    return 1 if failed else 0
+    return failed
 
 
 def run_alone(s, runs, name):

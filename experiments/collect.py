@@ -17,7 +17,11 @@ FINISHED = ("ok", "collapsed")
 RUN_KEYS = ["run", "ln", "dt", "wd", "lr", "depth", "precision", "seed"]
 EVAL_KEYS = ["val_loss", "unigram_ce", "bigram_ce", "val_ppl", "ppl_seq", "accuracy", "logit_max", "log_z_mean"]
 ROUGE_KEYS = ["rouge1", "rouge2", "rougeL", "rouge1_stem", "rouge2_stem", "rougeL_stem"]
-RESULT_COLUMNS = (RUN_KEYS + ["outcome", "stopped_step", "reason", "spikes", "first_train_loss", "final_train_loss"] +
+# What ./train's last outcome or diverged record says of the whole run (README, *Run outcomes*).
+EXTREMES = {"max_loss": "max_loss", "max_loss_step": "max_loss_step", "train_max_attn_logit": "max_attn_logit",
+            "train_max_mean_abs_L": "max_mean_abs_L"}
+RESULT_COLUMNS = (RUN_KEYS + ["outcome", "stopped_step", "reason", "spikes"] + list(EXTREMES) +
+                  ["first_train_loss", "final_train_loss"] +
                   EVAL_KEYS + ROUGE_KEYS +
                   ["mean_abs_0", "mean_abs_L", "mean_abs_growth", "entry_var_L", "data_var_L", "grad_norm_0",
                    "grad_norm_L", "grad_norm_scaled_0", "grad_norm_scaled_L", "attn_logit_max", "sens_mean_max",
@@ -72,6 +76,9 @@ def result_row(run, result, record, finished):
         first = losses[losses.step == 0]
         row.update(first_train_loss=first.loss.iloc[0] if len(first) else None,
                    final_train_loss=losses.loss.tail(10).mean() if len(losses) else None)
+        last = record.events[record.events.event.isin(["outcome", "diverged"])]
+        if len(last):
+            row.update({column: last.iloc[-1].get(key) for column, key in EXTREMES.items()})
         stats = record.stats
         complete = stats[~stats.step.isin(stats.step[stats.mean_abs.isna()])]  # records with every mean_abs
         if len(complete):

@@ -1,7 +1,12 @@
-"""E1, learning-rate sensitivity (docs/experiments.md, "The protocol"): final validation loss
-against learning rate per configuration; per seed L*, its lr and Wortsman et al.'s LR
-sensitivity, and over several seeds Welch's t-tests against Peri-LN at its smallest Δt.
-Writes lr.csv (one row per run) and the figure loss_vs_lr.png."""
+"""E1, learning-rate sensitivity and the edge of stability (docs/experiments.md, "The protocol"):
+final validation loss and failure rate against learning rate per configuration; the grid's
+extension (upward until every Pre- and Peri-LN configuration fails in most seeds at its largest
+learning rate, downward until none has its best learning rate at the smallest); each
+configuration's edge (where its failure rate reaches 1/2, bracketed by the grid) and Pre-LN's,
+E3's learning rate; per seed L*, its lr and Wortsman et al.'s LR sensitivity, and over several
+seeds Welch's t-tests against Peri-LN at its smallest Δt. Writes lr.csv (one row per run) and
+the figure loss_vs_lr.png."""
+import math
 
 import pandas as pd
 
@@ -14,8 +19,102 @@ from .tables import finished, fmt_spread, groups, recorded, short_label, table, 
 
 TITLE = "E1: final validation loss against learning rate"
 FILES = ("lr.csv", "loss_vs_lr.png")
-LR_COLUMNS = ["ln", "dt", "wd", "depth", "precision", "lr", "seed", "outcome", "spikes", "val_loss", "unigram_ce",
-              "initial_loss"]
+LR_COLUMNS = ["ln", "dt", "wd", "depth", "precision", "lr", "seed", "outcome", "failed", "spikes", "max_loss",
+              "max_loss_step", "val_loss", "unigram_ce", "bigram_ce", "initial_loss"]
+CONFIG = ["ln", "dt", "wd", "depth", "precision"]
+
+# A run fails when it does not end ok (it stopped, or collapsed) or when its final validation loss
+# is above unigram_ce − FAIL_SHARE·(unigram_ce − bigram_ce): it did not learn a quarter of what a
+# bigram table knows beyond the unigram one (docs/experiments.md, *The protocol*).
+FAIL_SHARE = 0.25
+# The grid extends while a configuration of these placements is not bracketed, by half decades,
+# within [LR_FLOOR, LR_CEILING].
+BRACKETED = ("pre", "peri")
+LR_FLOOR, LR_CEILING = 1e-5, 3.0
+
+
+def failed(rows):
+    """Per run (a boolean Series): did it fail (FAIL_SHARE)? A run without both baselines is
+    judged by its outcome alone; where bigram_ce is not below unigram_ce (data without bigram
+    structure) the margin is 0."""
+    margin = (FAIL_SHARE * (rows.unigram_ce - rows.bigram_ce)).clip(lower=0)
+    short = (rows.val_loss > rows.unigram_ce - margin) & margin.notna()
+    return (rows.outcome != "ok") | short
+
+
+def final_losses(rows, l_init):
+    """{lr: final losses of its recorded runs}, a run that stopped counted at L_init."""
+    got = recorded(rows)
+    loss = got.val_loss.where(got.outcome.isin(FINISHED), l_init).fillna(l_init)
+    return {lr: list(loss[got.lr == lr]) for lr in sorted(set(got.lr))}
+
+
+def best_of(rows):
+    """The best learning rate of a set of runs: the lowest mean final loss, a stopped run counted
+    at L_init (stats.best_lr); None without recorded runs."""
+    got = recorded(rows)
+    l_init = initial_loss(got)
+    if not len(got) or l_init is None:
+        return None
+    return stats.best_lr(final_losses(got, l_init))
+
+
+def edge_of(rows):
+    """The failure edge of a set of runs (stats.failure_edge above their best learning rate,
+    best_of); None without recorded runs."""
+    got = recorded(rows)
+    best = best_of(got)
+    if best is None:
+        return None
+    flags = failed(got)
+    edge = stats.failure_edge({lr: list(flags[got.lr == lr]) for lr in sorted(set(got.lr))}, best)
+    return dict(edge, best=best)
+
+
+def pre_ln_edge(runs):
+    """E3's learning rate: the edge of all Pre-LN runs together (both Δt), where Pre-LN fails in
+    half its runs, rounded to two significant digits; with the edge dict. (None, edge) when it is
+    not bracketed."""
+    edge = edge_of(runs[runs.ln == "pre"])
+    if edge is None or edge["edge"] is None:
+        return None, edge
+    return float(f"{edge['edge']:.2g}"), edge
+
+
+def next_lr(lr, up):
+    """The next learning rate of the half-decade series 1, 3, 10, 30, ... (×3 or ×10/3), up or down."""
+    exponent = math.floor(math.log10(lr) + 1e-9)
+    mantissa = lr / 10 ** exponent
+    if abs(mantissa - 1) < 1e-6:
+        return float(f"{(3 * lr if up else lr / (10 / 3)):.1g}")
+    if abs(mantissa - 3) < 1e-6:
+        return float(f"{(lr * 10 / 3 if up else lr / 3):.1g}")
+    return float(f"{lr * math.sqrt(10) ** (1 if up else -1):.2g}")
+
+
+def extension(runs):
+    """The learning rates to add to an E1 grid so that it brackets the edge, and why: one half
+    decade above when a Pre- or Peri-LN configuration fails in at most half its recorded runs at
+    the largest learning rate (and that is below LR_CEILING), one below when a configuration's
+    best learning rate is the smallest (above LR_FLOOR). ([], reasons) once it brackets."""
+    lrs = sorted(set(recorded(runs).lr))
+    if not lrs:
+        return [], []
+    top, bottom = lrs[-1], lrs[0]
+    add, why = [], []
+    for key, group in groups(recorded(runs[runs.ln.isin(BRACKETED)]), CONFIG):
+        label = short_label(key[0], key[1], key[4], key[3])
+        at_top = group[group.lr == top]
+        if failed(at_top).sum() * 2 <= len(at_top):
+            why.append(f"{label} fails in {int(failed(at_top).sum())} of {len(at_top)} runs at lr {fmt_num(top)}")
+            if top < LR_CEILING and next_lr(top, True) not in add:
+                add.append(next_lr(top, True))
+        edge = edge_of(group)
+        if edge and edge["best"] == bottom:
+            why.append(f"{label}'s best lr is the smallest, {fmt_num(bottom)}")
+            if bottom > LR_FLOOR and next_lr(bottom, False) not in add:
+                add.append(next_lr(bottom, False))
+    return sorted(add), why
 
 
 def initial_loss(rows):
@@ -48,7 +147,7 @@ def measure(runs):
     are left out."""
     lrs, seeds = sorted(set(runs.lr)), sorted(set(runs.seed))
     measured = {}
-    for key, group in groups(runs, ["ln", "dt", "wd", "depth", "precision"]):
+    for key, group in groups(runs, CONFIG):
         ln, dt, wd, depth, precision = key
         got = recorded(group)
         l_init = initial_loss(got)
@@ -59,8 +158,10 @@ def measure(runs):
             mine = got[got.seed == seed].sort_values("lr", kind="stable")
             losses = {lr: finite(loss) for lr, loss in zip(mine.lr, mine.val_loss)}
             m["lr_rows"] += [dict(ln=ln, dt=dt, wd=wd, depth=depth, precision=precision, lr=run.lr, seed=seed,
-                                  outcome=run.outcome, spikes=run.spikes, val_loss=run.val_loss,
-                                  unigram_ce=run.unigram_ce, initial_loss=l_init) for run in mine.itertuples()]
+                                  outcome=run.outcome, failed=bool(fail), spikes=run.spikes, max_loss=run.max_loss,
+                                  max_loss_step=run.max_loss_step, val_loss=run.val_loss, unigram_ce=run.unigram_ce,
+                                  bigram_ce=run.bigram_ce, initial_loss=l_init)
+                             for run, fail in zip(mine.itertuples(), failed(mine))]
             best, best_lr, sensitivity = stats.lr_sensitivity(losses, l_init)
             if best is not None:
                 m["L*"].append(best)
@@ -112,20 +213,47 @@ def report(s, runs, tables=None):
         best, label = min(done)
         lines += ["", f"Best configuration: {label}, L* = {best:.3f}" + (" (mean over the seeds)" if several else "") +
                   f"; unigram_ce − L* = {uni - best:.3f} nats (unigram_ce {uni:.3f})."]
+    lines += edge_lines(runs, lrs)
     if several:
         lines += welch_tests(measured)
-    edge = edge_of_stability(lr_table)
-    if edge[0] is not None:
-        lines += ["", f"Edge of stability (the learning rate of E3): {fmt_num(edge[0])}, {edge[1]}."]
     return lines, {"lr.csv": lr_table}
 
 
-def edge_of_stability(lr_table):
-    """E3's learning rate from E1's runs (stats.edge_of_stability of Pre- and Peri-LN)."""
-    results = {}
-    for run in lr_table.itertuples():
-        results.setdefault((run.ln, run.lr), []).append((run.outcome, finite(run.val_loss)))
-    return stats.edge_of_stability(results, ("pre", "peri"))
+def edge_lines(runs, lrs):
+    """The failure rates per learning rate, each configuration's edge, Pre-LN's (E3's learning
+    rate) and whether the grid brackets them."""
+    rows, edges = [], []
+    for key, group in groups(recorded(runs), CONFIG):
+        flags = failed(group)
+        rows.append([short_label(key[0], key[1], key[4], key[3])] +
+                    [f"{int(flags[group.lr == lr].sum())}/{int((group.lr == lr).sum())}" for lr in lrs])
+        edge = edge_of(group)
+        edges.append([short_label(key[0], key[1], key[4], key[3]), fmt_num(edge["best"]), edge_text(edge)])
+    if not rows:
+        return []
+    lines = ["", f"Failures per learning rate (failed / runs): a run fails when it does not end ok or ends less than "
+             f"{FAIL_SHARE:g}·(unigram_ce − bigram_ce) below unigram_ce.", ""]
+    lines += table(["configuration"] + [f"lr {fmt_num(lr)}" for lr in lrs], rows)
+    lines += ["", "Edge of stability per configuration: above its best learning rate (lowest mean final loss, a "
+              "stopped run at L_init), the learning rate at which half its runs fail, interpolated in ln lr between "
+              "the bracketing pair of the grid.", ""]
+    lines += table(["configuration", "best lr", "edge (bracketing pair)"], edges)
+    lr, edge = pre_ln_edge(runs)
+    if edge is not None:
+        lines += ["", "Pre-LN, both Δt together (E3's learning rate): " + edge_text(edge) +
+                  (f"; E3 runs at {fmt_num(lr)}." if lr is not None else "; E3 has no learning rate from this grid.")]
+    add, why = extension(runs)
+    lines += ["", "The grid brackets every Pre- and Peri-LN edge." if not why else
+              "The grid does not bracket yet: " + "; ".join(why) +
+              (f" (next: lr {', '.join(fmt_num(lr) for lr in add)})." if add else " (at the grid's limits).")]
+    return lines
+
+
+def edge_text(edge):
+    """"0.017 (0.01–0.03)", or "above 0.3 (not bracketed)"."""
+    if edge["edge"] is None:
+        return f"above {fmt_num(edge['low'])} (not bracketed: fewer than half fail up to there)"
+    return f"{edge['edge']:.2g} ({fmt_num(edge['low'])}–{fmt_num(edge['high'])})"
 
 
 def at_best_lr(got):
@@ -168,30 +296,44 @@ def welch_tests(measured):
 
 def figure(plt, runs, tables, path):
     """loss_vs_lr.png: final validation loss against peak learning rate, mean ± sd over the seeds
-    per configuration; a run that stopped is a cross at its L_init; the baselines as lines."""
+    per configuration (a run that stopped is a cross at its L_init; the baselines as lines), and
+    beside it the failure rate against learning rate with each configuration's edge."""
     from .figures import COLORS, DT_STYLES, save
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for (ln, dt, wd, depth, precision), group in groups(runs, ["ln", "dt", "wd", "depth", "precision"]):
+    fig, (ax, rate_ax) = plt.subplots(1, 2, figsize=(13, 5))
+    for (ln, dt, wd, depth, precision), group in groups(runs, CONFIG):
         got = recorded(group)
         done = finished(got)
         done = done[done.val_loss.notna()]
         style = dict(color=COLORS[ln], linestyle=DT_STYLES.get(dt, "-."))
+        label = short_label(ln, dt, precision, depth)
         if len(done):
             spread = done.groupby("lr").val_loss.agg(lambda x: mean_sd(x)[:2])
             ax.errorbar(spread.index, [m for m, _ in spread], yerr=[sd or 0 for _, sd in spread], marker="o",
-                        markersize=4, capsize=3, label=short_label(ln, dt, precision, depth), **style)
+                        markersize=4, capsize=3, label=label, **style)
         stopped = got[~got.outcome.isin(FINISHED)]
         if len(stopped):
             ax.plot(stopped.lr, [initial_loss(got)] * len(stopped), linestyle="none", marker="x", markersize=9,
                     color=COLORS[ln])
+        if len(got):
+            rate = failed(got).groupby(got.lr).mean()
+            rate_ax.plot(rate.index, rate.values, marker="o", markersize=4, label=label, **style)
+            edge = edge_of(got)
+            if edge and edge["edge"] is not None:
+                rate_ax.plot([edge["edge"]], [0.5], marker="|", markersize=14, color=COLORS[ln])
     for column, color in (("unigram_ce", "gray"), ("bigram_ce", "black")):
         level = mean_sd(values(finished(runs), column))[0]
         if level is not None:
             ax.axhline(level, color=color, linestyle=":", label=f"{column} (baseline)")
-    ax.set_xscale("log")
-    ax.set_xlabel("peak learning rate")
+    for a in (ax, rate_ax):
+        a.set_xscale("log")
+        a.set_xlabel("peak learning rate")
+        a.grid(True, which="both", alpha=0.3)
     ax.set_ylabel("final validation loss (nats per token)")
     ax.set_title(TITLE + "\n(mean ± sd over the seeds; × = a run that stopped, drawn at its initial loss)", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    rate_ax.axhline(0.5, color="gray", linestyle=":")
+    rate_ax.set_ylim(-0.05, 1.05)
+    rate_ax.set_ylabel("share of runs that failed")
+    rate_ax.set_title("Failure rate (| = the edge: half fail, interpolated in ln lr)", fontsize=10)
+    rate_ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    fig.tight_layout()
     save(fig, path)

@@ -27,16 +27,31 @@ def fmt_num(x):
     return f"{x:g}"
 
 
+def value_text(v):
+    """A grid value as the comma lists spell it: a number short (fmt_num), a learning rate of one
+    configuration as ln/Δt=lr."""
+    if isinstance(v, tuple):
+        return f"{v[0]}/{fmt_num(v[1])}={fmt_num(v[2])}"
+    return fmt_num(v) if isinstance(v, float) else str(v)
+
+
 def parse_list(text, kind, flag):
-    """The values of a comma list: placements, precisions, integers (with ranges lo-hi) or
-    numbers. Refuses an unreadable item, an empty list and a value given twice (two runs would
-    share one folder)."""
+    """The values of a comma list: placements, precisions, integers (with ranges lo-hi), numbers,
+    or learning rates (kind "lr": a number for every configuration, or ln/Δt=lr for one
+    configuration only, as the tuple (ln, Δt, lr)). Refuses an unreadable item, an empty list and
+    a value given twice (two runs would share one folder)."""
     values = []
     for item in (x.strip() for x in str(text).split(",")):
         if not item:
             continue
         try:
-            if kind == "int" and "-" in item[1:]:
+            if kind == "lr" and "=" in item:
+                config, lr = item.split("=")
+                ln, dt = config.split("/")
+                if ln not in PLACEMENTS:
+                    raise ValueError
+                values.append((ln, float(dt), float(lr)))
+            elif kind == "int" and "-" in item[1:]:
                 lo, hi = (int(x) for x in item.split("-"))
                 if hi < lo:
                     raise ValueError
@@ -50,14 +65,20 @@ def parse_list(text, kind, flag):
             else:
                 values.append(float(item))
         except ValueError:
-            choices = {"ln": "pre, post or peri", "precision": "bf16 or fp32"}.get(kind, "a number")
+            choices = {"ln": "pre, post or peri", "precision": "bf16 or fp32",
+                       "lr": "a number, or ln/Δt=number for one configuration"}.get(kind, "a number")
             raise InputError(f"{flag}: cannot read '{item}' ({choices})")
     if not values:
         raise InputError(f"{flag}: empty list")
-    twice = sorted({fmt_num(v) if isinstance(v, float) else str(v) for v in values if values.count(v) > 1})
-    if twice:
-        raise InputError(f"{flag}: {', '.join(twice)} given twice (each value is one run folder)")
+    refuse_repeats(values, flag)
     return values
+
+
+def refuse_repeats(values, where, after=""):
+    """Refuses a value given twice in `values` (two runs would share one folder), naming them."""
+    twice = sorted({value_text(v) for v in values if values.count(v) > 1})
+    if twice:
+        raise InputError(f"{where}: {', '.join(twice)} given twice{after} (each value is one run folder)")
 
 
 def check_range(values, flag, low, low_open=False, high=None):
@@ -98,14 +119,25 @@ def make_grid(s):
     axes = []
     for name, low_open, high in (("dt", True, 1000), ("wd", False, 10), ("lr", True, 10)):  # ./train's ranges
         values = parse_list(getattr(s, name), name, "--" + name)
-        check_range(values, "--" + name, 0, low_open, high)
+        check_range([v[2] if isinstance(v, tuple) else v for v in values], "--" + name, 0, low_open, high)
         axes.append(values)
     dts, wds, lrs = axes
     seeds = parse_list(s.seeds, "int", "--seeds")
     check_range(seeds, "--seeds", 0)
+    placements = parse_list(s.ln, "ln", "--ln")
     return [Run(ln, dt, wd, lr, depth, precision, seed, s.out)
-            for ln in parse_list(s.ln, "ln", "--ln") for dt in dts for wd in wds for lr in lrs
+            for ln in placements for dt in dts for wd in wds for lr in config_lrs(lrs, ln, dt)
             for depth in depths for precision in precisions for seed in seeds]
+
+
+def config_lrs(lrs, ln, dt):
+    """The learning rates of configuration (ln, Δt) in the --lr list: the plain ones and its own
+    ln/Δt=lr ones, in order. Refuses a configuration without any and one given twice."""
+    mine = [v for v in lrs if not isinstance(v, tuple)] + [v[2] for v in lrs if isinstance(v, tuple) and v[:2] == (ln, dt)]
+    if not mine:
+        raise InputError(f"--lr: no learning rate for {ln}/{fmt_num(dt)} (give a number, or {ln}/{fmt_num(dt)}=lr)")
+    refuse_repeats(mine, "--lr", f" for {ln}/{fmt_num(dt)}")
+    return mine
 
 
 def model_vocab(init):

@@ -2,33 +2,55 @@
 (experiment.md and its CSV) and the figures; written into a sweep's OUT, or beside published
 tables (PREFIX_NAME, e.g. docs/e1_experiment.md), and copied to --publish PREFIX."""
 import argparse
+import json
 import os
 import shutil
 
 from . import e1, e2, e3, figures, summary
 from .collect import write_csv
 from .grid import fmt_num
-from .results import load
-from .settings import DEFAULTS, PRESETS, default_warmup
+from .results import load, read_json
+from .settings import DEFAULTS, EXECUTION_SETTINGS, PRESETS, default_warmup
 from .tables import on_grid
 
 # One report module per experiment: report(s, runs, tables) → (markdown lines, {CSV name: DataFrame}),
 # FILES (what it writes besides experiment.md) and, when it draws one, figure(plt, runs, tables, path).
 EXPERIMENTS = {"e1": e1, "e2": e2, "e3": e3}
 TABLES = ("results.csv", "layers.csv", "init_layers.csv")
+# Published beside the tables when the sweep has it: E2's intervention.
+EXTRAS = ("intervention.csv",)
 
 
 def published(prefix, preset):
-    """(settings, tables) of the tables published at PREFIX (PREFIX_results.csv, ...) by the preset
-    `preset`: its settings, with the learning rate an E3 took from E1 (--lr-from) read from the
-    tables."""
-    s = argparse.Namespace(**{**DEFAULTS, **PRESETS[preset]})
+    """(settings, tables) of the tables published at PREFIX (PREFIX_results.csv, ...): the
+    settings of the sweep that made them (PREFIX_sweep.json), else of the preset `preset`; the
+    grid is the one of the table (every value of each axis that its runs have, so the learning
+    rates an E1 added and the one an E3 took from E1 are there)."""
     tables = load(prefix)
-    if s.lr is None:
-        s.lr = ",".join(fmt_num(lr) for lr in sorted(set(tables.results.lr)))
+    s = argparse.Namespace(**{**DEFAULTS, **PRESETS[preset], **(read_json(prefix + "_sweep.json") or {})})
+    results = tables.results
+    s.lr = lr_axis(results)
+    for axis, column in (("ln", "ln"), ("dt", "dt"), ("wd", "wd"), ("depth", "depth"), ("precision", "precision"),
+                         ("seeds", "seed")):
+        present = list(dict.fromkeys(results[column].dropna()))
+        if axis in ("ln", "precision"):
+            setattr(s, axis, ",".join(present) if present else None)
+        elif axis in ("depth", "seeds"):
+            setattr(s, axis, ",".join(str(int(v)) for v in present) if present else None)
+        else:
+            setattr(s, axis, ",".join(fmt_num(v) for v in present))
     if s.warmup is None:
         s.warmup = default_warmup(s.steps)
     return s, tables
+
+
+def lr_axis(results):
+    """The --lr list of a table's runs: the learning rates as a plain list when every (ln, Δt)
+    has the same ones, else as ln/Δt=lr entries."""
+    per_config = {key: tuple(dict.fromkeys(rows.lr)) for key, rows in results.groupby(["ln", "dt"], sort=False)}
+    if len(set(per_config.values())) <= 1:
+        return ",".join(fmt_num(lr) for lr in dict.fromkeys(results.lr))
+    return ",".join(f"{ln}/{fmt_num(dt)}={fmt_num(lr)}" for (ln, dt), lrs in per_config.items() for lr in lrs)
 
 
 def write_text(path, text):
@@ -73,12 +95,31 @@ def write_reports(s, grid, tables, place, run_dir=None, draw=True):
     return text, "figures: " + ", ".join(drawn) + ("" if run_dir else " (loss.png needs the run folders)")
 
 
+def write_settings(s, out, path):
+    """PREFIX_sweep.json: the settings OUT's runs were made with (OUT/sweep.json without the
+    execution settings), paths inside the repository relative to it. Returns the path."""
+    saved = read_json(os.path.join(out, "sweep.json")) or {}
+    kept = {}
+    for name, value in saved.items():
+        if name in EXECUTION_SETTINGS:
+            continue
+        if isinstance(value, str) and os.path.isabs(value) and value.startswith(s.repo + os.sep):
+            value = os.path.relpath(value, s.repo)
+        kept[name] = value
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(kept, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
 def publish(s, out, prefix):
     """Copies the tables, reports and figures of OUT to PREFIX_NAME (e.g. docs/e1_results.md)."""
     os.makedirs(os.path.dirname(prefix) or ".", exist_ok=True)
     module = EXPERIMENTS.get(s.experiment)
-    names = ("results.md",) + TABLES + figures.FIGURES + (("experiment.md",) + module.FILES if module else ())
-    copied = []
+    names = ("results.md",) + TABLES + EXTRAS + figures.FIGURES + (("experiment.md",) + module.FILES if module else ())
+    copied = [write_settings(s, out, f"{prefix}_sweep.json")]
     for name in names:
         if os.path.exists(os.path.join(out, name)):
             shutil.copyfile(os.path.join(out, name), f"{prefix}_{name}")

@@ -23,6 +23,8 @@ A sweep (OUT/results.csv, or PREFIX_results.csv as --publish writes it) gives a 
     layers       one row per run and layer i = 0..L after training (./eval's diagnostics)
     init_layers  one row per run and layer at step 0 (./train's first stats record; None when
                  the sweep has none)
+    intervention one row per run, k and block of E2's intervention (intervene.py; None when the
+                 sweep has none)
 A log.jsonl line that is not a JSON record raises ResultsError, except the last line (a line
 cut short by an interruption), which is skipped.
 """
@@ -34,7 +36,7 @@ from collections import namedtuple
 import pandas as pd
 
 Run = namedtuple("Run", "steps evals events stats eval eval_layers")
-Sweep = namedtuple("Sweep", "results layers init_layers")
+Sweep = namedtuple("Sweep", "results layers init_layers intervention", defaults=(None,))
 
 # The per-layer series of eval.json (docs/experiments.md, *JSON*), i = 0..L; the block ones
 # (param_grad_norm ... mlp_hidden_rms, sens_mean, sens_max) are NaN at i = 0.
@@ -57,8 +59,9 @@ def load(path):
         return load_run(path)
     for stem in (os.path.join(path, ""), path + "_"):
         if os.path.isfile(stem + "results.csv"):
-            return Sweep(read_csv(stem + "results.csv"), read_csv(stem + "layers.csv"),
-                         read_csv(stem + "init_layers.csv") if os.path.isfile(stem + "init_layers.csv") else None)
+            optional = lambda name: read_csv(stem + name) if os.path.isfile(stem + name) else None
+            return Sweep(read_csv(stem + "results.csv"), read_csv(stem + "layers.csv"), optional("init_layers.csv"),
+                         optional("intervention.csv"))
     if os.path.isfile(os.path.join(path, "sweep.json")):
         raise ResultsError(f"{path}: no results.csv yet (python3 sweep.py --report {path} writes it)")
     raise ResultsError(f"{path}: not a ./train -out folder (no log.jsonl), a sweep's output (no results.csv) "

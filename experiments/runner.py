@@ -46,9 +46,13 @@ def train_command(s, run):
             flags(dict(vars(s), init=init_for(s.init, run.depth)), "train") + ["-out", run.dir, "-resume", "1"])
 
 
-def eval_command(s, run):
-    return ([s.eval_bin, "-model", final_model(s, run)] + (["-precision", run.precision] if run.precision else []) +
-            flags(vars(s), "eval") + ["-json", os.path.join(run.dir, "eval.json")])
+def eval_command(s, run, model=None, out=None, eval_batches=None):
+    """./eval of a run's final model into its eval.json, or of `model` into `out` (with
+    `eval_batches` instead of the sweep's: the intervention reads the diagnostics only)."""
+    values = dict(vars(s), eval_batches=eval_batches or s.eval_batches)
+    return ([s.eval_bin, "-model", model or final_model(s, run)] +
+            (["-precision", run.precision] if run.precision else []) + flags(values, "eval") +
+            ["-json", out or os.path.join(run.dir, "eval.json")])
 
 
 def final_model(s, run):

@@ -55,8 +55,16 @@ SETTINGS = [
             "-train_data"),
     Setting("val_data", COMPACT_DATA["val_data"], str, TRAINING, "validation shards (a glob)", "-val_data",
             "-val_data"),
-    Setting("lr_from", None, str, TRAINING,
-            "without --lr: the edge-of-stability learning rate of the E1 sweep in this folder"),
+    Setting("lr_from", None, str, TRAINING, "without --lr: the learning rates from the E1 sweep in this folder, by "
+            "--lr-from-rule"),
+    Setting("lr_from_rule", "edge", str, TRAINING, "edge: Pre-LN's edge of stability there, one lr for every run "
+            "(E3); best: each configuration's best lr there (E2)"),
+    Setting("lr_extend", 0, int, TRAINING,
+            "1 = after the grid, add learning rates by half decades until it brackets every Pre- and Peri-LN edge "
+            "(E1's rule, docs/experiments.md), running each addition", low=0, high=2),
+    Setting("intervene", 0, int, TRAINING,
+            "1 = after the runs, E2's intervention on every finished run: its branch outputs scaled by k, ./eval "
+            "again (intervention.csv)", low=0, high=2),
     # ./eval's settings.
     Setting("eval_B", 8, int, EVALUATION, "./eval's batch (sequences of T tokens)", None, "-B", low=1),
     Setting("diag_batches", 1, int, EVALUATION, "batches of the per-layer diagnostics", None, "-diag_batches", low=0),
@@ -95,12 +103,16 @@ def default_warmup(steps):
 # Presets (docs/experiments.md, "The protocol" and "Presets"). Flags given with a preset override
 # it; a preset publishes its tables to docs/ only when nothing but execution settings changed.
 
-# The CPU protocol: an 8-block, 64-channel GPT-2 on the bundled corpus with its compact
-# vocabulary, 1200 steps of 8 × 64 tokens (about 2 epochs), 2 runs at a time on 1 thread each.
-PROTOCOL = dict(COMPACT_DATA, init="l8h2c64v4096", wd="0.1", warmup=30, steps=1200, B=8, T=64, clip=1.0, beta2=0.95,
-                eval_every=400, eval_batches=16, save_every=400, stats_every=100, eval_B=8, diag_batches=1,
+# The CPU protocol (docs/experiments.md, *The protocol*): an 8-block, 64-channel GPT-2 on the
+# bundled corpus with its compact vocabulary, 600 steps of 8 × 64 tokens (about one epoch), 2 runs
+# at a time on 1 thread each.
+PROTOCOL = dict(COMPACT_DATA, init="l8h2c64v4096", wd="0.1", warmup=30, steps=600, B=8, T=64, clip=1.0, beta2=0.95,
+                eval_every=200, eval_batches=16, save_every=200, stats_every=100, eval_B=8, diag_batches=1,
                 directions=2, noise_samples=2, device="cpu", threads=1, jobs=2)
-E1_LRS = "1e-3,3e-3,1e-2,3e-2,1e-1"
+# E1's learning rates before its extension (lr_extend): half decades from 1e-3 to 0.3.
+E1_LRS = "1e-3,3e-3,1e-2,3e-2,0.1,0.3"
+# E2's models: 2 heads of 16 channels (C = 32), so that 64 blocks fit the CPU budget.
+E2_INIT = "l8h2c32v4096"
 # The paper's GPT-2 setup on OpenWebText (prepare_data.py openwebtext): AdamW β = (0.9, 0.95), lr 6e-4
 # with warmup and cosine decay to lr/10, clipping at 1.0, weight decay 0.1 against 0; bf16 on CUDA.
 PAPER = dict(ln="pre,peri,post", dt="1,0.1", wd="0.1,0", seeds="1-3", lr="6e-4", warmup=700, steps=19073, B=16,
@@ -108,22 +120,32 @@ PAPER = dict(ln="pre,peri,post", dt="1,0.1", wd="0.1,0", seeds="1-3", lr="6e-4",
              stats_every=500, eval_B=2, diag_batches=1, directions=2, train_data="data/openwebtext/openwebtext_train_*.bin",
              val_data="data/openwebtext/openwebtext_val_*.bin", tokenizer=None, device="cuda", precision="bf16",
              threads=0, jobs=1)
-
 PRESETS = {
-    # E1: learning-rate sensitivity of every placement and Δt.
-    "e1": dict(PROTOCOL, experiment="e1", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS, seeds="1-3", out="runs/e1",
-               publish="docs/e1"),
-    # E2: growth of the hidden states with depth, at init (step 0) and after 300 steps.
-    "e2": dict(PROTOCOL, experiment="e2", ln="pre,peri", dt="1,0.1", lr="3e-3", depth="4,8,16,32", steps=300,
-               seeds="1-5", save_every=150, eval_every=150, stats_every=50, out="runs/e2", publish="docs/e2"),
-    # E3: outcomes with and without weight decay at E1's edge-of-stability lr (lr_from), 600 steps
-    # (the same warmup and peak lr as E1, a cosine decay twice as fast).
-    "e3": dict(PROTOCOL, experiment="e3", ln="pre,peri", dt="1,0.1", wd="0,0.1", seeds="1-5", lr=None,
-               lr_from="runs/e1", steps=600, save_every=300, eval_every=300, out="runs/e3", publish="docs/e3"),
-    # The E1 grid on one GPU: C = 256, 4× the batch, 2000 steps, bf16 and fp32, 6 runs at once.
-    "proxy": dict(PROTOCOL, experiment="e1", init="l8h4c256v4096", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS,
-                  seeds="1", precision="bf16,fp32", B=32, T=256, steps=2000, warmup=100, eval_every=500,
-                  save_every=1000, stats_every=250, device="cuda", threads=2, jobs=6, out="runs/proxy"),
+    # E1: learning-rate sensitivity of every placement and Δt, the grid extended until it brackets
+    # every Pre- and Peri-LN edge.
+    "e1": dict(PROTOCOL, experiment="e1", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS, lr_extend=1, seeds="1-3",
+               out="runs/e1", publish="docs/e1"),
+    # E2: growth with depth on trained models, each configuration at its best lr of E1, 1500 steps
+    # (about 2.7 epochs); then the intervention on every finished checkpoint.
+    "e2": dict(PROTOCOL, experiment="e2", init=E2_INIT, ln="pre,peri", dt="1,0.1", lr=None, lr_from="runs/e1",
+               lr_from_rule="best", depth="4,8,16,32,64", steps=1500, seeds="1-3", save_every=500, eval_every=500,
+               stats_every=100, intervene=1, out="runs/e2", publish="docs/e2"),
+    # E3: failures with and without weight decay at Pre-LN's edge in E1 (lr_from), E1's schedule,
+    # 10 seeds per cell; statistics every 20 steps for each run's extremes.
+    "e3": dict(PROTOCOL, experiment="e3", ln="pre,peri", dt="1,0.1", wd="0,0.1", seeds="1-10", lr=None,
+               lr_from="runs/e1", stats_every=20, out="runs/e3", publish="docs/e3"),
+    # The same experiments on one GPU (scripts/gpu_protocol.sh): C = 256, 16 × 128 tokens a step,
+    # 500 steps, 8 runs at once sharing the GPU; no Post-LN, fewer seeds.
+    "gpu-e1": dict(PROTOCOL, experiment="e1", init="l12h4c256v4096", ln="pre,peri", dt="1,0.1", lr="1e-3,1e-2,0.1,1",
+                   lr_extend=1, seeds="1-2", B=16, T=128, steps=500, warmup=25, eval_every=250, save_every=250,
+                   stats_every=50, device="cuda", threads=2, jobs=8, out="runs/gpu-e1"),
+    "gpu-e2": dict(PROTOCOL, experiment="e2", init="l12h4c256v4096", ln="pre,peri", dt="1,0.1", lr=None,
+                   lr_from="runs/gpu-e1", lr_from_rule="best", depth="6,12,24,48", seeds="1-2", B=16, T=128,
+                   steps=500, warmup=25, eval_every=250, save_every=250, stats_every=50, intervene=1, device="cuda",
+                   threads=2, jobs=8, out="runs/gpu-e2"),
+    "gpu-e3": dict(PROTOCOL, experiment="e3", init="l12h4c256v4096", ln="pre,peri", dt="1,0.1", wd="0,0.1",
+                   seeds="1-5", lr=None, lr_from="runs/gpu-e1", B=16, T=128, steps=500, warmup=25, eval_every=250,
+                   save_every=250, stats_every=25, device="cuda", threads=2, jobs=8, out="runs/gpu-e3"),
     "gpt2-124m": dict(PAPER, init="d12", out="runs/gpt2-124m"),
     "gpt2-350m": dict(PAPER, init="d24", B=8, out="runs/gpt2-350m"),
     "gpt2-774m": dict(PAPER, init="d36", B=4, out="runs/gpt2-774m"),

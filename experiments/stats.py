@@ -6,9 +6,15 @@ estimate on scipy.stats, numpy and scipy.optimize, with its inputs and its conve
     sign_test           the exact binomial sign test of paired comparisons, two-sided
     welch               Welch's unequal-variance t-test of two samples, two-sided
     spearman            Spearman's rank correlation, two-sided p (exact by permutation for n ≤ 8)
-    fit_laws, aicc      least-squares growth laws of a profile y(x), compared by AICc
+    mann_whitney        the Wilcoxon–Mann–Whitney rank-sum test, two-sided
+    mean_ci, welch_ci   t intervals of a mean and of a difference of means (Welch)
+    wilson_interval     Wilson's interval of a proportion; rate_difference Newcombe's of a difference
+    holm                Holm's adjustment of a family of p-values
+    ols                 least squares with standard errors and t-tests of the coefficients
+    fit_laws, aicc      growth laws of a profile y(x) (relative residuals), compared by AICc
+    depth_law           X_L against the depth L: exponential against a power of L
     lr_sensitivity      Wortsman et al.'s LR sensitivity E_η[min(L(η), L_init) − L*]
-    edge_of_stability   the learning rate E3 runs at, from E1's outcomes
+    failure_edge        the learning rate at which runs fail half the time, bracketed by the grid
 
 Every function takes plain sequences (lists, numpy arrays or pandas Series) and returns plain
 floats, or None where the statistic is not defined (too few values, no spread).
@@ -100,9 +106,112 @@ def rank_correlation(rx, ry, axis=-1):
 
 
 # ---------------------------------------------------------------------------------------------
+# Effect sizes and their intervals, multiplicity
+
+def mean_ci(values, level=0.95):
+    """(mean, low, high) of the finite values: Student's t interval; None with fewer than two
+    values."""
+    x = finite_values(values)
+    if len(x) < 2:
+        return None
+    half = stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
+
+
+def welch_ci(xs, ys, level=0.95):
+    """(mean(x) − mean(y), low, high): the interval of Welch's test (the Welch–Satterthwaite
+    degrees of freedom); None where welch() is None."""
+    x, y = finite_values(xs), finite_values(ys)
+    if welch(x, y) is None:
+        return None
+    vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    df = (vx + vy) ** 2 / (vx ** 2 / (len(x) - 1) + vy ** 2 / (len(y) - 1))
+    diff, half = float(x.mean() - y.mean()), float(stats.t.ppf(0.5 + level / 2, df) * math.sqrt(vx + vy))
+    return diff, diff - half, diff + half
+
+
+def mann_whitney(xs, ys):
+    """Two-sided p of the Wilcoxon–Mann–Whitney rank-sum test of two samples, and the share of
+    pairs (x, y) with x > y (ties count one half): (share, p). Infinite values take part (a run
+    that stopped ranks above every finished one); NaN and None are dropped. scipy's exact p
+    without ties and small samples, else the normal approximation with the tie correction.
+    None with an empty side."""
+    x = np.array([np.nan if v is None else v for v in xs], dtype=float)
+    y = np.array([np.nan if v is None else v for v in ys], dtype=float)
+    x, y = x[~np.isnan(x)], y[~np.isnan(y)]
+    if not len(x) or not len(y):
+        return None
+    if np.concatenate([x, y]).min() == np.concatenate([x, y]).max():
+        return 0.5, 1.0
+    result = stats.mannwhitneyu(x, y, alternative="two-sided")
+    return float(result.statistic) / (len(x) * len(y)), float(result.pvalue)
+
+
+def wilson_interval(k, n, level=0.95):
+    """Wilson's score interval of a proportion k/n: (low, high)."""
+    z = stats.norm.ppf(0.5 + level / 2)
+    centre, half = (k + z * z / 2) / (n + z * z), z * math.sqrt(k * (n - k) / n + z * z / 4) / (n + z * z)
+    return centre - half, centre + half
+
+
+def rate_difference(k1, n1, k2, n2, level=0.95):
+    """(k1/n1 − k2/n2, low, high): Newcombe's hybrid score interval of a difference of two
+    proportions (his method 10, from the two Wilson intervals)."""
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = wilson_interval(k1, n1, level)
+    l2, u2 = wilson_interval(k2, n2, level)
+    d = p1 - p2
+    return d, d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+
+
+def holm(ps):
+    """Holm's step-down adjustment of the p-values `ps` (None counts as 1): the adjusted p of the
+    i-th smallest is max over j ≤ i of min(1, (m − j + 1)·p_(j))."""
+    p = [1.0 if v is None else float(v) for v in ps]
+    m, adjusted, running = len(p), [0.0] * len(p), 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda i: p[i])):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def ols(columns, y):
+    """Ordinary least squares of y on the columns (an intercept is not added): (coefficients,
+    standard errors, two-sided p of each coefficient against 0, residual sum of squares, residual
+    degrees of freedom); None when the design has fewer rows than columns + 1 or is singular."""
+    X, y = np.column_stack([np.asarray(c, dtype=float) for c in columns]), np.asarray(y, dtype=float)
+    n, k = X.shape
+    if n <= k or np.linalg.matrix_rank(X) < k:
+        return None
+    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
+    rss = float(((y - X @ beta) ** 2).sum())
+    df = n - k
+    se = np.sqrt(np.diag(np.linalg.inv(X.T @ X)) * rss / df)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = 2 * stats.t.sf(np.abs(beta / se), df)
+    return beta, se, np.where(se > 0, p, 0.0), rss, df
+
+
+def coefficient_ci(fit, i, level=0.95):
+    """(estimate, low, high) of coefficient i of an ols() fit."""
+    beta, se, _, _, df = fit
+    half = stats.t.ppf(0.5 + level / 2, df) * se[i]
+    return float(beta[i]), float(beta[i] - half), float(beta[i] + half)
+
+
+def coefficient_test(fit, i, value):
+    """Two-sided p of the t-test of coefficient i of an ols() fit against `value`."""
+    beta, se, _, _, df = fit
+    return float(2 * stats.t.sf(abs((beta[i] - value) / se[i]), df)) if se[i] > 0 else float(beta[i] != value)
+
+
+# ---------------------------------------------------------------------------------------------
 # E2: growth laws of a profile y(x) over the layers x
 
-LAWS = ("linear", "quadratic", "exponential")
+LAWS = ("linear", "quadratic", "power", "exponential")
+# The free exponent of each nonlinear law, as a multiple of 1/span(x) for the exponential's rate.
+POWER_RANGE = (0.05, 4.0)
+RATE_RANGE = (-20.0, 20.0)
 
 
 def aicc(rss, n, k):
@@ -114,60 +223,145 @@ def aicc(rss, n, k):
     return n * math.log(max(rss, 1e-300) / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)
 
 
-def exponential_fit(x, y):
-    """Least-squares (a, r) of y = a·e^{r·x}. For a given r the best a is linear least squares,
-    so the fit is a one-dimensional minimisation over r: a scan of r·(span of x) over [−20, 20]
-    brackets the minimum, scipy's bounded Brent method refines it."""
-    def best_a(r):
-        e = np.exp(r * x)
-        den = e @ e
-        if not np.isfinite(den) or den == 0:
-            return math.inf, 0.0
-        a = (y @ e) / den
-        return float(((y - a * e) ** 2).sum()), float(a)
+def relative_lstsq(basis, y):
+    """Coefficients c minimising Σ((y − basis·c)/y)², the squared relative residuals, and that
+    sum (the RSS of the fit on the relative scale)."""
+    A = basis / y[:, None]
+    scale = np.abs(A).max(axis=0)
+    scale[scale == 0] = 1
+    c, *_ = np.linalg.lstsq(A / scale, np.ones_like(y), rcond=None)
+    c = c / scale
+    return c, float(((1 - A @ c) ** 2).sum())
 
-    span = (x.max() - x.min()) or 1.0
-    grid = np.linspace(-20, 20, 401) / span
-    i = int(np.argmin([best_a(r)[0] for r in grid]))
+
+def one_exponent_fit(x, y, term, bounds):
+    """The law y = a + b·term(x, q) with the exponent q in `bounds`: for a given q, a and b are
+    linear (relative_lstsq), so the fit is a one-dimensional minimisation over q: a scan of 201
+    points brackets the minimum and scipy's bounded Brent method refines it. Returns (a, b, q, rss)."""
+    def fit(q):
+        basis = np.column_stack([np.ones_like(x), term(x, q)])
+        if not np.isfinite(basis).all():
+            return math.inf, (0.0, 0.0)
+        c, rss = relative_lstsq(basis, y)
+        return rss, c
+
+    grid = np.linspace(bounds[0], bounds[1], 201)
+    i = int(np.argmin([fit(q)[0] for q in grid]))
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
-    r = optimize.minimize_scalar(lambda r: best_a(r)[0], bounds=(lo, hi), method="bounded",
-                                 options=dict(xatol=1e-12)).x
-    return best_a(r)[1], float(r)
+    q = float(optimize.minimize_scalar(lambda q: fit(q)[0], bounds=(lo, hi), method="bounded",
+                                       options=dict(xatol=1e-10)).x)
+    rss, (a, b) = fit(q)
+    return float(a), float(b), q, rss
 
 
 def fit_laws(xs, ys):
-    """Fits y = a + b·x (linear), y = a + b·x + c·x² (quadratic) by least squares (numpy) and
-    y = a·e^{r·x} (exponential_fit), and compares them by AICc. Returns ({law: {"params",
-    "rss", "aicc"}}, the winner: the law of the lowest AICc, None when none could be compared)."""
+    """Fits four growth laws to a positive profile y(x), each by least squares of the relative
+    residuals (y − f(x))/y, so that a profile spanning decades is fitted along its whole length
+    (multiplicative errors):
+        linear       a + b·x
+        quadratic    a + b·x + c·x²
+        power        a + b·x^p, p in POWER_RANGE (√x is p = 1/2)
+        exponential  a + b·e^{r·x}, r·span(x) in RATE_RANGE (an offset exponential; r < 0 saturates)
+    and compares them by AICc (k = coefficients + 1). Returns ({law: {"params", "rss", "aicc"}},
+    the winner: the law of the lowest AICc, None when none could be compared or y is not
+    positive)."""
     x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
     fits = {}
+    if len(y) == 0 or not np.isfinite(y).all() or (y <= 0).any():
+        return {law: dict(params={}, rss=None, aicc=None) for law in LAWS}, None
+    span = (x.max() - x.min()) or 1.0
     for law in LAWS:
-        if law == "exponential":
-            a, r = exponential_fit(x, y)
-            params, pred = dict(a=a, r=r), a * np.exp(r * x)
+        if law in ("linear", "quadratic"):
+            degree = 1 if law == "linear" else 2
+            c, rss = relative_lstsq(np.column_stack([x ** d for d in range(degree + 1)]), y)
+            params = dict(zip("abc", map(float, c)))
+        elif law == "power":
+            a, b, p, rss = one_exponent_fit(x, y, lambda x, p: x ** p, POWER_RANGE)
+            params = dict(a=a, b=b, p=p)
         else:
-            coef = np.polynomial.polynomial.polyfit(x, y, 1 if law == "linear" else 2)
-            params, pred = dict(zip("abc", map(float, coef))), np.polynomial.polynomial.polyval(x, coef)
-        rss = float(((y - pred) ** 2).sum())
+            a, b, r, rss = one_exponent_fit(x, y, lambda x, r: np.exp(r * x),
+                                            (RATE_RANGE[0] / span, RATE_RANGE[1] / span))
+            params = dict(a=a, b=b, r=r)
         fits[law] = dict(params=params, rss=rss, aicc=aicc(rss, len(x), len(params) + 1))
     compared = [law for law in LAWS if fits[law]["aicc"] is not None]
     return fits, (min(compared, key=lambda law: fits[law]["aicc"]) if compared else None)
 
 
+def law_name(law, params):
+    """The shape a winning fit says, by the sign or size of its free parameter: "linear",
+    "convex quadratic" / "concave quadratic" (c), "sub-linear power" / "super-linear power" (p
+    below or above 1), "exponential" (growing: b > 0 and r > 0) / "saturating exponential"."""
+    if law == "quadratic":
+        return "convex quadratic" if params["c"] > 0 else "concave quadratic"
+    if law == "power":
+        return "sub-linear power" if params["p"] < 1 else "super-linear power"
+    if law == "exponential":
+        return "exponential" if params["b"] > 0 and params["r"] > 0 else "saturating exponential"
+    return law
+
+
+# The shapes that grow at most linearly (claim 2's mean |x|).
+AT_MOST_LINEAR = ("linear", "concave quadratic", "sub-linear power", "saturating exponential")
+
+
 def law_rate(law, params):
     """The growth rate a fit says: ("slope", b) per layer for linear, ("curvature", c) for
-    quadratic, ("factor per layer", e^r) for exponential."""
+    quadratic, ("exponent", p) for power, ("factor per layer", e^r) for exponential."""
     if law == "linear":
         return "slope", params["b"]
     if law == "quadratic":
         return "curvature", params["c"]
+    if law == "power":
+        return "exponent", params["p"]
     if law == "exponential":
         return "factor per layer", math.exp(params["r"])
     return None, None
 
 
+def simulate_law_recovery(laws, depths, noise, draws, seed=1):
+    """How often fit_laws names each known law right at the noise level `noise` (a relative
+    Gaussian error on every point, as the residuals of real profiles): {(name, L): share of the
+    `draws` profiles y_i = f(i)·(1 + noise·ε_i), i = 1..L, whose winner's law_name is the law's
+    own}. `laws` maps a name (the law_name it should be read as) to f."""
+    rng = np.random.default_rng(seed)
+    recovered = {}
+    for depth in depths:
+        x = np.arange(1, depth + 1, dtype=float)
+        for name, f in laws.items():
+            hits = 0
+            for _ in range(draws):
+                y = f(x) * (1 + noise * rng.standard_normal(depth))
+                fits, winner = fit_laws(x, y)
+                hits += winner is not None and law_name(winner, fits[winner]["params"]) == name
+            recovered[name, depth] = hits / draws
+    return recovered
+
+
+def relative_residual(fits, winner, n):
+    """The RMS relative residual of the winning fit, sqrt(RSS/n): the noise level of a profile
+    around its law."""
+    return math.sqrt(fits[winner]["rss"] / n) if winner else None
+
+
+def depth_law(depths, values):
+    """X_L of models of depth L against L, one point per run, fitted in logarithms: ln X =
+    α + r·L (exponential in L), ln X = α + p·ln L (a power of L) and both terms at once,
+    ln X = α + r·L + p·ln L. Returns {"exponential", "power", "both": ols() fits (None where
+    undefined), "aicc": {law: AICc of the two-coefficient fits}} or None without positive values
+    at three depths or more."""
+    L, X = np.asarray(depths, dtype=float), np.asarray(values, dtype=float)
+    keep = np.isfinite(X) & (X > 0)
+    L, X = L[keep], X[keep]
+    if len(set(L)) < 3:
+        return None
+    one, y = np.ones_like(L), np.log(X)
+    fits = dict(exponential=ols([one, L], y), power=ols([one, np.log(L)], y), both=ols([one, L, np.log(L)], y))
+    fits["aicc"] = {law: aicc(fits[law][3], len(L), 3) if fits[law] else None for law in ("exponential", "power")}
+    return fits
+
+
 # ---------------------------------------------------------------------------------------------
-# E1 and E3's learning rate
+# E1: learning-rate sensitivity and the edge of stability
 
 def lr_sensitivity(final_loss, initial_loss):
     """Wortsman et al. (2023)'s LR sensitivity of one configuration: the mean over the grid of
@@ -184,23 +378,30 @@ def lr_sensitivity(final_loss, initial_loss):
     return best, best_lr, float(np.mean(gaps))
 
 
-def edge_of_stability(results, placements):
-    """The edge-of-stability learning rate of an E1 sweep: among the learning rates above the one
-    of the lowest final loss of `placements`' runs (so that a run too slow to learn at a small
-    learning rate does not count as unstable), the smallest at which one of those runs did not
-    end ok; when every such run ended ok, the largest learning rate (E3 then tests it, and says
-    so). `results` maps (placement, lr) to a list of (outcome, final loss or None) of its runs.
-    Returns (lr, a sentence saying why), or (None, why not)."""
-    mine = {(ln, lr): runs for (ln, lr), runs in results.items() if ln in placements}
-    finished = [(loss, lr) for (ln, lr), runs in mine.items() for outcome, loss in runs if loss is not None]
-    if not finished:
-        return None, "no finished run of " + ", ".join(placements)
-    best_lr = min(finished)[1]
-    for lr in sorted({lr for (ln, lr) in mine if lr > best_lr}):
-        bad = [(ln, o) for (ln, l), runs in sorted(mine.items()) if l == lr for o, _ in runs if o != "ok"]
-        if bad:
-            what = ", ".join(f"{ln}: {o}" for ln, o in bad)
-            return lr, (f"the smallest learning rate above the best one ({best_lr:g}) at which a run did not end ok "
-                        f"({what})")
-    top = max(lr for (ln, lr) in mine)
-    return top, "every run above the best learning rate ended ok; the largest learning rate of the grid"
+def best_lr(losses):
+    """The learning rate of the lowest mean final loss: `losses` maps η to the final losses of
+    its runs, a run that stopped counted at its initial loss (lr_sensitivity's convention)."""
+    means = {lr: float(np.mean(v)) for lr, v in losses.items() if len(v)}
+    return min(means, key=means.get) if means else None
+
+
+def failure_edge(failed, best):
+    """The edge of stability of a set of runs: `failed` maps a learning rate to the list of its
+    runs' failures (True = failed); above the best learning rate `best` (so that a run too slow
+    to learn at a small learning rate does not count as unstable), the failure rate f(η) and the
+    learning rate at which it reaches 1/2, bracketed by the grid: η_hi, the smallest learning rate
+    above `best` with f ≥ 1/2, and η_lo, the one below it (`best` itself at the least). The
+    estimate interpolates f linearly in ln η between them. Returns a dict: rates {η: (failed,
+    runs)} above and at `best`, low, high, edge (None when f stays below 1/2 up to the grid's
+    end: not bracketed)."""
+    above = sorted(lr for lr in failed if lr >= best)
+    rates = {lr: (int(sum(failed[lr])), len(failed[lr])) for lr in above}
+    share = {lr: k / n for lr, (k, n) in rates.items() if n}
+    high = next((lr for lr in above if lr > best and share.get(lr, 0) >= 0.5), None)
+    if high is None:
+        return dict(rates=rates, low=above[-1] if above else None, high=None, edge=None)
+    low = above[above.index(high) - 1]
+    f_lo, f_hi = share[low], share[high]
+    t = (0.5 - f_lo) / (f_hi - f_lo) if f_hi > f_lo and f_lo < 0.5 else 0.0
+    edge = math.exp(math.log(low) + t * (math.log(high) - math.log(low))) if f_lo < 0.5 else low
+    return dict(rates=rates, low=low, high=high, edge=edge)

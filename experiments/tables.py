@@ -4,7 +4,7 @@ import math
 
 import pandas as pd
 
-from .collect import OUTCOMES, RUN_KEYS
+from .collect import OUTCOMES, RESULT_COLUMNS, RUN_KEYS
 from .grid import PLACEMENT_LABEL, fmt_num
 from .stats import mean_sd
 
@@ -13,9 +13,11 @@ CONFIG_KEYS = ["ln", "dt", "wd", "lr", "depth", "precision"]
 
 def on_grid(runs, results):
     """One row per run of the grid `runs` (grid order) with its results (NaN where the run is
-    not recorded: outcome is then NaN). depth and precision are None where the grid has none."""
+    not recorded: outcome is then NaN; every column of collect.RESULT_COLUMNS, NaN where a table
+    of an older collection lacks it). depth and precision are None where the grid has none."""
     grid = pd.DataFrame([dict(run=r.name, ln=r.ln, dt=r.dt, wd=r.wd, lr=r.lr, depth=r.depth, precision=r.precision,
                               seed=r.seed) for r in runs], columns=RUN_KEYS).astype({"depth": object, "precision": object})
+    results = results.reindex(columns=RESULT_COLUMNS)
     return grid.merge(results.drop(columns=RUN_KEYS[1:]), on="run", how="left")
 
 

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 #include <type_traits>
@@ -720,6 +721,162 @@ TYPED_TEST(Kernel, MatmulBiasGeluForward) {
         expect_close(out, want_out, tolerance<T>(), "fc GELU");
     }
 }
+
+// ---- the fused products, each pointer misaligned in turn --------------------------------------
+// Every product the launchers offer cuBLASLt with an epilogue: the forward's bias
+// (matmul_forward), fc's bias + GELU (matmul_bias_gelu_forward), fcproj's GELU' with its
+// weight and bias gradients (matmul_gelu_backward) and a linear layer's backward with its bias
+// gradient (matmul_backward), at odd sizes (N = 39 rows; OC = 13 for the bias products, 4C = 192
+// where GELU's auxiliary matrix needs a row stride divisible by 8). Each runs with every buffer
+// aligned, then with each buffer in turn one element off (2 or 4 bytes aligned instead of 256),
+// against the CPU reference every time.
+
+// One fused launcher: the names of its buffers, and a run that places buffer i shifts[i]
+// elements into its allocation and checks every output against the CPU.
+struct FusedCase {
+    std::string name;
+    std::vector<std::string> buffers;
+    std::function<void(gpu::Blas&, const std::vector<size_t>&)> run;
+};
+
+template <typename T>
+std::vector<FusedCase> fused_cases(Rng& rng) {
+    const int IC = C, OC = 13, H = 4 * C;  // H: the MLP's hidden width
+    const auto values = [&](size_t n, float scale) { return rounded<T>(random_vector(rng, n, scale)); };
+    const std::vector<float> inp = values((size_t)N * H, 1.0f), pre = values((size_t)N * H, 2.0f);
+    const std::vector<float> w = values((size_t)H * H, 0.2f), bias = values(H, 1.0f), dout = values((size_t)N * H, 1.0f);
+    const std::vector<float> dw = random_vector(rng, (size_t)H * H), dbias = random_vector(rng, H);
+    const auto nan = [](size_t n) { return std::vector<float>(n, NAN); };
+    const auto head = [](const std::vector<float>& x, size_t n) { return std::vector<float>(x.begin(), x.begin() + n); };
+    // A buffer of `host` values, shifted; its data() points at the first value.
+    struct Buffer {
+        Buffer(const std::vector<float>& host, size_t shift) : shift(shift), array(to_device_shifted<T>(host, shift)) {}
+        T* data() { return array.data() + shift; }
+        std::vector<float> host() const { return to_host_shifted(array, shift); }
+        size_t shift;
+        DeviceArray<T> array;
+    };
+    struct FloatBuffer {  // the fp32 gradients and scratch
+        FloatBuffer(const std::vector<float>& host, size_t shift) : shift(shift), array(to_device_shifted<float>(host, shift)) {}
+        float* data() { return array.data() + shift; }
+        std::vector<float> host() const { return to_host_shifted(array, shift); }
+        size_t shift;
+        DeviceArray<float> array;
+    };
+    std::vector<FusedCase> cases;
+    cases.push_back({"matmul_forward with bias", {"out", "inp", "w", "bias"}, [=](gpu::Blas& blas, const std::vector<size_t>& s) {
+        const std::vector<float> x = head(inp, (size_t)N * IC), weight = head(w, (size_t)OC * IC), b = head(bias, OC);
+        std::vector<float> want((size_t)N * OC);
+        ::matmul_forward(want.data(), x.data(), weight.data(), b.data(), N, IC, OC);
+        Buffer out(nan(want.size()), s[0]), d_inp(x, s[1]), d_w(weight, s[2]), d_bias(b, s[3]);
+        gpu::matmul_forward(blas, out.data(), d_inp.data(), d_w.data(), d_bias.data(), N, IC, OC, kStream);
+        expect_close(out.host(), want, tolerance<T>(), "out");
+    }});
+    cases.push_back({"matmul_bias_gelu_forward", {"out", "pre", "inp", "w", "bias"}, [=](gpu::Blas& blas, const std::vector<size_t>& s) {
+        const std::vector<float> x = head(inp, (size_t)N * IC), weight = head(w, (size_t)H * IC);
+        std::vector<float> want_pre((size_t)N * H), want_out((size_t)N * H);
+        ::matmul_forward(want_pre.data(), x.data(), weight.data(), bias.data(), N, IC, H);
+        ::gelu_forward(want_out.data(), want_pre.data(), want_pre.size());
+        Buffer out(nan(want_out.size()), s[0]), d_pre(nan(want_pre.size()), s[1]), d_inp(x, s[2]), d_w(weight, s[3]);
+        Buffer d_bias(bias, s[4]);
+        gpu::matmul_bias_gelu_forward(blas, out.data(), d_pre.data(), d_inp.data(), d_w.data(), d_bias.data(), N, IC, H,
+                                      kStream);
+        expect_close(d_pre.host(), want_pre, tolerance<T>(), "pre");
+        expect_close(out.host(), want_out, tolerance<T>(), "out");
+    }});
+    cases.push_back({"matmul_gelu_backward", {"dpre", "dw", "dbias", "dout", "inp", "w", "pre", "partial"},
+                     [=](gpu::Blas& blas, const std::vector<size_t>& s) {
+        const std::vector<float> g = head(dout, (size_t)N * IC), weight = head(w, (size_t)IC * H);
+        std::vector<float> want_dpre((size_t)N * H), want_dw = head(dw, (size_t)IC * H), want_dbias = head(dbias, IC);
+        ::matmul_backward(want_dpre.data(), want_dw.data(), want_dbias.data(), g.data(), inp.data(), weight.data(), N, H,
+                          IC, GradOut::Write);
+        ::gelu_backward(want_dpre.data(), want_dpre.data(), pre.data(), want_dpre.size(), GradOut::Write);
+        Buffer d_dpre(nan(want_dpre.size()), s[0]), d_dout(g, s[3]), d_inp(inp, s[4]), d_w(weight, s[5]), d_pre(pre, s[6]);
+        FloatBuffer d_dw(head(dw, (size_t)IC * H), s[1]), d_dbias(head(dbias, IC), s[2]);
+        FloatBuffer partial(nan((size_t)MAX_ROW_CHUNKS * IC), s[7]);
+        gpu::matmul_gelu_backward(blas, d_dpre.data(), d_dw.data(), d_dbias.data(), d_dout.data(), d_inp.data(),
+                                  d_w.data(), d_pre.data(), N, H, IC, partial.data(), kStream);
+        expect_close(d_dpre.host(), want_dpre, tolerance<T>(), "dpre");
+        expect_close(d_dw.host(), want_dw, tolerance<T>(), "dw");
+        expect_close(d_dbias.host(), want_dbias, tolerance<T>(), "dbias");
+    }});
+    cases.push_back({"matmul_backward with bias", {"dinp", "dw", "dbias", "dout", "inp", "w", "partial"},
+                     [=](gpu::Blas& blas, const std::vector<size_t>& s) {
+        const std::vector<float> g = head(dout, (size_t)N * OC), x = head(inp, (size_t)N * IC);
+        const std::vector<float> weight = head(w, (size_t)OC * IC), dinp = head(pre, (size_t)N * IC);
+        std::vector<float> want_dinp = dinp, want_dw = head(dw, (size_t)OC * IC), want_dbias = head(dbias, OC);
+        ::matmul_backward(want_dinp.data(), want_dw.data(), want_dbias.data(), g.data(), x.data(), weight.data(), N, IC,
+                          OC, GradOut::Add);
+        Buffer d_dinp(dinp, s[0]), d_dout(g, s[3]), d_inp(x, s[4]), d_w(weight, s[5]);
+        FloatBuffer d_dw(head(dw, (size_t)OC * IC), s[1]), d_dbias(head(dbias, OC), s[2]);
+        FloatBuffer partial(nan((size_t)MAX_ROW_CHUNKS * OC), s[6]);
+        gpu::matmul_backward(blas, d_dinp.data(), d_dw.data(), d_dbias.data(), d_dout.data(), d_inp.data(), d_w.data(),
+                             N, IC, OC, partial.data(), kStream, GradOut::Add);
+        expect_close(d_dinp.host(), want_dinp, tolerance<T>(), "dinp");
+        expect_close(d_dw.host(), want_dw, tolerance<T>(), "dw");
+        expect_close(d_dbias.host(), want_dbias, tolerance<T>(), "dbias");
+    }});
+    return cases;
+}
+
+// Each fused launcher with every buffer aligned, then each buffer in turn one element off.
+void run_with_each_buffer_misaligned(gpu::Blas& blas, const std::vector<FusedCase>& cases) {
+    for (const FusedCase& c : cases)
+        for (int off = -1; off < (int)c.buffers.size(); off++) {
+            SCOPED_TRACE(c.name + (off < 0 ? ", all aligned" : ", " + c.buffers[off] + " one element off"));
+            std::vector<size_t> shifts(c.buffers.size(), 0);
+            if (off >= 0) shifts[off] = 1;
+            c.run(blas, shifts);
+        }
+}
+
+// The backend tells cuBLASLt the real alignment of every pointer, so the emulated cuBLASLt,
+// which has an algorithm for every product its documentation allows, runs each one fused: no
+// kind of product may be refused (with 256 bytes promised for a 2-byte aligned pointer,
+// cublasLtMatmul would refuse it). Natively, a GPU's cuBLASLt may refuse some: those run
+// unfused, still checked, and CUDA_TEST_REPORT says how many kinds.
+TYPED_TEST(Kernel, FusedProductsWithEachPointerMisaligned) {
+    REQUIRE_CUDA_DEVICE();
+    Rng rng(31);
+    gpu::Blas blas(kStream);
+    run_with_each_buffer_misaligned(blas, fused_cases<TypeParam>(rng));
+#ifdef SIMT_EMULATION
+    EXPECT_EQ(blas.refused_kinds(), 0u) << "cuBLASLt refused a product its documentation allows";
+#else
+    if (std::getenv("CUDA_TEST_REPORT")) std::printf("  kinds of fused product cuBLASLt refused: %zu\n", blas.refused_kinds());
+#endif
+}
+
+#ifdef SIMT_EMULATION
+// Where cuBLASLt refuses (the emulated one told to: its heuristic returns no algorithm, or
+// cublasLtMatmul refuses the one it gave), every fused launcher runs its unfused path with the
+// same results, and says so once per kind of product: in bf16 the bias, bias + GELU, GELU' and
+// the two bias gradients; in fp32 (no GELU epilogue) the bias and the two bias gradients.
+TYPED_TEST(Kernel, FusedProductsFallBackWhereCublasLtRefuses) {
+    using T = TypeParam;
+    const size_t kinds = std::is_same<T, bf16>::value ? 5 : 3;
+    for (simt::LtRefusal refusal : {simt::LtRefusal::kHeuristic, simt::LtRefusal::kMatmul}) {
+        SCOPED_TRACE(refusal == simt::LtRefusal::kHeuristic ? "the heuristic refuses" : "cublasLtMatmul refuses");
+        Rng rng(32);
+        const std::vector<FusedCase> cases = fused_cases<T>(rng);
+        gpu::Blas blas(kStream);
+        simt::refuse_cublaslt_epilogues(refusal);
+        testing::internal::CaptureStderr();
+        for (int round = 0; round < 2; round++)
+            for (const FusedCase& c : cases) {
+                SCOPED_TRACE(c.name);
+                c.run(blas, std::vector<size_t>(c.buffers.size(), 0));
+            }
+        const std::string said = testing::internal::GetCapturedStderr();
+        simt::refuse_cublaslt_epilogues(simt::LtRefusal::kNone);
+        EXPECT_EQ(blas.refused_kinds(), kinds);
+        size_t lines = 0;
+        for (size_t at = said.find("cuBLASLt refused the "); at != std::string::npos; at = said.find("cuBLASLt refused the ", at + 1))
+            lines++;
+        EXPECT_EQ(lines, kinds) << said;
+    }
+}
+#endif
 
 // The bias passes over (N,OC) rows, N = 39: OC = 4C = 192, a multiple of both packs (16-byte
 // accesses in fp32 and in bf16); 44, a multiple of 4 only (packs in fp32, single elements in

@@ -141,6 +141,14 @@ std::vector<float> cuda_gradients(Backend& backend) {
     return grads;
 }
 
+#ifdef SIMT_EMULATION
+// How many kinds of fused product cuBLASLt refused a CUDA backend (matmul.cuh, Blas).
+size_t refused_kinds(Backend& backend) {
+    if (auto* fp32 = dynamic_cast<CudaBackend<float>*>(&backend)) return fp32->model.ops.blas->refused_kinds();
+    return dynamic_cast<CudaBackend<bf16>&>(backend).model.ops.blas->refused_kinds();
+}
+#endif
+
 class CudaModelTest : public ::testing::TestWithParam<Case> {
 protected:
     void SetUp() override {
@@ -206,6 +214,11 @@ TEST_P(CudaModelTest, OneTrainingStep) {
     }
     expect_tensors_close(cfg, updated[1], updated[0], tol, "updated parameter");
     expect_stream_points_close(stats, stream_grad_norms, 2 * cfg.L + 1, tol);
+#ifdef SIMT_EMULATION
+    // Every product with an epilogue ran fused: the weights and biases lie at any offset in the
+    // parameters, and the backend tells cuBLASLt how each pointer is aligned.
+    EXPECT_EQ(refused_kinds(*cuda), 0u) << "cuBLASLt refused a product its documentation allows";
+#endif
 }
 
 // Same fixture, its own list of cases (ten_step_cases).

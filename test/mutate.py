@@ -46,6 +46,14 @@ FLAGS = dict(targets=["train", "eval", "build/test_flags", "build/test_cli"], ru
 RESUME = dict(targets=["train", "eval", "build/test_run_dir"], runs=["build/test_run_dir"])
 COUNTS = dict(targets=["train", "build/test_flags"], runs=["build/test_flags"])
 EXPERIMENTS = dict(targets=[], runs=["build/test_experiments"])  # Python: nothing to rebuild
+# One module of test/py/ (GoogleTest's GTEST_FILTER picks its case of test_experiments).
+PY_STATS = dict(targets=[], runs=["GTEST_FILTER=*test_stats:build/test_experiments"])
+PY_REPORTS = dict(targets=[], runs=["GTEST_FILTER=*test_reports:build/test_experiments"])
+PY_CLAIMS = dict(targets=[], runs=["GTEST_FILTER=*test_claims:build/test_experiments"])
+OUTCOMES = dict(targets=["build/test_outcomes", "train"], runs=["build/test_outcomes"])
+# A rule of training.h on its own: the synthetic loss sequences of test_outcomes must catch it
+# (./train is not rebuilt, so its runs keep the real rules; that saves two builds of train.cpp).
+OUTCOME_RULES = dict(targets=["build/test_outcomes"], runs=["build/test_outcomes"])
 
 # (name, what the bug is, file, exact text, replacement, targets and runs). A bug in an op that
 # has a textbook version (cpu_ops.h, what the double-precision checks run) and a fast one
@@ -106,6 +114,9 @@ MUTANTS = [
      "(m_hat / (std::sqrt(v_hat) + eps)", "(m_hat / std::sqrt(v_hat + eps)",
      dict(targets=["build/test_gradcheck_ops", "build/test_optimizer"],
           runs=["build/test_gradcheck_ops", "build/test_optimizer"])),
+    ("lt-alignment-undeclared",
+     "cuBLASLt is not told the pointers' alignment (MIN_ALIGNMENT_*_BYTES unset: 256 assumed)", "matmul.cuh",
+     "        declare_alignments(preference, alignments);\n", "        (void)alignments;\n", KERNELS),
     ("adamw-eps-kernel", "AdamW's eps inside the square root, m/sqrt(v + eps) (CUDA kernel)", "adamw.cuh",
      "(m_hat / (sqrtf(v_hat) + h.eps)", "(m_hat / sqrtf(v_hat + h.eps)", KERNELS),
     ("attention-mma-unmasked", "the tensor-core forward leaves its diagonal tile unmasked (keys after the query count)",
@@ -123,6 +134,13 @@ MUTANTS = [
      "        if (next_last + 1 >= N || key_token(keys[next_last + 1]) != token) break;", "        break;", KERNELS),
     ("exp-fast-coefficient", "exp_fast's r^4 coefficient 1/25 instead of 1/24", "cpu_fast_ops.h",
      "p = p * r + 1.0f / 24;", "p = p * r + 1.0f / 25;", FAST),
+    ("bench-keeps-first-model", "bench_gpu keeps the measured backend while the per-op timing builds its own model",
+     "bench_gpu.cpp", "    model.reset();  // the per-op timing below builds a model of its own\n", "",
+     dict(targets=["build/emu/bench_gpu"], runs=[EMU_CLI])),
+    ("nccl-wait-without-polling", "a rank waits for a collective by synchronising its stream (no polling, no timeout)",
+     "nccl_comm.cuh", "            const cudaError_t state = cudaStreamQuery(stream);",
+     "            const cudaError_t state = cudaStreamSynchronize(stream);",
+     dict(targets=["build/emu/train"], runs=["build/test_distributed"])),
     ("cuda-falls-back-to-cpu", "-device cuda without a device silently trains on the CPU", "setup.h",
      'if (device == "cuda" && !present) throw', 'if (false) throw',
      dict(targets=["train"], runs=["build/test_cli"])),
@@ -141,6 +159,50 @@ MUTANTS = [
      EXPERIMENTS),
     ("welch-pooled-variance", "Welch's test with a pooled variance (Student's t-test)", "experiments/stats.py",
      "stats.ttest_ind(x, y, equal_var=False)", "stats.ttest_ind(x, y, equal_var=True)", EXPERIMENTS),
+    ("outcome-diverge-inclusive", "a window mean exactly at the divergence margin stops the run", "training.h",
+     "mean > best_mean_ + rules_.diverge_rise", "mean >= best_mean_ + rules_.diverge_rise", OUTCOME_RULES),
+    ("outcome-spike-inclusive", "a loss exactly on the spike line starts a spike", "training.h",
+     "            if (loss > line) {", "            if (loss >= line) {", OUTCOME_RULES),
+    ("outcome-warmup-late", "the divergence rule starts one step after warmup", "training.h",
+     "step >= rules_.warmup && mean", "step > rules_.warmup && mean", OUTCOME_RULES),
+    ("outcome-spikes-blind-in-warmup", "spikes counted only once W ordinary steps exist (the old rule)", "training.h",
+     "        if (!reference_.empty()) {", "        if ((int)reference_.size() == rules_.window) {", OUTCOME_RULES),
+    ("outcome-max-loss-step-0", "max_loss counts step 0, the loss at initialisation", "training.h",
+     "if (step > 0 && std::isfinite(loss)", "if (step >= 0 && std::isfinite(loss)", OUTCOME_RULES),
+    ("outcome-collapse-exclusive", "a final loss equal to unigram_ce is ok, not collapsed", "training.h",
+     'return val_loss >= unigram_ce ? "collapsed" : "ok";', 'return val_loss > unigram_ce ? "collapsed" : "ok";',
+     OUTCOME_RULES),
+    ("outcome-max-loss-last-tie", "max_loss_step the last step at the highest loss, not the first", "training.h",
+     "(std::isnan(extremes_.max_loss) || loss > extremes_.max_loss)",
+     "(std::isnan(extremes_.max_loss) || loss >= extremes_.max_loss)", OUTCOME_RULES),
+    ("outcome-stats-x0", "the extremes take mean |X_0| (the embedding) for mean |X_L|", "train.cpp",
+     "t.outcome.observe_stats(stats.attn_logit_max, stats.stream.back().mean_abs);",
+     "t.outcome.observe_stats(stats.attn_logit_max, stats.stream.front().mean_abs);", OUTCOMES),
+    ("outcome-resume-forgets-stats", "-resume 1 replays the losses but not the stats records", "train.cpp",
+     "        for (const LoggedStats& past : log->stats()) t.outcome.observe_stats(past.attn_logit_max, past.mean_abs_L);\n",
+     "", OUTCOMES),
+    ("outcome-resume-forgets-losses", "-resume 1 does not replay the kept steps' losses", "train.cpp",
+     "        for (double past : log->losses()) t.outcome.observe(past, 0.0);\n", "", OUTCOMES),
+    ("outcome-replay-first-layer", "the replayed stats take the first entry of mean_abs (X_0), not X_L", "run_dir.h",
+     "mean_abs.empty() ? NAN : mean_abs.back()", "mean_abs.empty() ? NAN : mean_abs.front()", OUTCOMES),
+    ("holm-without-running-max", "Holm's adjusted p-values without the running maximum (not monotone)",
+     "experiments/stats.py", "running = max(running, min(1.0, (m - rank) * p[i]))",
+     "running = min(1.0, (m - rank) * p[i])", PY_STATS),
+    ("edge-below-best", "the edge counts failures below the best learning rate (a slow run read as unstable)",
+     "experiments/stats.py", "above = sorted(lr for lr in failed if lr >= best)", "above = sorted(failed)",
+     PY_STATS),
+    ("fail-margin-inclusive", "a run exactly a quarter of the way to bigram_ce counts as failed", "experiments/e1.py",
+     "short = (rows.val_loss > rows.unigram_ce - margin)", "short = (rows.val_loss >= rows.unigram_ce - margin)",
+     PY_REPORTS),
+    ("gate-exclusive", "a run exactly 0.75 nats below unigram_ce misses E2's gate", "experiments/e2.py",
+     "(rows.val_loss <= rows.unigram_ce - GATE)", "(rows.val_loss < rows.unigram_ce - GATE)", PY_REPORTS),
+    ("intersection-smallest-p", "a claim that needs several things takes the smallest p of its parts",
+     "experiments/claim_rows.py", "return Primary(max(p.p for p in parts), CLAIMED",
+     "return Primary(min(p.p for p in parts), CLAIMED", PY_CLAIMS),
+    ("verdict-ignores-direction", "a significant effect against the claim reads as support",
+     "experiments/claim_rows.py",
+     'return "**supported**" if primary.direction == CLAIMED else "**not supported**"',
+     'return "**supported**"', PY_CLAIMS),
     ("local-text-uses-tiktoken", "prepare_data.py tokenises local text with tiktoken when installed",
      "prepare_data.py", "for document_tokens in tokenize_documents(documents, vocab, args.workers):",
      'for document_tokens in tokenize_documents(documents, vocab, args.workers, has_module("tiktoken")):',

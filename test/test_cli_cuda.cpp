@@ -203,6 +203,13 @@ TEST_F(CliCuda, BenchmarkMeasuresAndSummarises) {
                              "MFU", "memory", "bench-summary: tok_s="})
         EXPECT_NE(r.out.find(line), std::string::npos) << line << " missing from:\n" << r.out;
     EXPECT_GT(std::stod(r.out.substr(r.out.find("tok_s=") + 6)), 0.0) << r.out;
+    // The first loss, of fresh weights on random tokens, is about ln V (scripts/gpu_check.sh
+    // checks it on a GPU within 0.5).
+    const size_t first = r.out.find("first_loss="), ln_v = r.out.find("ln_V=");
+    ASSERT_NE(first, std::string::npos) << r.out;
+    ASSERT_NE(ln_v, std::string::npos) << r.out;
+    EXPECT_NEAR(std::stod(r.out.substr(ln_v + 5)), std::log(96.0), 1e-3) << r.out;
+    EXPECT_NEAR(std::stod(r.out.substr(first + 11)), std::log(96.0), 0.5) << r.out;
 }
 
 // The GPU benchmark's path: build/ natively, beside the emulated programs otherwise; empty when
@@ -229,12 +236,44 @@ TEST_F(CliCuda, PlanPrintsDeviceMemoryByCategoryWithoutAGpu) {
     }
     EXPECT_NE(r.out.find(std::to_string(18ull * 124475904ull) + " bytes"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("largest B that fits 139 GiB, 1 GiB of it kept free as ./train keeps it: "), std::string::npos) << r.out;
+    // What the benchmark itself holds: the backend, then the per-op timing's model (never both),
+    // and the B it takes from 64 down on a device with 139 GiB free.
+    EXPECT_NE(r.out.find("bench_gpu at B = 8 holds at most "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("bench_gpu's default B with 139 GiB free: 64 "), std::string::npos) << r.out;
     const size_t last = r.out.rfind("planned device memory: ");
     ASSERT_NE(last, std::string::npos) << r.out;
     EXPECT_EQ(r.out.find('\n', last), r.out.size() - 1) << "not the last line:\n" << r.out;
     EXPECT_NEAR(std::stod(r.out.substr(last + 23)), total / (1ull << 30), 0.01) << r.out;
     Result bad = run(bench + " -plan -init d12 -T 4096");
     EXPECT_EQ(bad.status, 2) << bad.out;
+}
+
+// bench_gpu holds one model at a time: it releases the backend it measured the step with before
+// the per-op timing builds a model of its own. On an emulated device (SIMT_DEVICE_MEMORY) with
+// room for one and a half backends it runs; with room for half of one it runs out of memory, so
+// the limit is real. Emulated only: a GPU's memory cannot be set.
+TEST_F(CliCuda, BenchmarkHoldsOneModelAtATime) {
+    const std::string bench = bench_program(cuda_bin);
+    if (!std::getenv("CUDA_BIN_DIR") || bench.empty()) GTEST_SKIP() << "needs the emulated benchmark";
+    const std::string args = " -init l2h2c16v96t16 -B 2 -T 8";
+    const Result plan = run(bench + " -plan" + args);
+    ASSERT_EQ(plan.status, 0) << plan.err;
+    double backend = 0;  // bytes
+    for (const char* category : {"parameters and optimiser state", "activations", "attention statistics", "logits",
+                                 "scratch"}) {
+        const size_t at = plan.out.find(category);
+        ASSERT_NE(at, std::string::npos) << plan.out;
+        backend += std::stod(plan.out.substr(at + std::string(category).size()));
+    }
+    const auto on_device = [&](double bytes) {
+        return run("SIMT_DEVICE_MEMORY=" + std::to_string((long long)bytes) + " " + bench + args + " -steps 1 -warmup 1");
+    };
+    const Result fits = on_device(1.5 * backend);
+    EXPECT_EQ(fits.status, 0) << fits.err;
+    EXPECT_NE(fits.out.find("per op"), std::string::npos) << fits.out;
+    const Result too_small = on_device(0.5 * backend);
+    EXPECT_NE(too_small.status, 0) << too_small.out;
+    EXPECT_NE(too_small.err.find("out of memory"), std::string::npos) << too_small.err;
 }
 
 // A -B whose plan exceeds the free device memory is refused in one line, before anything is

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -140,8 +141,11 @@ protected:
     // Starts `ranks` ranks of ./train into DIR/out_name in the background (stdout and stderr to
     // DIR/stdout, DIR/stderr); returns mpirun's pid.
     pid_t start(int ranks, const std::string& out_name, const std::string& length) const {
-        const std::string command = std::string(MPIRUN) + " -np " + std::to_string(ranks) + " " +
-                                    train_args(out_name, "", length);
+        return start_command(std::string(MPIRUN) + " -np " + std::to_string(ranks) + " " +
+                             train_args(out_name, "", length));
+    }
+    // Starts `command` (an mpirun) in the background, output as start's; returns its pid.
+    pid_t start_command(const std::string& command) const {
         const pid_t launcher = fork();
         if (launcher == 0) {
             execl("/bin/sh", "sh", "-c", ("exec " + command + " > " + dir + "stdout 2> " + dir + "stderr").c_str(),
@@ -160,8 +164,9 @@ protected:
         if (std::system(("pgrep -P " + std::to_string(launcher) + " > " + ranks).c_str()) != 0) return 0;
         return std::atoi(read_file(ranks).c_str());
     }
-    // Waits up to 30 s for mpirun to end (`ended`), killing it otherwise; its wait status.
-    static int finish(pid_t launcher, bool* ended) {
+    // Waits up to 30 s for mpirun to end (`ended`), killing it and its ranks otherwise (a
+    // stopped rank too); its wait status.
+    int finish(pid_t launcher, bool* ended) const {
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
         int status = 0;
         pid_t done = 0;
@@ -169,10 +174,28 @@ protected:
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
         *ended = done == launcher;
         if (done == 0) {
+            const std::string ranks = dir + "left_ranks";
+            if (std::system(("pgrep -P " + std::to_string(launcher) + " > " + ranks).c_str()) == 0) {
+                std::istringstream pids(read_file(ranks));
+                for (pid_t pid; pids >> pid;) kill(pid, SIGKILL);
+            }
             kill(launcher, SIGKILL);
             waitpid(launcher, &status, 0);
         }
         return status;
+    }
+
+    // Kills one rank of the job that mpirun `launcher` runs into DIR/out once it has trained a
+    // step, and asserts that the job then ends (not a hang) with a non-zero status.
+    void expect_a_killed_rank_ends_the_job(pid_t launcher) const {
+        ASSERT_GT(launcher, 0);
+        const pid_t rank = a_rank_once_training(launcher, "out", 1);
+        ASSERT_GT(rank, 0) << "no rank process found under mpirun";
+        kill(rank, SIGKILL);
+        bool ended = false;
+        const int status = finish(launcher, &ended);
+        EXPECT_TRUE(ended) << "mpirun still running 30 s after a rank died";
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << "status " << status;
     }
 
     // Asserts a refusal: status 2, `what` on stderr in exactly one line from ./train, no run folder.
@@ -268,6 +291,40 @@ TEST_F(Distributed, EmulatedNcclFollowsNcclSemantics) {
     EXPECT_NE(r.out.find("nccl emulation: ok on 3 ranks"), std::string::npos) << r.out << r.err;
 }
 
+// The emulated CUDA build under mpirun, 2 ranks over the emulated NCCL, where a peer stops
+// answering: rank 1 stops itself (SIGSTOP, SIMT_NCCL_STOP_AT) at its 4th collective, the first
+// step's gradient sum (the 3 before it are the communicator's warm-up before the batch is
+// fitted). Rank 0 waits in that sum, asking NCCL for asynchronous errors; after
+// GPT2_NCCL_TIMEOUT = 2 s it ends the job with one line, not a hang.
+TEST_F(Distributed, EmulatedCudaRankThatStopsAnsweringEndsTheJob) {
+    if (!exists("build/emu/train")) GTEST_SKIP() << "no emulated CUDA build (build/emu/train needs the CUDA headers)";
+    program = "build/emu/train -device cuda -precision fp32";
+    const std::string args = train_args("out", "", "-steps 4 -eval_every 0");
+    const auto begin = std::chrono::steady_clock::now();
+    const pid_t launcher = start_command(std::string(MPIRUN) + " -x ASAN_OPTIONS=detect_leaks=0 -x GPT2_NCCL_TIMEOUT=2 -np 1 " +
+                                         args + " : -np 1 -x SIMT_NCCL_STOP_AT=4 " + args);
+    ASSERT_GT(launcher, 0);
+    bool ended = false;
+    const int status = finish(launcher, &ended);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    EXPECT_TRUE(ended) << "mpirun still running 30 s after a rank stopped answering";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << "status " << status;
+    const std::string err = read_file(dir + "stderr");
+    const std::string line = "train: rank 0: ncclAllReduce has not finished after 2 s: a peer failed or stopped answering";
+    EXPECT_NE(err.find(line), std::string::npos) << err;
+    EXPECT_EQ(err.find(line), err.rfind(line)) << "said more than once:\n" << err;
+    std::printf("  a rank that stopped answering ended the job after %.1f s\n", seconds);
+}
+
+// The same job where a peer dies (SIGKILL) while training: mpirun, or rank 0 finding the peer's
+// process gone (the emulated NCCL's asynchronous ncclRemoteError), ends the job, not a hang.
+TEST_F(Distributed, EmulatedCudaRankThatDiesEndsTheJob) {
+    if (!exists("build/emu/train")) GTEST_SKIP() << "no emulated CUDA build (build/emu/train needs the CUDA headers)";
+    program = "build/emu/train -device cuda -precision fp32";
+    expect_a_killed_rank_ends_the_job(start_command(std::string(MPIRUN) + " -x ASAN_OPTIONS=detect_leaks=0 -np 2 " +
+                                                    train_args("out", "", "-steps 100000 -eval_every 0")));
+}
+
 TEST_F(Distributed, RefusesTotalBatchNotDividedByRanks) {
     // 96 tokens do not split over 4 ranks of B·T = 16: every rank exits 2, one line says why.
     expect_refused(train(4, "out"), "-total_batch: 96 is not a multiple of ranks*B*T = 4*2*8 = 64", "out");
@@ -289,15 +346,7 @@ TEST_F(Distributed, ARankThatCannotStartStopsEveryRank) {
 
 TEST_F(Distributed, ARankThatDiesTakesTheOthersDown) {
     // A long run of 2 ranks; one of them is killed: mpirun must end, not hang.
-    const pid_t launcher = start(2, "out", "-steps 100000 -eval_every 0");
-    ASSERT_GT(launcher, 0);
-    const pid_t rank = a_rank_once_training(launcher, "out", 1);
-    ASSERT_GT(rank, 0) << "no rank process found under mpirun";
-    kill(rank, SIGKILL);
-    bool ended = false;
-    const int status = finish(launcher, &ended);
-    EXPECT_TRUE(ended) << "mpirun still running 30 s after a rank died";
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << "status " << status;
+    expect_a_killed_rank_ends_the_job(start(2, "out", "-steps 100000 -eval_every 0"));
 }
 
 TEST_F(Distributed, ASignalToOneRankStopsEveryRankWithACheckpointThatResumes) {

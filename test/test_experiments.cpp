@@ -2,10 +2,13 @@
 // per module of test/py/, so that they count in `make test`'s summary line. Each module is a
 // unittest script run as `python3 test/py/NAME.py` from the repository root (it restarts under
 // /usr/bin/python3 when python3 lacks numpy, scipy or pandas); its output is shown when it fails.
-//   test_stats    the statistics against R's fisher.test and binom.test, hand counts, synthetic laws
+//   test_stats    the statistics against R, hand counts and intervals, synthetic laws, the law
+//                 selection's recovery of known laws at the noise of the published profiles
 //   test_reports  E1, E2, E3 and results.md on hand-made runs, every number worked out by hand
 //   test_results  results.load and the collection of run folders into a sweep's tables
-//   test_claims   README's claims table and docs/claims.md against what `sweep.py --claims` writes
+//   test_claims   README's claims table and docs/claims.md against what `sweep.py --claims` writes;
+//                 the primary tests and verdicts on synthetic experiments with known answers
+//   test_intervene  claim 4's intervention tool on tiny checkpoints (needs ./train and ./eval)
 //   test_input    every bad input to sweep.py and plot.py: one line, exit status 2, nothing written
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -29,7 +32,8 @@ TEST_P(PythonModule, Passes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Experiments, PythonModule,
-                         ::testing::Values("test_stats", "test_reports", "test_results", "test_claims", "test_input"),
+                         ::testing::Values("test_stats", "test_reports", "test_results", "test_claims", "test_intervene",
+                                           "test_input"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace

@@ -1,7 +1,16 @@
 """The claims table: README.md's table and docs/claims.md are what `sweep.py --claims` writes from
-the published tables under docs/; the number formats of its prose. Run by build/test_experiments."""
+the published tables under docs/; the number formats of its prose; and the primary tests and the
+verdict rule on synthetic published experiments whose verdicts are known by construction (an
+exponential growth, a power law, Δt shrinking everything, a placement that fails often, a
+metric that contradicts "best on every metric"). Run by build/test_experiments."""
+import json
+import math
 import os
+import random
+import re
+import shutil
 import sys
+import tempfile
 import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -10,10 +19,14 @@ from experiments.python import require  # noqa: E402
 
 require(("numpy", "scipy", "pandas"), "test_claims.py")
 
-from experiments import claim_rows, claims, tables  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from experiments import claim_rows, claims, stats, tables  # noqa: E402
+from experiments.collect import RESULT_COLUMNS  # noqa: E402
+from experiments.grid import Run  # noqa: E402
 
 
-class Tests(unittest.TestCase):
+class Published(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.lines = claims.claims_table(os.path.join(REPO, "docs"))
@@ -33,7 +46,7 @@ class Tests(unittest.TestCase):
         self.assertEqual(len(self.lines), 2 + len(claim_rows.CLAIMS))
         for i, line in enumerate(self.lines[2:], 1):
             self.assertTrue(line.startswith(f"| {i}. "), line)
-            self.assertEqual(line.count(" | "), 3, line)  # four cells: no stray | in the prose
+            self.assertEqual(line.count(" | "), 4, line)  # five cells: no stray | in the prose
 
     def test_markers(self):
         self.assertEqual(claims.readme_with_table("a\n<!-- claims:begin -->\nold\n<!-- claims:end -->\nb", ["x"]),
@@ -51,6 +64,165 @@ class Tests(unittest.TestCase):
                          ["0.048", "0.12", "0.005", "5e-4", "3e-11"])
         self.assertEqual([tables.decimals2(x) for x in (0.6727, 1.70397, 1.118)], ["0.67", "1.7", "1.12"])
         self.assertEqual(tables.minus(-0.38), "−0.38")
+
+
+class Rule(unittest.TestCase):
+    P = claim_rows.Primary
+
+    def test_verdict_rule(self):
+        v = claim_rows.verdict
+        self.assertEqual(v(self.P(0.001, "claimed", ""), 0.049), "**supported**")
+        self.assertEqual(v(self.P(0.001, "claimed", ""), 0.05), "**inconclusive** at this scale")  # not below
+        self.assertEqual(v(self.P(0.001, "opposite", ""), 0.01), "**not supported**")
+        self.assertEqual(v(self.P(0.3, "opposite", ""), 0.6), "**inconclusive** at this scale")
+        self.assertEqual(v(claim_rows.not_tested("no runs"), 1.0), "**inconclusive** at this scale (not tested: no runs)")
+
+    def test_intersection(self):
+        both = claim_rows.both
+        got = both([self.P(0.01, "claimed", "a"), self.P(0.2, "claimed", "b")])
+        self.assertEqual((got.p, got.direction), (0.2, "claimed"))  # the largest p
+        got = both([self.P(0.001, "claimed", "a"), self.P(0.3, "opposite", "b"), self.P(0.04, "opposite", "c")])
+        self.assertEqual((got.p, got.direction), (0.04, "opposite"))  # the strongest evidence against
+        self.assertIsNone(both([self.P(0.01, "claimed", "a"), claim_rows.not_tested("x")]).p)
+
+
+def noisy(rng, x, level=0.02):
+    return x * (1 + level * rng.gauss(0, 1))
+
+
+def write(folder, name, rows, columns=None):
+    pd.DataFrame(rows, columns=columns).to_csv(os.path.join(folder, name), index=False)
+
+
+def result(run, **values):
+    row = dict(run=run.name, ln=run.ln, dt=run.dt, wd=run.wd, lr=run.lr, depth=run.depth, precision=None, seed=run.seed,
+               outcome="ok", unigram_ce=5.8, bigram_ce=4.6, first_train_loss=8.3)
+    row.update(values)
+    return row
+
+
+def synthetic_e1(folder, rng):
+    """Peri-LN Δt = 0.1 has the lowest L*, ppl_seq, LR sensitivity and the highest ROUGE-1, but a
+    much lower accuracy than Pre-LN Δt = 1 at every lr: "best on every metric" is contradicted."""
+    losses = {("peri", 0.1): (4.9, 4.5, 4.7), ("pre", 1.0): (4.8, 5.0, 5.5), ("pre", 0.1): (4.85, 4.95, 5.5),
+              ("peri", 1.0): (5.0, 4.75, 5.2)}
+    rows = []
+    for (ln, dt), per_lr in losses.items():
+        for lr, loss in zip((1e-3, 1e-2, 0.1), per_lr):
+            for seed in (1, 2, 3):
+                run = Run(ln, dt, 0.1, lr, None, None, seed, "/nowhere")
+                val = loss + 0.005 * rng.gauss(0, 1)
+                rows.append(result(run, val_loss=val, ppl_seq=1.1 * math.exp(val),
+                                   accuracy=noisy(rng, 0.20 if (ln, dt) == ("peri", 0.1) else
+                                                  0.25 if (ln, dt) == ("pre", 1.0) else 0.18, 0.005),
+                                   rouge1_stem=noisy(rng, 0.25 if (ln, dt) == ("peri", 0.1) else 0.2, 0.005)))
+    write(folder, "e1_results.csv", rows, RESULT_COLUMNS)
+    write(folder, "e1_layers.csv", [], ["run", "layer"])
+
+
+def profile(run, depth, mean_abs, entry_var, w2, sens, rng):
+    rows = []
+    for i in range(depth + 1):
+        rows.append(dict(run=run.name, ln=run.ln, dt=run.dt, wd=run.wd, lr=run.lr, depth=depth, seed=run.seed, layer=i,
+                         mean_abs=noisy(rng, mean_abs(i)), entry_var=noisy(rng, entry_var(i)), rms=mean_abs(i),
+                         grad_norm_scaled=1.0, w2_bound=w2(i), relative_amplification=1.0,
+                         fcproj_grad_norm=None if i == 0 else noisy(rng, 1.0),
+                         mlp_hidden_rms=None if i == 0 else noisy(rng, 1.0), sens_mean=None if i == 0 else sens(i),
+                         sens_max=None if i == 0 else sens(i)))
+    return rows
+
+
+def synthetic_e2(folder, rng, pre_law):
+    """Pre-LN Δt = 1's X_i follows `pre_law`; Peri-LN Δt = 1's mean |X_i| grows as √i and its
+    variance as i; Δt = 0.1 shrinks everything (×0.2, ×0.04); the noise on X_0 grows through
+    Pre-LN as e^{0.1·i} and hardly through Peri-LN; under the intervention Pre-LN's largest
+    sensitivity is ∝ k and Peri-LN's does not move."""
+    results, layers, init, intervention = [], [], [], []
+    for ln in ("pre", "peri"):
+        for dt in (1.0, 0.1):
+            scale = 1.0 if dt == 1.0 else 0.2
+            for depth in (4, 8, 16, 32):
+                for seed in (1, 2, 3):
+                    run = Run(ln, dt, 0.1, 1e-3, depth, None, seed, "/nowhere")
+                    results.append(result(run, val_loss=4.5))
+                    if ln == "pre":
+                        mean_abs = lambda i, s=scale: s * pre_law(i)
+                        w2 = lambda i: 0.01 * math.exp(0.1 * i)
+                    else:
+                        mean_abs = lambda i, s=scale: s * 0.5 * math.sqrt(i + 1)
+                        w2 = lambda i: 0.01 * (1 + 0.01 * i)
+                    entry = (lambda i, m=mean_abs: m(i) ** 2) if ln == "pre" else (lambda i, s=scale: s * s * 0.3 * (i + 1))
+                    layers += profile(run, depth, mean_abs, entry, w2, lambda i: 1.5, rng)
+                    init += profile(run, depth, lambda i: 0.02, lambda i: 0.0004, w2, lambda i: 1.0, rng)
+                    for k in (0.5, 1.0, 2.0, 4.0):
+                        for block in range(1, depth + 1):
+                            sens = (2 * k if block == 1 else 1.5) if ln == "pre" else 1.2
+                            intervention.append(dict(run=run.name, ln=ln, dt=dt, wd=0.1, lr=1e-3, depth=depth,
+                                                     seed=seed, k=k, layer=block, sens_mean=noisy(rng, sens, 0.01)))
+    write(folder, "e2_results.csv", results, RESULT_COLUMNS)
+    write(folder, "e2_layers.csv", layers)
+    write(folder, "e2_init_layers.csv", init)
+    write(folder, "e2_intervention.csv", intervention)
+
+
+def synthetic_e3(folder):
+    """Pre-LN fails in 6 of 20 runs without weight decay and 4 of 20 with it (Fisher's p far from
+    small); Peri-LN in none of 40."""
+    rows = []
+    for ln in ("pre", "peri"):
+        for dt in (1.0, 0.1):
+            for wd in (0.0, 0.1):
+                for seed in range(1, 11):
+                    fails = ln == "pre" and seed <= (3 if wd == 0 else 2)
+                    run = Run(ln, dt, wd, 0.02, None, None, seed, "/nowhere")
+                    rows.append(result(run, outcome="collapsed" if fails else "ok", val_loss=5.85 if fails else 4.8,
+                                       train_max_attn_logit=80.0 if ln == "pre" else 6.0))
+    write(folder, "e3_results.csv", rows, RESULT_COLUMNS)
+    write(folder, "e3_layers.csv", [], ["run", "layer"])
+
+
+class Synthetic(unittest.TestCase):
+    """The primary tests and verdicts on published experiments made here."""
+
+    def table(self, pre_law):
+        folder = tempfile.mkdtemp()
+        try:
+            rng = random.Random(5)
+            synthetic_e1(folder, rng)
+            synthetic_e2(folder, rng, pre_law)
+            synthetic_e3(folder)
+            for name in ("e1", "e2", "e3"):
+                with open(os.path.join(folder, f"{name}_sweep.json"), "w") as f:
+                    json.dump(dict(steps=100), f)
+            lines = claims.claims_table(folder)
+        finally:
+            shutil.rmtree(folder)
+        return {int(line[2]): line.split(" | ") for line in lines[2:]}
+
+    def test_verdicts_follow_the_constructed_effects(self):
+        rows = self.table(lambda i: 0.1 * math.exp(0.08 * i))
+        verdict = {claim: cells[4] for claim, cells in rows.items()}
+        for claim in (1, 2, 3, 4, 5):
+            self.assertEqual(verdict[claim], "**supported** |", rows[claim])
+        self.assertEqual(verdict[6], "6a: **supported**; 6b: **inconclusive** at this scale |", rows[6])
+        self.assertEqual(verdict[7], "**not supported** |", rows[7])
+        # Claim 1's rate: e^{0.08} per block; claim 3: 24 of 24 pairs, ×5 in mean |x| and ×25 in variance.
+        r, low, high = map(float, re.search(r"r = ([-\d.]+) \(95% CI ([-\d.]+) to ([-\d.]+)\)", rows[1][2]).groups())
+        self.assertTrue(low <= 0.08 <= high and high - low < 0.02, rows[1][2])
+        self.assertIn("mean_abs: smaller in 24 of 24 pairs, ×5", rows[3][2])
+        self.assertIn("entry_var: smaller in 24 of 24 pairs, ×25", rows[3][2])
+        self.assertIn("accuracy at the best lr: **worse** than Pre-LN Δt = 1", rows[7][2])
+        self.assertIn("6a Pre-LN vs Peri-LN: failed 10/40 against 0/40", rows[6][2])
+        # The p column: raw → Holm, 8 primary tests (claim 6 has two). 6b's Fisher p (6 of 20
+        # against 4 of 20) is the largest of the eight, so Holm multiplies it by 1.
+        self.assertTrue(rows[6][3].startswith("6a: "), rows[6][3])
+        self.assertIn("6b: 0.72 → 0.72", rows[6][3])
+        self.assertAlmostEqual(stats.fisher_exact(6, 14, 4, 16), 0.716, delta=1e-3)
+
+    def test_a_power_law_is_not_read_as_exponential(self):
+        # X_L ∝ L^0.7 with 2% noise: r is near 0, so claim 1 is not supported as exponential growth.
+        rows = self.table(lambda i: 0.3 * (i + 1) ** 0.7)
+        self.assertNotIn("**supported**", rows[1][4], rows[1])
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ class Sweep(unittest.TestCase):
                 ("--gpus: -1 is out of range (must be ≥ 0)", ["--gpus", "-1"]),
                 ("--ln: cannot read 'foo' (pre, post or peri)", ["--ln", "foo"]),
                 ("--dt: 0 is out of range (must be > 0 and ≤ 1000)", ["--dt", "0"]),
-                ("--lr: cannot read 'abc' (a number)", ["--lr", "abc"]),
+                ("--lr: cannot read 'abc' (a number, or ln/Δt=number", ["--lr", "abc"]),
                 ("--warmup 30 exceeds --steps 20", ["--steps", "20", "--warmup", "30"]),
                 ("--steps: 0 is out of range (must be ≥ 1)", ["--steps", "0"]),
                 ("--beta2: 1 is out of range (must be < 1)", ["--beta2", "1"]),
@@ -84,13 +84,31 @@ class Sweep(unittest.TestCase):
                 ("token id 95 is not below the model's vocabulary V = 64", ["--init", "l2h2c16v64t16"]),
                 ("--depth needs --init of the form", ["--init", "d6", "--depth", "2,4"]),
                 ("not found: build it first", ["--train-bin", f"{self.dir}/no_train"]),
-                ("--run x: not a run of this grid", ["--run", "x"])]:
+                ("--run x: not a run of this grid", ["--run", "x"]),
+                ("--lr: cannot read 'mid/1=0.1' (a number, or ln/Δt=number for one configuration)",
+                 ["--lr", "mid/1=0.1"]),
+                ("--lr: no learning rate for pre/1 (give a number, or pre/1=lr)", ["--lr", "peri/1=0.1"]),
+                ("--lr: 0.001 given twice for pre/1", ["--lr", "1e-3,pre/1=0.001"]),
+                ("--lr-extend: 2 is out of range (must be < 2)", ["--lr-extend", "2"]),
+                ("--docs: only with --claims", ["--docs", self.dir])]:
             with self.subTest(args=args):
                 self.refused(says, *args)
 
     def test_learning_rate_from_a_missing_e1_sweep(self):
         self.refused("--lr-from /nowhere: no sweep.json there (run the e1 preset first)", "--preset", "e3",
                      "--lr-from", "/nowhere", "--out", self.out, tiny=False)
+        e1 = os.path.join(self.dir, "e1")
+        os.makedirs(e1)
+        with open(os.path.join(e1, "sweep.json"), "w") as f:
+            f.write("{}")
+        self.refused(f"--lr-from {e1}: no results.csv yet", "--preset", "e2", "--lr-from", e1, "--out", self.out,
+                     tiny=False)
+
+    def test_claims_of_a_folder_without_experiments(self):
+        status, _, err = self.sweep("--claims", "--docs", self.dir, tiny=False)
+        self.assertEqual(status, 2)
+        self.assertEqual(err, f"sweep: --claims: no {self.dir}/e1_results.csv (publish the experiments first)\n")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "claims.md")))
 
     def test_out_naming_a_file(self):
         with open(self.out, "w") as f:
@@ -143,6 +161,8 @@ class Sweep(unittest.TestCase):
         # A rerun into the same OUT keeps the union of the grids, each value once.
         self.assertEqual(cli.union("seeds", "1-2", "1"), "1,2")
         self.assertEqual(cli.union("lr", "2e-3,1e-2", "0.002,3e-2"), "0.002,0.01,0.03")
+        self.assertEqual(cli.union("lr", "pre/1=1e-3,1e-2", "pre/1=0.001,peri/0.1=3e-2"),
+                         "pre/1=0.001,0.01,peri/0.1=0.03")
         self.assertEqual(cli.union("ln", None, "pre,peri"), "pre,peri")
         self.assertIsNone(cli.union("depth", None, None))
 

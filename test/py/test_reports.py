@@ -2,6 +2,7 @@
 worked out by hand. Run by build/test_experiments (make test)."""
 import argparse
 import contextlib
+import math
 import io
 import os
 import shutil
@@ -33,8 +34,10 @@ def hand_made(runs):
         run = Run(ln, dt, wd, lr, None, None, seed, "/nowhere")
         grid.append(run)
         if outcome:
-            rows.append(dict(run=run.name, ln=ln, dt=dt, wd=wd, lr=lr, seed=seed, outcome=outcome, val_loss=loss,
-                             unigram_ce=5.8 if loss is not None else None, first_train_loss=first, spikes=0, **extra))
+            rows.append(dict(dict(run=run.name, ln=ln, dt=dt, wd=wd, lr=lr, seed=seed, outcome=outcome, val_loss=loss,
+                                  unigram_ce=5.8 if loss is not None else None,
+                                  bigram_ce=4.6 if loss is not None else None, first_train_loss=first, spikes=0),
+                             **extra))
     return grid, pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
@@ -88,50 +91,162 @@ class E1(unittest.TestCase):
                       "\n".join(lines))
 
 
+class E1Edge(unittest.TestCase):
+    def test_failure_rule_boundaries(self):
+        # unigram 6, bigram 4: a run fails above 6 − 0.25·2 = 5.5; exactly 5.5 learned a quarter.
+        rows = pd.DataFrame(dict(outcome=["ok", "ok", "collapsed", "diverged", "ok", "ok"],
+                                 val_loss=[5.5, 5.5 + 2 ** -20, 5.0, None, 5.9, 5.9],
+                                 unigram_ce=[6.0, 6.0, 6.0, None, 6.0, 6.0], bigram_ce=[4.0, 4.0, 4.0, None, None, 4.0]))
+        self.assertEqual(list(e1.failed(rows)), [False, True, True, True, False, True])
+
+    def test_next_lr_walks_the_half_decades(self):
+        self.assertEqual([e1.next_lr(x, True) for x in (1e-3, 3e-3, 0.1, 0.3, 1.0)], [3e-3, 1e-2, 0.3, 1.0, 3.0])
+        self.assertEqual([e1.next_lr(x, False) for x in (1e-3, 3e-4, 0.1)], [3e-4, 1e-4, 0.03])
+        self.assertEqual(e1.next_lr(6e-4, True), 0.0019)  # off the series: ×√10, two digits
+
+    def hand_made_edge(self):
+        # Pre-LN Δt = 1, lrs 1e-3, 1e-2, 0.1, seeds 1-2: best at 1e-3 (the smallest); 1 of 2 fail at
+        # 1e-2, 2 of 2 at 0.1. Peri-LN Δt = 0.1 fails nowhere; its best lr is 1e-2.
+        runs = []
+        for seed in (1, 2):
+            runs += [("pre", 1.0, 0.1, 1e-3, seed, "ok", 4.9, 8.3, {}),
+                     ("pre", 1.0, 0.1, 1e-2, seed, "ok" if seed == 1 else "collapsed", 5.0 if seed == 1 else 5.9, 8.3, {}),
+                     ("pre", 1.0, 0.1, 0.1, seed, "diverged", None, 8.3, dict(stopped_step=12)),
+                     ("peri", 0.1, 0.1, 1e-3, seed, "ok", 5.0, 8.3, {}),
+                     ("peri", 0.1, 0.1, 1e-2, seed, "ok", 4.6, 8.3, {}),
+                     ("peri", 0.1, 0.1, 0.1, seed, "ok", 4.8, 8.3, {})]
+        return on_grid(*hand_made(runs))
+
+    def test_edges_and_the_extension(self):
+        runs = self.hand_made_edge()
+        # Pre-LN above its best lr 1e-3: half fail at 1e-2, so the edge is 1e-2 itself (f_lo = 0 at
+        # 1e-3: ln-interpolation reaches 1/2 at 1e-2), bracketed by (1e-3, 1e-2).
+        edge = e1.edge_of(runs[runs.ln == "pre"])
+        self.assertEqual((edge["best"], edge["low"], edge["high"]), (1e-3, 1e-3, 1e-2))
+        self.assertAlmostEqual(edge["edge"], 1e-2, delta=1e-15)
+        self.assertEqual(e1.pre_ln_edge(runs)[0], 0.01)
+        peri = e1.edge_of(runs[runs.ln == "peri"])
+        self.assertEqual((peri["best"], peri["edge"], peri["low"]), (1e-2, None, 0.1))
+        # Not bracketed: Peri-LN fails in 0 of 2 at the top (0.1: one half decade up, 0.3), Pre-LN's
+        # best is the smallest lr (down: 3e-4).
+        add, why = e1.extension(runs)
+        self.assertEqual(add, [3e-4, 0.3])
+        self.assertEqual(len(why), 2, why)
+        lines, tables = e1.report(None, runs)
+        text = "\n".join(lines)
+        self.assertIn("| Pre-LN Δt=1 | 0/2 | 1/2 | 2/2 |", lines, text)
+        self.assertIn("| Pre-LN Δt=1 | 0.001 | 0.01 (0.001–0.01) |", lines, text)
+        self.assertIn("E3 runs at 0.01.", text)
+        self.assertIn("(next: lr 0.0003, 0.3).", text)
+        self.assertEqual(list(tables["lr.csv"].failed[tables["lr.csv"].ln == "pre"]), [False, False, True, False, True, True])
+
+    def test_a_bracketing_grid_adds_nothing(self):
+        runs = self.hand_made_edge()
+        runs = runs[~((runs.ln == "peri") & (runs.lr == 0.1))]  # now Peri's top lr is 1e-2 …
+        runs = runs[~((runs.ln == "pre") & (runs.lr == 1e-3))]   # … and Pre's best is 1e-2
+        runs = on_grid(*hand_made([(r.ln, r.dt, r.wd, r.lr, r.seed, r.outcome, r.val_loss if r.val_loss == r.val_loss
+                                    else None, 8.3, {}) for r in runs.itertuples()] +
+                                  [("peri", 0.1, 0.1, 0.1, s, "diverged", None, 8.3, {}) for s in (1, 2)] +
+                                  [("pre", 1.0, 0.1, 1e-3, s, "ok", 5.6, 8.3, {}) for s in (1, 2)]))
+        self.assertEqual(e1.extension(runs), ([], []))
+
+
+def trained_layers(name, depth, mean_abs, entry_var=None, **per_block):
+    """A hand-made eval profile of one run: X_0..X_L from the functions of i."""
+    rows = []
+    for i in range(depth + 1):
+        row = dict(run=name, layer=i, mean_abs=mean_abs(i), entry_var=(entry_var or mean_abs)(i), rms=mean_abs(i),
+                   grad_norm_scaled=1.0, w2_bound=0.1 * mean_abs(i), relative_amplification=1.0,
+                   fcproj_grad_norm=None if i == 0 else float(i), mlp_hidden_rms=None if i == 0 else float(i),
+                   sens_mean=None if i == 0 else 1.0)
+        row.update({k: (None if i == 0 else f(i)) for k, f in per_block.items()})
+        rows.append(row)
+    return rows
+
+
 class E2(unittest.TestCase):
-    def test_over_seeds_of_hand_made_fits(self):
-        def fit(dt, seed, last, winner, delta, c=None):
-            return dict(ln="pre", dt=dt, depth=8, seed=seed, stage="trained", quantity="mean_abs", last=last,
-                        winner=winner, delta_aicc=delta, quadratic_c=c)
-        fits = pd.DataFrame([fit(1.0, 1, 10.0, "quadratic", 5.0, -0.1), fit(1.0, 2, 12.0, "quadratic", 1.0, 0.2),
-                             fit(0.1, 1, 1.0, "linear", 3.0), fit(0.1, 2, 13.0, "linear", 3.0)])
+    def test_gate_boundary(self):
+        rows = pd.DataFrame(dict(outcome=["ok", "ok", "collapsed", "diverged"], val_loss=[5.25, 5.25 + 2 ** -20, 5.0, None],
+                                 unigram_ce=[6.0, 6.0, 6.0, None]))
+        self.assertEqual(list(e2.gated(rows)), [True, False, True, False])
 
-        def diag(ln, seed, rho, p, sens, amp):
-            return dict(ln=ln, dt=1.0, precision=None, depth=8, seed=seed, rho=rho, rho_p=p, max_sensitivity=sens,
-                        amplification=amp, gradient_ratio=None)
-        diags = pd.DataFrame([diag("pre", 1, 0.9, 0.01, 6.0, 1.0), diag("pre", 2, 0.5, 0.2, 8.0, 3.0),
-                              diag("peri", 1, -0.9, 0.01, 1.0, 0.1), diag("peri", 2, -0.7, 0.04, 1.2, 0.1)])
-        lines = e2.over_seeds(fits, diags)
-        for want in ["| Pre-LN Δt=1 | 8 | trained | mean_abs | 11 ± 1.41 (2) | concave quadratic 1, convex quadratic 1 | "
-                     "concave quadratic 1 |",
-                     "| Pre-LN Δt=0.1 | 8 | trained | mean_abs | 7 ± 8.49 (2) | linear 2 | linear 2 |",
-                     "| trained | mean_abs | Pre-LN | 1 of 2 | 1 |",  # sign test of 1 of 2: p = 1
-                     "| Pre-LN Δt=1 | 8 | 0.70 ± 0.28 (2) | 1 / 0 | 7 ± 1.41 (2) | 2 ± 1.41 (2) |",
-                     "| Peri-LN Δt=1 | 8 | -0.80 ± 0.14 (2) | 0 / 2 | 1.1 ± 0.141 (2) | 0.1 ± 0 (2) |"]:
-            self.assertIn(want, lines, "\n".join(lines))
-        self.assertTrue(any(l.startswith("| 1 | 8 | max sensitivity | 7 ± 1.41 (2) | 1.1 ± 0.141 (2) | ") for l in lines))
+    def depth_runs(self, law):
+        """Pre-LN Δt = 1 at L = 4, 8, 16, 32, seeds 1-2, every run gated, X_i = law(i, L)."""
+        made, layers = [], []
+        for depth in (4, 8, 16, 32):
+            for seed in (1, 2):
+                run = Run("pre", 1.0, 0.1, 1e-3, depth, None, seed, "/nowhere")
+                made.append(run)
+                layers += trained_layers(run.name, depth, lambda i, d=depth: law(i, d))
+        results = pd.DataFrame([dict(run=r.name, ln=r.ln, dt=r.dt, wd=r.wd, lr=r.lr, depth=r.depth, seed=r.seed,
+                                     outcome="ok", val_loss=4.0, unigram_ce=5.8, bigram_ce=4.6) for r in made],
+                               columns=RESULT_COLUMNS)
+        layers = pd.DataFrame(layers)
+        return on_grid(made, results), Sweep(results, layers, layers)
 
-    def test_fits_and_diagnostics_of_a_hand_made_run(self):
-        # One Pre-LN run of 8 blocks: mean_abs = 1 + 2·i ± 0.01 after training (a straight line
-        # with alternating noise); the gradient of W_fcproj rises with the hidden RMS over the
-        # blocks except for one swap.
-        grid, results = hand_made([("pre", 1.0, 0.1, 1e-3, 1, "ok", 5.0, 8.0, {})])
-        name = grid[0].name
-        layers = pd.DataFrame([dict(run=name, layer=i, mean_abs=1 + 2 * i + 0.01 * (-1) ** i, entry_var=(1 + 2 * i) ** 2,
-                                    fcproj_grad_norm=None if i == 0 else [1, 2, 3, 5, 4, 6, 7, 8][i - 1],
-                                    mlp_hidden_rms=None if i == 0 else float(i), sens_mean=None if i == 0 else 1.0 + i,
-                                    grad_norm_scaled=2.0 if i == 0 else 1.0, relative_amplification=0.5)
-                               for i in range(9)])
-        lines, tables = e2.report(None, on_grid(grid, results), Sweep(results, layers, None))
-        fits = tables["fits.csv"]
-        trained = fits[fits.quantity == "mean_abs"].iloc[0]
-        self.assertEqual(trained.winner, "linear")
-        self.assertAlmostEqual(trained.linear_b, 2.0, delta=0.01)
-        self.assertEqual((trained["first"], trained["last"]), (2.99, 17.01))  # X_1 and X_8 (X_0 left out)
-        # One adjacent swap of 8: ρ = 1 − 6·2/(8·63) = 0.976; exact p: of the 8! orderings, the 7
-        # adjacent swaps and the identity reach ρ ≥ 0.976, their reverses ρ ≤ −0.976: 16/40320.
-        # Largest sensitivity 9; gradient ratio 2/1.
-        self.assertIn("| Pre-LN Δt=1 (seed 1) | 8 | 0.98 | 0.0004 | 9 | 0.5 | 2 |", lines, "\n".join(lines))
+    def test_depth_law_of_hand_made_profiles(self):
+        # X_L = 2·e^{0.05·L}: r = 0.05 exactly, the power of L nothing beyond it.
+        runs, tables = self.depth_runs(lambda i, L: 2 * math.exp(0.05 * i))
+        fits = e2.depth_fits(runs, tables)
+        row = fits[(fits.stage == "trained") & (fits.quantity == "mean_abs")].iloc[0]
+        self.assertEqual((row.runs, row.depths), (8, "4 8 16 32"))
+        self.assertAlmostEqual(row.r, 0.05, delta=1e-9)
+        self.assertAlmostEqual(row.p, 0.0, delta=1e-9)
+        self.assertEqual(row.preferred, "exponential")
+        # X_L = 3·L^0.5 (X_i = 3·√i): the power alone is 0.5, below 1 (p of p = 1 tiny: no noise).
+        runs, tables = self.depth_runs(lambda i, L: 3 * math.sqrt(i))
+        row = e2.depth_fits(runs, tables).iloc[0]
+        self.assertAlmostEqual(row.power_alone_p, 0.5, delta=1e-9)
+        self.assertAlmostEqual(row.r, 0.0, delta=1e-9)
+        self.assertEqual(row.preferred, "power")
+
+    def test_within_run_laws_only_at_depth_and_gated(self):
+        runs, tables = self.depth_runs(lambda i, L: 1 + 0.5 * i + 0.01 * (-1) ** i)
+        fits = e2.within_fits(runs, tables)
+        self.assertEqual(len(fits), 8 * 2 * 2)  # runs × stages × quantities
+        counted = e2.fitted(fits)
+        self.assertEqual(set(counted.depth), {32})
+        self.assertEqual(set(counted.law), {"linear"})
+        lines, out = e2.report(None, runs, tables)
+        self.assertIn("depth_fits.csv", out)
+        self.assertTrue(any(l.startswith("| Pre-LN Δt=1 | 32 | trained | mean_abs |") and "linear 2" in l
+                            for l in lines), "\n".join(lines))
+
+    def test_pairs_and_ratio_by_hand(self):
+        t = e2.ratio_test([1.0, 2.0, 4.0], [2.0, 4.0, 8.0])
+        self.assertEqual((t["smaller"], t["pairs"]), (3, 3))
+        self.assertAlmostEqual(t["p"], 0.25, delta=1e-12)  # 2/2^3
+        self.assertAlmostEqual(t["ratio"], 2.0, delta=1e-12)
+        self.assertAlmostEqual(t["low"], 2.0, delta=1e-12)  # no spread
+
+    def test_diagnostics_and_intervention_slopes(self):
+        grid, results = hand_made([("pre", 1.0, 0.1, 1e-3, 1, "ok", 5.0, 8.0, {}),
+                                   ("peri", 1.0, 0.1, 1e-3, 1, "ok", 5.0, 8.0, {}),
+                                   ("peri", 1.0, 0.1, 1e-3, 2, "ok", 5.5, 8.0, {})])  # seed 2 not gated
+        layers = pd.DataFrame(trained_layers(grid[0].name, 3, lambda i: 1.0 + i) +
+                              trained_layers(grid[1].name, 3, lambda i: 1.0 + i))
+        runs = on_grid(grid, results)
+        diag = e2.diagnostics(runs, Sweep(results, layers, None))
+        self.assertAlmostEqual(diag.absolute_amplification.iloc[0], 4.0, delta=1e-12)  # W2 ∝ mean_abs: 4/1
+        # Pre-LN: block 1's sensitivity 2k, block 2's 1.5: the largest grows ∝ k from k = 1 on, so
+        # over k = 0.5, 1, 2, 4 the largest is 1.5, 2, 4, 8; blocks 2..L never move; block 1 the
+        # largest at 3 of the 4 k. Peri-LN: nothing moves.
+        rows = []
+        for k in (0.5, 1.0, 2.0, 4.0):
+            rows += [dict(run=grid[0].name, ln="pre", dt=1.0, seed=1, k=k, layer=1, sens_mean=2 * k),
+                     dict(run=grid[0].name, ln="pre", dt=1.0, seed=1, k=k, layer=2, sens_mean=1.5),
+                     dict(run=grid[1].name, ln="peri", dt=1.0, seed=1, k=k, layer=1, sens_mean=1.2),
+                     dict(run=grid[1].name, ln="peri", dt=1.0, seed=1, k=k, layer=2, sens_mean=1.1),
+                     dict(run=grid[2].name, ln="peri", dt=1.0, seed=2, k=k, layer=1, sens_mean=9.0)]
+        slopes = e2.intervention_slopes(pd.DataFrame(rows), runs).set_index("ln")
+        self.assertEqual(len(slopes), 2)  # the ungated run is left out
+        x, y = [math.log(k) for k in (0.5, 1, 2, 4)], [math.log(v) for v in (1.5, 2, 4, 8)]
+        mx, my = sum(x) / 4, sum(y) / 4
+        slope = sum((a - mx) * (b - my) for a, b in zip(x, y)) / sum((a - mx) ** 2 for a in x)
+        self.assertAlmostEqual(slopes.loc["pre", "slope"], slope, delta=1e-12)
+        self.assertAlmostEqual(slopes.loc["pre", "slope_deep"], 0.0, delta=1e-12)
+        self.assertAlmostEqual(slopes.loc["pre", "at_block_1"], 0.75, delta=1e-12)
+        self.assertAlmostEqual(slopes.loc["peri", "slope"], 0.0, delta=1e-12)
 
 
 class E3(unittest.TestCase):
@@ -142,18 +257,32 @@ class E3(unittest.TestCase):
                 for seed in range(1, 6):
                     bad = seed <= failed
                     runs.append((ln, 1.0, wd, 0.1, seed, "collapsed" if bad else "ok", 5.9 if bad else 5.0, 8.0,
-                                 dict(accuracy=0.1)))
+                                 dict(accuracy=0.1, train_max_attn_logit=50.0 if bad else 5.0)))
+        runs[0] = runs[0][:5] + ("diverged", None) + runs[0][7:]  # one failure stopped instead
         grid, results = hand_made(runs)
         lines, tables = e3.report(None, on_grid(grid, results))
         tests = tables["tests.csv"].set_index(["test", "counted"])
-        # Not ok 5 of 10 against 0 of 10: the tables with 0 or 5 failures in the first row, each
+        # Failed 5 of 10 against 0 of 10: the tables with 0 or 5 failures in the first row, each
         # C(10, 5)/C(20, 5) = 252/15504. Pre-LN wd 0 against 0.1, 4 of 5 against 1 of 5: tables
         # k = 0, 1, 4, 5 of C(5, k)²/252: (1 + 25 + 25 + 1)/252.
-        self.assertAlmostEqual(tests.loc[("Pre-LN vs Peri-LN (all wd, Δt)", "not ok"), "p"], 504 / 15504, delta=1e-12)
-        self.assertAlmostEqual(tests.loc[("Pre-LN: wd 0 vs 0.1 (all Δt)", "not ok"), "p"], 52 / 252, delta=1e-12)
-        self.assertEqual(tests.loc[("Pre-LN vs Peri-LN (all wd, Δt)", "stopped"), "p"], 1.0)
-        self.assertIn("| Pre-LN Δt=1 | 0 | 5 | 1 | 4 | 0 | 0 | 0 | 5.720 ± 0.402 (5) |", lines, "\n".join(lines))
-        self.assertIn("| Pre-LN vs Peri-LN (all wd, Δt) | not ok | 5/10 | 0/10 | 0.0325 |", lines)
+        first = tests.loc[("Pre-LN vs Peri-LN (all wd, Δt)", "failed")]
+        self.assertAlmostEqual(first.p, 504 / 15504, delta=1e-12)
+        self.assertAlmostEqual(first.difference, 0.5, delta=1e-12)
+        self.assertAlmostEqual(tests.loc[("Pre-LN: wd 0 vs 0.1 (all Δt)", "failed"), "p"], 52 / 252, delta=1e-12)
+        self.assertEqual(tests.loc[("Pre-LN vs Peri-LN (all wd, Δt)", "stopped"), "first_failed"], 1)
+        # The rank-sum of the final losses: Pre-LN's 10 against Peri-LN's 10 (all 5.0): the 5 failed
+        # ones are above every Peri-LN run (the stopped one at +∞), the 5 others tie with all 10:
+        # P(pre > peri) = (5·10 + 5·10/2)/100 = 0.75.
+        self.assertAlmostEqual(first.rank_share, 0.75, delta=1e-12)
+        self.assertIn("| Pre-LN Δt=1 | 0 | 5 | 1 | 3 | 1 | 0 | 4 | 0 | 5.675 ± 0.450 (4) | 5.900 | 50 | — |", lines,
+                      "\n".join(lines))
+        # Newcombe's interval from Wilson's: 5/10 is 0.5 ± 1.96·sqrt(2.5 + 0.9604)/13.8415 = (0.2366,
+        # 0.7634), 0/10 is (0, 0.2775); low = 0.5 − sqrt(0.2634² + 0.2775²) = 0.117, high = 0.5 + 0.2634.
+        self.assertAlmostEqual(first.difference_low, 0.1174, delta=1e-4)
+        self.assertAlmostEqual(first.difference_high, 0.7634, delta=1e-4)
+        self.assertTrue(any(l.startswith("| Pre-LN vs Peri-LN (all wd, Δt) | failed | 5/10 | 0/10 | +0.50 (+0.12, +0.76) "
+                                         "| 0.0325 | 0.75 |") for l in lines), "\n".join(lines))
+        self.assertEqual(e3.ranked_loss(results.iloc[:2])[0], math.inf)
 
 
 class Summary(unittest.TestCase):
@@ -174,14 +303,15 @@ class Summary(unittest.TestCase):
 
 class Published(unittest.TestCase):
     """`sweep.py --report PREFIX` on copies of the published tables docs/eN_{results,layers,init_layers}.csv
-    writes the published reports docs/eN_experiment.md, docs/eN_results.md and the experiment's CSV
-    byte for byte: they are what the tables say."""
+    (with the settings docs/eN_sweep.json and E2's intervention when published) writes the published
+    reports docs/eN_experiment.md, docs/eN_results.md and the experiment's CSVs byte for byte: they are
+    what the tables say."""
 
     def test_reports_regenerate_from_the_published_tables(self):
         docs = os.path.join(REPO, "docs")
         with tempfile.TemporaryDirectory() as tmp:
             for name in ("e1", "e2", "e3"):
-                for table in ("results.csv", "layers.csv", "init_layers.csv"):
+                for table in ("results.csv", "layers.csv", "init_layers.csv", "intervention.csv", "sweep.json"):
                     if os.path.exists(os.path.join(docs, f"{name}_{table}")):
                         shutil.copy(os.path.join(docs, f"{name}_{table}"), os.path.join(tmp, f"{name}_{table}"))
                 with contextlib.redirect_stdout(io.StringIO()):

@@ -31,7 +31,11 @@ EVAL = {"val_loss": 4.0, "unigram_ce": 5.0, "bigram_ce": 4.5, "accuracy": 0.25, 
         "uncertainty": {"mean_dx": [0.1, 0.2, 0.3], "w2_bound": [0.1, 0.3, 0.9], "relative_amplification": [1, 1.5, 0.7]}}
 
 
-def write_run(folder, losses, stats=True, tail="", ev=EVAL, result=None):
+OUTCOME = dict(event="outcome", outcome="ok", spikes=2, max_loss=20.0, max_loss_step=1, max_attn_logit=9,
+               max_mean_abs_L=0.4)
+
+
+def write_run(folder, losses, stats=True, tail="", ev=EVAL, result=None, last=OUTCOME):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "log.jsonl"), "w") as f:
         for step, loss in enumerate(losses):
@@ -39,7 +43,7 @@ def write_run(folder, losses, stats=True, tail="", ev=EVAL, result=None):
             if step == 0 and stats:
                 f.write(json.dumps(STATS) + "\n")
         f.write(json.dumps(dict(step=len(losses), val_loss=4.0, val_ppl=54.6)) + "\n")
-        f.write(json.dumps(dict(step=len(losses), event="outcome", outcome="ok", spikes=2)) + "\n" + tail)
+        f.write(json.dumps(dict(step=len(losses), **last)) + "\n" + tail)
     if ev is not None:
         with open(os.path.join(folder, "eval.json"), "w") as f:
             json.dump(ev, f)
@@ -102,7 +106,8 @@ class Collect(unittest.TestCase):
         losses = [8.0] + [float(x) for x in range(20, 0, -1)]  # the last 10: 10, 9, ..., 1
         write_run(done.dir, losses, result=dict(outcome="ok", spikes=2, train_seconds=3.0))
         write_run(stopped.dir, [8.2, 9.0], stats=False, ev=None,
-                  result=dict(outcome="diverged", stopped_step=1, reason="rise", spikes=0))
+                  result=dict(outcome="diverged", stopped_step=1, reason="rise", spikes=0),
+                  last=dict(event="diverged", outcome="diverged", reason="rise", spikes=0, max_loss=9.0, max_loss_step=1))
         self.assertEqual(collect.collect(self.dir, [done, stopped, missing]), [missing.name])
         sweep = load(self.dir)
         first, second = sweep.results.iloc[0], sweep.results.iloc[1]
@@ -114,7 +119,12 @@ class Collect(unittest.TestCase):
         self.assertEqual((first.attn_logit_max, first.sens_mean_max, first.relative_amplification_L), (8, 2.5, 0.7))
         self.assertEqual((first.train_stats_step, first.train_mean_abs_0, first.train_mean_abs_L), (0, 0.1, 0.4))
         self.assertTrue(first[["grad_norm_scaled_L"]].isna().all())
+        # What ./train's last record says of the whole run: its extremes.
+        self.assertEqual((first.max_loss, first.max_loss_step, first.train_max_attn_logit, first.train_max_mean_abs_L),
+                         (20.0, 1, 9, 0.4))
         self.assertEqual((second.outcome, second.stopped_step, second.first_train_loss), ("diverged", 1, 8.2))
+        self.assertEqual((second.max_loss, second.max_loss_step), (9.0, 1))
+        self.assertTrue(second[["train_max_attn_logit"]].isna().all())  # no stats records
         self.assertTrue(second[["val_loss", "mean_abs_0"]].isna().all())
         # layers: the finished run's 3 layers; init_layers: its step-0 stats record.
         self.assertEqual(list(sweep.layers.run), [done.name] * 3)

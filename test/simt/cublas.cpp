@@ -65,6 +65,7 @@ cublasStatus_t gemm(const char* api, cublasHandle_t handle, cublasOperation_t tr
                     (compute == CUBLAS_COMPUTE_32F_FAST_TF32 ||
                      (compute == CUBLAS_COMPUTE_32F && (handle->math_mode & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH));
 
+  finish_pending_work();  // the stream's earlier work first
   const DeviceMemoryAccess device_memory;
   begin_launch("gemm");
   for (long long batch = 0; batch < batch_count; ++batch) {

@@ -17,8 +17,16 @@
 // Configurations cuBLASLt documents as invalid, and those whose meaning it does not document,
 // are refused with a status and one "simt: <api>: <why> (<status>)" line on stderr; the heuristic
 // refuses exactly what cublasLtMatmul refuses before it looks at alpha, beta and the pointers.
+//
+// Alignment (docs/simt.md, "cuBLASLt"): the algorithm the heuristic hands out keeps the alignment
+// it was chosen for: of A, B, C and D the preference's MIN_ALIGNMENT_*_BYTES (256 unless set), of
+// the bias and aux vectors the alignment of the pointers in the descriptor (cublasLt.h: the
+// heuristic "depends on its value to determine expected pointer alignment"). cublasLtMatmul
+// refuses a pointer less aligned than that, and an algorithm found for another problem; without
+// an algorithm it assumes what the heuristic would with the default preference.
 #include <cublasLt.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -26,6 +34,7 @@
 
 #include "blas.h"
 #include "counting.h"
+#include "cublaslt.h"
 #include "internal.h"
 
 struct cublasLtContext {};
@@ -52,13 +61,35 @@ struct Layout {  // cublasLtMatrixLayout_t
   std::uint64_t rows, cols;
   std::int64_t ld;
 };
+// The pointers whose alignment an algorithm depends on, in the order Alignments keeps them.
+enum Operand { kA, kB, kC, kD, kBias, kAux, kOperands };
+const char* const kOperandNames[kOperands] = {"A", "B", "C", "D", "BIAS_POINTER", "EPILOGUE_AUX_POINTER"};
+
+// Bytes each pointer is aligned to (a power of two).
+using Alignments = std::array<std::uint32_t, kOperands>;
+
+// The documented default of every MIN_ALIGNMENT_*_BYTES preference.
+constexpr std::uint32_t kDefaultAlignment = 256;
+
 struct Preference {  // cublasLtMatmulPreference_t
   std::uint64_t max_workspace_bytes = 0;
+  std::uint32_t min_alignment[4] = {kDefaultAlignment, kDefaultAlignment, kDefaultAlignment, kDefaultAlignment};
 };
 
 // Marks the algorithms the heuristic hands out, so that cublasLtMatmul can tell one from an
 // uninitialised cublasLtMatmulAlgo_t.
 constexpr std::uint64_t kAlgoTag = 0x53494d542d4c54ull;  // "SIMT-LT"
+
+// What the emulation keeps in a cublasLtMatmulAlgo_t it hands out: the tag, the problem it was
+// found for (a hash of the descriptors), and the alignments it was chosen for.
+struct Algorithm {
+  std::uint64_t tag;
+  std::uint64_t problem;
+  Alignments alignment;
+};
+
+// What the test controls of cublaslt.h ask the emulation to refuse besides what it must.
+LtRefusal extra_refusal = LtRefusal::kNone;
 
 template <typename Fields, typename Opaque>
 Fields read(const Opaque* opaque) {
@@ -165,6 +196,43 @@ struct Problem {
   cudaDataType bias_type;  // resolved: BIAS_DATA_TYPE, or D's type
 };
 
+// The largest power of two, at most 256, that divides the address (256 for a null pointer): the
+// alignment the heuristic sees in a bias or aux pointer, as the backend computes it too.
+std::uint32_t alignment_of(const void* pointer) {
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(pointer);
+  const std::uintptr_t lowest_bit = address & (~address + 1);
+  return address == 0 || lowest_bit > kDefaultAlignment ? kDefaultAlignment : static_cast<std::uint32_t>(lowest_bit);
+}
+
+// A hash (FNV-1a) of everything in the descriptors an algorithm is chosen for.
+std::uint64_t problem_hash(const Problem& p) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto mix = [&h](std::int64_t value) {
+    for (int byte = 0; byte < 8; ++byte) h = (h ^ ((static_cast<std::uint64_t>(value) >> (8 * byte)) & 0xff)) * 1099511628211ull;
+  };
+  for (std::int64_t value : {std::int64_t(p.op.compute), std::int64_t(p.op.scale_type), std::int64_t(p.op.transa),
+                             std::int64_t(p.op.transb), std::int64_t(p.op.epilogue), std::int64_t(p.bias_type),
+                             std::int64_t(p.op.bias != nullptr), std::int64_t(p.op.aux != nullptr), p.op.aux_ld})
+    mix(value);
+  for (const Layout* layout : {&p.a, &p.b, &p.c, &p.d})
+    for (std::int64_t value : {std::int64_t(layout->type), std::int64_t(layout->rows), std::int64_t(layout->cols), layout->ld})
+      mix(value);
+  return h;
+}
+
+// The algorithm the heuristic hands out for `p` under `preference`: A to D aligned as the
+// preference promises, bias and aux as the descriptor's pointers are.
+Algorithm choose_algorithm(const Problem& p, const Preference& preference) {
+  Algorithm algo{kAlgoTag, problem_hash(p), {}};
+  for (int operand = kA; operand <= kD; ++operand) algo.alignment[operand] = preference.min_alignment[operand];
+  algo.alignment[kBias] = alignment_of(p.op.bias);
+  algo.alignment[kAux] = alignment_of(p.op.aux);
+  return algo;
+}
+
+// Says which calls the test controls (cublaslt.h) make the emulation refuse.
+const char* extra_refusal_reason() { return "refused on purpose for a test (simt::refuse_cublaslt_epilogues)"; }
+
 // Checks a product's descriptors as cuBLASLt would before it looks at alpha, beta or the
 // matrices' contents, and fills `problem`. Sizes that do not fit together are
 // CUBLAS_STATUS_INVALID_VALUE; configurations outside the emulated (and documented) set are
@@ -236,11 +304,34 @@ cublasStatus_t check_problem(const char* api, cublasLtHandle_t handle, cublasLtM
   return CUBLAS_STATUS_SUCCESS;
 }
 
-// The checks that need alpha, beta, the algorithm and the pointers (cublasLtMatmul only).
+// The checks that need alpha, beta, the algorithm and the pointers (cublasLtMatmul only). A null
+// algo stands for the one the heuristic would choose with the default preference.
 cublasStatus_t check_call(const char* api, const Problem& p, float alpha, float beta, const void* a, const void* b,
                           const void* c, const void* d, const cublasLtMatmulAlgo_t* algo) {
-  if (algo != nullptr && algo->data[0] != kAlgoTag)
-    return reject(CUBLAS_STATUS_INVALID_VALUE, api, "algo does not come from cublasLtMatmulAlgoGetHeuristic");
+  Algorithm chosen = choose_algorithm(p, Preference{});
+  if (algo != nullptr) {
+    std::memcpy(&chosen, algo->data, sizeof chosen);
+    if (chosen.tag != kAlgoTag)
+      return reject(CUBLAS_STATUS_INVALID_VALUE, api, "algo does not come from cublasLtMatmulAlgoGetHeuristic");
+    if (chosen.problem != problem_hash(p))
+      return reject(CUBLAS_STATUS_INVALID_VALUE, api,
+                    "algo was found for other descriptors than these (an algorithm is chosen for one problem)");
+  }
+  if (extra_refusal == LtRefusal::kMatmul && p.op.epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+    return reject(CUBLAS_STATUS_NOT_SUPPORTED, api, extra_refusal_reason());
+  const void* pointers[kOperands] = {a, b, c, d, uses_bias(p.op.epilogue) ? p.op.bias : nullptr,
+                                     uses_aux(p.op.epilogue) ? p.op.aux : nullptr};
+  for (int operand = 0; operand < kOperands; ++operand) {
+    const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(pointers[operand]);
+    const std::uint32_t promised = chosen.alignment[operand];
+    if (address % promised != 0)
+      return reject(CUBLAS_STATUS_NOT_SUPPORTED, api,
+                    std::string(kOperandNames[operand]) + " is " + std::to_string(alignment_of(pointers[operand])) +
+                        "-byte aligned, but the algorithm was chosen for " + std::to_string(promised) +
+                        (operand <= kD ? " (MIN_ALIGNMENT_" + std::string(kOperandNames[operand]) +
+                                             "_BYTES of the heuristic's preference; 256 when not set)"
+                                       : " (the alignment of the pointer the descriptor held for the heuristic)"));
+  }
   if (p.op.epilogue == CUBLASLT_EPILOGUE_DGELU && beta != 0.0f)
     return reject(CUBLAS_STATUS_NOT_SUPPORTED, api, "epilogue DGELU with beta != 0 is not emulated (undocumented)");
   if (p.op.epilogue == CUBLASLT_EPILOGUE_BGRADB && alpha != 1.0f)
@@ -268,6 +359,7 @@ cublasStatus_t check_call(const char* api, const Problem& p, float alpha, float 
 void run(const Problem& p, float alpha, float beta, const void* a, const void* b, const void* c, void* d) {
   const Operation& op = p.op;
   const bool tf32 = p.a.type == CUDA_R_32F && op.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+  finish_pending_work();  // the stream's earlier work first
   const DeviceMemoryAccess device_memory;
   begin_launch("gemm");
   const blas::ScaledProduct product({a, p.a.type, p.a.ld, 0}, p.a_transposed, {b, p.b.type, p.b.ld, 0},
@@ -297,6 +389,9 @@ void run(const Problem& p, float alpha, float beta, const void* a, const void* b
 }
 
 }  // namespace
+
+void refuse_cublaslt_epilogues(LtRefusal refusal) { extra_refusal = refusal; }
+
 }  // namespace simt
 
 using simt::blas::reject;
@@ -379,19 +474,32 @@ cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) 
   return CUBLAS_STATUS_SUCCESS;
 }
 
-// Only the workspace limit is accepted; the emulation needs no workspace, so it changes nothing.
+// The workspace limit (the emulation needs no workspace, so it changes nothing) and the minimum
+// alignments of A, B, C and D (uint32_t, default 256; powers of two only: the documentation gives
+// no other meaning), which the algorithms the heuristic hands out then hold cublasLtMatmul to.
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
                                                     cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
                                                     size_t size) {
   const char* api = "cublasLtMatmulPreferenceSetAttribute";
   if (pref == nullptr) return reject(CUBLAS_STATUS_INVALID_VALUE, api, "null preference");
-  if (attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
-    return reject(CUBLAS_STATUS_NOT_SUPPORTED, api, "attribute " + std::to_string(attr) + " not emulated");
   simt::Preference preference = simt::read<simt::Preference>(pref);
-  const cublasStatus_t status =
-      simt::set_field(api, simt::field("MAX_WORKSPACE_BYTES", preference.max_workspace_bytes), buf, size);
-  if (status == CUBLAS_STATUS_SUCCESS) simt::write(pref, preference);
-  return status;
+  simt::Field field{nullptr, nullptr, 0};
+  switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: field = simt::field("MAX_WORKSPACE_BYTES", preference.max_workspace_bytes); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: field = simt::field("MIN_ALIGNMENT_A_BYTES", preference.min_alignment[0]); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: field = simt::field("MIN_ALIGNMENT_B_BYTES", preference.min_alignment[1]); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: field = simt::field("MIN_ALIGNMENT_C_BYTES", preference.min_alignment[2]); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: field = simt::field("MIN_ALIGNMENT_D_BYTES", preference.min_alignment[3]); break;
+    default: return reject(CUBLAS_STATUS_NOT_SUPPORTED, api, "attribute " + std::to_string(attr) + " not emulated");
+  }
+  const cublasStatus_t status = simt::set_field(api, field, buf, size);
+  if (status != CUBLAS_STATUS_SUCCESS) return status;
+  for (std::uint32_t alignment : preference.min_alignment)
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+      return reject(CUBLAS_STATUS_NOT_SUPPORTED, api,
+                    std::string(field.name) + " = " + std::to_string(alignment) + " is not a power of two (not emulated)");
+  simt::write(pref, preference);
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 // ---- heuristic and product ---------------------------------------------------------------------
@@ -410,8 +518,12 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
   simt::Problem problem;
   const cublasStatus_t status = simt::check_problem(api, handle, desc, a_desc, b_desc, c_desc, d_desc, problem);
   if (status != CUBLAS_STATUS_SUCCESS) return status;
+  if (simt::extra_refusal == simt::LtRefusal::kHeuristic && problem.op.epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+    return reject(CUBLAS_STATUS_NOT_SUPPORTED, api, simt::extra_refusal_reason());
+  const simt::Algorithm algo = simt::choose_algorithm(problem, simt::read<simt::Preference>(pref));
   results[0] = cublasLtMatmulHeuristicResult_t{};
-  results[0].algo.data[0] = simt::kAlgoTag;
+  static_assert(sizeof algo <= sizeof results[0].algo.data, "the algorithm must fit cublasLtMatmulAlgo_t");
+  std::memcpy(results[0].algo.data, &algo, sizeof algo);
   results[0].workspaceSize = 0;
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace simt {
 
@@ -27,6 +28,26 @@ class DeviceMemoryAccess {
 // True when [pointer, pointer + bytes) lies inside one cudaMalloc allocation.
 bool is_device_range(const void* pointer, std::size_t bytes);
 
+// Work another emulated library left on the stream to finish later (the emulated NCCL's
+// collectives, which wait for the other ranks): as on a GPU, the stream's later work (launches,
+// cuBLAS products, copies, memsets, events) and cudaStreamSynchronize, cudaDeviceSynchronize and
+// cudaFree wait for it, and cudaStreamQuery answers cudaErrorNotReady until it is done. The
+// emulation has one queue for all streams.
+class PendingWork {
+ public:
+  explicit PendingWork(const void* owner) : owner(owner) {}
+  virtual ~PendingWork() = default;
+  virtual bool poll() = 0;    // makes progress without blocking; true once done
+  virtual void finish() = 0;  // blocks until done
+  const void* const owner;    // what the work belongs to (drop_pending_work)
+};
+void enqueue_pending_work(std::unique_ptr<PendingWork> work);
+// Blocks until all pending work is done, in order.
+void finish_pending_work();
+// Makes progress on the pending work; true when none is left.
+bool poll_pending_work();
+// Forgets the pending work of `owner` unfinished (an aborted communicator's).
+void drop_pending_work(const void* owner);
 // ---- warp-level matrix instructions (tensor_cores.cpp) -------------------------------------------
 // Joins the warp-wide operation `op` (kMma or kLdmatrix) with the given qualifiers: waits, as a
 // warp operation over all 32 lanes, until every lane of the running thread's warp has called it

@@ -7,10 +7,12 @@
 // the wrong direction) is rejected with the same error code, plus a line on stderr saying why.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <iterator>
 #include <map>
 #include <set>
@@ -27,7 +29,7 @@ struct CUevent_st {
 namespace simt {
 namespace {
 
-constexpr std::size_t kGlobalMemoryBytes = std::size_t{16} << 30;
+constexpr std::size_t kGlobalMemoryBytes = std::size_t{16} << 30;  // unless SIMT_DEVICE_MEMORY says otherwise
 constexpr std::size_t kDefaultDynamicSharedBytes = 48 * 1024;
 constexpr std::size_t kOptInDynamicSharedBytes = 227 * 1024;
 constexpr std::size_t kDeviceAllocationAlignment = 256;  // what cudaMalloc guarantees
@@ -41,6 +43,20 @@ std::map<const void*, std::size_t> dynamic_shared_limits;  // set by cudaFuncSet
 std::size_t device_bytes_in_use = 0;
 cudaError_t last_error = cudaSuccess;
 int device_access_depth = 0;  // DeviceMemoryAccess objects alive
+
+// The device's memory in bytes: SIMT_DEVICE_MEMORY when set (so that a test can run a program
+// on a small device), else 16 GiB. cudaMalloc refuses what does not fit beside what is in use,
+// as a GPU does.
+std::size_t device_capacity() {
+  static const std::size_t capacity = [] {
+    const char* bytes = std::getenv("SIMT_DEVICE_MEMORY");
+    return bytes != nullptr && *bytes != '\0' ? static_cast<std::size_t>(std::strtoull(bytes, nullptr, 10))
+                                              : kGlobalMemoryBytes;
+  }();
+  return capacity;
+}
+
+std::deque<std::unique_ptr<PendingWork>> pending_work;  // in the order it was enqueued
 
 // Says on stderr why a call fails, remembers the error for cudaGetLastError and returns it.
 cudaError_t fail(cudaError_t error, const char* why) {
@@ -93,6 +109,30 @@ bool is_device_range(const void* pointer, std::size_t bytes) {
   return start < base + size && bytes <= static_cast<std::size_t>(base + size - start);
 }
 
+void enqueue_pending_work(std::unique_ptr<PendingWork> work) { pending_work.push_back(std::move(work)); }
+
+void finish_pending_work() {
+  while (!pending_work.empty()) {
+    const std::unique_ptr<PendingWork> work = std::move(pending_work.front());
+    pending_work.pop_front();
+    work->finish();
+  }
+}
+
+bool poll_pending_work() {
+  while (!pending_work.empty()) {
+    if (!pending_work.front()->poll()) return false;
+    pending_work.pop_front();
+  }
+  return true;
+}
+
+void drop_pending_work(const void* owner) {
+  pending_work.erase(std::remove_if(pending_work.begin(), pending_work.end(),
+                                    [&](const std::unique_ptr<PendingWork>& work) { return work->owner == owner; }),
+                     pending_work.end());
+}
+
 std::size_t max_dynamic_shared_bytes(const void* kernel) {
   const auto limit = dynamic_shared_limits.find(kernel);
   return limit == dynamic_shared_limits.end() ? kDefaultDynamicSharedBytes : limit->second;
@@ -143,7 +183,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (device != 0) return fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties: the emulator has only device 0");
   std::memset(prop, 0, sizeof *prop);
   std::snprintf(prop->name, sizeof prop->name, "SIMT emulator (CPU)");
-  prop->totalGlobalMem = simt::kGlobalMemoryBytes;
+  prop->totalGlobalMem = simt::device_capacity();
   prop->sharedMemPerBlock = simt::kDefaultDynamicSharedBytes;
   prop->sharedMemPerBlockOptin = simt::kOptInDynamicSharedBytes;
   prop->sharedMemPerMultiprocessor = simt::kOptInDynamicSharedBytes + 1024;
@@ -171,12 +211,15 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   if (free == nullptr || total == nullptr) return fail(cudaErrorInvalidValue, "cudaMemGetInfo: null pointer");
-  *total = simt::kGlobalMemoryBytes;
-  *free = simt::kGlobalMemoryBytes - simt::device_bytes_in_use;
+  *total = simt::device_capacity();
+  *free = simt::device_capacity() - simt::device_bytes_in_use;
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+  simt::finish_pending_work();
+  return cudaSuccess;
+}
 
 cudaError_t cudaDeviceReset() { return cudaSuccess; }
 
@@ -195,6 +238,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
     default: return "cudaErrorUnknown";
   }
 }
@@ -206,6 +250,7 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
     default: return "unrecognized error code";
   }
 }
@@ -227,6 +272,8 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   if (pointer == nullptr) return fail(cudaErrorInvalidValue, "cudaMalloc: null pointer");
   *pointer = nullptr;
   if (bytes == 0) return cudaSuccess;
+  if (bytes > simt::device_capacity() - simt::device_bytes_in_use)
+    return fail(cudaErrorMemoryAllocation, "cudaMalloc: the device's memory is used up (SIMT_DEVICE_MEMORY)");
   void* memory = nullptr;
   if (posix_memalign(&memory, simt::kDeviceAllocationAlignment, bytes) != 0)
     return fail(cudaErrorMemoryAllocation, "cudaMalloc: out of host memory");
@@ -240,6 +287,7 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
 
 cudaError_t cudaFree(void* pointer) {
   if (pointer == nullptr) return cudaSuccess;
+  simt::finish_pending_work();
   const auto allocation = simt::device_allocations.find(static_cast<const char*>(pointer));
   if (allocation == simt::device_allocations.end())
     return fail(cudaErrorInvalidValue, "cudaFree: not a pointer returned by cudaMalloc");
@@ -279,6 +327,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind 
   }
   if (count == 0) return cudaSuccess;
   if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue, "cudaMemcpy: null pointer");
+  simt::finish_pending_work();
   if (!simt::on_expected_side(dst, count, dst_on_device))
     return fail(cudaErrorInvalidValue, dst_on_device
                     ? "cudaMemcpy: the destination range is not inside one cudaMalloc allocation"
@@ -301,6 +350,7 @@ cudaError_t cudaMemset(void* pointer, int value, size_t count) {
   if (count == 0) return cudaSuccess;
   if (!simt::is_device_range(pointer, count))
     return fail(cudaErrorInvalidValue, "cudaMemset: the range is not inside one cudaMalloc allocation");
+  simt::finish_pending_work();
   const simt::DeviceMemoryAccess access;
   std::memset(pointer, value, count);
   return cudaSuccess;
@@ -333,7 +383,14 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (stream != nullptr && simt::streams.count(stream) == 0)
     return fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: unknown stream");
+  simt::finish_pending_work();
   return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (stream != nullptr && simt::streams.count(stream) == 0)
+    return fail(cudaErrorInvalidResourceHandle, "cudaStreamQuery: unknown stream");
+  return simt::poll_pending_work() ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
@@ -348,6 +405,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
   if (simt::events.count(event) == 0)
     return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: unknown event");
+  simt::finish_pending_work();
   event->recorded = std::chrono::steady_clock::now();
   return cudaSuccess;
 }

@@ -607,6 +607,7 @@ void run_grid(const LaunchConfig& config, void (*thread_body)(const void*), cons
   if (running_block != nullptr)
     throw KernelError("launch of " + describe_kernel(config) + " from device code: not emulated");
   check_launch(config);
+  finish_pending_work();  // the stream's earlier work first
   const Schedule schedule = active_schedule;
   std::mt19937_64 random(schedule.seed);  // the same seed gives the same orders, test by test
   const DeviceMemoryAccess device_memory;

@@ -5,8 +5,9 @@
 // runtime API (implemented in runtime.cpp), cuBLAS (cublas.cpp), cuBLASLt (cublaslt.cpp) and the
 // bf16 type with its host arithmetic. This header adds what only exists on a GPU: the thread coordinates,
 // barriers, warp operations, atomics and intrinsics (device_api.h), the WMMA warp matrix
-// operations (wmma.h), and the launch helper
-// that rewritten `<<<...>>>` launches call (launch.h).
+// operations (wmma.h), the launch helper
+// that rewritten `<<<...>>>` launches call (launch.h), and the tests' control of the emulated
+// cuBLASLt (cublaslt.h).
 #pragma once
 
 // Lets test code ask whether it runs on the emulator. Kernels never need to.
@@ -24,3 +25,4 @@
 #include "device_api.h"
 #include "wmma.h"
 #include "launch.h"
+#include "cublaslt.h"

@@ -46,6 +46,11 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id);
 // Collective over the nranks processes that pass the same id: this process is rank `rank`.
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
+// Frees the communicator and abandons the operations it has not completed.
+ncclResult_t ncclCommAbort(ncclComm_t comm);
+// The communicator's asynchronous error: ncclSuccess, or what went wrong in an operation posted
+// on a stream after its call returned.
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
 // recvbuff (count elements) = the reduction over the ranks of their sendbuff; in place allowed.
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);

@@ -115,6 +115,35 @@ void grouped_broadcasts_gather_ranges(ncclComm_t comm) {
     expect(ncclGroupEnd() == ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart refused");
 }
 
+// A collective returns once posted, as on a GPU: rank 0 posts a sum the others post only after
+// a barrier, so until then its stream is busy (cudaStreamQuery: cudaErrorNotReady) without an
+// asynchronous error; the stream then finishes it with the right sum. A communicator aborted
+// with nothing pending, and the null one, behave as documented.
+void collectives_are_asynchronous(ncclComm_t comm) {
+    float* data = to_device(std::vector<float>{float(rank + 1)});
+    cudaStream_t stream = nullptr;
+    expect(cudaStreamCreate(&stream) == cudaSuccess, "cudaStreamCreate");
+    if (rank == 0) {
+        expect(ncclAllReduce(data, data, 1, ncclFloat, ncclSum, comm, stream) == ncclSuccess, "ncclAllReduce posted");
+        expect(cudaStreamQuery(stream) == cudaErrorNotReady, "stream busy while the others have not posted");
+        ncclResult_t async = ncclInternalError;
+        expect(ncclCommGetAsyncError(comm, &async) == ncclSuccess && async == ncclSuccess, "no asynchronous error");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0)
+        expect(ncclAllReduce(data, data, 1, ncclFloat, ncclSum, comm, stream) == ncclSuccess, "ncclAllReduce posted");
+    while (cudaStreamQuery(stream) == cudaErrorNotReady) {}
+    expect(cudaStreamQuery(stream) == cudaSuccess, "stream done");
+    expect(from_device(data, 1)[0] == float(ranks * (ranks + 1) / 2), "the sum, once the stream is done");
+    cudaStreamDestroy(stream);
+
+    ncclResult_t async = ncclSuccess;
+    expect(ncclCommGetAsyncError(nullptr, &async) == ncclInvalidArgument, "ncclCommGetAsyncError of no communicator");
+    expect(ncclCommAbort(nullptr) == ncclInvalidArgument, "ncclCommAbort of no communicator");
+    ncclComm_t other = make_comm();
+    expect(ncclCommAbort(other) == ncclSuccess, "ncclCommAbort");
+}
+
 // A communicator that does not cover the processes, or an id not from ncclGetUniqueId, is
 // refused, on every rank alike.
 void bad_communicators_are_refused() {
@@ -138,6 +167,7 @@ int main(int argc, char** argv) {
     all_reduce_sums_floats(comm);
     all_reduce_refuses_what_it_lacks(comm);
     grouped_broadcasts_gather_ranges(comm);
+    collectives_are_asynchronous(comm);
     expect(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
     bad_communicators_are_refused();
     int all_failures = 0;

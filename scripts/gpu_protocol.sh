@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# scripts/gpu_protocol.sh — the claims of the CPU protocol again at larger width and depth, on
+# one GPU (docs/experiments.md, *The protocol on a GPU*): the presets gpu-e1 (the edge scan:
+# Pre- and Peri-LN × Δt 1, 0.1 from lr 1e-3 up, extended by half decades until every edge is
+# bracketed), gpu-e2 (depths 6 to 48 at C = 256, each configuration at its best lr of gpu-e1,
+# then the intervention) and gpu-e3 (the edge of gpu-e1, wd 0 and 0.1), once in bf16 and once in
+# fp32, then the claims table of each precision. Every table, report, figure and claims.md goes
+# to OUT/{bf16,fp32}/ (the runs to OUT/{bf16,fp32}/runs/); OUT/summary.txt has the wall time of
+# each experiment. Modelled at about 6 minutes on one H200 (the GPU is shared by 8 runs at once;
+# not yet run on a GPU).
+#
+#   scripts/gpu_protocol.sh OUT                           ./train and ./eval of this checkout
+#   scripts/gpu_protocol.sh --prebuilt build/gpu-bundle OUT   the binaries of make gpu-bundle
+#   TRAIN_BIN=... EVAL_BIN=... scripts/gpu_protocol.sh OUT    any others
+#   scripts/gpu_protocol.sh --device cpu OUT -- FLAGS...  on the CPU (one pass, no precision),
+#                                                          FLAGS added to every sweep (test_sweep
+#                                                          runs it so on a tiny model)
+# Exit status: 0 done, 1 an experiment failed (its sweep's log says which run), 2 bad arguments.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+TRAIN_BIN=${TRAIN_BIN:-$PWD/train}
+EVAL_BIN=${EVAL_BIN:-$PWD/eval}
+DEVICE=cuda
+OUT=
+EXTRA=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --prebuilt) [ -d "${2:-}" ] || { echo "gpu_protocol.sh: --prebuilt: no folder '${2:-}'" >&2; exit 2; }
+                TRAIN_BIN=$(cd "$2" && pwd)/train; EVAL_BIN=$(cd "$2" && pwd)/eval; shift ;;
+    --device) DEVICE=${2:-}; shift ;;
+    --) shift; EXTRA=("$@"); break ;;
+    -*) echo "gpu_protocol.sh: unknown argument '$1' (--prebuilt DIR, --device cpu|cuda, OUT, -- FLAGS)" >&2; exit 2 ;;
+    *) [ -z "$OUT" ] || { echo "gpu_protocol.sh: one OUT folder, not '$OUT' and '$1'" >&2; exit 2; }; OUT=$1 ;;
+  esac
+  shift
+done
+[ -n "$OUT" ] || { echo "gpu_protocol.sh: no OUT folder (scripts/gpu_protocol.sh [--prebuilt DIR] OUT)" >&2; exit 2; }
+case $DEVICE in cuda) PRECISIONS=(bf16 fp32) ;; cpu) PRECISIONS=(cpu) ;;
+  *) echo "gpu_protocol.sh: --device $DEVICE: cpu or cuda" >&2; exit 2 ;; esac
+for bin in "$TRAIN_BIN" "$EVAL_BIN"; do
+  [ -x "$bin" ] || { echo "gpu_protocol.sh: no program $bin (make train eval, or --prebuilt DIR)" >&2; exit 2; }
+done
+mkdir -p "$OUT" || exit 2
+OUT=$(cd "$OUT" && pwd)
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+STATUS=0
+
+# experiment NAME PRECISION FLAGS...: one sweep, its log in OUT/PRECISION/NAME.log.
+experiment() {
+  local name=$1 precision=$2 start=$SECONDS
+  shift 2
+  local dir=$OUT/$precision
+  local flags=(--preset "gpu-$name" --device "$DEVICE" --out "$dir/runs/$name" --publish "$dir/$name"
+               --train-bin "$TRAIN_BIN" --eval-bin "$EVAL_BIN")
+  [ "$precision" = cpu ] || flags+=(--precision "$precision")
+  if python3 sweep.py "${flags[@]}" "$@" "${EXTRA[@]}" > "$dir/$name.log" 2>&1; then
+    echo "$precision $name: done in $((SECONDS - start)) s" | tee -a "$SUMMARY"
+  else
+    echo "$precision $name: FAILED after $((SECONDS - start)) s (see $dir/$name.log)" | tee -a "$SUMMARY"
+    STATUS=1
+    return 1
+  fi
+}
+
+TOTAL=$SECONDS
+for precision in "${PRECISIONS[@]}"; do
+  mkdir -p "$OUT/$precision"
+  experiment e1 "$precision" &&
+    experiment e2 "$precision" --lr-from "$OUT/$precision/runs/e1" &&
+    experiment e3 "$precision" --lr-from "$OUT/$precision/runs/e1" &&
+    if python3 sweep.py --claims --docs "$OUT/$precision" > "$OUT/$precision/claims.log" 2>&1; then
+      echo "$precision claims: $OUT/$precision/claims.md" | tee -a "$SUMMARY"
+    else
+      echo "$precision claims: FAILED (see $OUT/$precision/claims.log)" | tee -a "$SUMMARY"
+      STATUS=1
+    fi
+done
+echo "gpu_protocol: $((SECONDS - TOTAL)) s in all; tables, reports and claims in $OUT" | tee -a "$SUMMARY"
+exit $STATUS
