@@ -47,13 +47,22 @@ inline void write_text_atomically(const std::string& path, const std::string& te
 // Model checkpoints (docs/formats.md §2): int32 header[256] then float32 parameters in file
 // order. Version 3 is llm.c's GPT-2 file (Pre-LN, Δt = 1); version 100 records placement and Δt.
 
+// A uint64 stored in two consecutive int32 header entries (little-endian).
+inline void put_u64(int32_t* h, uint64_t x) { std::memcpy(h, &x, sizeof x); }
+inline uint64_t get_u64(const int32_t* h) {
+    uint64_t x;
+    std::memcpy(&x, h, sizeof x);
+    return x;
+}
+
 constexpr int CHECKPOINT_MAGIC = 20240326;
 constexpr int CHECKPOINT_VERSION_LLMC = 3;
 constexpr int CHECKPOINT_VERSION_LN = 100;
 constexpr size_t HEADER_INTS = 256;
+constexpr int CHECKPOINT_RUN_ID_WORD = 10;  // [10..11]: the run id of ./train's run (0: none); llm.c reads [0..7]
 
 // Builds the header for a model.
-inline std::array<int32_t, HEADER_INTS> checkpoint_header(const ModelConfig& m) {
+inline std::array<int32_t, HEADER_INTS> checkpoint_header(const ModelConfig& m, uint64_t run_id = 0) {
     std::array<int32_t, HEADER_INTS> h{};
     bool llmc = m.placement == Placement::Pre && m.dt == 1.0f;
     h[0] = CHECKPOINT_MAGIC;
@@ -63,6 +72,7 @@ inline std::array<int32_t, HEADER_INTS> checkpoint_header(const ModelConfig& m) 
         h[8] = (int32_t)m.placement;
         std::memcpy(&h[9], &m.dt, sizeof(float));
     }
+    put_u64(&h[CHECKPOINT_RUN_ID_WORD], run_id);
     return h;
 }
 
@@ -110,9 +120,18 @@ inline ModelConfig read_checkpoint(const std::string& path, std::vector<float>* 
     return m;
 }
 
-// Writes a checkpoint of the model with the given parameters (file order).
-inline void write_checkpoint(const std::string& path, const ModelConfig& m, const float* params) {
-    std::array<int32_t, HEADER_INTS> h = checkpoint_header(m);
+// The run id a checkpoint's header records (0: none, as in llm.c's files and older ones of ours).
+inline uint64_t checkpoint_run_id(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::array<int32_t, HEADER_INTS> h{};
+    if (!in.read((char*)h.data(), sizeof h)) throw InputError(path + ": truncated checkpoint header");
+    return get_u64(&h[CHECKPOINT_RUN_ID_WORD]);
+}
+
+// Writes a checkpoint of the model with the given parameters (file order); `run_id`: of the
+// ./train run that saves it (0: none).
+inline void write_checkpoint(const std::string& path, const ModelConfig& m, const float* params, uint64_t run_id = 0) {
+    std::array<int32_t, HEADER_INTS> h = checkpoint_header(m, run_id);
     write_file_atomically(path, {{h.data(), sizeof(h)}, {params, num_parameters(m) * sizeof(float)}});
 }
 
@@ -120,7 +139,8 @@ inline void write_checkpoint(const std::string& path, const ModelConfig& m, cons
 // Optimiser state files (docs/formats.md §3): state_%08d.bin beside model_%08d.bin, the number
 // being the steps done. int32 header[256]: [0] magic, [1] version, [2] steps done, [3]
 // placement; [4..5] num params, [6..7] seed, [8..9] loader epoch, [10..11] loader cursor
-// (uint64 as two int32), [12..13] first loss (double bits); then float32 m[num params],
+// (uint64 as two int32), [12..13] first loss (double bits), [14..15] run id (0: none); then
+// float32 m[num params],
 // v[num params] in file order.
 
 constexpr int32_t STATE_MAGIC = 20251129;
@@ -132,16 +152,9 @@ struct TrainState {
     uint64_t seed = 0;
     LoaderState loader{};
     double first_loss = 0;
+    uint64_t run_id = 0;  // of the run (config.json "run_id"); 0 in older files
     std::vector<float> m, v;  // AdamW moments, file order
 };
-
-// A uint64 stored in two consecutive int32 header entries (little-endian).
-inline void put_u64(int32_t* h, uint64_t x) { std::memcpy(h, &x, sizeof x); }
-inline uint64_t get_u64(const int32_t* h) {
-    uint64_t x;
-    std::memcpy(&x, h, sizeof x);
-    return x;
-}
 
 // Writes the state of a run of a model with this placement, whole or not at all.
 inline void write_state(const std::string& path, const TrainState& s, Placement placement) {
@@ -150,6 +163,7 @@ inline void write_state(const std::string& path, const TrainState& s, Placement 
     put_u64(&h[4], s.m.size()); put_u64(&h[6], s.seed);
     put_u64(&h[8], s.loader.epoch); put_u64(&h[10], s.loader.cursor);
     std::memcpy(&h[12], &s.first_loss, sizeof(double));
+    put_u64(&h[14], s.run_id);
     write_file_atomically(path, {{h, sizeof h}, {s.m.data(), s.m.size() * sizeof(float)},
                                  {s.v.data(), s.v.size() * sizeof(float)}});
 }
@@ -173,6 +187,7 @@ inline TrainState read_state(const std::string& path, size_t num_params, Placeme
     s.seed = get_u64(&h[6]);
     s.loader = {get_u64(&h[8]), get_u64(&h[10])};
     std::memcpy(&s.first_loss, &h[12], sizeof(double));
+    s.run_id = get_u64(&h[14]);
     s.m.resize(num_params);
     s.v.resize(num_params);
     if (!in.read((char*)s.m.data(), num_params * sizeof(float)) || !in.read((char*)s.v.data(), num_params * sizeof(float)))

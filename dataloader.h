@@ -129,18 +129,54 @@ class DataLoader {
     // The fingerprint of the tokenizer the shards record (0 when none records one).
     uint32_t tokenizer() const { return tokenizer_; }
 
-    // The token count in the header of the longest shard matching `pattern`, read without
-    // validating anything else (0 when nothing matches or no header reads): enough to choose a
-    // batch size that fits before the loader itself checks every file.
-    static uint64_t longest_shard_tokens(const std::string& pattern) {
-        uint64_t longest = 0;
+    // The token counts in the headers of the shards matching `pattern`, read without validating
+    // anything else (none for a file whose header does not read): enough to choose a batch size
+    // that fits before the loader itself checks every file.
+    static std::vector<uint64_t> shard_header_tokens(const std::string& pattern) {
+        std::vector<uint64_t> counts;
         for (const std::string& path : glob_files(pattern)) {
             File file(std::fopen(path.c_str(), "rb"), &std::fclose);
             int32_t header[3];
             if (file && std::fread(header, sizeof header, 1, file.get()) == 1 && header[0] == kShardMagic && header[2] > 0)
-                longest = std::max<uint64_t>(longest, uint64_t(header[2]));
+                counts.push_back(uint64_t(header[2]));
         }
-        return longest;
+        return counts;
+    }
+
+    // The tokenizer the shards matching `pattern` record, read from their headers alone (0 when
+    // none records one); an InputError when two record different ones, as the loader refuses.
+    static uint32_t recorded_tokenizer(const std::string& pattern) {
+        std::vector<Shard> shards;
+        for (const std::string& path : glob_files(pattern)) {
+            File file(std::fopen(path.c_str(), "rb"), &std::fclose);
+            int32_t header[kShardTokenizerWord + 1];
+            if (file && std::fread(header, sizeof header, 1, file.get()) == 1 && header[0] == kShardMagic)
+                shards.push_back({path, 0, 0, uint32_t(header[kShardTokenizerWord])});
+        }
+        return common_tokenizer(shards);
+    }
+
+    // The longest shard's token count (shard_header_tokens; 0 when none reads).
+    static uint64_t longest_shard_tokens(const std::string& pattern) {
+        const std::vector<uint64_t> counts = shard_header_tokens(pattern);
+        return counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+    }
+
+    // All the shards' tokens together (shard_header_tokens; 0 when none reads).
+    static uint64_t all_shard_tokens(const std::string& pattern) {
+        uint64_t total = 0;
+        for (uint64_t count : shard_header_tokens(pattern)) total += count;
+        return total;
+    }
+
+    // The files matching the glob `pattern`, in byte-wise sorted order (none: an empty list).
+    static std::vector<std::string> glob_files(const std::string& pattern) {
+        glob_t matches{};
+        const int status = glob(pattern.c_str(), 0, nullptr, &matches);
+        std::vector<std::string> files(matches.gl_pathv, matches.gl_pathv + (status == 0 ? matches.gl_pathc : 0));
+        globfree(&matches);
+        std::sort(files.begin(), files.end());
+        return files;
     }
 
  private:
@@ -161,16 +197,6 @@ class DataLoader {
     };
 
     using File = std::unique_ptr<FILE, int (*)(FILE*)>;
-
-    // The files matching the glob `pattern`, in byte-wise sorted order (none: an empty list).
-    static std::vector<std::string> glob_files(const std::string& pattern) {
-        glob_t matches{};
-        const int status = glob(pattern.c_str(), 0, nullptr, &matches);
-        std::vector<std::string> files(matches.gl_pathv, matches.gl_pathv + (status == 0 ? matches.gl_pathc : 0));
-        globfree(&matches);
-        std::sort(files.begin(), files.end());
-        return files;
-    }
 
     // glob_files, but throws when no file matches.
     static std::vector<std::string> matching_files(const std::string& pattern) {
@@ -300,11 +326,13 @@ class DataLoader {
 
 // Throws InputError when the shards of `a` and `b` (say the training and the validation data)
 // record different tokenizers; shards that record none pass.
+inline void check_same_tokenizer(const std::string& a_pattern, uint32_t a, const std::string& b_pattern, uint32_t b) {
+    if (a != 0 && b != 0 && a != b)
+        throw InputError(b_pattern + ": made by tokenizer " + tokenizer_name(b) + ", but " + a_pattern +
+                         " by tokenizer " + tokenizer_name(a) + ": shards of different tokenizers cannot be used in one run");
+}
 inline void check_same_tokenizer(const DataLoader& a, const DataLoader& b) {
-    if (a.tokenizer() != 0 && b.tokenizer() != 0 && a.tokenizer() != b.tokenizer())
-        throw InputError(b.pattern() + ": made by tokenizer " + tokenizer_name(b.tokenizer()) + ", but " +
-                         a.pattern() + " by tokenizer " + tokenizer_name(a.tokenizer()) +
-                         ": shards of different tokenizers cannot be used in one run");
+    check_same_tokenizer(a.pattern(), a.tokenizer(), b.pattern(), b.tokenizer());
 }
 
 // The first shard file of `b` that is also a shard of `a` (the same file, however it is named),
@@ -317,4 +345,15 @@ inline std::string shared_shard(const DataLoader& a, const DataLoader& b) {
             if (id && id == file_id(other)) return path;
     }
     return "";
+}
+
+// Refuses (an InputError naming `flag`) reading `batches` batches, the first ones in order, of
+// validation shards `pattern` that hold `distinct` ones, unless `allow_repeats` (-allow_repeats
+// 1): batches after the distinct ones would repeat the first. ./train and ./eval share the rule.
+inline void check_distinct_batches(const std::string& flag, uint64_t batches, const std::string& pattern,
+                                   uint64_t distinct, bool allow_repeats) {
+    if (batches > distinct && !allow_repeats)
+        throw InputError("flag " + flag + ": " + std::to_string(batches) + " batches but " + pattern + " holds " +
+                         std::to_string(distinct) + " distinct batches of B*T+1 tokens; lower " + flag +
+                         " or give -allow_repeats 1 to read some twice");
 }

@@ -32,7 +32,9 @@
 #include "json.h"
 #include "gpt2_cpu.h"
 #include "model.h"
+#include "paths.h"
 #include "rouge.h"
+#include "run_counts.h"
 #include "run_dir.h"
 #include "setup.h"
 #include "stability.h"
@@ -381,15 +383,38 @@ static std::string batches_read(const EvalOptions& o, uint64_t distinct) {
                              " of the " + std::to_string(distinct) + " distinct ones, in order";
     if ((uint64_t)most <= distinct) return span + ", none repeated";
     const char* flag = most == o.eval_batches ? "-eval_batches" : most == o.diag_batches ? "-diag_batches" : "-samples";
-    if (!o.allow_repeats)
-        throw InputError(std::string("flag ") + flag + ": " + std::to_string(most) + " batches but " + o.val_data +
-                         " holds " + std::to_string(distinct) + " distinct batches of B*T+1 tokens; lower " + flag +
-                         " or give -allow_repeats 1 to read some twice");
+    check_distinct_batches(flag, most, o.val_data, distinct, o.allow_repeats);
     return span + "; batches after " + std::to_string(distinct) + " repeat the first ones (-allow_repeats 1)";
+}
+
+// The files this evaluation reads: the checkpoint, the tokenizer and the shards of -val_data and
+// -train_data, each as messages name it and by identity (paths.h).
+static std::vector<CommandInput> eval_inputs(const EvalOptions& o) {
+    std::vector<CommandInput> inputs = {{"the -model file " + o.model_path, file_id(o.model_path)},
+                                        {"the -tokenizer file " + o.tokenizer_path, file_id(o.tokenizer_path)}};
+    for (const char* flag : {"-val_data", "-train_data"})
+        for (const std::string& path : DataLoader::glob_files(flag[1] == 'v' ? o.val_data : o.train_data))
+            inputs.push_back({std::string("the ") + flag + " shard " + path, file_id(path)});
+    return inputs;
+}
+
+// Refuses, before any work, an output (-json, -pairs) that is one of the files read, that both
+// name, or that cannot be created (paths.h).
+static void check_outputs(const EvalOptions& o) {
+    std::vector<CommandInput> inputs = eval_inputs(o);
+    for (const auto& [flag, path] : {std::pair{"-json", o.json_path}, std::pair{"-pairs", o.pairs_path}}) {
+        if (path.empty()) continue;
+        const std::string name = std::string("flag ") + flag + " " + path;
+        check_not_an_input(name, file_id(path), inputs);
+        check_can_create(path, name);
+    }
+    if (!o.json_path.empty() && (o.json_path == o.pairs_path || (file_id(o.json_path) && file_id(o.json_path) == file_id(o.pairs_path))))
+        throw InputError("flag -pairs " + o.pairs_path + " is the -json file: give each output a file of its own");
 }
 
 static int evaluate(EvalOptions o) {
     const auto start = std::chrono::steady_clock::now();
+    check_outputs(o);
     std::vector<float> params;
     const ModelConfig cfg = read_checkpoint(o.model_path, &params);
     const std::string device = resolve_device(o.device);
@@ -422,9 +447,19 @@ static int evaluate(EvalOptions o) {
         tok_problem = e.what();
     }
 
+    if (o.B) batch_positions(o.B, T);  // checked before the device's memory plan multiplies it further
     o.B = fit_device_batch(device, o.precision, cfg, o.B ? o.B : default_batch(8, T, {o.val_data}), o.B != 0, T);
+    evaluation_tokens(std::max(o.eval_batches, o.diag_batches), o.B, T);
     DataLoader val(o.val_data, o.B, T, cfg.V, false, 0);
     const std::string batches = batches_read(o, val.num_windows());
+    if (tok && val.tokenizer() != 0 && tok->fingerprint() != val.tokenizer()) {
+        const std::string problem = o.tokenizer_path + " is tokenizer " + tokenizer_name(tok->fingerprint()) + " but " +
+                                    o.val_data + " was made by tokenizer " + tokenizer_name(val.tokenizer());
+        if (o.given.count("tokenizer") || !o.pairs_path.empty() || o.samples > 0)
+            throw InputError("flag -tokenizer: " + problem);
+        tok.reset();
+        tok_problem = problem + "; give -tokenizer";
+    }
     // Accuracy, ROUGE and the diagnostics run on a CPU model: on the CPU the backend's own, on
     // CUDA a host copy of the weights.
     std::unique_ptr<Backend> backend;
@@ -455,6 +490,7 @@ static int evaluate(EvalOptions o) {
     // Without -train_data, default training shards that do not fit the model (another corpus or
     // vocabulary) only turn the baselines off, as a missing default tokenizer turns ROUGE off.
     try {
+        check_same_tokenizer(o.train_data, DataLoader::recorded_tokenizer(o.train_data), o.val_data, val.tokenizer());
         r.baselines = evaluated_baselines(o.train_data, cfg.V, true, val, o.eval_batches, size_t(o.B) * T);
     } catch (const InputError& e) {
         if (o.given.count("train_data")) throw;
@@ -486,7 +522,7 @@ int main(int argc, char** argv) {
     return run_program("eval", eval_usage(), argc, argv, [&] {
         EvalOptions opt = parse_eval_options(argc, argv);
         flush_subnormals_to_zero();
-        if (opt.threads > 0) omp_set_num_threads(opt.threads);
+        set_threads(opt.threads);
         return evaluate(opt);
     });
 }

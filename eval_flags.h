@@ -9,7 +9,6 @@
 
 #include "errors.h"
 #include "flags.h"
-#include "run_dir.h"  // check_output_file
 #include "setup.h"    // DEFAULT_TRAIN_DATA, DEFAULT_VAL_DATA
 
 constexpr const char* DEFAULT_TOKENIZER = "data/gpt2_tokenizer.bin";
@@ -94,14 +93,12 @@ inline const std::vector<EvalFlag>& eval_flags() {
 
 inline std::string eval_usage() { return usage_text("usage: ./eval -model FILE [-name value ...]", eval_flags()); }
 
-// The options of argv, every flag checked against its values and against the others, and the
-// output files checked writable before any work; throws InputError naming the first bad flag.
+// The options of argv, every flag checked against its values and against the others; throws
+// InputError naming the first bad flag. (eval.cpp checks the output files before any work.)
 inline EvalOptions parse_eval_options(int argc, char** argv) {
     EvalOptions o = read_flags(eval_flags(), argc, argv);
     if (o.model_path.empty()) throw InputError("flag -model: a checkpoint file is required");
     if (o.given.count("sigma") && o.given.count("sigma_rel"))
         throw InputError("flag -sigma: give -sigma (absolute) or -sigma_rel (relative), not both");
-    if (!o.json_path.empty()) check_output_file(o.json_path, "-json");
-    if (!o.pairs_path.empty()) check_output_file(o.pairs_path, "-pairs");
     return o;
 }

@@ -13,6 +13,7 @@
 // can print one line and exit with status 2 (run_program, which every main() goes through,
 // does that).
 #pragma once
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -291,15 +292,44 @@ struct Flag {
           json([member](const Options& o) { return option_json(o.*member); }) {}
 };
 
+// Refuses a flag glued to its value, as other tools spell it ("-B4", "-lr=1e-3"): at each place
+// where a flag's name stands (argv[1], [3], ...), a word that is not a flag of `table` but
+// starts with one, followed by a digit, '.', '-' or '=', gets a line saying that flags and values
+// are separate words.
+template <typename Options>
+void check_flag_words(const std::vector<Flag<Options>>& table, int argc, char** argv) {
+    for (int i = 1; i < argc; i += 2) {
+        const std::string word = argv[i];
+        if (word.size() < 3 || word[0] != '-') continue;
+        bool known = false;
+        const Flag<Options>* glued = nullptr;  // the longest flag the word starts with
+        for (const Flag<Options>& f : table) {
+            known = known || word.compare(1, std::string::npos, f.name) == 0;
+            if (word.compare(1, f.name.size(), f.name) == 0 && word.size() > f.name.size() + 1 &&
+                (!glued || f.name.size() > glued->name.size()))
+                glued = &f;
+        }
+        if (known || !glued) continue;
+        std::string value = word.substr(glued->name.size() + 1);
+        if (value[0] == '=') value.erase(0, 1);
+        const char c = word[glued->name.size() + 1];
+        if (std::isdigit((unsigned char)c) || c == '.' || c == '-' || c == '=')
+            throw InputError("flag " + word + ": flags and values are separate words: -" + glued->name + " " + value);
+    }
+}
+
 // The options of `table` read from argv: each flag given, or its default, checked against its
 // values; an unknown flag, a repeated one or a bad value is an InputError naming it. Options
 // must have a member `given`, the names of the flags on the command line.
 template <typename Options>
 Options read_flags(const std::vector<Flag<Options>>& table, int argc, char** argv) {
+    check_flag_words(table, argc, argv);
     Flags args(argc, argv);
     Options o;
     for (const Flag<Options>& flag : table) {
         const std::string* given = args.take(flag.name);
+        if (given && given->empty() && flag.values.kind == FlagValues::Kind::Text)
+            throw InputError("flag -" + flag.name + ": the value is empty (give a " + flag.values.placeholder + ")");
         if (given || !flag.fallback.value.empty())
             flag.store(o, check_flag_value(flag.name, flag.values, given ? *given : flag.fallback.value));
     }

@@ -13,7 +13,8 @@
 #include "training.h"
 
 // The record of one optimiser step (docs/logs.md §1).
-inline std::string step_record(int step, double loss, double lr, double grad_norm, double ms, double tok_s) {
+inline std::string step_record(int step, double loss, double lr, double grad_norm, double ms, double tok_s,
+                               double elapsed) {
     return JsonRecord()
         .add("step", std::to_string(step))
         .add("loss", json_number(loss))
@@ -21,6 +22,7 @@ inline std::string step_record(int step, double loss, double lr, double grad_nor
         .add("grad_norm", json_number(grad_norm))
         .add("ms", json_number(ms))
         .add("tok_s", json_number(tok_s))
+        .add("elapsed", json_number(elapsed))
         .str();
 }
 

@@ -25,6 +25,7 @@
 #include "errors.h"
 #include "json.h"
 #include "model.h"
+#include "run_counts.h"
 #include "run_dir.h"
 #include "setup.h"
 #include "train_flags.h"
@@ -51,6 +52,13 @@ inline bool sharded(const Run& r) { return r.opt.zero; }
 inline std::string init_origin(const std::string& init) {
     ModelConfig size;
     return model_size(init, &size) ? "fresh " + init : init;
+}
+
+// A run id as config.json and messages write it: 16 hex digits.
+inline std::string run_id_text(uint64_t id) {
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", (unsigned long long)id);
+    return text;
 }
 
 // Checks that a checkpoint agrees with -ln / -dt when they were given.
@@ -91,6 +99,9 @@ inline bool resume_from_folder(Run& r) {
     check_against_flags(r.cfg, o, model_path);
     r.state = read_state(state_path, r.initial_params.size(), r.cfg.placement);
     check_resumed_state(r.state, n, o, state_path);
+    if (const uint64_t model_run = checkpoint_run_id(model_path); model_run != r.state.run_id)
+        throw InputError(model_path + ": belongs to another run (run id " + run_id_text(model_run) + ") than " +
+                         state_path + " (run id " + run_id_text(r.state.run_id) + ")");
     r.model_origin = "resumed from " + model_path;
     return true;
 }
@@ -118,6 +129,39 @@ inline void start_from_init(Run& r, bool gpu) {
     r.state.seed = o.seed;
 }
 
+// Refuses an input of the run (the -init checkpoint, the shards of -train_data and, with
+// evaluation, of -val_data) that is a file of the -out folder, which the run writes (run_dir.h).
+inline void check_inputs_outside_run_folder(const TrainOptions& o) {
+    std::vector<CommandInput> inputs;
+    auto add = [&](const std::string& name, const std::string& path) { inputs.push_back({name + " " + path, file_id(path)}); };
+    ModelConfig size;
+    if (!o.init.empty() && !model_size(o.init, &size)) add("the -init file", o.init);
+    for (const std::string& path : DataLoader::glob_files(o.train_data)) add("the -train_data shard", path);
+    if (o.eval_every > 0)
+        for (const std::string& path : DataLoader::glob_files(o.val_data)) add("the -val_data shard", path);
+    check_inputs_outside_folder(o.out_dir, inputs);
+}
+
+// GPT-2's step of 524,288 tokens (README "Defaults"), the default -total_batch on CUDA, and the
+// share of the training tokens a default step may take at most: one sixteenth.
+constexpr long long kGpt2StepTokens = 524288;
+constexpr long long kDefaultStepShareOfData = 16;
+
+// The default -total_batch on CUDA: GPT-2's 524,288 tokens rounded down to a multiple of
+// `micro_tokens` (ranks·B·T, at least one); on a corpus of `train_tokens` so small that this is
+// more than 1/16 of it, 1/16 of it (at least one micro-step), said on one line. The bundled
+// corpus's 287,625 tokens take one micro-step of 16 x 1024 tokens (README "Quick start").
+inline long long default_gpu_total_batch(long long micro_tokens, uint64_t train_tokens) {
+    const long long gpt2 = std::max(micro_tokens, kGpt2StepTokens / micro_tokens * micro_tokens);
+    const long long share = (long long)std::min<uint64_t>(train_tokens / kDefaultStepShareOfData, kGpt2StepTokens);
+    const long long fitted = std::max(micro_tokens, share / micro_tokens * micro_tokens);
+    if (train_tokens == 0 || fitted >= gpt2) return gpt2;
+    std::printf("batch: default total_batch %lld lowered to %lld tokens per step, at most 1/%lld of the %llu training "
+                "tokens (at least one micro-step of %lld); give -total_batch to choose\n",
+                gpt2, fitted, kDefaultStepShareOfData, (unsigned long long)train_tokens, micro_tokens);
+    return fitted;
+}
+
 // Resolves the device, the model (resumed, loaded or fresh), and the batch shape before the
 // device has its say (fit_to_device); `ranks` processes share every step.
 inline Run prepare_run(const TrainOptions& o, int ranks) {
@@ -138,6 +182,7 @@ inline Run prepare_run(const TrainOptions& o, int ranks) {
                                                                    : std::vector<std::string>{o.train_data});
     if (s.T > r.cfg.maxT)
         throw InputError("flag -T: " + std::to_string(s.T) + " exceeds the model's maxT " + std::to_string(r.cfg.maxT));
+    batch_positions(s.B, s.T);  // B*T checked before the device's memory plan multiplies it further
     s.zero = o.zero && ranks > 1;
     return r;
 }
@@ -151,15 +196,11 @@ inline void fit_to_device(Run& r, ProcessGroup& group) {
     TrainOptions& s = r.opt;
     r.comm = make_device_comm(r.device, group, num_parameters(r.cfg), group.local_rank());
     s.B = fit_device_batch(r.device, s.precision, r.cfg, s.B, s.given.count("B") > 0, s.T, group.local_rank());
-    const long long tokens = (long long)s.B * s.T * ranks;  // one micro-step of every rank
-    if (s.total_batch == 0) s.total_batch = gpu ? std::max(tokens, 524288LL) / tokens * tokens : tokens;
-    if (s.total_batch % tokens != 0)
-        throw InputError("flag -total_batch: " + std::to_string(s.total_batch) + " is not a multiple of " +
-                         (ranks > 1 ? "ranks*B*T = " + std::to_string(ranks) + "*" + std::to_string(s.B) + "*" +
-                                          std::to_string(s.T) + " = "
-                                    : std::string("B*T = ")) +
-                         std::to_string(tokens));
-    r.grad_accum = (int)(s.total_batch / tokens);
+    const long long micro_tokens = checked_product(ranks, batch_positions(s.B, s.T), "ranks*B*T");
+    if (s.total_batch == 0)
+        s.total_batch = gpu ? default_gpu_total_batch(micro_tokens, DataLoader::all_shard_tokens(s.train_data)) : micro_tokens;
+    r.grad_accum = step_counts(s.B, s.T, ranks, s.total_batch, s.steps).grad_accum;
+    if (s.eval_every > 0) evaluation_tokens(s.eval_batches, s.B, s.T);
 }
 
 // Continues `loader`, rank `rank`'s, where a run saved `saved`: rank 0's position in the stream
@@ -193,7 +234,7 @@ inline void save_checkpoint(Backend& model, const Run& r, TrainState& state, con
     state.loader = train.state();
     const std::string model_path = numbered(r.opt.out_dir, "model", state.steps_done);
     checked_write([&] {
-        write_checkpoint(model_path, r.cfg, params.data());
+        write_checkpoint(model_path, r.cfg, params.data(), state.run_id);
         try {
             write_state(numbered(r.opt.out_dir, "state", state.steps_done), state, r.cfg.placement);
         } catch (const InputError&) {

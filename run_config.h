@@ -41,6 +41,30 @@ inline Json config_json(const Run& r, const std::string& backend, const DataLoad
     return j;
 }
 
+// The id of a fresh run, which config.json ("run_id"), its checkpoints and its optimiser states
+// record (docs/formats.md §2, §3) so that -resume 1 refuses a file of another run: a 64-bit
+// FNV-1a hash of what defines the run, the members `config` records for the flags that define it
+// (the model, its sizes, the data, the seed, the schedule, ...), and the weights of a -init file
+// (`initial_params`; empty for a fresh size, which the seed defines). Two runs with one id are
+// the same computation, so their files are the same too. Never 0, which means "none".
+inline uint64_t fresh_run_id(const Json& config, const std::vector<float>& initial_params) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    auto mix = [&h](const void* data, size_t bytes) {
+        for (size_t i = 0; i < bytes; i++) h = (h ^ static_cast<const unsigned char*>(data)[i]) * 0x100000001b3ull;
+    };
+    for (const TrainFlag& f : train_flags()) {
+        const Json* value = f.on_resume == OnResume::MayChange ? nullptr : config.get(f.record.name);
+        const std::string text = f.record.name + "=" + (value ? value->str() : "") + "\n";
+        mix(text.data(), text.size());
+    }
+    for (const char* size : {"L", "NH", "C", "V", "maxT"}) {
+        const std::string text = std::string(size) + "=" + config.get(size)->str() + "\n";
+        mix(text.data(), text.size());
+    }
+    mix(initial_params.data(), initial_params.size() * sizeof(float));
+    return h ? h : 1;
+}
+
 // Refuses (InputError naming the flag) a -resume 1 whose settings contradict the run's: for every
 // flag that defines the run (and -init when given), the member that records it must hold the
 // same value in `now`, the config.json this start would write, as in `saved`, the folder's (read
@@ -57,7 +81,9 @@ inline void check_same_run(const Json& saved, const Json& now, const TrainOption
         if (is && (!was || *was != *is) && !same_float)
             throw InputError("flag -" + f.name + ": -resume 1 would change " + f.record.name + " from " +
                              (was ? was->str() : "(absent)") + " (" + path + ") to " + is->str() +
-                             "; resume with the run's own settings, or start a new run with another -out");
+                             "; resume with the run's own settings" +
+                             std::string(f.name == "steps" ? ", give -change_steps 1 to change -steps on purpose," : "") +
+                             " or start a new run with another -out");
     }
 }
 
@@ -100,6 +126,10 @@ inline Json resumed_config(const Run& r, const std::string& path, Json now) {
             throw InputError(checkpoint + ": a model with " + size + " " + now.get(size)->str() + ", but the run's is " +
                              was->str() + " (" + path + "); the file belongs to another run");
     }
+    const Json* saved_id = saved.get("run_id");
+    if (r.resuming && saved_id && saved_id->str() != json_string(run_id_text(r.state.run_id)))
+        throw InputError(numbered(r.opt.out_dir, "state", r.state.steps_done) + ": belongs to another run (run id " +
+                         run_id_text(r.state.run_id) + ", but " + path + " has " + saved_id->str() + ")");
     const std::string first_loss = logged_first_loss(r.opt.out_dir);
     if (r.resuming && !first_loss.empty() && first_loss != json_number(r.state.first_loss))
         throw InputError(numbered(r.opt.out_dir, "state", r.state.steps_done) + ": belongs to another run (its step-0 loss " +

@@ -30,6 +30,7 @@
 
 #include "errors.h"
 #include "json.h"
+#include "paths.h"
 
 // Runs `write` (which may throw InputError for a failed write, as model.h's atomic writes do)
 // and turns a failure into an OutputError: at this point the input has long been accepted.
@@ -91,18 +92,12 @@ inline std::vector<int> checkpoint_steps(const std::string& dir) {
     return steps;
 }
 
-// Refuses (InputError naming `flag`) an output file that cannot be written: a folder, or a path
-// whose folder is missing or not writable. Checked before any work, so that a long evaluation
-// does not end in a write that fails.
-inline void check_output_file(const std::string& path, const std::string& flag) {
-    struct stat st;
-    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw InputError("flag " + flag + ": " + path + " is a folder");
-    const size_t slash = path.find_last_of('/');
-    const std::string folder = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-    if (stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-        throw InputError("flag " + flag + ": " + path + ": the folder " + folder + " does not exist");
-    if (access(folder.c_str(), W_OK | X_OK) != 0)
-        throw InputError("flag " + flag + ": " + path + ": the folder " + folder + " is not writable");
+// Refuses (InputError) an input of ./train that is one of the run files of its folder `dir`,
+// which the run writes, replaces or removes (compared by identity: a link or another spelling
+// counts).
+inline void check_inputs_outside_folder(const std::string& dir, const std::vector<CommandInput>& inputs) {
+    for (const std::string& name : run_files(dir))
+        check_not_an_input("-out " + in_folder(dir, name), file_id(in_folder(dir, name)), inputs);
 }
 
 // Creates dir and its parents; throws InputError when that fails.
@@ -226,7 +221,9 @@ public:
     // Opens DIR/log.jsonl. When resuming after `keep_before` steps, records of later steps (from
     // a run that went on past its last checkpoint) are dropped so the log reads as one run;
     // `dropped` receives how many, losses() the training losses of the kept steps in step order
-    // and stats() what their stats records say (the run-outcome rules replay both).
+    // (the run-outcome rules replay them), stats() what their stats records say (the rules replay
+    // them too) and elapsed() the seconds the run had trained by the last kept step (0 for a fresh
+    // log, or one without "elapsed").
     RunLog(const std::string& dir, bool resuming, int keep_before, int* dropped = nullptr) : path_(in_folder(dir, "log.jsonl")) {
         std::string kept;
         int skipped = 0;
@@ -242,6 +239,8 @@ public:
                 }
                 kept += line + "\n";
                 if (const Json* loss = step_loss(record)) losses_.push_back(loss->as_number());
+                const Json* elapsed = record.get("elapsed");
+                if (elapsed && elapsed->kind() == Json::Kind::Number) elapsed_ = elapsed->as_number();
                 const Json* event = record.get("event");
                 if (event && event->kind() == Json::Kind::String && event->text() == "stats") {
                     const std::vector<double> mean_abs = record_numbers(record, "mean_abs");
@@ -268,10 +267,12 @@ public:
     // written whole (the partial line is removed again).
     void write(const std::string& json) { append(json + "\n"); }
     const std::vector<double>& losses() const { return losses_; }
+    double elapsed() const { return elapsed_; }
     const std::vector<LoggedStats>& stats() const { return stats_; }
 
 private:
     std::vector<double> losses_;
+    double elapsed_ = 0;
     std::vector<LoggedStats> stats_;
     std::string path_;
     int fd_;

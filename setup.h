@@ -1,6 +1,8 @@
 // setup.h — start-up shared by ./train and ./eval: choosing the backend (-device), the default
 // data files, and printing what a run uses.
 #pragma once
+#include <omp.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -29,6 +31,17 @@ inline void flush_subnormals_to_zero() {
 #if defined(__SSE__)
     _mm_setcsr(_mm_getcsr() | 0x8040);
 #endif
+}
+
+// -threads N: N OpenMP threads for the CPU model (0: the default, all cores). More threads than
+// the machine has cores only wait for each other (a step 100x slower, measured on 2 cores with
+// -threads 999): allowed, with one line saying so.
+inline void set_threads(int threads) {
+    if (threads <= 0) return;
+    omp_set_num_threads(threads);
+    if (threads > omp_get_num_procs())
+        std::printf("warning: -threads %d is more than the %d cores here; the extra threads only wait (steps are "
+                    "slower, not faster)\n", threads, omp_get_num_procs());
 }
 
 // True when this binary has the CUDA backend and a device is present; fills `description`.

@@ -1,7 +1,8 @@
 // signals.h — stopping ./train like a user expects (README "Stopping and resuming"): the first
-// SIGINT (Ctrl-C) or SIGTERM asks the run to stop after its current step, which then writes a
-// checkpoint pair and exits with status 128 + the signal (130, 143); a second one ends the
-// process at once, as the signal normally would.
+// SIGINT (Ctrl-C) or SIGTERM asks the run to stop after its current step, or at once in an
+// evaluation (which is then dropped), and to write the checkpoint pair of the steps done and exit
+// with status 128 + the signal (130, 143); a second one of either kind ends the process at once,
+// as the signal normally would (the shell reports 130 or 143 too).
 #pragma once
 #include <unistd.h>
 
@@ -11,11 +12,18 @@ namespace stop_request {
 
 inline volatile std::sig_atomic_t signal_number = 0;
 
-// The handler: records the signal, says so on stderr (write(2) is safe in a handler), and
-// leaves the default action in place for the next one (SA_RESETHAND).
+// The handler: records the signal, says so on stderr (write(2) is safe in a handler), and puts
+// the default action back for both signals (sigaction is safe in a handler too), so that the
+// next SIGINT or SIGTERM, whichever it is, ends the process.
 inline void on_signal(int sig) {
     signal_number = sig;
-    const char message[] = "\nstopping after the current step (send the signal again to quit at once)\n";
+    struct sigaction fallback = {};
+    fallback.sa_handler = SIG_DFL;
+    sigemptyset(&fallback.sa_mask);
+    sigaction(SIGINT, &fallback, nullptr);
+    sigaction(SIGTERM, &fallback, nullptr);
+    const char message[] =
+        "\nstopping after the current step or evaluation, with a checkpoint (send a signal again to quit at once)\n";
     if (::write(STDERR_FILENO, message, sizeof message - 1) < 0) {}
 }
 
@@ -23,7 +31,7 @@ inline void on_signal(int sig) {
 inline void install() {
     struct sigaction action = {};
     action.sa_handler = on_signal;
-    action.sa_flags = SA_RESETHAND | SA_RESTART;
+    action.sa_flags = SA_RESTART;
     sigemptyset(&action.sa_mask);
     sigaction(SIGINT, &action, nullptr);
     sigaction(SIGTERM, &action, nullptr);

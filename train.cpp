@@ -63,7 +63,13 @@ struct Training {
     OutcomeTracker outcome;
     int first_step;  // of this process: 0, or the step resumed at
     Clock::time_point start;
+    double elapsed_before;  // seconds the run trained before this process (log.jsonl's last "elapsed")
+    Clock::time_point eta_start;  // after the start-up evaluation: the ETA counts the steps from here
+    int saved_at;         // the steps done of the newest checkpoint pair on disk (-1: none)
     double last_loss = NAN, last_val_loss = NAN;  // for the summary
+
+    // Seconds of training, over every process of the run (resumed ones included).
+    double elapsed() const { return elapsed_before + seconds_since(start); }
 
     void record(const std::string& json) {
         if (log) log->write(json);
@@ -75,15 +81,19 @@ static bool with_stats(const TrainOptions& o) { return o.stats_every > 0; }
 
 // Mean loss over the first `batches` batches of the validation data, the same on every rank:
 // rank r of W evaluates batches r, r + W, ... (its loader is dealt them) and the sum is shared.
+// A SIGINT/SIGTERM ends the loop early: the caller then drops the result (interrupted()).
 static double evaluate(Backend& model, DataLoader& val, int batches, ProcessGroup& group) {
     val.reset();
     double sum = 0;
-    for (int i = group.rank(); i < batches; i += group.size()) {
+    for (int i = group.rank(); i < batches && !stop_request::requested(); i += group.size()) {
         val.next_batch();
         sum += model.network().forward(val.inputs(), val.targets());
     }
     return group.sum(sum) / batches;
 }
+
+// The signal that asked any rank to stop, or 0; collective.
+static int interrupted(ProcessGroup& group) { return group.max(stop_request::requested()); }
 
 // One optimiser step (docs/model.md §5): grad_accum micro-steps on each rank, each a forward and
 // a backward of the loss weighted 1/micro_steps; the gradients summed over the ranks (their mean
@@ -129,19 +139,37 @@ static int train_step(Training& t, int step) {
     t.r.state.steps_done = step + 1;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     const double tok_s = o.total_batch / (ms / 1000.0);
-    const double elapsed = seconds_since(t.start), eta = elapsed / (step + 1 - t.first_step) * (o.steps - step - 1);
+    const double elapsed = t.elapsed(), eta = seconds_since(t.eta_start) / (step + 1 - t.first_step) * (o.steps - step - 1);
     std::printf("step %5d/%d | loss %.4f | lr %.2e | grad norm %.4f | %.1f ms | %.0f tok/s | %s, ETA %s\n", step, o.steps,
                 loss, lr, norm, ms, tok_s, duration_text(elapsed).c_str(), duration_text(eta).c_str());
     t.last_loss = loss;
-    t.record(step_record(step, loss, lr, norm, ms, tok_s));
+    t.record(step_record(step, loss, lr, norm, ms, tok_s, elapsed));
     return 0;
 }
 
-// The validation loss at `step`, printed and logged.
-static void validate(Training& t, int step) {
-    const double val_loss = t.last_val_loss = evaluate(t.model, *t.val_data, t.r.opt.eval_batches, t.group);
+// The validation loss at `step`, printed and logged; returns false, logging nothing, when a
+// signal interrupted the evaluation.
+static bool validate(Training& t, int step) {
+    const double val_loss = evaluate(t.model, *t.val_data, t.r.opt.eval_batches, t.group);
+    if (interrupted(t.group)) return false;
+    t.last_val_loss = val_loss;
     std::printf("step %5d | val loss %.4f | val ppl %.2f\n", step, val_loss, std::exp(val_loss));
     t.record(val_record(step, val_loss).str());
+    return true;
+}
+
+// The end of a run a SIGINT/SIGTERM stopped (`where`: after a step, or in an evaluation): the
+// checkpoint pair of the steps done, unless it is on disk already or no step was done, one line,
+// and the exit status 130 / 143.
+static int stop(Training& t, const char* where) {
+    const int sig = interrupted(t.group);
+    const int done = t.r.state.steps_done;
+    if (done > 0 && t.saved_at != done) save_checkpoint(t.model, t.r, t.r.state, t.train_data, t.group);
+    std::printf("stopped by %s %safter %d of %d steps: %s\n", stop_request::name(sig), where, done, t.r.opt.steps,
+                done == t.r.opt.steps ? "the run is complete; its final evaluation was not made"
+                : done > 0            ? "continue with the same command and -resume 1"
+                                      : "nothing trained, nothing saved");
+    return stop_request::exit_status(sig);
 }
 
 // The end of a run that trained its last step: the final validation loss against unigram_ce of
@@ -153,7 +181,9 @@ static int finish(Training& t) {
     double unigram = NAN;
     std::string result = "ok";
     if (t.val_data && t.first_step < o.steps) {
-        const double val_loss = t.last_val_loss = evaluate(t.model, *t.val_data, o.eval_batches, t.group);
+        const double val_loss = evaluate(t.model, *t.val_data, o.eval_batches, t.group);
+        if (interrupted(t.group)) return stop(t, "in the final evaluation ");
+        t.last_val_loss = val_loss;
         if (t.group.is_root()) {  // over all evaluated batches: a loader of one rank's own
             DataLoader all_val(o.val_data, o.B, o.T, t.r.cfg.V, false, 0);
             unigram = evaluated_baselines(o.train_data, t.r.cfg.V, false, all_val, o.eval_batches, size_t(o.B) * o.T)
@@ -204,9 +234,17 @@ static void print_start(const Run& r, const Backend& model, const DataLoader& tr
     print_model(r.cfg, r.model_origin);
     std::printf("train data: %s (%zu files, %llu tokens)\n", o.train_data.c_str(), train.files().size(),
                 (unsigned long long)train.total_tokens());
-    if (val)
+    if (val) {
         std::printf("val data: %s (%zu files, %llu tokens)\n", o.val_data.c_str(), val->files().size(),
                     (unsigned long long)val->total_tokens());
+        if (const std::string shared = shared_shard(train, *val); !shared.empty())
+            std::printf("warning: the validation shard %s is also training data: the val loss then measures how well "
+                        "the model remembers, not how it generalises\n", shared.c_str());
+        if (uint64_t(o.eval_batches) > val->num_windows())
+            std::printf("val batches: %d per evaluation but %llu distinct ones: batches after %llu repeat the first "
+                        "ones (-allow_repeats 1)\n", o.eval_batches, (unsigned long long)val->num_windows(),
+                        (unsigned long long)val->num_windows());
+    }
     std::printf("batch: B=%d T=%d, %lld tokens per step (%d micro-steps), shuffle %d, seed %llu\n", o.B, o.T,
                 o.total_batch, r.grad_accum * r.ranks, (int)o.shuffle, (unsigned long long)r.state.seed);
     if (r.ranks > 1)
@@ -231,8 +269,11 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
     start_on_every_rank(group, [&] {
         train_data = std::make_unique<DataLoader>(o.train_data, o.B, o.T, r.cfg.V, o.shuffle, r.state.seed,
                                                   group.rank(), group.size());
-        if (o.eval_every > 0)
+        if (o.eval_every > 0) {
             val_data = std::make_unique<DataLoader>(o.val_data, o.B, o.T, r.cfg.V, false, 0, group.rank(), group.size());
+            check_same_tokenizer(*train_data, *val_data);
+            check_distinct_batches("-eval_batches", o.eval_batches, o.val_data, val_data->num_windows(), o.allow_repeats);
+        }
         if (r.resuming) resume_loader(*train_data, r.state.loader, group.rank());
         model = make_backend(r.device, o.precision, o.cpu_ops, r.cfg, o.B, o.T, group.local_rank(), r.comm);
         config = config_json(r, model->name(), *train_data, val_data.get());
@@ -242,6 +283,8 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
         check_ranks_agree(group, config);
         if (o.resume && group.is_root()) config = resumed_config(r, config_path, config);
     });
+    if (!r.resuming) r.state.run_id = fresh_run_id(config, r.initial_params);
+    if (r.state.run_id) config.set("run_id", Json::string(run_id_text(r.state.run_id)));  // 0: an older run's files
     print_start(r, *model, *train_data, val_data.get(), load_model(r, *model, group));
     if (r.resuming && r.state.steps_done == o.steps) {
         std::printf("resume: the run in %s is complete (%d of %d steps, %s); nothing to train\n", o.out_dir.c_str(),
@@ -261,24 +304,24 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
                     numbered(o.out_dir, "model", r.state.steps_done).c_str(),
                     dropped ? ("; " + std::to_string(dropped) + " log records from after that checkpoint dropped").c_str() : "");
 
+    const double elapsed_before = log ? log->elapsed() : 0;  // rank 0's, which alone prints and logs it
     Training t{r, *model, *train_data, val_data.get(), group, log.get(),
-               OutcomeTracker({o.outcome_window, o.diverge_rise, o.spike_rise, o.warmup}), r.state.steps_done, Clock::now()};
+               OutcomeTracker({o.outcome_window, o.diverge_rise, o.spike_rise, o.warmup}), r.state.steps_done,
+               Clock::now(), elapsed_before, Clock::now(), r.resuming ? r.state.steps_done : -1};
     if (log) {  // resuming: the steps already done (rank 0 decides on the outcome for every rank)
         for (double past : log->losses()) t.outcome.observe(past, 0.0);
         for (const LoggedStats& past : log->stats()) t.outcome.observe_stats(past.attn_logit_max, past.mean_abs_L);
     }
     for (int step = t.first_step; step < o.steps; step++) {
-        if (t.val_data && step % o.eval_every == 0) validate(t, step);
+        if (t.val_data && step % o.eval_every == 0 && !validate(t, step)) return stop(t, "in an evaluation ");
+        if (step == t.first_step) t.eta_start = Clock::now();  // the ETA leaves the start-up evaluation out
         if (const int stopped = train_step(t, step)) return stopped;
         const bool last = r.state.steps_done == o.steps;
-        const bool saving = last || (o.save_every > 0 && r.state.steps_done % o.save_every == 0);
-        if (saving) save_checkpoint(*model, r, r.state, *train_data, group);
-        if (const int sig = group.max(stop_request::requested()); sig && !last) {  // one rank's signal stops all
-            if (!saving) save_checkpoint(*model, r, r.state, *train_data, group);
-            std::printf("stopped by %s after %d of %d steps: continue with the same command and -resume 1\n",
-                        stop_request::name(sig), r.state.steps_done, o.steps);
-            return stop_request::exit_status(sig);
+        if (last || (o.save_every > 0 && r.state.steps_done % o.save_every == 0)) {
+            save_checkpoint(*model, r, r.state, *train_data, group);
+            t.saved_at = r.state.steps_done;
         }
+        if (!last && interrupted(group)) return stop(t, "");  // one rank's signal stops all
     }
     return finish(t);
 }
@@ -298,8 +341,11 @@ int main(int argc, char** argv) {
             start_on_every_rank(*group, [&] {
                 TrainOptions opt = parse_train_options(argc, argv);
                 flush_subnormals_to_zero();
-                if (opt.threads > 0) omp_set_num_threads(opt.threads);
-                if (group->is_root()) folder = std::make_unique<RunFolder>(opt.out_dir, opt.resume, opt.overwrite);
+                set_threads(opt.threads);
+                if (group->is_root()) {
+                    folder = std::make_unique<RunFolder>(opt.out_dir, opt.resume, opt.overwrite);
+                    check_inputs_outside_run_folder(opt);
+                }
                 stop_request::install();
                 run = prepare_run(opt, group->size());
             });

@@ -31,6 +31,7 @@ struct TrainOptions {
     uint64_t seed = 0;
     bool shuffle = false;
     int eval_every = 0, eval_batches = 0, save_every = 0, stats_every = 0;
+    bool allow_repeats = false;
     std::string out_dir;
     bool resume = false, overwrite = false, change_steps = false;
     std::string device, precision;
@@ -72,9 +73,9 @@ inline const std::vector<TrainFlag>& train_flags() {
          "tokens per optimiser step over all ranks, a multiple of ranks·B·T (gradient accumulation)"},
         {"steps", &O::steps, integers(1, 1 << 30), "1000", MUST_MATCH,
          "optimiser steps (-change_steps 1 lets -resume 1 change them)"},
-        {"lr", &O::lr, reals(0, 10), "6e-4", MUST_MATCH, "peak learning rate"},
+        {"lr", &O::lr, reals_above(0, 10), "6e-4", MUST_MATCH, "peak learning rate"},
         {"lr_min", &O::lr_min, reals(0, 10), worked_out("lr/10"), MUST_MATCH,
-         "final learning rate, reached by cosine decay at the last step"},
+         "final learning rate, reached by cosine decay at the last step; at most -lr"},
         {"warmup", &O::warmup, integers(0, 1 << 30), worked_out("min(20, steps/10)"), MUST_MATCH,
          "linear warmup steps, at most -steps"},
         {"wd", &O::wd, reals(0, 10), "0.1", MUST_MATCH, "AdamW weight decay (2-D tensors only)"},
@@ -94,7 +95,11 @@ inline const std::vector<TrainFlag>& train_flags() {
         {"eval_every", &O::eval_every, integers(0, 1 << 30), "100", MAY_CHANGE,
          "validation loss every N steps and at the end (0 = never)"},
         {"eval_batches", &O::eval_batches, integers(1, 1 << 30), "10", MAY_CHANGE,
-         "validation batches per evaluation, the first ones of the shards"},
+         "validation batches per evaluation, the first ones of the shards; more than the shards hold distinct ones is "
+         "refused unless -allow_repeats 1"},
+        {"allow_repeats", &O::allow_repeats, integers(0, 1), "0", MAY_CHANGE,
+         "1 = let -eval_batches read more batches than the validation shards hold distinct ones (they repeat, and the "
+         "start-up says so); 0 refuses that"},
         {"save_every", &O::save_every, integers(0, 1 << 30), "250", MAY_CHANGE,
          "checkpoint every N steps (0 = only the final one, which is always written)"},
         {"stats_every", &O::stats_every, integers(0, 1 << 30), "0", MAY_CHANGE,
@@ -145,6 +150,9 @@ inline TrainOptions parse_train_options(int argc, char** argv) {
     if (!o.given.count("warmup")) o.warmup = std::min(20, o.steps / 10);
     if (o.resume && o.overwrite) throw InputError("flag -overwrite: cannot be combined with -resume 1");
     if (o.change_steps && !o.resume) throw InputError("flag -change_steps: only applies with -resume 1");
+    if (o.lr_min > o.lr)
+        throw InputError("flag -lr_min: " + flag_number(o.lr_min) + " exceeds -lr " + flag_number(o.lr) +
+                         " (the rate would rise during the decay)");
     if (o.warmup > o.steps)
         throw InputError("flag -warmup: " + std::to_string(o.warmup) + " exceeds -steps " + std::to_string(o.steps));
     return o;

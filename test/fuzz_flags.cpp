@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "eval_flags.h"
+#include "run_counts.h"
 #include "train_flags.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -29,6 +30,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (o.steps < 1 || o.warmup > o.steps || o.beta1 >= 1 || o.beta2 >= 1 || !(o.dt > 0) || !(o.eps > 0)) std::abort();
         ModelConfig cfg;
         if (!o.init.empty()) model_size(o.init, &cfg);
+        // The counts of the sizes given (run_counts.h): exact or refused, never wrapped.
+        const StepCounts c = step_counts(o.B ? o.B : 8, o.T ? o.T : 256, 1, o.total_batch ? o.total_batch : 2048, o.steps);
+        if (c.positions < 1 || c.grad_accum < 1 || (long long)c.grad_accum * c.micro_tokens != (o.total_batch ? o.total_batch : 2048) ||
+            c.run_tokens / o.steps != (o.total_batch ? o.total_batch : 2048))
+            std::abort();
     } catch (const InputError&) {
     }
     try {

@@ -43,7 +43,8 @@ LOADER = dict(targets=["build/test_dataloader"], runs=["build/test_dataloader"])
 TOKENIZE = dict(targets=["tokenize", "build/test_tokenizer"], runs=["build/test_tokenizer"])
 PREPARE = dict(targets=[], runs=["build/test_prepare_data"])
 FLAGS = dict(targets=["train", "eval", "build/test_flags", "build/test_cli"], runs=["build/test_flags", "build/test_cli"])
-RESUME = dict(targets=["train", "build/test_run_dir"], runs=["build/test_run_dir"])
+RESUME = dict(targets=["train", "eval", "build/test_run_dir"], runs=["build/test_run_dir"])
+COUNTS = dict(targets=["train", "build/test_flags"], runs=["build/test_flags"])
 EXPERIMENTS = dict(targets=[], runs=["build/test_experiments"])  # Python: nothing to rebuild
 # One module of test/py/ (GoogleTest's GTEST_FILTER picks its case of test_experiments).
 PY_STATS = dict(targets=[], runs=["GTEST_FILTER=*test_stats:build/test_experiments"])
@@ -64,6 +65,15 @@ MUTANTS = [
      "o.wd}, step + 1, clip_factor", "o.wd}, step + 2, clip_factor", TRAIN_LOOP),
     ("loop-lr-next-step", "the learning rate of step + 1 used at each step", "train.cpp",
      "learning_rate(step, o.steps,", "learning_rate(step + 1, o.steps,", TRAIN_LOOP),
+    ("count-micro-steps-unchecked", "more micro-steps than an int counts accepted (wrapped, as -total_batch 2^40 was)",
+     "run_counts.h", "if (micro_steps > kMaxIntCount)", "if (false)", COUNTS),
+    ("train-eval-batches-repeat", "./train reads more evaluation batches than the shards hold without -allow_repeats",
+     "train.cpp", "check_distinct_batches(\"-eval_batches\", o.eval_batches,", "(void)(\"-eval_batches\", o.eval_batches,",
+     RESUME),
+    ("eval-output-is-input", "./eval's -json / -pairs not compared with the files it reads", "eval.cpp",
+     "check_not_an_input(name, file_id(path), inputs);", "(void)inputs;", RESUME),
+    ("lr-min-above-lr", "-lr_min above -lr accepted (the rate rises)", "train_flags.h",
+     "if (o.lr_min > o.lr)", "if (false)", RESUME),
     ("flag-open-lower-bound", "a real flag's open lower bound not enforced (-eps 0 accepted)", "flags.h",
      "(lo_open && x == lo)", "(false && x == lo)", FLAGS),
     ("flag-integer-maximum", "an integer flag's maximum not enforced (-shuffle 2 accepted)", "flags.h",

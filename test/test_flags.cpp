@@ -16,6 +16,9 @@
 #include "eval_flags.h"
 #include "flag_docs.h"
 #include "json.h"
+#include "rng.h"
+#include "resume.h"
+#include "run_counts.h"
 #include "test_files.h"
 #include "train_flags.h"
 
@@ -242,6 +245,57 @@ TEST(FlagTables, MarkersAreFoundOnceEach) {
 
 // ---------------------------------------------------------------------------------------------
 // json.h
+
+// The counts derived from ./train's flags (run_counts.h) against exact 128-bit arithmetic, over
+// values drawn at and around every bound of the flags' ranges and powers of two: either refused
+// with an InputError, exactly when a count would overflow or leave nothing to do, or all correct.
+TEST(FlagCounts, StepCountsAreExactOrRefusedForExtremeValues) {
+    const std::vector<long long> edges = {1, 2, 3, 7, 8, 255, 256, 1023, 1024, 65535, 65536, (1 << 20) - 1, 1 << 20,
+                                          (1LL << 31) - 1, 1LL << 31, (1LL << 32) + 1, (1LL << 40) - 1, 1LL << 40,
+                                          1LL << 62, LLONG_MAX};
+    Rng rng(7);
+    auto draw = [&](long long hi) {  // an edge up to hi, or a random value below it
+        const long long e = edges[rng.below(edges.size())];
+        return std::min(hi, rng.below(3) ? e : 1 + (long long)rng.below(uint64_t(std::min(e, hi))));
+    };
+    int accepted = 0, refused = 0;
+    for (int trial = 0; trial < 200000; trial++) {
+        const long long B = draw(1 << 20), T = draw(1 << 20), ranks = draw(1 << 16), total = draw(1LL << 40),
+                        steps = draw(1 << 30);
+        const __int128 positions = (__int128)B * T, micro = positions * ranks;
+        const bool valid = positions <= INT_MAX && micro <= LLONG_MAX && total % (long long)micro == 0 &&
+                           total / micro >= 1 && total / micro <= INT_MAX && (__int128)steps * total <= LLONG_MAX;
+        try {
+            const StepCounts c = step_counts(B, T, ranks, total, steps);
+            ASSERT_TRUE(valid) << B << " " << T << " " << ranks << " " << total << " " << steps;
+            ASSERT_EQ(c.positions, positions);
+            ASSERT_EQ(c.micro_tokens, micro);
+            ASSERT_EQ((__int128)c.grad_accum * micro, total);
+            ASSERT_EQ(c.run_tokens, (__int128)steps * total);
+            accepted++;
+        } catch (const InputError& e) {
+            ASSERT_FALSE(valid) << e.what();
+            ASSERT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+            refused++;
+        }
+    }
+    EXPECT_GT(accepted, 1000);  // both sides of every check are reached
+    EXPECT_GT(refused, 1000);
+    EXPECT_EQ(evaluation_tokens(1 << 30, 1 << 20, 1 << 10), 1LL << 60);
+    EXPECT_THROW(evaluation_tokens(1 << 30, 1 << 20, 1 << 20), InputError);  // B*T = 2^40 positions
+    EXPECT_THROW(evaluation_tokens(1LL << 40, 1 << 15, 1 << 15), InputError);  // 2^70 tokens
+}
+
+// The default step on CUDA (README "Quick start"): GPT-2's 524,288 tokens on a large corpus, at
+// most 1/16 of a small one's training tokens, never below one micro-step.
+TEST(FlagCounts, TheDefaultGpuStepFitsTheCorpus) {
+    EXPECT_EQ(default_gpu_total_batch(16384, 9000000000ull), 524288);
+    EXPECT_EQ(default_gpu_total_batch(3 * 16384, 9000000000ull), 10 * 3 * 16384);  // a multiple of ranks·B·T
+    EXPECT_EQ(default_gpu_total_batch(16384, 287625), 16384);         // the bundled corpus: one micro-step
+    EXPECT_EQ(default_gpu_total_batch(1024, 287625), 17 * 1024);      // 1/16 of it is 17,976 tokens
+    EXPECT_EQ(default_gpu_total_batch(16384, 1000), 16384);           // never below one micro-step
+    EXPECT_EQ(default_gpu_total_batch(16384, 0), 524288);             // no readable shard: the loader says why
+}
 
 TEST(Json, WritesConfigLayoutAndReadsItBack) {
     Json j = Json::object();

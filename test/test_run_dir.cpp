@@ -164,7 +164,7 @@ TEST_F(RunDir, OverwriteRemovesTheOldRunsFilesFirst) {
 }
 
 TEST_F(RunDir, UnusableOutputPathsAreRefused) {
-    expect_refused(run("./train -device cpu -init " + dir + "tiny.bin -out '' -steps 1"), "flag -out: the output folder is empty");
+    expect_refused(run("./train -device cpu -init " + dir + "tiny.bin -out '' -steps 1"), "flag -out: the value is empty (give a DIR)");
     std::ofstream(dir + "file") << "x";
     expect_refused(run("./train -device cpu -init " + dir + "tiny.bin -out " + dir + "file/run -steps 1"),
                    "exists and is not a folder");
@@ -539,6 +539,183 @@ TEST_F(RunDir, TokenizeHelpPrintsUsage) {
     Result r = run("./tokenize -h");
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out.rfind("usage: ./tokenize", 0), 0u) << r.out;
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Nothing a user gives destroys a file or overflows a count (README "Bad input")
+
+// Sets header word 3 (the tokenizer fingerprint, docs/formats.md §1) of the shard at `path`.
+void set_shard_tokenizer(const std::string& path, int32_t fingerprint) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(3 * sizeof(int32_t));
+    f.write(reinterpret_cast<const char*>(&fingerprint), sizeof fingerprint);
+}
+
+TEST_F(RunDir, CountsThatOverflowAreRefusedBeforeAnyFileIsWritten) {
+    // 2^40 tokens per step of B*T = 16: 2^36 micro-steps, which an int cannot count.
+    expect_refused(train("-steps 2 -total_batch 1099511627776"), "micro-steps of 16 tokens per step, more than 2147483647");
+    // 2^30 steps of 2^40 tokens: 2^70 tokens, beyond 64 bits.
+    std::string args = train_args("-steps 1073741824 -total_batch 1099511627776");
+    args.replace(args.find("-B 2 "), 5, "-B 65536 ");
+    expect_refused(run(args), "flags -steps and -total_batch: steps*total_batch: 1073741824 x 1099511627776 overflows");
+    expect_refused(train("-steps 2 -total_batch 8"), "flag -total_batch: 8 is not a multiple of B*T = 16");
+    EXPECT_FALSE(std::filesystem::exists(dir + "out"));
+}
+
+TEST_F(RunDir, TrainRefusesMoreEvalBatchesThanTheShardsHoldUnlessAllowed) {
+    std::string args = train_args("-steps 2 -eval_batches 32");
+    args.replace(args.find("-eval_every 0"), 13, "-eval_every 2");
+    // 500 tokens hold 31 distinct batches of 2 x 8 + 1.
+    expect_refused(run(args), "flag -eval_batches: 32 batches but " + dir + "val_000.bin holds 31 distinct batches");
+    EXPECT_FALSE(std::filesystem::exists(dir + "out"));
+    Result r = run(args + " -allow_repeats 1");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("val batches: 32 per evaluation but 31 distinct ones"), std::string::npos) << r.out;
+}
+
+TEST_F(RunDir, ASignalInterruptsAnEvaluationAndTheStepsCheckpointStays) {
+    ASSERT_EQ(train("-steps 2").status, 0);
+    // Resumed at step 2 with an evaluation there of ten million batches (hours): SIGTERM ends it.
+    std::string args = train_args("-steps 4 -resume 1 -change_steps 1 -eval_batches 10000000 -allow_repeats 1");
+    args.replace(args.find("-eval_every 0"), 13, "-eval_every 2");
+    const pid_t pid = start(args, "long");
+    wait_for_lines(dir + "long.stdout", 6);  // through "output: ... (resuming)" and the resume line
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto sent = std::chrono::steady_clock::now();
+    kill(pid, SIGTERM);
+    Result r = finish(pid, "long");
+    EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(20)) << "the evaluation went on";
+    ASSERT_EQ(r.status, 143) << r.out << r.err;
+    EXPECT_NE(r.out.find("stopped by SIGTERM in an evaluation after 2 of 4 steps: continue with the same command and "
+                         "-resume 1"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("val loss"), std::string::npos) << r.out;
+    const std::vector<std::string> pair = {"model_00000002.bin", "state_00000002.bin"};
+    EXPECT_EQ(checkpoint_files(), pair);
+    EXPECT_EQ(losses(read_file(dir + "out/log.jsonl")).size(), 2u);
+}
+
+TEST_F(RunDir, ASecondSignalOfEitherKindQuitsAtOnce) {
+    // One step of 2^26 micro-steps (minutes): the first SIGTERM waits for its end, a SIGINT then ends the process.
+    const pid_t pid = start(train_args("-steps 2 -total_batch 1073741824"), "slow");
+    wait_for_lines(dir + "slow.stdout", 4);
+    kill(pid, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (read_file(dir + "slow.stderr").find("stopping after the current step") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    kill(pid, SIGINT);
+    const auto sent = std::chrono::steady_clock::now();
+    Result r = finish(pid, "slow");
+    EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(10));
+    EXPECT_EQ(r.status, -SIGINT) << r.out << r.err;  // ended by the signal itself, as a shell reports with 130
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;  // the blank line and one message
+}
+
+TEST_F(RunDir, ShardsOfDifferentTokenizersAreRefusedAcrossTrainAndValData) {
+    set_shard_tokenizer(dir + "train_000.bin", 0x1234);
+    set_shard_tokenizer(dir + "other_000.bin", 0x5678);
+    set_shard_tokenizer(dir + "val_000.bin", 0x5678);
+    std::string args = train_args("-steps 2");
+    args.replace(args.find("-eval_every 0"), 13, "-eval_every 1");
+    expect_refused(run(args), "made by tokenizer 0x00005678, but " + dir + "train_000.bin by tokenizer 0x00001234");
+    // One glob over both: the loader refuses the mixture.
+    args = train_args("-steps 2");
+    args.replace(args.find(dir + "train_*.bin"), dir.size() + 11, "'" + dir + "*[nr]_000.bin'");
+    expect_refused(run(args), "shards of different tokenizers cannot be read together");
+}
+
+TEST_F(RunDir, ValidationDataThatIsTrainingDataIsWarnedAbout) {
+    std::string args = train_args("-steps 2 -eval_batches 1");
+    args.replace(args.find("val_*.bin"), 9, "train_000.bin");
+    args.replace(args.find("-eval_every 0"), 13, "-eval_every 1");
+    Result r = run(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("warning: the validation shard " + dir + "train_000.bin is also training data"),
+              std::string::npos) << r.out;
+}
+
+TEST_F(RunDir, TrainRefusesAnInputAmongItsOutputFolderFiles) {
+    ASSERT_EQ(train("-steps 2").status, 0);
+    std::filesystem::create_hard_link(dir + "out/model_00000002.bin", dir + "linked.bin");
+    std::string args = train_args("-steps 2 -overwrite 1");
+    args.replace(args.find(dir + "tiny.bin"), dir.size() + 8, dir + "linked.bin");
+    expect_refused(run(args), "-out " + dir + "out/model_00000002.bin is the -init file " + dir + "linked.bin");
+    // A shard under a name the run writes, in the -out folder (-overwrite 1 would remove it).
+    std::filesystem::copy_file(dir + "train_000.bin", dir + "out/model_00000009.bin");
+    args = train_args("-steps 2 -overwrite 1");
+    args.replace(args.find(dir + "train_*.bin"), dir.size() + 11, dir + "out/model_00000009.bin");
+    expect_refused(run(args), "-out " + dir + "out/model_00000009.bin is the -train_data shard");
+}
+
+TEST_F(RunDir, EvalRefusesAnOutputThatIsAnInput) {
+    const std::string eval = "./eval -device cpu -model " + dir + "tiny.bin -val_data " + dir + "val_*.bin -T 8 ";
+    const std::string model = read_file(dir + "tiny.bin");
+    expect_refused(run(eval + "-json " + dir + "tiny.bin"), "flag -json " + dir + "tiny.bin is the -model file");
+    EXPECT_EQ(read_file(dir + "tiny.bin"), model);
+    std::filesystem::create_symlink(dir + "val_000.bin", dir + "link.json");
+    expect_refused(run(eval + "-pairs " + dir + "link.json"), "is the -val_data shard " + dir + "val_000.bin");
+    expect_refused(run(eval + "-json " + dir + "a.json -pairs " + dir + "a.json"), "is the -json file");
+    if (geteuid() == 0)  // root passes access() for /sys: creating the file is the test
+        expect_refused(run(eval + "-json /sys/x.json"), "flag -json /sys/x.json: cannot create a file there");
+}
+
+TEST_F(RunDir, ResumeRefusesAModelOfAnotherRunOfTheSameShape) {
+    ASSERT_EQ(train("-steps 4 -save_every 2").status, 0);
+    ASSERT_EQ(train("-steps 4 -save_every 2 -lr 1e-3", "other").status, 0);
+    std::remove((dir + "out/model_00000004.bin").c_str());
+    std::remove((dir + "out/state_00000004.bin").c_str());
+    std::filesystem::copy_file(dir + "other/model_00000002.bin", dir + "out/model_00000002.bin",
+                               std::filesystem::copy_options::overwrite_existing);
+    expect_refused(train("-steps 4 -save_every 2 -resume 1"), "out/model_00000002.bin: belongs to another run (run id ");
+    std::filesystem::copy_file(dir + "other/state_00000002.bin", dir + "out/state_00000002.bin",
+                               std::filesystem::copy_options::overwrite_existing);
+    expect_refused(train("-steps 4 -save_every 2 -resume 1"), "out/config.json has \"");
+}
+
+TEST_F(RunDir, ElapsedContinuesAcrossResumeAndARefusedStepsChangeNamesTheFlag) {
+    ASSERT_EQ(train("-steps 2").status, 0);
+    std::vector<double> first;
+    for (const std::string& line : lines(read_file(dir + "out/log.jsonl")))
+        if (line.find("\"elapsed\"") != std::string::npos) first.push_back(json_number(line, "elapsed"));
+    ASSERT_EQ(first.size(), 2u);
+    expect_refused(train("-steps 4 -resume 1"), "give -change_steps 1 to change -steps on purpose");
+    ASSERT_EQ(train("-steps 4 -resume 1 -change_steps 1").status, 0);
+    std::vector<double> all;
+    for (const std::string& line : lines(read_file(dir + "out/log.jsonl")))
+        if (line.find("\"elapsed\"") != std::string::npos) all.push_back(json_number(line, "elapsed"));
+    ASSERT_EQ(all.size(), 4u);
+    EXPECT_GE(all[2], first[1]);  // counted on from the resumed run's time, not from 0
+    EXPECT_GE(all[3], all[2]);
+}
+
+TEST_F(RunDir, BadSpellingsOfFlagsAndLearningRatesGetALineNamingThem) {
+    expect_refused(train("-B4"), "flag -B4: flags and values are separate words: -B 4");
+    expect_refused(train("-lr=1e-3 -steps 2"), "flags and values are separate words: -lr 1e-3");
+    expect_refused(run("./train -device cpu -train_data ''"), "flag -train_data: the value is empty");
+    expect_refused(train("-lr 0"), "flag -lr: 0 is out of range (0, 10]");
+    expect_refused(train("-lr 1e-3 -lr_min 2e-3"), "flag -lr_min: 0.002 exceeds -lr 0.001");
+    std::string args = train_args("-steps 2");
+    Result r = run(args.replace(args.find("-threads 1 "), 11, "-threads 1000 "));
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("warning: -threads 1000 is more than the "), std::string::npos) << r.out;
+}
+
+TEST_F(RunDir, EtaLeavesTheStartUpEvaluationOut) {
+    // A start-up evaluation far longer than the 3 steps: the ETA after step 0 is about two steps' time.
+    std::string args = train_args("-steps 3 -eval_batches 20000 -allow_repeats 1");
+    args.replace(args.find("-eval_every 0"), 13, "-eval_every 100");
+    Result r = run(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const size_t at = r.out.find("step     0/3");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    // "..., 1.3s, ETA 0.0s": elapsed counts the evaluation, the ETA the two steps left at step 0's pace.
+    const size_t eta = line.find(", ETA "), comma = line.rfind("| ", eta);
+    ASSERT_NE(eta, std::string::npos) << line;
+    const double elapsed_s = std::atof(line.substr(comma + 2).c_str()), eta_s = std::atof(line.substr(eta + 6).c_str());
+    EXPECT_GT(elapsed_s, 0.2) << line;
+    EXPECT_LT(eta_s, elapsed_s / 4) << line;
 }
 
 }  // namespace
