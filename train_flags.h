@@ -106,7 +106,7 @@ inline const std::vector<TrainFlag>& train_flags() {
         {"save_every", &O::save_every, integers(0, 1 << 30), "250", MAY_CHANGE,
          "checkpoint every N steps (0 = only the final one, which is always written)"},
         {"keep_checkpoints", &O::keep_checkpoints, integers(0, 1 << 30), "0", MAY_CHANGE,
-         "after each checkpoint pair is written, remove the older pairs beyond the newest K (0 = keep all); the "
+         "after each checkpoint pair is written, remove the pairs older than the newest N (0 = keep all); the "
          "final pair is always kept (README \"Run folders\")"},
         {"sample_every", &O::sample_every, integers(0, 1 << 30), "0", MAY_CHANGE,
          "every N steps and after the last one, rank 0 prints and logs a sampled continuation of the first 16 "
