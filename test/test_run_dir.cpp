@@ -277,13 +277,22 @@ std::string another_value(const TrainFlag& f, const std::string& current, const 
     return current;
 }
 
+// A tiny model of maxT 64 at DIR/long.bin, room for -sample_every's 16 prompt tokens and 32
+// sampled ones; returns its path.
+std::string long_window_model(const std::string& dir) {
+    ModelConfig cfg = tiny_model(2, Placement::Peri);
+    cfg.maxT = 64;
+    write_fresh_checkpoint(dir + "long.bin", cfg, 7);
+    return dir + "long.bin";
+}
+
 // From the table of flags: every flag that defines the run, given another value than the run's,
 // is refused on -resume 1 naming it, leaving the run's files alone; every other flag the run
 // records, or shows in its backend, may change (the run here is complete, so the resume that
 // accepts it trains nothing).
 TEST_F(RunDir, ResumeRefusesEveryFlagThatDefinesTheRunAndAcceptsTheOthers) {
     const std::map<std::string, std::string> base = {
-        {"device", "cpu"}, {"threads", "1"}, {"init", dir + "tiny.bin"}, {"train_data", dir + "train_*.bin"},
+        {"device", "cpu"}, {"threads", "1"}, {"init", long_window_model(dir)}, {"train_data", dir + "train_*.bin"},
         {"val_data", dir + "val_*.bin"}, {"B", "2"}, {"T", "8"}, {"eval_every", "0"}, {"warmup", "2"},
         {"out", dir + "out"}, {"steps", "6"}, {"save_every", "3"}, {"resume", "1"}};
     auto command = [&](const std::string& name, const std::string& value) {
@@ -296,7 +305,8 @@ TEST_F(RunDir, ResumeRefusesEveryFlagThatDefinesTheRunAndAcceptsTheOthers) {
     const std::string config = read_file(dir + "out/config.json"), log = read_file(dir + "out/log.jsonl");
     const Json saved = read_json(config, "config.json");
     const std::map<std::string, std::string> texts = {{"init", "l2h2c16v96t16"}, {"train_data", dir + "other_*.bin"},
-                                                      {"val_data", dir + "other_*.bin"}};
+                                                      {"val_data", dir + "other_*.bin"},
+                                                      {"tokenizer", "data/mobydick_v4096_tokenizer.bin"}};
     const std::set<std::string> runs_the_command = {"out", "resume", "overwrite", "change_steps"};
     std::set<std::string> refused, accepted;
     for (const TrainFlag& f : train_flags()) {
@@ -716,14 +726,6 @@ TEST_F(RunDir, EtaLeavesTheStartUpEvaluationOut) {
     const double elapsed_s = std::atof(line.substr(comma + 2).c_str()), eta_s = std::atof(line.substr(eta + 6).c_str());
     EXPECT_GT(elapsed_s, 0.2) << line;
     EXPECT_LT(eta_s, elapsed_s / 4) << line;
-}
-
-// ./train's flags for a tiny model of maxT 32 (room for 16 prompt tokens and 8 sampled ones).
-std::string long_window_model(const std::string& dir) {
-    ModelConfig cfg = tiny_model(2, Placement::Peri);
-    cfg.maxT = 32;
-    write_fresh_checkpoint(dir + "long.bin", cfg, 7);
-    return dir + "long.bin";
 }
 
 TEST_F(RunDir, SamplesDuringTrainingLeaveTheRunExactlyAsWithout) {
