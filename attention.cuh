@@ -386,6 +386,11 @@ Launches attention_forward_traffic(int B, int Tn, int C, int NH) {
                                         AttentionKernel::Forward, 2, 2)};
 }
 
+template <typename T>
+constexpr WarpWork attention_delta_work() {
+    return {5 + 2 * conversion<T>(), 0, 100};
+}
+
 // Traffic of attention_backward: D from dout and out; the dq kernel reads qkv, dout, lse and D,
 // writes its third of dqkv, with three products per tile pair (q·kᵀ, dout·vᵀ, ds·k) or three
 // row operations per pair; the dk/dv kernel reads the same, writes the other two thirds, with
@@ -394,7 +399,13 @@ template <typename T>
 Launches attention_backward_traffic(int B, int Tn, int C, int NH) {
     const double n = (double)B * Tn, rows = (double)attention_saved_size(B, Tn, NH), e = sizeof(T);
     const double inputs = n * 4 * C * e + 8 * rows;  // qkv, dout, lse, D
-    return {{"attention_delta_kernel", 2 * n * C * e, 4 * rows, 2 * n * C},
+    // D: a warp per row, a trip over 32 channels two loads, their conversions and the fma with one
+    // of address and one of loop (unrolled by 4); once 100 (setup, HeadRow's three 64-bit
+    // divisions, which nvcc tests for a 32-bit one, the row's address, entering the loop, the
+    // warp sum and the store).
+    return {with_issue({"attention_delta_kernel", 2 * n * C * e, 4 * rows, 2 * n * C},
+                       attention_delta_work<T>().instructions(rows, 1, ceil_div(C / NH, WARP_SIZE)), 0,
+                       {WARPS_PER_BLOCK * WARP_SIZE, 32, 0}),
             attention_kernel_traffic<T>("attention_backward_dq_mma_kernel", "attention_backward_dq_rows_kernel",
                                         inputs, n * C * e, B, Tn, C, NH, AttentionKernel::BackwardDq, 3, 3),
             attention_kernel_traffic<T>("attention_backward_dkdv_mma_kernel", "attention_backward_dkdv_rows_kernel",

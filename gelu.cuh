@@ -93,12 +93,26 @@ void bias_gelu_forward(T* out, T* pre, const T* bias, int N, int OC, cudaStream_
     cudaCheck(cudaGetLastError());
 }
 
+// A block of either GELU pass on an SM: 256 threads, ptxas's 30 registers (sm_90), no shared
+// memory.
+constexpr KernelResources GELU_PASS_RESOURCES{256, 30, 0};
+
 // Traffic of bias_gelu_forward: pre and bias read, pre and out written, about 11 FLOPs per
 // element.
+// Its issue, a warp per 32 packs of K (the model's rows are aligned), from the structure of the
+// kernel: 17 of setup, the index, the exit test and the three pack addresses; per element the
+// bias added (2), the tanh form's polynomial (4), tanhf (19: |u|, the exponential, its
+// reciprocal, the small-argument series, the sign) and the product with x (4).
+template <typename T>
+constexpr WarpWork bias_gelu_forward_work() {
+    return {0, 0, 17 + Pack16<T>::size * (2 + 4 + 19 + 4)};
+}
 template <typename T>
 Traffic bias_gelu_forward_traffic(int N, int OC) {
     const double n = (double)N * OC;
-    return {"bias_gelu_forward_kernel", (n + OC) * sizeof(T), 2 * n * sizeof(T), 11.0 * n};
+    return with_issue({"bias_gelu_forward_kernel", (n + OC) * sizeof(T), 2 * n * sizeof(T), 11.0 * n},
+                      bias_gelu_forward_work<T>().instructions(ceil_div(n / Pack16<T>::size, WARP_SIZE), 1, 0), 0,
+                      GELU_PASS_RESOURCES);
 }
 
 // d (N,OC) *= GELU'(pre) elementwise, in 16-byte packs where OC is a multiple of
@@ -117,10 +131,19 @@ void gelu_backward_inplace(T* d, const T* pre, int N, int OC, cudaStream_t strea
 }
 
 // Traffic of gelu_backward_inplace: d and pre read, d written, about 21 FLOPs per element.
+// Its issue, a warp per 32 packs of K: 14 of setup, the index, the exit test and the two pack
+// addresses; per element the tanh form's argument (4), tanhf (19), the derivative's two terms
+// (sech² = 1 − tanh², and x·u'·sech²: 10) and the product with d (2).
+template <typename T>
+constexpr WarpWork gelu_backward_inplace_work() {
+    return {0, 0, 14 + Pack16<T>::size * (4 + 19 + 10 + 2)};
+}
 template <typename T>
 Traffic gelu_backward_inplace_traffic(int N, int OC) {
     const double n = (double)N * OC;
-    return {"gelu_backward_inplace_kernel", 2 * n * sizeof(T), n * sizeof(T), 21.0 * n};
+    return with_issue({"gelu_backward_inplace_kernel", 2 * n * sizeof(T), n * sizeof(T), 21.0 * n},
+                      gelu_backward_inplace_work<T>().instructions(ceil_div(n / Pack16<T>::size, WARP_SIZE), 1, 0),
+                      0, GELU_PASS_RESOURCES);
 }
 
 // pre (N,OC) = inp (N,IC)·wᵀ + bias;  out (N,OC) = GELU(pre): in bf16 one cuBLASLt product

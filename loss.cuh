@@ -187,10 +187,34 @@ void crossentropy_forward_backward(float* losses, T* logits, const int32_t* targ
 // Traffic of crossentropy_forward_backward: the V real columns of each row and the targets read
 // once, all Vp columns and the losses written; about 8 FLOPs per logit (4 for the loss, 4 for
 // the gradient).
+//
+// Its issue, from the kernel's structure (rows staged in shared memory, in packs of K): a trip
+// takes a pack of a thread through the three passes: per element its conversion (and 0.5 of
+// unpacking bf16 pairs) in each pass, pass 1's maximum, pass 2's exp (the sub and 11 of expf)
+// and sum, pass 3's exp, target test (2), difference, product and conversion back; per pack the
+// three loads, the staged store and the gradient's store with 2 of address each, and 3 of loop
+// per pass. Once per warp: 200 (setup, 30; the two block reductions with their barriers, 50
+// each; the loss with its log, 25; entering the loops and the columns past the packs, 45).
+// Shared wavefronts: per row the staged store and the two reads of its V·sizeof(T) bytes, 128 a
+// wavefront; per warp 4 in the reductions.
+template <typename T>
+constexpr WarpWork crossentropy_forward_backward_work() {
+    constexpr int K = Pack16<T>::size;
+    const double cvt = conversion<T>() * 1.5;
+    return {K * ((cvt + 1) + (cvt + 13) + (cvt + 16 + conversion<T>())) + 5 * 3 + 3 * 3, 0, 200};
+}
 template <typename T>
 Traffic crossentropy_forward_backward_traffic(int N, int V, int Vp) {
-    return {"crossentropy_forward_backward_kernel", (double)N * V * sizeof(T) + 4.0 * N,
-            (double)N * Vp * sizeof(T) + 4.0 * N, 8.0 * N * V};
+    constexpr int K = Pack16<T>::size;
+    const double trips = ceil_div(ceil_div(V, K), CE_THREADS);
+    const WarpWork work = crossentropy_forward_backward_work<T>();
+    const double warps = (double)N * CE_THREADS / WARP_SIZE;
+    const bool staged = V * sizeof(T) <= 227 * 1024 - WARP_SIZE * sizeof(float);  // the H200's limit
+    const double row_waves = staged ? 3 * std::ceil(V * sizeof(T) / 128.0) : 0;  // per row
+    return with_issue({"crossentropy_forward_backward_kernel", (double)N * V * sizeof(T) + 4.0 * N,
+                       (double)N * Vp * sizeof(T) + 4.0 * N, 8.0 * N * V},
+                      work.instructions(warps, 1, trips), N * row_waves + warps * 4,
+                      {CE_THREADS, 32, (int)(staged ? V * sizeof(T) : 0) + WARP_SIZE * 4});
 }
 
 }  // namespace gpu

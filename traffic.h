@@ -23,7 +23,7 @@ struct KernelResources {
 };
 
 // One kernel launch, cuBLAS call, memset or device copy. The last four fields are declared by
-// the kernels whose instructions the cost model counts (cost_model.h); 0 elsewhere.
+// every kernel of the project (cost_model.h counts its issue); 0 for cuBLAS, memset and copies.
 struct Traffic {
     const char* kernel = "";  // the kernel (or "gemm", "memset", "copy")
     double bytes_read = 0;    // distinct bytes of device memory read
@@ -36,6 +36,28 @@ struct Traffic {
     bool mma_sync = false;         // matmul_flops run as the kernel's own mma.sync, not cuBLAS
 };
 using Launches = std::vector<Traffic>;
+
+// A kernel's warp instructions as the cost model counts them, from the kernel's structure: a
+// warp takes `rows` rows (or other units of its work), each a loop of `trips` trips of
+// `per_trip` instructions (every pass of the loop over the row together) and `per_row` around
+// it, and does `once` more (its indices, its reductions, its results). test/traffic_test.cu
+// checks per_trip against the loops of the kernel's sm_90 PTX and the rest against the PTX
+// outside its loops.
+struct WarpWork {
+    double per_trip = 0, per_row = 0, once = 0;
+    double instructions(double warps, double rows, double trips) const {
+        return warps * (rows * (trips * per_trip + per_row) + once);
+    }
+};
+
+// `t` with the issue the cost model counts declared: warp instructions, shared-memory wavefronts
+// and the resources of one block.
+inline Traffic with_issue(Traffic t, double warp_instructions, double shared_wavefronts, KernelResources resources) {
+    t.warp_instructions = warp_instructions;
+    t.shared_wavefronts = shared_wavefronts;
+    t.resources = resources;
+    return t;
+}
 
 // Appends the launches of `more` to `all`.
 inline void append(Launches& all, const Launches& more) { all.insert(all.end(), more.begin(), more.end()); }

@@ -54,6 +54,7 @@ OUTCOMES = dict(targets=["build/test_outcomes", "train"], runs=["build/test_outc
 # A rule of training.h on its own: the synthetic loss sequences of test_outcomes must catch it
 # (./train is not rebuilt, so its runs keep the real rules; that saves two builds of train.cpp).
 OUTCOME_RULES = dict(targets=["build/test_outcomes"], runs=["build/test_outcomes"])
+TRAFFIC = dict(targets=["build/emu/count/traffic_test"], runs=["build/emu/count/traffic_test"])
 
 # (name, what the bug is, file, exact text, replacement, targets and runs). A bug in an op that
 # has a textbook version (cpu_ops.h, what the double-precision checks run) and a fast one
@@ -130,6 +131,12 @@ MUTANTS = [
     ("ldmatrix-emulated-untransposed", "the emulated ldmatrix .trans returns the matrix untransposed",
      "test/simt/tensor_cores.cpp", "s.transpose ? element(rows[2 * t], g) : element(rows[g], 2 * t)",
      "element(rows[g], 2 * t)", TENSOR_CORES),
+    ("cost-crossentropy-no-exp", "the cost model's cross-entropy trip without the exp of its sum pass", "loss.cuh",
+     "(cvt + 13)", "(cvt + 1)", TRAFFIC),
+    ("cost-layernorm-bwd-waves", "the LayerNorm backward declares half its column sums' wavefronts per row",
+     "layernorm.cuh", "rows * 4 * pass", "rows * 2 * pass", TRAFFIC),
+    ("cost-adamw-undeclared", "AdamW's launch declares no warp instructions (rated by its roofline alone)",
+     "adamw.cuh", "adamw_work(copy).instructions(", "0 * adamw_work(copy).instructions(", TRAFFIC),
     ("wte-run-one-piece", "a run of equal tokens over several chunks gets only the next chunk's piece", "encoder.cuh",
      "        if (next_last + 1 >= N || key_token(keys[next_last + 1]) != token) break;", "        break;", KERNELS),
     ("exp-fast-coefficient", "exp_fast's r^4 coefficient 1/25 instead of 1/24", "cpu_fast_ops.h",

@@ -4,9 +4,10 @@
 //     writes, and each launch must match its declaration in `*_traffic`: the same kernel, read
 //     and written bytes within 10%; where a kernel declares shared-memory wavefronts, they must
 //     match the emulator's count of every warp's shared requests, bank conflicts included;
-//   * the warp instructions a kernel declares per tile of its walk must match the inner loop of
-//     its sm_90 PTX, and its resources ptxas's report (build/ptx/, made by nvcc from
-//     test/ptx_kernels.cu; these checks skip without nvcc);
+//   * the warp instructions a kernel declares per trip of its loop (per tile of the attention
+//     kernels' walk) must match the loops of its sm_90 PTX, the rest the rest of the PTX, and
+//     its registers ptxas's report (build/ptx/, made by nvcc from test/ptx_kernels.cu, the CUDA
+//     backend; these checks skip without nvcc);
 //   * the model must rate the attention kernels the project had before its tensor-core ones
 //     (their costs recorded below) at several times their roofline time.
 // Built only for the emulator (build/emu/count/traffic_test), in fp32 and bf16.
@@ -32,6 +33,7 @@
 #include "loss.cuh"
 #include "matmul.cuh"
 #include "residual.cuh"
+#include "gpt2.cu"  // cuda_step_traffic: the CudaOps of one step with its recording runner
 #include "tensor_cores.cuh"
 #include "traffic.h"
 
@@ -42,6 +44,9 @@ constexpr int B = 3, Tn = 13, C = 48, NH = 4, V = 83, Vp = 96, maxT = 20;
 constexpr int N = B * Tn;
 constexpr cudaStream_t kStream = nullptr;
 constexpr double kTolerance = 0.10;
+// The shared-memory wavefronts a kernel declares against the emulator's count: within 20%, or
+// 16 wavefronts where there are few (a block's reduction at a test size).
+constexpr double kWavefrontTolerance = 0.20;
 
 // n device elements, all 0.5 (the values do not change which bytes a kernel touches).
 template <typename U>
@@ -84,6 +89,10 @@ bool close(double a, size_t b) { return b == 0 ? a == 0 : std::fabs(a - (double)
             return ::testing::AssertionFailure()
                    << "launch " << i << " (" << c.kernel << "): declared " << d.bytes_read << " bytes read, "
                    << d.bytes_written << " written; counted " << c.bytes_read << " and " << c.bytes_written;
+        const double waves = (double)c.shared_wavefronts;
+        if (d.warp_instructions > 0 && std::fabs(d.shared_wavefronts - waves) > std::max(16.0, kWavefrontTolerance * waves))
+            return ::testing::AssertionFailure() << "launch " << i << " (" << c.kernel << "): declared "
+                                                 << d.shared_wavefronts << " shared wavefronts, counted " << waves;
     }
     return ::testing::AssertionSuccess();
 }
@@ -608,6 +617,139 @@ TEST(Ptx, AttentionKernelsAsDeclared) {
             EXPECT_EQ(declared.resources.registers_per_thread, ptxas.registers_per_thread);
             EXPECT_EQ(declared.resources.shared_bytes_per_block, ptxas.shared_bytes_per_block);
         }
+}
+
+// The loops of a kernel's PTX, in the order their backward branches close them: where each
+// begins, its instructions and its memory accesses (loads and stores of device, shared or
+// generic memory; not of parameters).
+struct PtxLoop {
+    size_t first, length, accesses;
+};
+std::vector<PtxLoop> ptx_loops(const PtxFunction& f) {
+    std::vector<PtxLoop> loops;
+    for (size_t i = 0; i < f.instructions.size(); i++) {
+        const auto target = f.labels.find(branch_target(f.instructions[i]));
+        if (target == f.labels.end() || target->second > i) continue;
+        size_t accesses = 0;
+        for (size_t j = target->second; j <= i; j++) {
+            const std::string& s = f.instructions[j];
+            accesses += (s.rfind("ld.", 0) == 0 || s.rfind("st.", 0) == 0) && s.rfind("ld.param", 0) != 0;
+        }
+        loops.push_back({target->second, i - target->second + 1, accesses});
+    }
+    return loops;
+}
+
+// A kernel of the training step against its PTX: its declared WarpWork, the PTX loops (by their
+// place in ptx_loops) that make up one trip, each with the accesses one trip makes there (so a
+// loop nvcc unrolled by 4 counts a quarter), and the loops that run what the unrolling leaves
+// over or the columns past the packs; the rest of the PTX is what the warp does around its
+// trips. Registers from ptxas.
+struct StepKernel {
+    const char* entry;
+    WarpWork declared;
+    std::vector<std::pair<size_t, double>> trip;  // loop, accesses per trip
+    std::vector<size_t> leftover;
+    int registers;
+};
+
+// Every kernel the d12 training step launches in bf16 (Pre-LN), its GELU passes in fp32, and the bf16 copy of the
+// weights (convert), except wte_chunk_sums (its PTX
+// unrolls the chunk's positions with a copy of the piece's end in each), in the instantiation
+// the step uses: the declared instructions of a trip against the PTX loops of one trip (within
+// 20%), the declared instructions around the trips (per row and once) against the rest of the
+// PTX (within 35%: it holds paths a warp does not take, such as the tails of rows that are not
+// whole packs), and the declared registers against ptxas. Loop-free kernels: the whole kernel
+// (AdamW's but its loop over single elements, for the parameters past the last pack).
+TEST(Ptx, StepKernelsAsDeclared) {
+    const std::string ptx = read_file(kPtx), report = read_file(kPtxas);
+    if (ptx.empty() || report.empty()) GTEST_SKIP() << kPtx << " or " << kPtxas << " not built (no nvcc)";
+    const StepKernel kernels[] = {
+        {"_ZN3gpu22encoder_forward_kernelILi4Ef13__nv_bfloat16jEE", gpu::encoder_forward_work<float, bf16>(), {}, {},
+         18},
+        {"_ZN3gpu24layernorm_forward_kernelILb1ELi4E13__nv_bfloat16fS1_S1_EE",
+         gpu::layernorm_forward_work<true, 4, bf16, float, bf16, bf16>(), {{1, 3}, {3, 2}, {5, 5}}, {0, 2, 4},
+         gpu::layernorm_forward_resources<true, bf16, float, bf16>().registers_per_thread},
+        {"_ZN3gpu24layernorm_forward_kernelILb0ELi4E13__nv_bfloat16ffS1_EE",
+         gpu::layernorm_forward_work<false, 4, bf16, float, float, bf16>(), {{1, 1}, {3, 1}, {5, 4}}, {0, 2, 4},
+         gpu::layernorm_forward_resources<false, bf16, float, float>().registers_per_thread},
+        {"_ZN3gpu25layernorm_backward_kernelILi4Ef13__nv_bfloat16fS1_S1_EE",
+         gpu::layernorm_backward_work<4, float, bf16, float, bf16, bf16>(768, true), {{2, 3}, {3, 10}}, {},
+         gpu::layernorm_backward_resources<float, bf16, float>(768).registers_per_thread},
+        {"_ZN3gpu33layernorm_weight_gradients_kernel", COLUMN_PARTIALS_WORK, {{1, 1}}, {0},
+         gpu::LAYERNORM_WEIGHT_GRADIENTS_RESOURCES.registers_per_thread},
+        {"_Z26add_column_partials_kernel", COLUMN_PARTIALS_WORK, {{1, 1}}, {0},
+         ADD_COLUMN_PARTIALS_RESOURCES.registers_per_thread},
+        {"_ZN3gpu36crossentropy_forward_backward_kernelILi8E13__nv_bfloat16", gpu::crossentropy_forward_backward_work<bf16>(),
+         {{0, 2}, {4, 1}, {6, 2}}, {1, 2, 3, 5, 7, 8}, 32},
+        {"_ZN3gpu22attention_delta_kernelI13__nv_bfloat16", gpu::attention_delta_work<bf16>(), {{1, 2}}, {0}, 32},
+        {"_ZN3gpu19wpe_backward_kernelIfE", gpu::WPE_BACKWARD_WORK, {{0, 1}}, {1},
+         gpu::WPE_BACKWARD_RESOURCES.registers_per_thread},
+        {"_ZN3gpu23sort_token_tiles_kernel", gpu::bitonic_tile_work(true), {{0, 4}}, {},
+         gpu::sort_tile_resources(2048, true).registers_per_thread},
+        {"_ZN3gpu24merge_token_tiles_kernel", gpu::bitonic_tile_work(false), {{0, 4}}, {},
+         gpu::sort_tile_resources(2048, false).registers_per_thread},
+        {"_ZN3gpu19bitonic_step_kernel", gpu::BITONIC_STEP_WORK, {}, {}, gpu::BITONIC_STEP_RESOURCES.registers_per_thread},
+        {"_ZN3gpu19wte_run_sums_kernel", gpu::WTE_RUN_SUMS_WORK, {{0, 2}}, {},
+         gpu::WTE_RUN_SUMS_RESOURCES.registers_per_thread},
+        {"_ZN3gpu21sum_of_squares_kernelIfE", gpu::sum_of_squares_work<float>(), {{0, 1}}, {}, 14},
+        {"_ZN3gpu12adamw_kernelI13__nv_bfloat16jEE", gpu::adamw_work(true), {}, {4}, 40},  // 4: one by one
+        {"_Z14convert_kernelI13__nv_bfloat16fjEvPT_PKT0_T1_", convert_work<bf16, float>(), {}, {0, 1}, 14},
+        // the GELU passes of the fp32 step (in bf16 the products' epilogues do their work)
+        {"_ZN3gpu24bias_gelu_forward_kernelILi4EfjEE", gpu::bias_gelu_forward_work<float>(), {}, {},
+         gpu::GELU_PASS_RESOURCES.registers_per_thread},
+        {"_ZN3gpu28gelu_backward_inplace_kernelILi4EfjEE", gpu::gelu_backward_inplace_work<float>(), {}, {},
+         gpu::GELU_PASS_RESOURCES.registers_per_thread},
+    };
+    for (const StepKernel& k : kernels) {
+        SCOPED_TRACE(k.entry);
+        const PtxFunction f = ptx_function(ptx, k.entry);
+        ASSERT_FALSE(f.instructions.empty()) << "not in " << kPtx;
+        const std::vector<PtxLoop> loops = ptx_loops(f);
+        double trip = 0, rest = (double)f.instructions.size();
+        for (const auto& [loop, accesses] : k.trip) {
+            ASSERT_LT(loop, loops.size());
+            ASSERT_GT(loops[loop].accesses, 0u);
+            trip += loops[loop].length * accesses / loops[loop].accesses;
+            rest -= loops[loop].length;
+        }
+        for (size_t loop : k.leftover) {
+            ASSERT_LT(loop, loops.size());
+            rest -= loops[loop].length;
+        }
+        const double declared_rest = k.declared.per_row + k.declared.once;
+        std::printf("  %-60.60s trip %5.1f (declared %5.1f), rest %4.0f (declared %4.0f)\n", k.entry, trip,
+                    k.declared.per_trip, rest, declared_rest);
+        EXPECT_NEAR(k.declared.per_trip, trip, 0.2 * trip);
+        EXPECT_NEAR(declared_rest, rest, 0.35 * rest);
+        EXPECT_EQ(k.registers, ptxas_resources(report, k.entry).registers_per_thread);
+    }
+}
+
+// Every launch of a training step (d12's widths at a short T, bf16 and fp32, each placement)
+// that is not a cuBLAS product, a memset or a copy is a kernel of the project, and each declares
+// its warp instructions and the resources of its blocks: none is rated by its roofline alone,
+// but for the exact attention kernels (fp32, and head sizes without a tensor-core kernel),
+// which are not meant to be fast (docs/cuda.md, "The cost model").
+TEST(CostModel, EveryKernelOfTheStepDeclaresItsIssue) {
+    ModelConfig cfg;
+    ASSERT_TRUE(named_model_size("d12", &cfg));
+    const int B = 2, Tn = 64;
+    std::vector<int32_t> tokens(B * Tn);
+    for (int i = 0; i < B * Tn; i++) tokens[i] = (i * i) % 97;
+    for (Placement placement : {Placement::Pre, Placement::Post, Placement::Peri}) {
+        cfg.placement = placement;
+        for (bool bf16 : {true, false})
+            for (const OpTraffic& op : cuda_step_traffic(cfg, B, Tn, bf16, tokens.data()))
+                for (const Traffic& t : op.launches) {
+                    const std::string kernel = t.kernel;
+                    if (kernel == "gemm" || kernel == "memset" || kernel == "copy") continue;
+                    if (kernel.find("_rows_kernel") != std::string::npos) continue;
+                    EXPECT_GT(t.warp_instructions, 0) << op.op << ": " << kernel << (bf16 ? ", bf16" : ", fp32");
+                    EXPECT_GT(t.resources.threads_per_block, 0) << op.op << ": " << kernel;
+                    EXPECT_GT(t.resources.registers_per_thread, 0) << op.op << ": " << kernel;
+                }
+    }
 }
 
 // ---- the attention kernels before the tensor cores ---------------------------------------------

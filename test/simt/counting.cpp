@@ -156,4 +156,8 @@ void __tsan_read_range(void* p, unsigned long n) { simt::record(p, n, false); }
 void __tsan_write_range(void* p, unsigned long n) { simt::record(p, n, true); }
 void __tsan_vptr_update(void**, void*) {}
 void __tsan_vptr_read(void**) {}
+// Host atomics in instrumented code (a shared_ptr's count: never device memory), done as asked.
+int __tsan_atomic32_fetch_add(volatile int* a, int v, int /*memory_order*/) {
+  return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);
+}
 }
