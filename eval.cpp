@@ -21,6 +21,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +38,7 @@
 #include "rouge.h"
 #include "run_counts.h"
 #include "run_dir.h"
+#include "sampling.h"
 #include "setup.h"
 #include "stability.h"
 #include "tokenizer.h"
@@ -77,26 +80,6 @@ static void scale(std::vector<double>& a, double s) {
 // Index of the largest of the first V logits (the first one on ties).
 static int argmax(const float* z, int V) {
     return (int)(std::max_element(z, z + V) - z);
-}
-
-// A token drawn from softmax(logits / temperature) restricted to the top_k largest (0 = all);
-// temperature 0 is greedy.
-static int sample_token(const float* logits, int V, double temperature, int top_k, Rng& rng) {
-    if (temperature == 0) return argmax(logits, V);
-    std::vector<std::pair<float, int>> cand(V);
-    for (int v = 0; v < V; v++) cand[v] = {logits[v], v};
-    size_t keep = (top_k > 0 && top_k < V) ? (size_t)top_k : (size_t)V;
-    std::partial_sort(cand.begin(), cand.begin() + keep, cand.end(),
-                      [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
-    std::vector<double> w(keep);
-    double total = 0;
-    for (size_t i = 0; i < keep; i++) total += w[i] = std::exp((cand[i].first - cand[0].first) / temperature);
-    double u = rng.uniform() * total;
-    for (size_t i = 0; i < keep; i++) {
-        if (u < w[i]) return cand[i].second;
-        u -= w[i];
-    }
-    return cand[keep - 1].second;
 }
 
 // Loss (on the backend), accuracy and ROUGE (on the CPU reference) over the first eval_batches.
@@ -222,31 +205,22 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
     r.uncertainty = unc;
 }
 
-// Sampled continuations: prompt i is the first prompt_len tokens of validation sequence i (row
-// i % B of batch i / B); each new token is drawn from the logits at the last filled position of
-// a (1, prompt_len + sample_len) window (causal attention: the unfilled tail does not matter).
+// Sampled continuations (sampling.h): prompt i is the first prompt_len tokens of validation
+// sequence i (row i % B of batch i / B), continued by sample_len tokens in a (1, prompt_len +
+// sample_len) window.
 static void generate_samples(const EvalOptions& o, int T, const ModelConfig& cfg, const std::vector<float>& params,
                              DataLoader& val, const Tokenizer& tok, Results& r) {
     if (o.samples == 0) return;
-    const int P = o.prompt_len, W = o.prompt_len + o.sample_len;
-    CpuModel<float> gen(cfg, 1, W);
+    CpuModel<float> gen(cfg, 1, o.prompt_len + o.sample_len);
     std::copy(params.begin(), params.end(), gen.params.begin());
     Rng rng(o.seed + 2);
-    std::vector<int32_t> context(W, 0), unused_targets(W, 0);
     val.reset();
     for (int i = 0; i < o.samples; i++) {
         if (i % o.B == 0) val.next_batch();
         const int32_t* row = val.inputs() + (size_t)(i % o.B) * T;
-        std::fill(context.begin(), context.end(), 0);
-        std::copy(row, row + P, context.begin());
-        std::string prompt, continuation;
-        for (int k = 0; k < P; k++) prompt += tok.decode_token(row[k]);
-        for (int pos = P; pos < W; pos++) {
-            gen.forward(context.data(), unused_targets.data());
-            context[pos] = sample_token(gen.logits_data() + (size_t)(pos - 1) * cfg.Vp, cfg.V, o.temperature, o.top_k, rng);
-            continuation += tok.decode_token(context[pos]);
-        }
-        r.samples.emplace_back(prompt, continuation);
+        const std::vector<int32_t> prompt(row, row + o.prompt_len);
+        const std::vector<int32_t> continuation = continue_text(gen, prompt, o.sample_len, o.temperature, o.top_k, rng);
+        r.samples.emplace_back(tok.decode(prompt), tok.decode(continuation));
     }
 }
 
@@ -412,8 +386,42 @@ static void check_outputs(const EvalOptions& o) {
         throw InputError("flag -pairs " + o.pairs_path + " is the -json file: give each output a file of its own");
 }
 
+// -run DIR: the model, data and tokenizer of a ./train run folder. The model is the newest
+// complete checkpoint pair's (after a finished run, the final one); -val_data, -train_data and
+// -tokenizer are what DIR/config.json records (a run of an older ./train, without them: ./eval's
+// defaults, except -val_data, then required). A flag given beside -run wins, as explicit flags
+// do in llm.c and nanoGPT. A folder without config.json or without a complete pair is refused.
+// Returns the line saying what was taken.
+static std::string take_run_folder(EvalOptions& o) {
+    const std::string path = in_folder(o.run_dir, "config.json");
+    std::ifstream in(path);
+    if (!in) throw InputError("flag -run: " + path + " is missing: " + o.run_dir + " is not a ./train run folder");
+    const Json config = read_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), path);
+    if (config.kind() != Json::Kind::Object) throw InputError("flag -run: " + path + ": not a JSON object");
+    std::string taken;
+    for (auto [flag, option] : {std::pair{"val_data", &o.val_data}, std::pair{"train_data", &o.train_data},
+                                std::pair{"tokenizer", &o.tokenizer_path}}) {
+        const Json* value = config.get(flag);
+        if (o.given.count(flag) || !value || value->kind() != Json::Kind::String) continue;
+        *option = value->text();
+        taken += std::string(taken.empty() ? "" : ", ") + "-" + flag + " " + *option;
+    }
+    if (!o.given.count("val_data") && !config.get("val_data"))
+        throw InputError("flag -run: " + path + " records no val_data (a run of an older ./train): give -val_data");
+    if (!o.given.count("model")) {
+        const std::vector<int> steps = checkpoint_steps(o.run_dir);
+        if (steps.empty())
+            throw InputError("flag -run: " + o.run_dir + " holds no complete checkpoint pair (model_N.bin with state_N.bin)");
+        o.model_path = numbered(o.run_dir, "model", steps.back());
+        taken = "-model " + o.model_path + (taken.empty() ? "" : ", ") + taken;
+    }
+    return "run: " + o.run_dir + ": " + (taken.empty() ? "nothing taken" : taken) +
+           " (from the folder; flags given beside -run win)";
+}
+
 static int evaluate(EvalOptions o) {
     const auto start = std::chrono::steady_clock::now();
+    const std::string run_line = o.run_dir.empty() ? "" : take_run_folder(o);
     check_outputs(o);
     std::vector<float> params;
     const ModelConfig cfg = read_checkpoint(o.model_path, &params);
@@ -478,6 +486,7 @@ static int evaluate(EvalOptions o) {
     backend->set_params(params.data());
     const bool same_model = host_copy == nullptr;
 
+    if (!run_line.empty()) std::printf("%s\n", run_line.c_str());
     std::printf("backend: %s%s\n", backend->name().c_str(),
                 same_model ? "" : " (accuracy, ROUGE and diagnostics on the CPU reference)");
     print_model(cfg, o.model_path);

@@ -9,13 +9,12 @@
 
 #include "errors.h"
 #include "flags.h"
-#include "setup.h"    // DEFAULT_TRAIN_DATA, DEFAULT_VAL_DATA
-
-constexpr const char* DEFAULT_TOKENIZER = "data/gpt2_tokenizer.bin";
+#include "setup.h"    // DEFAULT_TRAIN_DATA, DEFAULT_VAL_DATA, DEFAULT_TOKENIZER
 
 // Every setting of an evaluation, one member per flag. A member whose default is worked out at
 // start-up keeps its initial value here until then: 0 or empty.
 struct EvalOptions {
+    std::string run_dir;  // "": no run folder
     std::string model_path, val_data, train_data;
     int B = 0, T = 0;  // 0: the default
     int eval_batches = 0;
@@ -42,7 +41,10 @@ inline const std::vector<EvalFlag>& eval_flags() {
     using O = EvalOptions;
     static const std::vector<EvalFlag> table = {
         // flag, option, values, default, on -resume 1 (not ./eval's), help
-        {"model", &O::model_path, text("FILE"), worked_out("required"), MAY_CHANGE,
+        {"run", &O::run_dir, text("DIR"), "", MAY_CHANGE,
+         "a ./train run folder: -model is its newest complete checkpoint pair's model, -val_data, -train_data and "
+         "-tokenizer what its config.json records; each of those flags given beside -run wins"},
+        {"model", &O::model_path, text("FILE"), worked_out("required unless -run"), MAY_CHANGE,
          "checkpoint to evaluate: model_%08d.bin of ./train or an llm.c GPT-2 fp32 file"},
         {"val_data", &O::val_data, text("GLOB"), DEFAULT_VAL_DATA, MAY_CHANGE, "validation shards"},
         {"train_data", &O::train_data, text("GLOB"), DEFAULT_TRAIN_DATA, MAY_CHANGE,
@@ -91,13 +93,16 @@ inline const std::vector<EvalFlag>& eval_flags() {
     return table;
 }
 
-inline std::string eval_usage() { return usage_text("usage: ./eval -model FILE [-name value ...]", eval_flags()); }
+inline std::string eval_usage() {
+    return usage_text("usage: ./eval -model FILE | -run DIR [-name value ...]", eval_flags());
+}
 
 // The options of argv, every flag checked against its values and against the others; throws
 // InputError naming the first bad flag. (eval.cpp checks the output files before any work.)
 inline EvalOptions parse_eval_options(int argc, char** argv) {
     EvalOptions o = read_flags(eval_flags(), argc, argv);
-    if (o.model_path.empty()) throw InputError("flag -model: a checkpoint file is required");
+    if (o.model_path.empty() && o.run_dir.empty())
+        throw InputError("flag -model: a checkpoint file is required (or -run DIR, a ./train run folder)");
     if (o.given.count("sigma") && o.given.count("sigma_rel"))
         throw InputError("flag -sigma: give -sigma (absolute) or -sigma_rel (relative), not both");
     return o;

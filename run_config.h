@@ -33,6 +33,8 @@ inline Json config_json(const Run& r, const std::string& backend, const DataLoad
     j.set("train_files", Json::array_of(train.files()));
     j.set("train_tokens", Json::number(std::to_string(train.total_tokens())));
     j.set("val_files", val ? Json::array_of(val->files()) : Json::array());
+    j.set("train_data", Json::string(r.opt.train_data));  // the globs, for ./eval -run
+    j.set("val_data", Json::string(r.opt.val_data));
     j.set("ranks", Json::integer(r.ranks));
     j.set("grad_accum", Json::integer(r.grad_accum));
     for (const TrainFlag& f : train_flags())
@@ -53,7 +55,8 @@ inline uint64_t fresh_run_id(const Json& config, const std::vector<float>& initi
         for (size_t i = 0; i < bytes; i++) h = (h ^ static_cast<const unsigned char*>(data)[i]) * 0x100000001b3ull;
     };
     for (const TrainFlag& f : train_flags()) {
-        const Json* value = f.on_resume == OnResume::MayChange ? nullptr : config.get(f.record.name);
+        if (f.on_resume == OnResume::MayChange) continue;  // a flag added or changed later leaves ids alone
+        const Json* value = config.get(f.record.name);
         const std::string text = f.record.name + "=" + (value ? value->str() : "") + "\n";
         mix(text.data(), text.size());
     }

@@ -92,6 +92,20 @@ inline std::vector<int> checkpoint_steps(const std::string& dir) {
     return steps;
 }
 
+// With -keep_checkpoints K (> 0): removes the complete pairs of `dir` other than the newest K
+// and the final one (after `final_step` steps), model file first, so a pair is whole or not
+// listed; throws OutputError when a file cannot be removed.
+inline void remove_old_checkpoints(const std::string& dir, int keep, int final_step) {
+    const std::vector<int> steps = checkpoint_steps(dir);  // ascending
+    for (size_t i = 0; keep > 0 && i + keep < steps.size(); i++) {
+        if (steps[i] == final_step) continue;
+        for (const char* stem : {"model", "state"})
+            if (std::remove(numbered(dir, stem, steps[i]).c_str()) != 0)
+                throw OutputError("-keep_checkpoints: cannot remove " + numbered(dir, stem, steps[i]) + " (" +
+                                  std::strerror(errno) + ")");
+    }
+}
+
 // Refuses (InputError) an input of ./train that is one of the run files of its folder `dir`,
 // which the run writes, replaces or removes (compared by identity: a link or another spelling
 // counts).

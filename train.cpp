@@ -33,8 +33,10 @@
 #include "resume.h"
 #include "run_config.h"
 #include "run_dir.h"
+#include "sampling.h"
 #include "setup.h"
 #include "signals.h"
+#include "tokenizer.h"
 #include "train_flags.h"
 #include "training.h"
 
@@ -52,6 +54,16 @@ static std::string duration_text(double seconds) {
     return buf;
 }
 
+// What -sample_every samples with, on rank 0 (README "Samples during training"): the tokenizer,
+// a CPU model of batch 1 over a (1, SAMPLE_PROMPT_TOKENS + -sample_tokens) window that gets a
+// copy of the weights for each sample, and the prompt.
+constexpr int SAMPLE_PROMPT_TOKENS = 16;
+struct Sampler {
+    Tokenizer tok;
+    CpuModel<float> gen;
+    std::vector<int32_t> prompt;  // the first SAMPLE_PROMPT_TOKENS tokens of the validation shards
+};
+
 // A run while it trains: its settings, model, data and ranks, rank 0's log, the outcome rules.
 struct Training {
     Run& r;
@@ -67,6 +79,7 @@ struct Training {
     Clock::time_point eta_start;  // after the start-up evaluation: the ETA counts the steps from here
     int saved_at;         // the steps done of the newest checkpoint pair on disk (-1: none)
     double last_loss = NAN, last_val_loss = NAN;  // for the summary
+    Sampler* sampler = nullptr;  // rank 0's with -sample_every N; null otherwise
 
     // Seconds of training, over every process of the run (resumed ones included).
     double elapsed() const { return elapsed_before + seconds_since(start); }
@@ -147,6 +160,34 @@ static int train_step(Training& t, int step) {
     return 0;
 }
 
+// The checkpoint pair of the steps done (resume.h), then, with -keep_checkpoints K, the pairs
+// beyond the newest K removed except the final one (rank 0; README "Run folders").
+static void save(Training& t) {
+    save_checkpoint(t.model, t.r, t.r.state, t.train_data, t.group);
+    t.saved_at = t.r.state.steps_done;
+    if (t.group.is_root()) remove_old_checkpoints(t.r.opt.out_dir, t.r.opt.keep_checkpoints, t.r.opt.steps);
+}
+
+// -sample_every: the continuation of the prompt by the weights after step `step`, printed and
+// logged (docs/logs.md). The weights are copied into the sampler's own CPU model and drawn from
+// with temperature 1 among the 40 likeliest tokens by an Rng of its own, seeded by the run's
+// seed and the step (a resumed run draws the same): the training model, its data loaders and
+// its optimiser are only read.
+static void print_sample(Training& t, int step) {
+    Sampler& s = *t.sampler;
+    t.model.get_params(s.gen.params.data());
+    Rng rng(t.r.state.seed ^ (0xD1B54A32D192ED03ull * uint64_t(step + 1)));
+    const std::vector<int32_t> continuation = continue_text(s.gen, s.prompt, t.r.opt.sample_tokens, 1.0, 40, rng);
+    const std::string prompt = s.tok.decode(s.prompt), text = s.tok.decode(continuation);
+    std::printf("step %5d | sample: %s[[%s]]\n", step, prompt.c_str(), text.c_str());
+    t.record(JsonRecord()
+                 .add("step", std::to_string(step))
+                 .add("event", json_string("sample"))
+                 .add("prompt", json_string(prompt))
+                 .add("text", json_string(text))
+                 .str());
+}
+
 // The validation loss at `step`, printed and logged; returns false, logging nothing, when a
 // signal interrupted the evaluation.
 static bool validate(Training& t, int step) {
@@ -164,7 +205,7 @@ static bool validate(Training& t, int step) {
 static int stop(Training& t, const char* where) {
     const int sig = interrupted(t.group);
     const int done = t.r.state.steps_done;
-    if (done > 0 && t.saved_at != done) save_checkpoint(t.model, t.r, t.r.state, t.train_data, t.group);
+    if (done > 0 && t.saved_at != done) save(t);
     std::printf("stopped by %s %safter %d of %d steps: %s\n", stop_request::name(sig), where, done, t.r.opt.steps,
                 done == t.r.opt.steps ? "the run is complete; its final evaluation was not made"
                 : done > 0            ? "continue with the same command and -resume 1"
@@ -257,6 +298,42 @@ static void print_start(const Run& r, const Backend& model, const DataLoader& tr
                 o.lr_min, o.warmup, o.steps, o.wd, o.beta1, o.beta2, o.eps, o.clip);
 }
 
+// The sampler of -sample_every N (null when 0), its needs checked first, each refused with one
+// line: a -tokenizer that loads, covers the model's vocabulary and is the one the training shards
+// record, a window of SAMPLE_PROMPT_TOKENS + -sample_tokens within the model's maxT, and
+// validation shards of the same tokenizer to take the prompt from. Rank 0 (`root`) alone gets
+// one; the others check the same and return null.
+static std::unique_ptr<Sampler> make_sampler(const Run& r, const DataLoader& train, bool root) {
+    const TrainOptions& o = r.opt;
+    if (o.sample_every == 0) return nullptr;
+    std::unique_ptr<Tokenizer> tok;
+    try {
+        tok = std::make_unique<Tokenizer>(o.tokenizer_path);
+    } catch (const InputError& e) {
+        throw InputError(std::string("flag -tokenizer: ") + e.what() + " (-sample_every decodes with it)");
+    }
+    if (tok->vocab_size() < r.cfg.V)
+        throw InputError("flag -tokenizer: " + o.tokenizer_path + " has " + std::to_string(tok->vocab_size()) +
+                         " tokens but the model's vocabulary is " + std::to_string(r.cfg.V));
+    if (train.tokenizer() != 0 && tok->fingerprint() != train.tokenizer())
+        throw InputError("flag -tokenizer: " + o.tokenizer_path + " is tokenizer " + tokenizer_name(tok->fingerprint()) +
+                         " but " + o.train_data + " was made by tokenizer " + tokenizer_name(train.tokenizer()));
+    const int W = SAMPLE_PROMPT_TOKENS + o.sample_tokens;
+    if (W > r.cfg.maxT)
+        throw InputError("flag -sample_tokens: " + std::to_string(SAMPLE_PROMPT_TOKENS) + " prompt tokens + " +
+                         std::to_string(o.sample_tokens) + " exceed the model's maxT " + std::to_string(r.cfg.maxT));
+    DataLoader prompt_source(o.val_data, 1, SAMPLE_PROMPT_TOKENS, r.cfg.V, false, 0);
+    check_same_tokenizer(train, prompt_source);
+    if (!root) return nullptr;
+    if (tok->vocab_size() != r.cfg.V)
+        std::printf("warning: %s has %d tokens but the model's vocabulary is %d: samples read the model's ids as this "
+                    "tokenizer's\n", o.tokenizer_path.c_str(), tok->vocab_size(), r.cfg.V);
+    prompt_source.next_batch();
+    const int32_t* first = prompt_source.inputs();
+    return std::unique_ptr<Sampler>(new Sampler{std::move(*tok), CpuModel<float>(r.cfg, 1, W),
+                                                std::vector<int32_t>(first, first + SAMPLE_PROMPT_TOKENS)});
+}
+
 // Trains the run `r` prepared: data, model and config.json on every rank (refused together),
 // then the steps from the one resumed at to -steps, with evaluations, checkpoints and a stop on
 // SIGINT/SIGTERM; rank 0 alone owns `folder` (its lock, config.json, log.jsonl, checkpoints).
@@ -265,6 +342,7 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
     const TrainOptions& o = r.opt;
     std::unique_ptr<DataLoader> train_data, val_data;
     std::unique_ptr<Backend> model;
+    std::unique_ptr<Sampler> sampler;
     Json config;
     start_on_every_rank(group, [&] {
         train_data = std::make_unique<DataLoader>(o.train_data, o.B, o.T, r.cfg.V, o.shuffle, r.state.seed,
@@ -274,6 +352,7 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
             check_same_tokenizer(*train_data, *val_data);
             check_distinct_batches("-eval_batches", o.eval_batches, o.val_data, val_data->num_windows(), o.allow_repeats);
         }
+        sampler = make_sampler(r, *train_data, group.is_root());
         if (r.resuming) resume_loader(*train_data, r.state.loader, group.rank());
         model = make_backend(r.device, o.precision, o.cpu_ops, r.cfg, o.B, o.T, group.local_rank(), r.comm);
         config = config_json(r, model->name(), *train_data, val_data.get());
@@ -308,6 +387,7 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
     Training t{r, *model, *train_data, val_data.get(), group, log.get(),
                OutcomeTracker({o.outcome_window, o.diverge_rise, o.spike_rise, o.warmup}), r.state.steps_done,
                Clock::now(), elapsed_before, Clock::now(), r.resuming ? r.state.steps_done : -1};
+    t.sampler = sampler.get();
     if (log) {  // resuming: the steps already done (rank 0 decides on the outcome for every rank)
         for (double past : log->losses()) t.outcome.observe(past, 0.0);
         for (const LoggedStats& past : log->stats()) t.outcome.observe_stats(past.attn_logit_max, past.mean_abs_L);
@@ -317,10 +397,8 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
         if (step == t.first_step) t.eta_start = Clock::now();  // the ETA leaves the start-up evaluation out
         if (const int stopped = train_step(t, step)) return stopped;
         const bool last = r.state.steps_done == o.steps;
-        if (last || (o.save_every > 0 && r.state.steps_done % o.save_every == 0)) {
-            save_checkpoint(*model, r, r.state, *train_data, group);
-            t.saved_at = r.state.steps_done;
-        }
+        if (last || (o.save_every > 0 && r.state.steps_done % o.save_every == 0)) save(t);
+        if (t.sampler && (last || r.state.steps_done % o.sample_every == 0)) print_sample(t, step);
         if (!last && interrupted(group)) return stop(t, "");  // one rank's signal stops all
     }
     return finish(t);

@@ -11,7 +11,7 @@
 
 #include "errors.h"
 #include "flags.h"
-#include "setup.h"  // DEFAULT_TRAIN_DATA, DEFAULT_VAL_DATA
+#include "setup.h"  // DEFAULT_TRAIN_DATA, DEFAULT_VAL_DATA, DEFAULT_TOKENIZER
 
 // Every setting of a run, one member per flag. A member whose default is worked out at start-up
 // (run_start.h) keeps its initial value here until then: 0 or empty.
@@ -32,6 +32,9 @@ struct TrainOptions {
     bool shuffle = false;
     int eval_every = 0, eval_batches = 0, save_every = 0, stats_every = 0;
     bool allow_repeats = false;
+    int keep_checkpoints = 0;           // 0: keep every pair
+    int sample_every = 0, sample_tokens = 0;  // sample_every 0: no samples
+    std::string tokenizer_path;
     std::string out_dir;
     bool resume = false, overwrite = false, change_steps = false;
     std::string device, precision;
@@ -102,6 +105,17 @@ inline const std::vector<TrainFlag>& train_flags() {
          "start-up says so); 0 refuses that"},
         {"save_every", &O::save_every, integers(0, 1 << 30), "250", MAY_CHANGE,
          "checkpoint every N steps (0 = only the final one, which is always written)"},
+        {"keep_checkpoints", &O::keep_checkpoints, integers(0, 1 << 30), "0", MAY_CHANGE,
+         "after each checkpoint pair is written, remove the pairs older than the newest N (0 = keep all); the "
+         "final pair is always kept (README \"Run folders\")"},
+        {"sample_every", &O::sample_every, integers(0, 1 << 30), "0", MAY_CHANGE,
+         "every N steps and after the last one, rank 0 prints and logs a sampled continuation of the first 16 "
+         "validation tokens (0 = off); the training run is the same with or without it (README \"Samples during "
+         "training\")"},
+        {"sample_tokens", &O::sample_tokens, integers(1, 1 << 20), "32", MAY_CHANGE,
+         "tokens per -sample_every continuation (16 + this at most the model's maxT)"},
+        {"tokenizer", &O::tokenizer_path, text("FILE"), DEFAULT_TOKENIZER, MAY_CHANGE,
+         "decodes the -sample_every samples; must cover the model's vocabulary and be the one the shards record"},
         {"stats_every", &O::stats_every, integers(0, 1 << 30), "0", MAY_CHANGE,
          "hidden-state and gradient statistics per layer (docs/statistics.md) into log.jsonl every N steps (0 = off)"},
         {"out", &O::out_dir, text("DIR"), "out", MAY_CHANGE, "output folder: one run per folder (README \"Run folders\")",

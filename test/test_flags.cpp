@@ -197,10 +197,11 @@ TEST(FlagTables, ChecksAcrossFlags) {
     EXPECT_EQ(parse({"lr", "1"}), "unexpected argument 'lr' (flags are -name value)");
 }
 
-TEST(FlagTables, EvalNeedsAModelAndOneSigma) {
+TEST(FlagTables, EvalNeedsAModelOrARunFolderAndOneSigma) {
     auto parse = [](const std::vector<std::string>& words) { return refusal_of(words, parse_eval_options); };
-    EXPECT_EQ(parse({}), "flag -model: a checkpoint file is required");
+    EXPECT_EQ(parse({}), "flag -model: a checkpoint file is required (or -run DIR, a ./train run folder)");
     EXPECT_EQ(parse({"-model", "m.bin"}), "");
+    EXPECT_EQ(parse({"-run", "out"}), "");
     EXPECT_EQ(parse({"-model", "m.bin", "-sigma", "0.5", "-sigma_rel", "0.1"}),
               "flag -sigma: give -sigma (absolute) or -sigma_rel (relative), not both");
 }

@@ -277,13 +277,22 @@ std::string another_value(const TrainFlag& f, const std::string& current, const 
     return current;
 }
 
+// A tiny model of maxT 64 at DIR/long.bin, room for -sample_every's 16 prompt tokens and 32
+// sampled ones; returns its path.
+std::string long_window_model(const std::string& dir) {
+    ModelConfig cfg = tiny_model(2, Placement::Peri);
+    cfg.maxT = 64;
+    write_fresh_checkpoint(dir + "long.bin", cfg, 7);
+    return dir + "long.bin";
+}
+
 // From the table of flags: every flag that defines the run, given another value than the run's,
 // is refused on -resume 1 naming it, leaving the run's files alone; every other flag the run
 // records, or shows in its backend, may change (the run here is complete, so the resume that
 // accepts it trains nothing).
 TEST_F(RunDir, ResumeRefusesEveryFlagThatDefinesTheRunAndAcceptsTheOthers) {
     const std::map<std::string, std::string> base = {
-        {"device", "cpu"}, {"threads", "1"}, {"init", dir + "tiny.bin"}, {"train_data", dir + "train_*.bin"},
+        {"device", "cpu"}, {"threads", "1"}, {"init", long_window_model(dir)}, {"train_data", dir + "train_*.bin"},
         {"val_data", dir + "val_*.bin"}, {"B", "2"}, {"T", "8"}, {"eval_every", "0"}, {"warmup", "2"},
         {"out", dir + "out"}, {"steps", "6"}, {"save_every", "3"}, {"resume", "1"}};
     auto command = [&](const std::string& name, const std::string& value) {
@@ -296,7 +305,8 @@ TEST_F(RunDir, ResumeRefusesEveryFlagThatDefinesTheRunAndAcceptsTheOthers) {
     const std::string config = read_file(dir + "out/config.json"), log = read_file(dir + "out/log.jsonl");
     const Json saved = read_json(config, "config.json");
     const std::map<std::string, std::string> texts = {{"init", "l2h2c16v96t16"}, {"train_data", dir + "other_*.bin"},
-                                                      {"val_data", dir + "other_*.bin"}};
+                                                      {"val_data", dir + "other_*.bin"},
+                                                      {"tokenizer", "data/mobydick_v4096_tokenizer.bin"}};
     const std::set<std::string> runs_the_command = {"out", "resume", "overwrite", "change_steps"};
     std::set<std::string> refused, accepted;
     for (const TrainFlag& f : train_flags()) {
@@ -716,6 +726,103 @@ TEST_F(RunDir, EtaLeavesTheStartUpEvaluationOut) {
     const double elapsed_s = std::atof(line.substr(comma + 2).c_str()), eta_s = std::atof(line.substr(eta + 6).c_str());
     EXPECT_GT(elapsed_s, 0.2) << line;
     EXPECT_LT(eta_s, elapsed_s / 4) << line;
+}
+
+TEST_F(RunDir, SamplesDuringTrainingLeaveTheRunExactlyAsWithout) {
+    std::string base = train_args("-steps 5 -save_every 1 -shuffle 1 -eval_every 2 -eval_batches 2");
+    base.replace(base.find(dir + "tiny.bin"), dir.size() + 8, long_window_model(dir));
+    base.replace(base.find("-eval_every 0 "), 14, "");
+    const std::string plain = base, sampled = base + " -sample_every 2 -sample_tokens 8 -tokenizer data/gpt2_tokenizer.bin";
+    Result a = run(plain);
+    ASSERT_EQ(a.status, 0) << a.err;
+    Result b = run(std::string(sampled).replace(sampled.find("-out " + dir + "out"), 5 + dir.size() + 3, "-out " + dir + "sampled"));
+    ASSERT_EQ(b.status, 0) << b.err;
+    const std::string log_a = read_file(dir + "out/log.jsonl"), log_b = read_file(dir + "sampled/log.jsonl");
+    EXPECT_EQ(losses(log_a).size(), 5u);
+    EXPECT_EQ(losses(log_a), losses(log_b));
+    EXPECT_EQ(json_numbers(log_a, "val_loss"), json_numbers(log_b, "val_loss"));
+    for (int n = 1; n <= 5; n++)
+        for (const char* stem : {"model", "state"}) {
+            char name[32];
+            std::snprintf(name, sizeof name, "%s_%08d.bin", stem, n);
+            EXPECT_EQ(read_file(dir + "out/" + name), read_file(dir + "sampled/" + name)) << name;
+        }
+    // After steps 2, 4 and the last (step indices 1, 3, 4): printed and logged, 8 tokens each.
+    const std::vector<std::string> samples = log_lines(log_b, "\"event\": \"sample\"");
+    ASSERT_EQ(samples.size(), 3u) << log_b;
+    EXPECT_EQ(lines(log_b).size(), lines(log_a).size() + 3);
+    for (const char* step : {"step     1 | sample: ", "step     3 | sample: ", "step     4 | sample: "})
+        EXPECT_NE(b.out.find(step), std::string::npos) << b.out;
+    EXPECT_EQ(log_lines(log_a, "\"event\": \"sample\"").size(), 0u);
+    EXPECT_NE(samples[0].find("\"prompt\": \""), std::string::npos) << samples[0];
+    EXPECT_NE(samples[0].find("\"text\": \""), std::string::npos) << samples[0];
+}
+
+TEST_F(RunDir, SamplingIsRefusedAtStartUpWithoutAFittingTokenizer) {
+    expect_refused(train("-steps 2 -sample_every 1 -tokenizer " + dir + "none.bin"), "flag -tokenizer: ");
+    expect_refused(train("-steps 2 -sample_every 1 -tokenizer " + dir), "flag -tokenizer: ");
+    // The tiny model's maxT 16 leaves no room after the 16 prompt tokens.
+    expect_refused(train("-steps 2 -sample_every 1"), "flag -sample_tokens: 16 prompt tokens + 32 exceed the model's maxT 16");
+    // Shards of the compact tokenizer with GPT-2's: refused; with their own, samples.
+    const std::string compact = "./train -device cpu -threads 1 -init l1h1c16v4096t32 -B 2 -T 8 -steps 1 -eval_every 0 "
+                                "-train_data data/mobydick_v4096_train_*.bin -val_data data/mobydick_v4096_val_*.bin "
+                                "-sample_every 1 -sample_tokens 4 -out " + dir + "compact ";
+    expect_refused(run(compact), "flag -tokenizer: data/gpt2_tokenizer.bin is tokenizer ");
+    EXPECT_FALSE(exists(dir + "compact"));
+    Result r = run(compact + "-tokenizer data/mobydick_v4096_tokenizer.bin");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("step     0 | sample: "), std::string::npos) << r.out;
+}
+
+TEST_F(RunDir, KeepCheckpointsLeavesTheNewestPairsAndResumeContinuesFromThem) {
+    ASSERT_EQ(train("-steps 4 -save_every 1 -keep_checkpoints 2").status, 0);
+    const std::vector<std::string> newest = {"model_00000003.bin", "model_00000004.bin", "state_00000003.bin",
+                                             "state_00000004.bin"};
+    EXPECT_EQ(checkpoint_files(), newest);
+    // A run of 3 steps with K = 2, resumed to 4, ends as the same run without K does.
+    const std::string resume = "-steps 4 -change_steps 1 -resume 1 -save_every 1";
+    ASSERT_EQ(train("-steps 3 -save_every 1", "whole").status, 0);
+    ASSERT_EQ(train(resume, "whole").status, 0);
+    std::filesystem::remove_all(dir + "out");
+    ASSERT_EQ(train("-steps 3 -save_every 1 -keep_checkpoints 2").status, 0);
+    EXPECT_EQ(checkpoint_files(), (std::vector<std::string>{"model_00000002.bin", "model_00000003.bin",
+                                                            "state_00000002.bin", "state_00000003.bin"}));
+    Result r = train(resume + " -keep_checkpoints 2");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("resume: continuing at step 3 of 4"), std::string::npos) << r.out;
+    EXPECT_EQ(checkpoint_files(), newest);
+    EXPECT_EQ(read_file(dir + "out/model_00000004.bin"), read_file(dir + "whole/model_00000004.bin"));
+    // K = 1 with pairs every 3 steps of 5: the pairs at 3 and then 5; the final one stays.
+    ASSERT_EQ(train("-steps 5 -save_every 3 -keep_checkpoints 1", "one").status, 0);
+    EXPECT_EQ(listing(dir + "one").find("model_00000003.bin"), std::string::npos) << listing(dir + "one");
+    EXPECT_NE(listing(dir + "one").find("model_00000005.bin"), std::string::npos) << listing(dir + "one");
+    EXPECT_NE(listing(dir + "one").find("state_00000005.bin"), std::string::npos) << listing(dir + "one");
+}
+
+TEST_F(RunDir, EvalRunTakesTheModelDataAndTokenizerOfARunFolder) {
+    ASSERT_EQ(train("-steps 3 -save_every 1").status, 0);
+    const std::string flags = " -device cpu -B 2 -T 8 -eval_batches 2 -diag_batches 0";
+    Result from_run = run("./eval -run " + dir + "out" + flags);
+    ASSERT_EQ(from_run.status, 0) << from_run.err;
+    // (The shell expanded train_args' globs: config.json records the files.)
+    EXPECT_NE(from_run.out.find("run: " + dir + "out: -model " + dir + "out/model_00000003.bin, -val_data " + dir +
+                                "val_000.bin, -train_data " + dir + "train_000.bin, -tokenizer data/gpt2_tokenizer.bin"),
+              std::string::npos) << from_run.out;
+    Result explicit_flags = run("./eval -model " + dir + "out/model_00000003.bin -val_data " + dir + "val_*.bin -train_data " +
+                                dir + "train_*.bin" + flags);
+    ASSERT_EQ(explicit_flags.status, 0) << explicit_flags.err;
+    const auto loss_line = [](const std::string& out) { return out.substr(out.find("val loss "), out.find('\n', out.find("val loss ")) - out.find("val loss ")); };
+    EXPECT_EQ(loss_line(from_run.out), loss_line(explicit_flags.out));
+    // A flag given beside -run wins.
+    Result older = run("./eval -run " + dir + "out -model " + dir + "out/model_00000001.bin" + flags);
+    ASSERT_EQ(older.status, 0) << older.err;
+    EXPECT_NE(older.out.find("model: " + dir + "out/model_00000001.bin"), std::string::npos) << older.out;
+    EXPECT_NE(loss_line(older.out), loss_line(from_run.out));
+    // Not a run folder; a run folder without a checkpoint pair.
+    expect_refused(run("./eval -run " + dir + flags), "flag -run: " + dir + "config.json is missing");
+    std::filesystem::create_directories(dir + "empty");
+    std::filesystem::copy_file(dir + "out/config.json", dir + "empty/config.json");
+    expect_refused(run("./eval -run " + dir + "empty" + flags), "flag -run: " + dir + "empty holds no complete checkpoint pair");
 }
 
 }  // namespace
