@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     try {
         const EvalOptions o = parse_eval_options((int)words.size(), argv.data());
-        if (o.model_path.empty() || o.eval_batches < 1 || (o.given.count("sigma") && !(o.sigma > 0))) std::abort();
+        if ((o.model_path.empty() && o.run_dir.empty()) || o.eval_batches < 1 || (o.given.count("sigma") && !(o.sigma > 0))) std::abort();
     } catch (const InputError&) {
     }
     return 0;
