@@ -24,21 +24,6 @@ namespace {
 // expected values are exact whatever order the hardware adds in.
 float exact_value(int i, int seed) { return (float)((i * 7 + seed * 5) % 17 - 8) / 8.0f; }
 
-template <typename T>
-T* to_device(const std::vector<T>& host) {
-    T* d = nullptr;
-    EXPECT_EQ(cudaMalloc(&d, host.size() * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-    return d;
-}
-
-template <typename T>
-std::vector<T> to_host(const T* d, size_t n) {
-    std::vector<T> host(n);
-    EXPECT_EQ(cudaMemcpy(host.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return host;
-}
-
 // Two bf16 of a row-major matrix with leading dimension ld, (row, col) and (row, col + 1) or
 // (row + 1, col) when `down`, packed as a fragment register: the first in the low half.
 __device__ uint32_t pair_of(const __nv_bfloat16* m, int ld, int row, int col, bool down) {

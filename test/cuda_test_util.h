@@ -7,7 +7,9 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 // True when a CUDA device can run kernels. Any error (no driver, no device) counts as none.
 inline bool cuda_device_available() {
@@ -29,3 +31,20 @@ inline std::string current_test_name() {
     if (!cuda_device_available())                                                 \
       GTEST_SKIP() << "no CUDA device: skipping " << current_test_name();         \
   } while (0)
+
+// A new device copy of `host` (cudaMalloc; the test frees it), and n elements of device memory
+// copied back, for the tests that hold raw device pointers.
+template <typename T>
+T* to_device(const std::vector<T>& host) {
+  T* d = nullptr;
+  EXPECT_EQ(cudaMalloc(&d, host.size() * sizeof(T)), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  return d;
+}
+
+template <typename T>
+std::vector<T> to_host(const T* d, size_t n) {
+  std::vector<T> host(n);
+  EXPECT_EQ(cudaMemcpy(host.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return host;
+}

@@ -46,21 +46,6 @@ __global__ void fill_kernel(float* d, float value) {
     wmma::store_matrix_sync(d, acc, kTile, wmma::mem_row_major);
 }
 
-template <typename T>
-T* to_device(const std::vector<T>& host) {
-    T* d = nullptr;
-    EXPECT_EQ(cudaMalloc(&d, host.size() * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-    return d;
-}
-
-template <typename T>
-std::vector<T> to_host(const T* d, size_t n) {
-    std::vector<T> host(n);
-    EXPECT_EQ(cudaMemcpy(host.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return host;
-}
-
 // Offset of element (row, col) of a matrix stored row or column major with leading dimension ld.
 size_t at(int row, int col, bool row_major, int ld) { return row_major ? (size_t)row * ld + col : (size_t)col * ld + row; }
 
