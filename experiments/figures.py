@@ -2,12 +2,13 @@
 sensitivity against layer (from layers.csv), the training loss of every run against step (from
 the run folders' log.jsonl), and the experiment's own figure (e1.figure, e2.figure).
 
-Colours tell the placement (Pre-LN red, Peri-LN green, Post-LN blue), darker shades larger
-learning rates; line styles tell Δt (solid 1, dashed 0.1)."""
+In the per-layer figures colours tell the placement (Pre-LN red, Peri-LN green, Post-LN blue),
+darker shades larger learning rates, and line styles tell Δt (solid 1, dashed 0.1); the loss
+figure has a panel per placement and Δt instead, its colours telling the rest."""
 import math
 import os
 
-from .grid import PLACEMENT_LABEL, PLACEMENTS
+from .grid import PLACEMENT_LABEL, PLACEMENTS, fmt_num
 from .results import ResultsError, load
 from .tables import CONFIG_KEYS, config_label, finished, groups
 
@@ -120,41 +121,56 @@ def layer_figure(plt, runs, layers, title, panels, path):
 
 
 def loss_figure(plt, runs, run_dir, path):
-    """Training loss (moving average of 10 steps) of every run against step, one panel per
-    placement, on a log scale so that one diverged run does not flatten the rest; × marks a run
-    that stopped (diverged or nonfinite)."""
-    styles = config_styles(runs)
+    """Training loss (moving average of 10 steps) of every run against step: one panel per
+    placement (columns) and Δt (rows), on a log scale so that one diverged run does not flatten
+    the rest; inside a panel the colour tells the rest of the configuration (weight decay,
+    learning rate, depth, precision), the same colour in every panel, so one short legend serves
+    them all; × marks a run that stopped (diverged or nonfinite)."""
+    import matplotlib
     placements = [ln for ln in PLACEMENTS if ln in set(runs.ln)]
-    fig, axes = plt.subplots(1, len(placements), figsize=(5.2 * len(placements), 4.2), squeeze=False, sharey=True)
-    axes = axes[0]
-    labelled = set()
+    dts = sorted(set(runs.dt), reverse=True)
+    rests = sorted({run_rest(run) for run in runs.itertuples()}, key=lambda r: tuple(-1 if v is None else v for v in r[:3]) + (r[3] or "",))
+    cmap = matplotlib.colormaps["viridis"]
+    colour = {r: cmap(0.9 * i / max(1, len(rests) - 1)) for i, r in enumerate(rests)}
+    fig, axes = plt.subplots(len(dts), len(placements), figsize=(4.6 * len(placements), 3.4 * len(dts)),
+                             squeeze=False, sharex=True, sharey=True)
     for run in runs[runs.outcome.notna()].itertuples():
         try:
             steps = load(run_dir(run.run)).steps.dropna(subset=["loss"])
         except ResultsError:
             continue
-        config = tuple(None if v != v else v for v in (run.ln, run.dt, run.wd, run.lr, run.depth, run.precision))
-        if not len(steps) or config not in styles:
+        if not len(steps):
             continue
-        ax = axes[placements.index(run.ln)]
+        ax = axes[dts.index(run.dt)][placements.index(run.ln)]
         smooth = steps.loss.rolling(10, min_periods=1).mean()
-        ax.plot(steps.step, smooth, linewidth=0.9, alpha=0.85, label=None if config in labelled else config_label(config),
-                **styles[config])
-        labelled.add(config)
+        ax.plot(steps.step, smooth, linewidth=0.9, alpha=0.8, color=colour[run_rest(run)])
         if run.outcome in ("diverged", "nonfinite"):
-            ax.plot([steps.step.iloc[-1]], [smooth.iloc[-1]], marker="x", markersize=8, color=styles[config]["color"])
-    for ax, ln in zip(axes, placements):
-        plain_log_axis(ax)
-        ax.set_xlabel("optimiser step")
-        ax.set_title(PLACEMENT_LABEL[ln], fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("training loss (nats per token, log scale)")
-    handles = [h for ax in axes for h in ax.get_legend_handles_labels()[0]]
-    labels = [lab for ax in axes for lab in ax.get_legend_handles_labels()[1]]
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7, ncol=1 + len(labels) // 24,
-               frameon=False)
+            ax.plot([steps.step.iloc[-1]], [smooth.iloc[-1]], marker="x", markersize=8, color=colour[run_rest(run)])
+    for i, dt in enumerate(dts):
+        for j, ln in enumerate(placements):
+            ax = axes[i][j]
+            ax.set_title(f"{PLACEMENT_LABEL[ln]}, Δt = {fmt_num(dt)}", fontsize=10)
+            ax.grid(True, which="both", alpha=0.3)
+            if i == len(dts) - 1:
+                ax.set_xlabel("optimiser step")
+        axes[i][0].set_ylabel("training loss (nats, log scale)")
+    plain_log_axis(axes[0][0])  # the axes share y: one call sets every panel
+    handles = [matplotlib.lines.Line2D([], [], color=colour[r], linewidth=2) for r in rests]
+    fig.legend(handles, [rest_label(r) for r in rests], loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
+               ncol=1 + len(rests) // 24, frameon=False)
     fig.suptitle("Training loss of every run, moving average of 10 steps (× = stopped: diverged or nonfinite)",
                  fontsize=11)
     fig.tight_layout()
     save(fig, path)
 
+
+def run_rest(run):
+    """The configuration of a run beyond its placement and Δt: (wd, lr, depth, precision), None
+    where a sweep does not set one."""
+    return tuple(None if v != v else v for v in (run.wd, run.lr, run.depth, run.precision))
+
+
+def rest_label(rest):
+    wd, lr, depth, precision = rest
+    return (f"wd={fmt_num(wd)} lr={fmt_num(lr)}" + (f" L={depth:g}" if depth else "") +
+            (f" {precision}" if precision else ""))
