@@ -4,7 +4,8 @@ the run folders' log.jsonl), and the experiment's own figure (e1.figure, e2.figu
 
 In the per-layer figures colours tell the placement (Pre-LN red, Peri-LN green, Post-LN blue),
 darker shades larger learning rates, and line styles tell Δt (solid 1, dashed 0.1); the loss
-figure has a panel per placement and Δt instead, its colours telling the rest."""
+figure has a panel per placement and Δt instead, its colours telling the settings that vary
+inside a panel."""
 import math
 import os
 
@@ -123,15 +124,22 @@ def layer_figure(plt, runs, layers, title, panels, path):
 def loss_figure(plt, runs, run_dir, path):
     """Training loss (moving average of 10 steps) of every run against step: one panel per
     placement (columns) and Δt (rows), on a log scale so that one diverged run does not flatten
-    the rest; inside a panel the colour tells the rest of the configuration (weight decay,
-    learning rate, depth, precision), the same colour in every panel, so one short legend serves
-    them all; × marks a run that stopped (diverged or nonfinite)."""
+    the rest. A setting that is the same throughout a panel (E2's learning rate) goes into the
+    panel's title; the settings that vary inside a panel (E1's learning rate, E2's depth, E3's
+    weight decay) pick the colour, the same in every panel, so one short legend serves them all;
+    × marks a run that stopped (diverged or nonfinite)."""
     import matplotlib
     placements = [ln for ln in PLACEMENTS if ln in set(runs.ln)]
     dts = sorted(set(runs.dt), reverse=True)
-    rests = sorted({run_rest(run) for run in runs.itertuples()}, key=lambda r: tuple(-1 if v is None else v for v in r[:3]) + (r[3] or "",))
+    settings = {run.run: run_settings(run) for run in runs.itertuples()}
+    panels = {}
+    for run in runs.itertuples():
+        panels.setdefault((run.ln, run.dt), []).append(settings[run.run])
+    varying = [k for k in SETTINGS if any(len({s[k] for s in panel}) > 1 for panel in panels.values())]
+    key = lambda run: tuple(settings[run.run][k] for k in varying)
+    keys = sorted({key(run) for run in runs.itertuples()}, key=lambda t: tuple((v is None, v) for v in t))
     cmap = matplotlib.colormaps["viridis"]
-    colour = {r: cmap(0.9 * i / max(1, len(rests) - 1)) for i, r in enumerate(rests)}
+    colour = {k: cmap(0.9 * i / max(1, len(keys) - 1)) for i, k in enumerate(keys)}
     fig, axes = plt.subplots(len(dts), len(placements), figsize=(4.6 * len(placements), 3.4 * len(dts)),
                              squeeze=False, sharex=True, sharey=True)
     for run in runs[runs.outcome.notna()].itertuples():
@@ -143,34 +151,39 @@ def loss_figure(plt, runs, run_dir, path):
             continue
         ax = axes[dts.index(run.dt)][placements.index(run.ln)]
         smooth = steps.loss.rolling(10, min_periods=1).mean()
-        ax.plot(steps.step, smooth, linewidth=0.9, alpha=0.8, color=colour[run_rest(run)])
+        ax.plot(steps.step, smooth, linewidth=0.9, alpha=0.8, color=colour[key(run)])
         if run.outcome in ("diverged", "nonfinite"):
-            ax.plot([steps.step.iloc[-1]], [smooth.iloc[-1]], marker="x", markersize=8, color=colour[run_rest(run)])
+            ax.plot([steps.step.iloc[-1]], [smooth.iloc[-1]], marker="x", markersize=8, color=colour[key(run)])
     for i, dt in enumerate(dts):
         for j, ln in enumerate(placements):
             ax = axes[i][j]
-            ax.set_title(f"{PLACEMENT_LABEL[ln]}, Δt = {fmt_num(dt)}", fontsize=10)
+            fixed = [settings_label({k: v}) for k, v in (panels.get((ln, dt)) or [{}])[0].items() if k not in varying]
+            ax.set_title(", ".join([PLACEMENT_LABEL[ln], f"Δt={fmt_num(dt)}"] + [f for f in fixed if f]), fontsize=10)
             ax.grid(True, which="both", alpha=0.3)
             if i == len(dts) - 1:
                 ax.set_xlabel("optimiser step")
         axes[i][0].set_ylabel("training loss (nats, log scale)")
     plain_log_axis(axes[0][0])  # the axes share y: one call sets every panel
-    handles = [matplotlib.lines.Line2D([], [], color=colour[r], linewidth=2) for r in rests]
-    fig.legend(handles, [rest_label(r) for r in rests], loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
-               ncol=1 + len(rests) // 24, frameon=False)
+    handles = [matplotlib.lines.Line2D([], [], color=colour[k], linewidth=2) for k in keys]
+    fig.legend(handles, [settings_label(dict(zip(varying, k))) for k in keys], loc="center left",
+               bbox_to_anchor=(1.0, 0.5), fontsize=8, ncol=1 + len(keys) // 24, frameon=False)
     fig.suptitle("Training loss of every run, moving average of 10 steps (× = stopped: diverged or nonfinite)",
                  fontsize=11)
     fig.tight_layout()
     save(fig, path)
 
 
-def run_rest(run):
-    """The configuration of a run beyond its placement and Δt: (wd, lr, depth, precision), None
-    where a sweep does not set one."""
-    return tuple(None if v != v else v for v in (run.wd, run.lr, run.depth, run.precision))
+SETTINGS = ("wd", "lr", "depth", "precision")
 
 
-def rest_label(rest):
-    wd, lr, depth, precision = rest
-    return (f"wd={fmt_num(wd)} lr={fmt_num(lr)}" + (f" L={depth:g}" if depth else "") +
-            (f" {precision}" if precision else ""))
+def run_settings(run):
+    """A run's settings beyond its placement and Δt, {name: value}, None where a sweep does not
+    set one."""
+    return {k: (None if v != v else v) for k, v in ((k, getattr(run, k)) for k in SETTINGS)}
+
+
+def settings_label(settings):
+    """"wd=0.1 lr=0.003 L=16 bf16": the settings given, those not set left out."""
+    text = {"wd": lambda v: f"wd={fmt_num(v)}", "lr": lambda v: f"lr={fmt_num(v)}", "depth": lambda v: f"L={v:g}",
+            "precision": str}
+    return " ".join(text[k](v) for k, v in settings.items() if v is not None)
