@@ -431,6 +431,8 @@ def figure(plt, runs, tables, path):
                         depth_ax.plot(L, X, linestyle="none", marker="o", markersize=4, color=COLORS[ln],
                                       fillstyle="full" if dt == 1 else "none", label=short_label(ln, dt))
                 depth_ax.set_xscale("log")
+                depth_ax.set_xticks(depths, [str(d) for d in depths])  # the depths run, in plain numbers
+                depth_ax.set_xticks([], minor=True)
                 plain_log_axis(depth_ax)
                 depth_ax.set_xlabel("depth L")
                 depth_ax.set_ylabel("mean_abs of X_L (log scale)")
