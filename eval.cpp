@@ -77,11 +77,6 @@ static void scale(std::vector<double>& a, double s) {
     for (double& x : a) x *= s;
 }
 
-// Index of the largest of the first V logits (the first one on ties).
-static int argmax(const float* z, int V) {
-    return (int)(std::max_element(z, z + V) - z);
-}
-
 // Loss (on the backend), accuracy and ROUGE (on the CPU reference) over the first eval_batches.
 static void evaluate_metrics(const EvalOptions& o, Network& net, CpuModel<float>& ref, bool same_model,
                              DataLoader& val, const Tokenizer* tok, Results& r) {

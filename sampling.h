@@ -1,6 +1,7 @@
 // sampling.h — text continuations of a prompt, drawn token by token from a CPU model: ./eval's
 // -samples and ./train's -sample_every (docs/cli.md).
 //
+//   argmax         the likeliest token
 //   sample_token   one token from softmax(logits / temperature) over the top_k likeliest
 //   continue_text  the tokens after a prompt, each drawn from the logits at the last filled
 //                  position of a (1, W) window (causal attention: the unfilled tail does not
@@ -15,10 +16,15 @@
 #include "gpt2_cpu.h"
 #include "rng.h"
 
+// Index of the largest of the first V logits (the first one on ties).
+inline int argmax(const float* logits, int V) {
+    return (int)(std::max_element(logits, logits + V) - logits);
+}
+
 // A token drawn from softmax(logits / temperature) restricted to the top_k largest (0 = all);
 // temperature 0 is greedy (the first largest logit, no draw from rng).
 inline int sample_token(const float* logits, int V, double temperature, int top_k, Rng& rng) {
-    if (temperature == 0) return (int)(std::max_element(logits, logits + V) - logits);
+    if (temperature == 0) return argmax(logits, V);
     std::vector<std::pair<float, int>> cand(V);
     for (int v = 0; v < V; v++) cand[v] = {logits[v], v};
     size_t keep = (top_k > 0 && top_k < V) ? (size_t)top_k : (size_t)V;

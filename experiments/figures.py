@@ -11,7 +11,7 @@ import os
 
 from .grid import PLACEMENT_LABEL, PLACEMENTS, fmt_num
 from .results import ResultsError, load
-from .tables import CONFIG_KEYS, config_label, finished, groups
+from .tables import CONFIG_KEYS, config_label, finished, groups, none_if_nan, settings_label
 
 COLORS = {"pre": "tab:red", "peri": "tab:green", "post": "tab:blue"}
 SHADES = {"pre": "Reds", "peri": "Greens", "post": "Blues"}
@@ -179,11 +179,4 @@ SETTINGS = ("wd", "lr", "depth", "precision")
 def run_settings(run):
     """A run's settings beyond its placement and Δt, {name: value}, None where a sweep does not
     set one."""
-    return {k: (None if v != v else v) for k, v in ((k, getattr(run, k)) for k in SETTINGS)}
-
-
-def settings_label(settings):
-    """"wd=0.1 lr=0.003 L=16 bf16": the settings given, those not set left out."""
-    text = {"wd": lambda v: f"wd={fmt_num(v)}", "lr": lambda v: f"lr={fmt_num(v)}", "depth": lambda v: f"L={v:g}",
-            "precision": str}
-    return " ".join(text[k](v) for k, v in settings.items() if v is not None)
+    return {k: none_if_nan(getattr(run, k)) for k in SETTINGS}

@@ -72,8 +72,15 @@ def short_label(ln, dt, precision=None, depth=None):
 
 def config_label(config):
     ln, dt, wd, lr, depth, precision = config
-    return (f"{PLACEMENT_LABEL[ln]} Δt={fmt_num(dt)} wd={fmt_num(wd)} lr={fmt_num(lr)}" +
-            (f" L={depth}" if depth else "") + (f" {precision}" if precision else ""))
+    return f"{PLACEMENT_LABEL[ln]} Δt={fmt_num(dt)} " + settings_label(dict(wd=wd, lr=lr, depth=depth, precision=precision))
+
+
+def settings_label(settings):
+    """"wd=0.1 lr=0.003 L=16 bf16": the settings of a configuration beyond its placement and Δt,
+    {name: value} over wd, lr, depth and precision, those that are None left out."""
+    text = {"wd": lambda v: f"wd={fmt_num(v)}", "lr": lambda v: f"lr={fmt_num(v)}", "depth": lambda v: f"L={v}",
+            "precision": str}
+    return " ".join(text[k](v) for k, v in settings.items() if v is not None)
 
 
 def tally(names):
