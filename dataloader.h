@@ -252,6 +252,20 @@ class DataLoader {
         return first ? first->tokenizer : 0;
     }
 
+    // Where shards of a `vocab_size`-id vocabulary are, said after a refusal of the shard at
+    // `path`: "; shards of that vocabulary: ..." for prepare_data.py's NAME_v{V}_{train,val}_*.bin
+    // beside it, "" when there are none.
+    static std::string shards_of_vocabulary(const std::string& path, int vocab_size) {
+        const size_t slash = path.find_last_of('/');
+        const std::string folder = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+        const std::string tag = "_v" + std::to_string(vocab_size) + "_train_";
+        const std::vector<std::string> found = glob_files(folder + "*" + tag + "*.bin");
+        if (found.empty()) return "";
+        const std::string prefix = found[0].substr(0, found[0].rfind(tag) + tag.size() - 7);  // ".../NAME_vV"
+        return "; shards of that vocabulary: -train_data \"" + prefix + "_train_*.bin\" -val_data \"" + prefix +
+               "_val_*.bin\"";
+    }
+
     // Reads all `tokens` tokens that follow the header and throws InputError at the first that
     // is not below vocab_size.
     static void check_token_ids(FILE* file, const std::string& path, uint64_t tokens, int vocab_size) {
@@ -263,7 +277,8 @@ class DataLoader {
             for (size_t i = 0; i < count; i++)
                 if (block[i] >= vocab_size)
                     throw InputError(path + ": token " + std::to_string(done + i) + " is " + std::to_string(block[i]) +
-                                     ", outside the vocabulary of " + std::to_string(vocab_size));
+                                     ", outside the vocabulary of " + std::to_string(vocab_size) +
+                                     shards_of_vocabulary(path, vocab_size));
             done += count;
         }
     }

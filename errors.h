@@ -23,3 +23,9 @@ struct OutputError : std::runtime_error {
 struct CollectiveError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
+
+// A count with its noun, as messages and start-up lines write it: counted(1, "file") is
+// "1 file", counted(3, "file") is "3 files".
+inline std::string counted(long long n, const std::string& noun) {
+    return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}

@@ -49,6 +49,8 @@
 
 struct Results {
     double val_loss = 0, accuracy = 0;
+    int catch_all = -1;               // the compact vocabulary's "other" id accuracy leaves out; -1: none
+    long long accuracy_tokens = 0;    // the evaluated tokens whose target is not that id
     BaselineLoss baselines;  // unigram_ce, bigram_ce of the evaluated tokens (baselines.h)
     double ppl_seq = 0;  // mean over sequences of exp(the sequence's mean token loss)
     LogitStats logits;   // over every evaluated position
@@ -77,12 +79,21 @@ static void scale(std::vector<double>& a, double s) {
     for (double& x : a) x *= s;
 }
 
+// The catch-all id of a compact vocabulary (docs/data.md, *Compact vocabulary*): its last id V-1,
+// when `tok` decodes it to " ⁇", the text of every token the vocabulary left out; -1 otherwise.
+static int catch_all_id(const Tokenizer* tok, int V) {
+    return tok && tok->vocab_size() >= V && tok->decode_token(V - 1) == " \u2047" ? V - 1 : -1;
+}
+
 // Loss (on the backend), accuracy and ROUGE (on the CPU reference) over the first eval_batches.
+// Accuracy counts the positions whose target is not the catch-all id: predicting "some other
+// token" names no token.
 static void evaluate_metrics(const EvalOptions& o, Network& net, CpuModel<float>& ref, bool same_model,
                              DataLoader& val, const Tokenizer* tok, Results& r) {
     const int B = ref.B, T = ref.T, V = ref.cfg.V;
     double loss_sum = 0, ppl_sum = 0, log_z_sum = 0;
-    long long correct = 0;
+    long long correct = 0, counted = 0;
+    r.catch_all = catch_all_id(tok, V);
     r.logits.logit_max = -INFINITY;
     val.reset();
     for (int i = 0; i < o.eval_batches; i++) {
@@ -98,6 +109,8 @@ static void evaluate_metrics(const EvalOptions& o, Network& net, CpuModel<float>
         std::vector<int> pred(B * T);
         for (int n = 0; n < B * T; n++) {
             pred[n] = argmax(logits + (size_t)n * ref.cfg.Vp, V);
+            if (targets[n] == r.catch_all) continue;
+            counted++;
             correct += pred[n] == targets[n];
         }
         if (!tok) continue;
@@ -121,7 +134,8 @@ static void evaluate_metrics(const EvalOptions& o, Network& net, CpuModel<float>
     r.ppl_seq = ppl_sum / ((double)o.eval_batches * B);
     r.logits.log_z_mean = log_z_sum / o.eval_batches;
     r.tokens = (long long)o.eval_batches * B * T;
-    r.accuracy = (double)correct / r.tokens;
+    r.accuracy_tokens = counted;
+    r.accuracy = counted ? (double)correct / counted : NAN;
     r.have_rouge = tok != nullptr;
     if (r.sequences)
         for (auto& row : r.rouge)
@@ -223,8 +237,10 @@ static void generate_samples(const EvalOptions& o, int T, const ModelConfig& cfg
 // Reporting
 
 static void print_table(const Results& r, int L) {
-    std::printf("val loss %.4f | val ppl %.2f | ppl per sequence %.2f | accuracy %.4f (%lld tokens)\n", r.val_loss,
-                std::exp(r.val_loss), r.ppl_seq, r.accuracy, r.tokens);
+    std::printf("val loss %.4f | val ppl %.2f | ppl per sequence %.2f | accuracy %.4f (%lld tokens", r.val_loss,
+                std::exp(r.val_loss), r.ppl_seq, r.accuracy, r.accuracy_tokens);
+    if (r.catch_all >= 0) std::printf("; the %lld of the catch-all id %d left out", r.tokens - r.accuracy_tokens, r.catch_all);
+    std::printf(")\n");
     std::printf("baselines on the same tokens: unigram_ce %.4f | bigram_ce %.4f\n", r.baselines.unigram_ce(),
                 r.baselines.bigram_ce());
     std::printf("output logits: largest %.4g | mean log-partition %.4f\n", r.logits.logit_max, r.logits.log_z_mean);
@@ -289,6 +305,8 @@ static std::string to_json(const EvalOptions& o, const ModelConfig& cfg, const s
     field("logit_max", json_number(r.logits.logit_max));
     field("log_z_mean", json_number(r.logits.log_z_mean));
     field("accuracy", json_number(r.accuracy));
+    field("accuracy_tokens", std::to_string(r.accuracy_tokens));
+    field("catch_all_id", r.catch_all >= 0 ? std::to_string(r.catch_all) : "null");
     if (r.have_rouge) {
         const char* names[3] = {"rouge1", "rouge2", "rougeL"};
         std::string s = "{";
@@ -367,26 +385,40 @@ static std::vector<CommandInput> eval_inputs(const EvalOptions& o) {
     return inputs;
 }
 
-// Refuses, before any work, an output (-json, -pairs) that is one of the files read, that both
-// name, or that cannot be created (paths.h).
+// Refuses, before any work, an output (-json, -pairs) that is one of the files read, that would
+// replace a file of a ./train run folder (run_dir.h), that both name, or that cannot be created
+// (paths.h).
 static void check_outputs(const EvalOptions& o) {
     std::vector<CommandInput> inputs = eval_inputs(o);
     for (const auto& [flag, path] : {std::pair{"-json", o.json_path}, std::pair{"-pairs", o.pairs_path}}) {
         if (path.empty()) continue;
         const std::string name = std::string("flag ") + flag + " " + path;
         check_not_an_input(name, file_id(path), inputs);
+        check_not_a_run_file(path, name);
         check_can_create(path, name);
     }
     if (!o.json_path.empty() && (o.json_path == o.pairs_path || (file_id(o.json_path) && file_id(o.json_path) == file_id(o.pairs_path))))
         throw InputError("flag -pairs " + o.pairs_path + " is the -json file: give each output a file of its own");
 }
 
-// -run DIR: the model, data and tokenizer of a ./train run folder. The model is the newest
-// complete checkpoint pair's (after a finished run, the final one); -val_data, -train_data and
-// -tokenizer are what DIR/config.json records (a run of an older ./train, without them: ./eval's
-// defaults, except -val_data, then required). A flag given beside -run wins, as explicit flags
-// do in llm.c and nanoGPT. A folder without config.json or without a complete pair is refused.
-// Returns the line saying what was taken.
+// The model of a run folder `config` describes: its newest complete checkpoint pair's (after a
+// finished run, the final one) or, where no pair is left (a sweep keeps only the final model),
+// the final model_N.bin of its -steps; "" for none.
+static std::string run_model(const std::string& dir, const Json& config) {
+    const std::vector<int> steps = checkpoint_steps(dir);
+    if (!steps.empty()) return numbered(dir, "model", steps.back());
+    const Json* recorded = config.get("steps");
+    if (!recorded || recorded->kind() != Json::Kind::Number) return "";
+    const std::string final_model = numbered(dir, "model", (int)recorded->as_number());
+    return file_id(final_model) ? final_model : "";
+}
+
+// -run DIR: the model, data, tokenizer and batches of a ./train run folder. The model is
+// run_model's; -val_data, -train_data, -tokenizer, -B, -T and -eval_batches are what
+// DIR/config.json records (checked as the flags would be; a run of an older ./train, without
+// them: ./eval's defaults, except -val_data, then required). A flag given beside -run wins, as
+// explicit flags do in llm.c and nanoGPT. A folder without config.json or without a model is
+// refused. Returns the line saying what was taken.
 static std::string take_run_folder(EvalOptions& o) {
     const std::string path = in_folder(o.run_dir, "config.json");
     std::ifstream in(path);
@@ -394,24 +426,47 @@ static std::string take_run_folder(EvalOptions& o) {
     const Json config = read_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), path);
     if (config.kind() != Json::Kind::Object) throw InputError("flag -run: " + path + ": not a JSON object");
     std::string taken;
-    for (auto [flag, option] : {std::pair{"val_data", &o.val_data}, std::pair{"train_data", &o.train_data},
-                                std::pair{"tokenizer", &o.tokenizer_path}}) {
-        const Json* value = config.get(flag);
-        if (o.given.count(flag) || !value || value->kind() != Json::Kind::String) continue;
-        *option = value->text();
-        taken += std::string(taken.empty() ? "" : ", ") + "-" + flag + " " + *option;
+    for (const EvalFlag& flag : eval_flags()) {
+        const bool recorded_setting = flag.name == "val_data" || flag.name == "train_data" || flag.name == "tokenizer" ||
+                                      flag.name == "B" || flag.name == "T" || flag.name == "eval_batches";
+        const Json* value = config.get(flag.name);
+        const Json::Kind kind = flag.values.kind == FlagValues::Kind::Text ? Json::Kind::String : Json::Kind::Number;
+        if (!recorded_setting || o.given.count(flag.name) || !value || value->kind() != kind) continue;
+        try {
+            flag.store(o, check_flag_value(flag.name, flag.values, value->text()));
+        } catch (const InputError& e) {
+            throw InputError("flag -run: " + path + ": " + e.what());
+        }
+        taken += std::string(taken.empty() ? "" : ", ") + "-" + flag.name + " " + value->text();
     }
     if (!o.given.count("val_data") && !config.get("val_data"))
         throw InputError("flag -run: " + path + " records no val_data (a run of an older ./train): give -val_data");
     if (!o.given.count("model")) {
-        const std::vector<int> steps = checkpoint_steps(o.run_dir);
-        if (steps.empty())
-            throw InputError("flag -run: " + o.run_dir + " holds no complete checkpoint pair (model_N.bin with state_N.bin)");
-        o.model_path = numbered(o.run_dir, "model", steps.back());
+        o.model_path = run_model(o.run_dir, config);
+        if (o.model_path.empty())
+            throw InputError("flag -run: " + o.run_dir + " holds no complete checkpoint pair (model_N.bin with state_N.bin) "
+                             "and no final model");
         taken = "-model " + o.model_path + (taken.empty() ? "" : ", ") + taken;
     }
     return "run: " + o.run_dir + ": " + (taken.empty() ? "nothing taken" : taken) +
            " (from the folder; flags given beside -run win)";
+}
+
+// How many of `params` are not finite (NaN or ±inf).
+static size_t count_nonfinite(const std::vector<float>& params) {
+    return std::count_if(params.begin(), params.end(), [](float x) { return !std::isfinite(x); });
+}
+
+// Clears what `r` measured of a model whose weights or validation loss are not finite: every
+// metric of its outputs is then NaN (null in the JSON), none of them a result; the baselines,
+// which do not depend on the model, stay.
+static void drop_model_metrics(Results& r) {
+    r.val_loss = r.accuracy = r.ppl_seq = NAN;
+    r.logits.logit_max = r.logits.log_z_mean = NAN;
+    r.have_rouge = false;
+    r.diag_batches = 0;
+    r.pairs.clear();
+    r.samples.clear();
 }
 
 static int evaluate(EvalOptions o) {
@@ -421,6 +476,7 @@ static int evaluate(EvalOptions o) {
     std::vector<float> params;
     const ModelConfig cfg = read_checkpoint(o.model_path, &params);
     const std::string device = resolve_device(o.device);
+    check_precision(device, o.precision, o.given.count("precision") > 0);
     const int T = o.T ? o.T : std::min(device == "cuda" ? 1024 : 256, cfg.maxT);
     if (T > cfg.maxT)
         throw InputError("flag -T: " + std::to_string(T) + " exceeds the model's maxT " + std::to_string(cfg.maxT));
@@ -457,11 +513,12 @@ static int evaluate(EvalOptions o) {
     const std::string batches = batches_read(o, val.num_windows());
     if (tok && val.tokenizer() != 0 && tok->fingerprint() != val.tokenizer()) {
         const std::string problem = o.tokenizer_path + " is tokenizer " + tokenizer_name(tok->fingerprint()) + " but " +
-                                    o.val_data + " was made by tokenizer " + tokenizer_name(val.tokenizer());
+                                    o.val_data + " was made by tokenizer " + tokenizer_name(val.tokenizer()) + ": give " +
+                                    tokenizer_to_give(val.tokenizer(), o.val_data);
         if (o.given.count("tokenizer") || !o.pairs_path.empty() || o.samples > 0)
             throw InputError("flag -tokenizer: " + problem);
         tok.reset();
-        tok_problem = problem + "; give -tokenizer";
+        tok_problem = problem;
     }
     // Accuracy, ROUGE and the diagnostics run on a CPU model: on the CPU the backend's own, on
     // CUDA a host copy of the weights.
@@ -485,7 +542,7 @@ static int evaluate(EvalOptions o) {
     std::printf("backend: %s%s\n", backend->name().c_str(),
                 same_model ? "" : " (accuracy, ROUGE and diagnostics on the CPU reference)");
     print_model(cfg, o.model_path);
-    std::printf("val data: %s (%zu files, %llu tokens), B=%d T=%d, %s\n", o.val_data.c_str(), val.files().size(),
+    std::printf("val data: %s (%s, %llu tokens), B=%d T=%d, %s\n", o.val_data.c_str(), counted(val.files().size(), "file").c_str(),
                 (unsigned long long)val.total_tokens(), o.B, T, batches.c_str());
     if (!tok) std::printf("rouge: off (%s)\n", tok_problem.c_str());
     std::fflush(stdout);
@@ -500,13 +557,26 @@ static int evaluate(EvalOptions o) {
         if (o.given.count("train_data")) throw;
         std::printf("baselines: off (%s; give -train_data)\n", e.what());
     }
-    evaluate_metrics(o, backend->network(), *ref, same_model, val, tok.get(), r);
-    evaluate_diagnostics(o, *ref, val, r);
-    if (tok) generate_samples(o, T, cfg, params, val, *tok, r);
+    // A model with non-finite weights, or whose loss is not finite, has no metrics: said, written
+    // as null, and the exit status 3 (README "Exit status").
+    const size_t nonfinite_weights = count_nonfinite(params);
+    if (nonfinite_weights == 0) evaluate_metrics(o, backend->network(), *ref, same_model, val, tok.get(), r);
+    const bool finite = nonfinite_weights == 0 && std::isfinite(r.val_loss);
+    if (finite) {
+        evaluate_diagnostics(o, *ref, val, r);
+        if (tok) generate_samples(o, T, cfg, params, val, *tok, r);
+    } else {
+        drop_model_metrics(r);
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
     print_table(r, cfg.L);
-    if (!o.pairs_path.empty()) {
+    if (!finite)
+        std::printf("nonfinite: %s; no metric of the model is a result (null in -json, no -pairs)\n",
+                    nonfinite_weights ? (std::to_string(nonfinite_weights) + " of the model's " +
+                                         std::to_string(params.size()) + " weights are not finite").c_str()
+                                      : "the validation loss is not finite");
+    if (!o.pairs_path.empty() && finite) {
         std::string text;
         for (size_t i = 0; i < r.pairs.size(); i++)
             text += "{\"id\": " + std::to_string(i) + ", \"prediction\": " + json_string(r.pairs[i].first) +
@@ -519,7 +589,7 @@ static int evaluate(EvalOptions o) {
         std::printf("json: %s\n", o.json_path.c_str());
     }
     std::printf("eval time %.1f s\n", seconds);
-    return 0;
+    return finite ? 0 : 3;
 }
 
 int main(int argc, char** argv) {

@@ -174,7 +174,7 @@ public:
 
     std::string name() const override {
         const char* ops = std::is_same<Ops, CpuOps<float>>::value ? "" : "the textbook ops of cpu_ops.h, ";
-        return std::string("cpu (fp32, ") + ops + std::to_string(omp_get_max_threads()) + " threads)";
+        return std::string("cpu (fp32, ") + ops + counted(omp_get_max_threads(), "thread") + ")";
     }
     const ModelConfig& config() const override { return model.cfg; }
     Network& network() override { return model; }

@@ -80,6 +80,23 @@ inline void check_resumed_state(const TrainState& s, int n, const TrainOptions& 
                          std::to_string(s.seed) + " (" + path + ")");
 }
 
+// For a refusal of the newest checkpoint pair of `dir` (`saved`, ascending): the newest older pair
+// whose files both read whole, named with what to do, or "" when there is none.
+inline std::string older_whole_pair(const std::string& dir, const std::vector<int>& saved) {
+    for (size_t i = saved.size() - 1; i-- > 0;) {
+        const std::string model = numbered(dir, "model", saved[i]), state = numbered(dir, "state", saved[i]);
+        try {
+            std::vector<float> params;
+            const ModelConfig cfg = read_checkpoint(model, &params);
+            read_state(state, params.size(), cfg.placement);
+            return "; the older pair " + model + " and " + state + " reads whole: move the newer pair out of " + dir +
+                   " to resume from it";
+        } catch (const InputError&) {
+        }  // damaged too: look further back
+    }
+    return "";
+}
+
 // With -resume 1: reads the newest complete checkpoint pair of the folder into r (the model,
 // its weights and the optimiser state) and returns true; false when there is none yet.
 inline bool resume_from_folder(Run& r) {
@@ -95,9 +112,13 @@ inline bool resume_from_folder(Run& r) {
                          " (after " + std::to_string(n) + " steps): resuming from an older one " +
                          "would leave two runs' checkpoints side by side");
     const std::string model_path = numbered(o.out_dir, "model", n), state_path = numbered(o.out_dir, "state", n);
-    r.cfg = read_checkpoint(model_path, &r.initial_params);
+    try {
+        r.cfg = read_checkpoint(model_path, &r.initial_params);
+        r.state = read_state(state_path, r.initial_params.size(), r.cfg.placement);
+    } catch (const InputError& e) {
+        throw InputError(e.what() + older_whole_pair(o.out_dir, saved));
+    }
     check_against_flags(r.cfg, o, model_path);
-    r.state = read_state(state_path, r.initial_params.size(), r.cfg.placement);
     check_resumed_state(r.state, n, o, state_path);
     if (const uint64_t model_run = checkpoint_run_id(model_path); model_run != r.state.run_id)
         throw InputError(model_path + ": belongs to another run (run id " + run_id_text(model_run) + ") than " +
@@ -130,15 +151,17 @@ inline void start_from_init(Run& r, bool gpu) {
 }
 
 // Refuses an input of the run (the -init checkpoint, the shards of -train_data and, with
-// evaluation, of -val_data) that is a file of the -out folder, which the run writes (run_dir.h).
+// evaluation or -sample_every, of -val_data; with -sample_every the -tokenizer) that is a file
+// of the -out folder, which the run writes (run_dir.h).
 inline void check_inputs_outside_run_folder(const TrainOptions& o) {
     std::vector<CommandInput> inputs;
     auto add = [&](const std::string& name, const std::string& path) { inputs.push_back({name + " " + path, file_id(path)}); };
     ModelConfig size;
     if (!o.init.empty() && !model_size(o.init, &size)) add("the -init file", o.init);
     for (const std::string& path : DataLoader::glob_files(o.train_data)) add("the -train_data shard", path);
-    if (o.eval_every > 0)
+    if (o.eval_every > 0 || o.sample_every > 0)
         for (const std::string& path : DataLoader::glob_files(o.val_data)) add("the -val_data shard", path);
+    if (o.sample_every > 0) add("the -tokenizer file", o.tokenizer_path);
     check_inputs_outside_folder(o.out_dir, inputs);
 }
 
@@ -170,6 +193,7 @@ inline Run prepare_run(const TrainOptions& o, int ranks) {
     r.ranks = ranks;
     r.device = resolve_device(o.device);
     const bool gpu = r.device == "cuda";
+    check_precision(r.device, o.precision, o.given.count("precision") > 0);
     if (gpu && o.cpu_ops != "fast")
         throw InputError("flag -cpu_ops: chooses among the CPU's op sets, but this run is on cuda (give -device cpu)");
     r.resuming = o.resume && resume_from_folder(r);

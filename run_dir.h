@@ -114,6 +114,47 @@ inline void check_inputs_outside_folder(const std::string& dir, const std::vecto
         check_not_an_input("-out " + in_folder(dir, name), file_id(in_folder(dir, name)), inputs);
 }
 
+// The file of a run folder that writing `path` would replace, or "" for none: a name ./train
+// writes (is_run_file) in a folder holding run files, as the rename of a whole-file write
+// replaces it (the folder's spelling resolved: "./", "..", a link to the folder) or as a link at
+// `path` leads to it.
+inline std::string run_file_at(const std::string& path) {
+    std::vector<std::string> places;  // folder and name, resolved
+    const size_t slash = path.find_last_of('/');
+    const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    if (char* real = realpath(folder.c_str(), nullptr)) {
+        places.push_back(in_folder(real, name));
+        std::free(real);
+    }
+    if (char* real = realpath(path.c_str(), nullptr)) {  // a link to a run file
+        places.push_back(real);
+        std::free(real);
+    }
+    for (const std::string& place : places) {
+        const size_t at = place.find_last_of('/');
+        const std::string dir = at == 0 ? "/" : place.substr(0, at), file = place.substr(at + 1);
+        if (is_run_file(file) && !run_files(dir).empty()) return place;
+    }
+    return "";
+}
+
+// Refuses (InputError starting with `name`, e.g. "flag -json RUN/config.json") an output that
+// would replace a file of a run folder (run_file_at), however its path is spelled.
+inline void check_not_a_run_file(const std::string& path, const std::string& name) {
+    const std::string replaced = run_file_at(path);
+    if (!replaced.empty())
+        throw InputError(name + " would replace " + replaced + ", a file of a ./train run folder: write it elsewhere "
+                         "or under another name");
+}
+
+// Removes DIR's config.json and log.jsonl, those of a run stopped before its first step was done:
+// nothing of it is kept, so the same command starts it again instead of finding another run's
+// files (README "Stopping and resuming").
+inline void remove_unstarted_run(const std::string& dir) {
+    for (const char* name : {"log.jsonl", "config.json"}) std::remove(in_folder(dir, name).c_str());
+}
+
 // Creates dir and its parents; throws InputError when that fails.
 inline void make_dirs(const std::string& dir) {
     std::string path;
@@ -304,6 +345,21 @@ private:
         }
     }
 };
+
+// True when DIR/log.jsonl holds the record that ends a run of `steps` steps: its outcome record
+// (docs/logs.md), or the record of a stop at that step (a final validation loss not finite).
+inline bool logged_final_outcome(const std::string& dir, int steps) {
+    std::ifstream in(in_folder(dir, "log.jsonl"));
+    for (std::string line; std::getline(in, line);) {
+        const Json record = log_record(line);
+        const Json* step = record.get("step");
+        const Json* event = record.get("event");
+        if (step && step->kind() == Json::Kind::Number && step->as_number() == steps && event &&
+            event->kind() == Json::Kind::String && (event->text() == "outcome" || event->text() == "diverged"))
+            return true;
+    }
+    return false;
+}
 
 // The loss of step 0 as DIR/log.jsonl wrote it (JSON text), or "" when the log has no such record.
 inline std::string logged_first_loss(const std::string& dir) {

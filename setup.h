@@ -68,6 +68,14 @@ inline std::string resolve_device(const std::string& device) {
     return "cpu";
 }
 
+// Refuses -precision bf16 given for a run on the CPU, which computes in fp32 only (as llm.c's
+// CPU trainer does): a precision asked for and not used would go unnoticed.
+inline void check_precision(const std::string& device, const std::string& precision, bool given) {
+    if (device == "cpu" && given && precision == "bf16")
+        throw InputError("flag -precision: bf16 is the CUDA backend's mixed precision, but this run is on the CPU, "
+                         "which computes in fp32 (leave -precision out, give fp32, or -device cuda)");
+}
+
 // Builds the backend for a resolved device ("cpu" or "cuda"); precision is "bf16" or "fp32"
 // (the CPU always computes in fp32); cpu_ops picks the CPU's op set, "fast" or "reference"
 // (gpt2_cpu.h); gpu: which of the visible GPUs (the local rank under mpirun); comm: the CUDA

@@ -22,6 +22,7 @@
 // A tokenizer's fingerprint (vocabulary_fingerprint) names its vocabulary in token shards
 // (docs/formats.md §1), so that shards of different tokenizers are not mixed.
 #pragma once
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -423,3 +424,34 @@ class Tokenizer {
     std::unordered_map<uint64_t, Merge> merges_;  // pair_key(left, right) -> merge
     int eot_ = 0;
 };
+
+// The folder part of a file path or glob ("data/x_*.bin" -> "data", "x.bin" -> ".").
+inline std::string folder_of(const std::string& path) {
+    const size_t slash = path.find_last_of('/');
+    return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// What to give for shards made by tokenizer `fingerprint` (the shards `shards`, a glob): "-tokenizer
+// FILE" for the first "*tokenizer*.bin" file of the shards' folder or data/ that is that
+// tokenizer, or words saying which file when none is.
+inline std::string tokenizer_to_give(uint32_t fingerprint, const std::string& shards) {
+    std::vector<std::string> candidates;
+    for (const std::string& folder : {folder_of(shards), std::string("data")}) {
+        DIR* d = opendir(folder.c_str());
+        if (!d) continue;
+        while (const dirent* e = readdir(d)) {
+            const std::string name = e->d_name;
+            if (name.find("tokenizer") != std::string::npos && name.size() > 4 && name.compare(name.size() - 4, 4, ".bin") == 0)
+                candidates.push_back((folder == "." ? "" : folder + "/") + name);
+        }
+        closedir(d);
+    }
+    std::sort(candidates.begin(), candidates.end());
+    for (const std::string& path : candidates) {
+        try {
+            if (Tokenizer(path).fingerprint() == fingerprint) return "-tokenizer " + path;
+        } catch (const InputError&) {
+        }  // not a tokenizer file: not the one
+    }
+    return "-tokenizer with the tokenizer file those shards were made with";
+}

@@ -168,20 +168,21 @@ static void save(Training& t) {
     if (t.group.is_root()) remove_old_checkpoints(t.r.opt.out_dir, t.r.opt.keep_checkpoints, t.r.opt.steps);
 }
 
-// -sample_every: the continuation of the prompt by the weights after step `step`, printed and
-// logged (docs/logs.md). The weights are copied into the sampler's own CPU model and drawn from
-// with temperature 1 among the 40 likeliest tokens by an Rng of its own, seeded by the run's
-// seed and the step (a resumed run draws the same): the training model, its data loaders and
-// its optimiser are only read.
-static void print_sample(Training& t, int step) {
+// -sample_every: the continuation of the prompt by the weights after `steps_done` steps, printed
+// and logged under that count (docs/logs.md), as the validation loss and the checkpoint of those
+// weights are. The weights are copied into the sampler's own CPU model and drawn from with
+// temperature 1 among the 40 likeliest tokens by an Rng of its own, seeded by the run's seed and
+// the steps done (a resumed run draws the same): the training model, its data loaders and its
+// optimiser are only read.
+static void print_sample(Training& t, int steps_done) {
     Sampler& s = *t.sampler;
     t.model.get_params(s.gen.params.data());
-    Rng rng(t.r.state.seed ^ (0xD1B54A32D192ED03ull * uint64_t(step + 1)));
+    Rng rng(t.r.state.seed ^ (0xD1B54A32D192ED03ull * uint64_t(steps_done)));
     const std::vector<int32_t> continuation = continue_text(s.gen, s.prompt, t.r.opt.sample_tokens, 1.0, 40, rng);
     const std::string prompt = s.tok.decode(s.prompt), text = s.tok.decode(continuation);
-    std::printf("step %5d | sample: %s[[%s]]\n", step, prompt.c_str(), text.c_str());
+    std::printf("step %5d | sample: %s[[%s]]\n", steps_done, prompt.c_str(), text.c_str());
     t.record(JsonRecord()
-                 .add("step", std::to_string(step))
+                 .add("step", std::to_string(steps_done))
                  .add("event", json_string("sample"))
                  .add("prompt", json_string(prompt))
                  .add("text", json_string(text))
@@ -206,10 +207,12 @@ static int stop(Training& t, const char* where) {
     const int sig = interrupted(t.group);
     const int done = t.r.state.steps_done;
     if (done > 0 && t.saved_at != done) save(t);
+    if (done == 0 && t.log) remove_unstarted_run(t.r.opt.out_dir);
     std::printf("stopped by %s %safter %d of %d steps: %s\n", stop_request::name(sig), where, done, t.r.opt.steps,
-                done == t.r.opt.steps ? "the run is complete; its final evaluation was not made"
+                done == t.r.opt.steps ? "its final evaluation was not made: the same command with -resume 1 makes it"
                 : done > 0            ? "continue with the same command and -resume 1"
-                                      : "nothing trained, nothing saved");
+                                      : "nothing trained; the folder holds none of its files, so the same command "
+                                        "starts it again");
     return stop_request::exit_status(sig);
 }
 
@@ -221,7 +224,7 @@ static int finish(Training& t) {
     const TrainOptions& o = t.r.opt;
     double unigram = NAN;
     std::string result = "ok";
-    if (t.val_data && t.first_step < o.steps) {
+    if (t.val_data) {
         const double val_loss = evaluate(t.model, *t.val_data, o.eval_batches, t.group);
         if (interrupted(t.group)) return stop(t, "in the final evaluation ");
         t.last_val_loss = val_loss;
@@ -241,7 +244,11 @@ static int finish(Training& t) {
         return 3;
     }
     t.record(outcome_record(o.steps, result, t.outcome, with_stats(o), t.last_val_loss, unigram));
-    std::printf("outcome: %s, %d transient spike%s\n", result.c_str(), t.outcome.spikes(), t.outcome.spikes() == 1 ? "" : "s");
+    char why[160] = "";
+    if (result == "collapsed")
+        std::snprintf(why, sizeof why, " (final val loss %.4f is not below unigram_ce %.4f: nothing learned beyond "
+                      "token frequencies)", t.last_val_loss, unigram);
+    std::printf("outcome: %s%s, %s\n", result.c_str(), why, counted(t.outcome.spikes(), "transient spike").c_str());
     std::printf("done: %d steps%s in %s | final train loss %.4f | val loss %s | checkpoint %s\n", o.steps - t.first_step,
                 t.first_step ? (" (from step " + std::to_string(t.first_step) + ")").c_str() : "",
                 duration_text(seconds_since(t.start)).c_str(), t.last_loss,
@@ -273,10 +280,10 @@ static void print_start(const Run& r, const Backend& model, const DataLoader& tr
     const TrainOptions& o = r.opt;
     std::printf("backend: %s\n", model.name().c_str());
     print_model(r.cfg, r.model_origin);
-    std::printf("train data: %s (%zu files, %llu tokens)\n", o.train_data.c_str(), train.files().size(),
+    std::printf("train data: %s (%s, %llu tokens)\n", o.train_data.c_str(), counted(train.files().size(), "file").c_str(),
                 (unsigned long long)train.total_tokens());
     if (val) {
-        std::printf("val data: %s (%zu files, %llu tokens)\n", o.val_data.c_str(), val->files().size(),
+        std::printf("val data: %s (%s, %llu tokens)\n", o.val_data.c_str(), counted(val->files().size(), "file").c_str(),
                     (unsigned long long)val->total_tokens());
         if (const std::string shared = shared_shard(train, *val); !shared.empty())
             std::printf("warning: the validation shard %s is also training data: the val loss then measures how well "
@@ -286,11 +293,11 @@ static void print_start(const Run& r, const Backend& model, const DataLoader& tr
                         "ones (-allow_repeats 1)\n", o.eval_batches, (unsigned long long)val->num_windows(),
                         (unsigned long long)val->num_windows());
     }
-    std::printf("batch: B=%d T=%d, %lld tokens per step (%d micro-steps), shuffle %d, seed %llu\n", o.B, o.T,
-                o.total_batch, r.grad_accum * r.ranks, (int)o.shuffle, (unsigned long long)r.state.seed);
+    std::printf("batch: B=%d T=%d, %lld tokens per step (%s), shuffle %d, seed %llu\n", o.B, o.T, o.total_batch,
+                counted(r.grad_accum * r.ranks, "micro-step").c_str(), (int)o.shuffle, (unsigned long long)r.state.seed);
     if (r.ranks > 1)
-        std::printf("ranks: %d processes, each %d micro-steps of B*T = %d tokens per step (%lld tokens); AdamW state %s\n",
-                    r.ranks, r.grad_accum, o.B * o.T, o.total_batch / r.ranks,
+        std::printf("ranks: %d processes, each %s of B*T = %d tokens per step (%lld tokens); AdamW state %s\n",
+                    r.ranks, counted(r.grad_accum, "micro-step").c_str(), o.B * o.T, o.total_batch / r.ranks,
                     sharded(r) ? ("sharded over the ranks (ZeRO-1, " + format_count(optimizer_range.size()) +
                                   " parameters on rank 0)").c_str()
                                : "replicated on every rank (-zero 0)");
@@ -317,7 +324,8 @@ static std::unique_ptr<Sampler> make_sampler(const Run& r, const DataLoader& tra
                          " tokens but the model's vocabulary is " + std::to_string(r.cfg.V));
     if (train.tokenizer() != 0 && tok->fingerprint() != train.tokenizer())
         throw InputError("flag -tokenizer: " + o.tokenizer_path + " is tokenizer " + tokenizer_name(tok->fingerprint()) +
-                         " but " + o.train_data + " was made by tokenizer " + tokenizer_name(train.tokenizer()));
+                         " but " + o.train_data + " was made by tokenizer " + tokenizer_name(train.tokenizer()) +
+                         ": give " + tokenizer_to_give(train.tokenizer(), o.train_data));
     const int W = SAMPLE_PROMPT_TOKENS + o.sample_tokens;
     if (W > r.cfg.maxT)
         throw InputError("flag -sample_tokens: " + std::to_string(SAMPLE_PROMPT_TOKENS) + " prompt tokens + " +
@@ -365,7 +373,10 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
     if (!r.resuming) r.state.run_id = fresh_run_id(config, r.initial_params);
     if (r.state.run_id) config.set("run_id", Json::string(run_id_text(r.state.run_id)));  // 0: an older run's files
     print_start(r, *model, *train_data, val_data.get(), load_model(r, *model, group));
-    if (r.resuming && r.state.steps_done == o.steps) {
+    // A run whose last step is saved is complete once its outcome is logged; a stop in its final
+    // evaluation leaves that to do (rank 0 reads the log and decides for every rank).
+    const bool at_end = r.resuming && r.state.steps_done == o.steps;
+    if (at_end && group.max(group.is_root() && logged_final_outcome(o.out_dir, o.steps))) {
         std::printf("resume: the run in %s is complete (%d of %d steps, %s); nothing to train\n", o.out_dir.c_str(),
                     o.steps, o.steps, numbered(o.out_dir, "model", o.steps).c_str());
         return 0;
@@ -379,8 +390,8 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
     }
     std::printf("output: %s%s\n", o.out_dir.c_str(), r.resuming ? " (resuming)" : "");
     if (r.resuming)
-        std::printf("resume: continuing at step %d of %d from %s%s\n", r.state.steps_done, o.steps,
-                    numbered(o.out_dir, "model", r.state.steps_done).c_str(),
+        std::printf("resume: %s at step %d of %d from %s%s\n", at_end ? "the final evaluation" : "continuing",
+                    r.state.steps_done, o.steps, numbered(o.out_dir, "model", r.state.steps_done).c_str(),
                     dropped ? ("; " + std::to_string(dropped) + " log records from after that checkpoint dropped").c_str() : "");
 
     const double elapsed_before = log ? log->elapsed() : 0;  // rank 0's, which alone prints and logs it
@@ -390,6 +401,7 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
     t.sampler = sampler.get();
     if (log) {  // resuming: the steps already done (rank 0 decides on the outcome for every rank)
         for (double past : log->losses()) t.outcome.observe(past, 0.0);
+        if (!log->losses().empty()) t.last_loss = log->losses().back();
         for (const LoggedStats& past : log->stats()) t.outcome.observe_stats(past.attn_logit_max, past.mean_abs_L);
     }
     for (int step = t.first_step; step < o.steps; step++) {
@@ -398,7 +410,7 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
         if (const int stopped = train_step(t, step)) return stopped;
         const bool last = r.state.steps_done == o.steps;
         if (last || (o.save_every > 0 && r.state.steps_done % o.save_every == 0)) save(t);
-        if (t.sampler && (last || r.state.steps_done % o.sample_every == 0)) print_sample(t, step);
+        if (t.sampler && (last || r.state.steps_done % o.sample_every == 0)) print_sample(t, r.state.steps_done);
         if (!last && interrupted(group)) return stop(t, "");  // one rank's signal stops all
     }
     return finish(t);

@@ -747,12 +747,15 @@ TEST_F(RunDir, SamplesDuringTrainingLeaveTheRunExactlyAsWithout) {
             std::snprintf(name, sizeof name, "%s_%08d.bin", stem, n);
             EXPECT_EQ(read_file(dir + "out/" + name), read_file(dir + "sampled/" + name)) << name;
         }
-    // After steps 2, 4 and the last (step indices 1, 3, 4): printed and logged, 8 tokens each.
+    // After steps 2, 4 and the last, under those counts of steps done (the weights' val loss and
+    // checkpoint have the same number): printed and logged, 8 tokens each.
     const std::vector<std::string> samples = log_lines(log_b, "\"event\": \"sample\"");
     ASSERT_EQ(samples.size(), 3u) << log_b;
     EXPECT_EQ(lines(log_b).size(), lines(log_a).size() + 3);
-    for (const char* step : {"step     1 | sample: ", "step     3 | sample: ", "step     4 | sample: "})
+    for (const char* step : {"step     2 | sample: ", "step     4 | sample: ", "step     5 | sample: "})
         EXPECT_NE(b.out.find(step), std::string::npos) << b.out;
+    EXPECT_NE(b.out.find("step     2 | val loss"), std::string::npos) << b.out;
+    EXPECT_EQ(json_numbers(samples[0], "step"), std::vector<double>{2}) << samples[0];
     EXPECT_EQ(log_lines(log_a, "\"event\": \"sample\"").size(), 0u);
     EXPECT_NE(samples[0].find("\"prompt\": \""), std::string::npos) << samples[0];
     EXPECT_NE(samples[0].find("\"text\": \""), std::string::npos) << samples[0];
@@ -771,7 +774,7 @@ TEST_F(RunDir, SamplingIsRefusedAtStartUpWithoutAFittingTokenizer) {
     EXPECT_FALSE(exists(dir + "compact"));
     Result r = run(compact + "-tokenizer data/mobydick_v4096_tokenizer.bin");
     ASSERT_EQ(r.status, 0) << r.err;
-    EXPECT_NE(r.out.find("step     0 | sample: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("step     1 | sample: "), std::string::npos) << r.out;
 }
 
 TEST_F(RunDir, KeepCheckpointsLeavesTheNewestPairsAndResumeContinuesFromThem) {
