@@ -42,8 +42,9 @@ inline const std::vector<EvalFlag>& eval_flags() {
     static const std::vector<EvalFlag> table = {
         // flag, option, values, default, on -resume 1 (not ./eval's), help
         {"run", &O::run_dir, text("DIR"), "", MAY_CHANGE,
-         "a ./train run folder: -model is its newest complete checkpoint pair's model, -val_data, -train_data and "
-         "-tokenizer what its config.json records; each of those flags given beside -run wins"},
+         "a ./train run folder: -model is its newest complete checkpoint pair's model (else its final model), "
+         "-val_data, -train_data, -tokenizer, -B, -T and -eval_batches what its config.json records; each of those "
+         "flags given beside -run wins"},
         {"model", &O::model_path, text("FILE"), worked_out("required unless -run"), MAY_CHANGE,
          "checkpoint to evaluate: model_%08d.bin of ./train or an llm.c GPT-2 fp32 file"},
         {"val_data", &O::val_data, text("GLOB"), DEFAULT_VAL_DATA, MAY_CHANGE, "validation shards"},

@@ -65,9 +65,8 @@ public:
             extremes_.max_loss = loss;
             extremes_.max_loss_step = step;
         }
-        if (!std::isfinite(loss)) return stop("nonfinite", "loss is " + std::string(std::isnan(loss) ? "nan" : "inf"));
-        if (!std::isfinite(grad_norm))
-            return stop("nonfinite", "gradient norm is " + std::string(std::isnan(grad_norm) ? "nan" : "inf"));
+        if (!std::isfinite(loss)) return stop("nonfinite", "loss is " + nonfinite_text(loss));
+        if (!std::isfinite(grad_norm)) return stop("nonfinite", "gradient norm is " + nonfinite_text(grad_norm));
         track_spikes(loss);
         recent_.push_back(loss);
         recent_sum_ += loss;
@@ -123,6 +122,9 @@ private:
         outcome_ = outcome;
         return reason;
     }
+
+    // "nan", "inf" or "-inf".
+    static std::string nonfinite_text(double x) { return std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"; }
 
     static std::string text(double x) {
         char buf[32];

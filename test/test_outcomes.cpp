@@ -162,6 +162,30 @@ TEST(Outcomes, NonFiniteLossOrGradientNormStopsAtOnce) {
     EXPECT_EQ(c.outcome(), "nonfinite");
 }
 
+// Each non-finite value, of the loss or of the gradient norm, after ordinary steps and after
+// warmup: the run stops there as nonfinite, its extremes those of the finite steps before.
+TEST(Outcomes, InfinitiesStopLikeNanAtAStepAfterTheFirst) {
+    const std::vector<std::pair<double, const char*>> values = {
+        {NAN, "nan"}, {INFINITY, "inf"}, {-INFINITY, "-inf"}};
+    for (const auto& [bad, word] : values)
+        for (const bool in_loss : {true, false}) {
+            OutcomeTracker t({3, 1.0, 1.0, 2});
+            for (double loss : {5.0, 4.0, 4.5, 3.0}) ASSERT_EQ(t.observe(loss, 1.0), "");
+            const std::string reason = in_loss ? t.observe(bad, 1.0) : t.observe(2.5, bad);
+            EXPECT_EQ(reason, std::string(in_loss ? "loss is " : "gradient norm is ") + word) << bad;
+            EXPECT_EQ(t.outcome(), "nonfinite") << bad;
+            EXPECT_EQ(t.extremes().max_loss, 4.5) << bad;
+            EXPECT_EQ(t.extremes().max_loss_step, 2) << bad;
+        }
+}
+
+TEST(Outcomes, FinalEvaluationThatIsNotFiniteIsNonfinite) {
+    for (double bad : {NAN, INFINITY, -INFINITY}) {
+        EXPECT_STREQ(final_outcome(bad, 5.86), "nonfinite") << bad;
+        EXPECT_STREQ(final_outcome(bad, NAN), "nonfinite") << bad << " without a baseline";
+    }
+}
+
 TEST(Outcomes, FinishedRunCollapsesUnlessBelowUnigram) {
     EXPECT_STREQ(final_outcome(5.9, 5.86), "collapsed");
     EXPECT_STREQ(final_outcome(5.86, 5.86), "collapsed") << "equal is not below";

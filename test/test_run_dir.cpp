@@ -821,11 +821,310 @@ TEST_F(RunDir, EvalRunTakesTheModelDataAndTokenizerOfARunFolder) {
     ASSERT_EQ(older.status, 0) << older.err;
     EXPECT_NE(older.out.find("model: " + dir + "out/model_00000001.bin"), std::string::npos) << older.out;
     EXPECT_NE(loss_line(older.out), loss_line(from_run.out));
+    // Without -B, -T and -eval_batches: the run's own, said; one given beside -run wins.
+    Result own = run("./eval -run " + dir + "out -device cpu -diag_batches 0");
+    ASSERT_EQ(own.status, 0) << own.err;
+    EXPECT_NE(own.out.find("-B 2, -T 8, -eval_batches 10, -tokenizer"), std::string::npos) << own.out;
+    EXPECT_NE(own.out.find("B=2 T=8, batches 1-10 of"), std::string::npos) << own.out;
+    Result beside = run("./eval -run " + dir + "out -device cpu -diag_batches 0 -T 4 -eval_batches 3");
+    ASSERT_EQ(beside.status, 0) << beside.err;
+    EXPECT_NE(beside.out.find("-train_data " + dir + "train_000.bin, -B 2, -tokenizer"), std::string::npos) << beside.out;
+    EXPECT_NE(beside.out.find("B=2 T=4, batches 1-3 of"), std::string::npos) << beside.out;
+    // A sweep keeps the final model alone: -run takes it.
+    std::filesystem::create_directories(dir + "swept");
+    for (const char* name : {"config.json", "log.jsonl", "model_00000003.bin"})
+        std::filesystem::copy_file(dir + "out/" + name, dir + "swept/" + name);
+    Result swept = run("./eval -run " + dir + "swept" + flags);
+    ASSERT_EQ(swept.status, 0) << swept.err;
+    EXPECT_NE(swept.out.find("-model " + dir + "swept/model_00000003.bin"), std::string::npos) << swept.out;
+    EXPECT_EQ(loss_line(swept.out), loss_line(from_run.out));
     // Not a run folder; a run folder without a checkpoint pair.
     expect_refused(run("./eval -run " + dir + flags), "flag -run: " + dir + "config.json is missing");
     std::filesystem::create_directories(dir + "empty");
     std::filesystem::copy_file(dir + "out/config.json", dir + "empty/config.json");
-    expect_refused(run("./eval -run " + dir + "empty" + flags), "flag -run: " + dir + "empty holds no complete checkpoint pair");
+    expect_refused(run("./eval -run " + dir + "empty" + flags), "flag -run: " + dir + "empty holds no complete checkpoint pair (model_N.bin with state_N.bin) and no final model");
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// No output replaces a run folder's file or an input, however its path is spelled (README "Exit
+// status"): each rule, each input flag, each spelling ("./", "..", a link).
+
+// Three other spellings of the file DIR/`name` (dir ends in "/"): through "./", through
+// "sub/.." (DIR/sub is made) and a symbolic link DIR/link_TAG to it.
+std::vector<std::string> other_spellings(const std::string& dir, const std::string& name, const std::string& tag) {
+    std::filesystem::create_directories(dir + "sub");
+    std::filesystem::create_symlink(dir + name, dir + "link_" + tag);
+    return {dir + "./" + name, dir + "sub/../" + name, dir + "link_" + tag};
+}
+
+// The names and contents of the files in `folder`, to see that a refused command wrote nothing.
+std::map<std::string, std::string> contents(const std::string& folder) {
+    std::map<std::string, std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(folder)) files[e.path().filename()] = read_file(e.path());
+    return files;
+}
+
+TEST_F(RunDir, EvalRefusesAnOutputThatWouldReplaceARunFoldersFile) {
+    ASSERT_EQ(train("-steps 2").status, 0);
+    std::filesystem::create_directory_symlink(dir + "out", dir + "alias");
+    const auto before = contents(dir + "out");
+    const std::string eval = "./eval -device cpu -model " + dir + "tiny.bin -val_data " + dir + "val_*.bin -T 8 -B 2 "
+                             "-eval_batches 1 -diag_batches 0 ";
+    int i = 0;
+    for (const char* name : {"config.json", "log.jsonl", "model_00000002.bin", "state_00000002.bin", "model_00000009.bin"}) {
+        const bool present = exists(dir + "out/" + name);
+        std::vector<std::string> spellings = {dir + "out/./" + name, dir + "sub/../out/" + name, dir + "alias/" + name};
+        std::filesystem::create_directories(dir + "sub");
+        if (present) {  // a link to the file itself
+            std::filesystem::create_symlink(dir + "out/" + name, dir + "to_" + name);
+            spellings.push_back(dir + "to_" + name);
+        }
+        for (const std::string& path : spellings) {
+            const std::string flag = i++ % 2 ? "-pairs" : "-json";
+            expect_refused(run(eval + flag + " " + path), "flag " + flag + " " + path + " would replace ");
+        }
+    }
+    // -run reads the folder: its config.json is an output of no command.
+    expect_refused(run("./eval -device cpu -run " + dir + "out -json " + dir + "out/config.json"), "would replace");
+    EXPECT_EQ(contents(dir + "out"), before);
+    // Another name in a run folder (as sweep.py writes eval.json), or a run file's name in a
+    // folder that holds no run: written.
+    std::filesystem::create_directories(dir + "plain");
+    Result r = run(eval + "-json " + dir + "out/eval.json -pairs " + dir + "plain/log.jsonl");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_TRUE(exists(dir + "out/eval.json"));
+    EXPECT_TRUE(exists(dir + "plain/log.jsonl"));
+}
+
+TEST_F(RunDir, EvalRefusesEveryInputAsAnOutputUnderAnotherSpelling) {
+    std::filesystem::copy_file(dir + "other_000.bin", dir + "tok.bin");  // refused before it is read
+    const std::string eval = "./eval -device cpu -model " + dir + "tiny.bin -val_data " + dir + "val_*.bin -train_data " +
+                             dir + "train_*.bin -tokenizer " + dir + "tok.bin -T 8 ";
+    const std::vector<std::pair<std::string, std::string>> inputs = {{"tiny.bin", "the -model file"},
+                                                                     {"val_000.bin", "the -val_data shard"},
+                                                                     {"train_000.bin", "the -train_data shard"},
+                                                                     {"tok.bin", "the -tokenizer file"}};
+    const auto before = contents(dir);
+    int i = 0;
+    for (const auto& [name, what] : inputs)
+        for (const std::string& path : other_spellings(dir, name, name)) {
+            const std::string flag = i++ % 2 ? "-pairs" : "-json";
+            expect_refused(run(eval + flag + " " + path), "flag " + flag + " " + path + " is " + what + " " + dir);
+        }
+    for (const auto& [name, what] : inputs) EXPECT_EQ(read_file(dir + name), before.at(name)) << name;
+}
+
+TEST_F(RunDir, TrainRefusesEveryInputAmongItsFolderFilesUnderAnotherSpelling) {
+    ASSERT_EQ(train("-steps 2").status, 0);
+    // Inputs under names the run writes, in its folder (-overwrite 1 would remove them).
+    std::filesystem::copy_file(dir + "tiny.bin", dir + "out/model_00000009.bin");
+    std::filesystem::copy_file(dir + "train_000.bin", dir + "out/model_00000007.bin");
+    std::filesystem::copy_file(dir + "val_000.bin", dir + "out/state_00000007.bin");
+    std::filesystem::create_directories(dir + "sub");
+    std::filesystem::create_symlink(dir + "out/state_00000007.bin", dir + "vlink.bin");
+    const auto before = contents(dir + "out");
+    // (flag to replace in train_args, its value, flags added, the refusal)
+    const std::vector<std::vector<std::string>> cases = {
+        {"-init " + dir + "tiny.bin", "-init " + dir + "out/./model_00000009.bin", "", "is the -init file"},
+        {"-train_data " + dir + "train_*.bin", "-train_data " + dir + "sub/../out/model_00000007.bin", "",
+         "is the -train_data shard"},
+        {"-val_data " + dir + "val_*.bin -B 2 -T 8 -eval_every 0", "-val_data " + dir + "vlink.bin -B 2 -T 8 -eval_every 1",
+         "", "is the -val_data shard"},
+        {"-val_data " + dir + "val_*.bin", "-val_data " + dir + "out/./state_00000007.bin", "-sample_every 1",
+         "is the -val_data shard"},
+        {"-out " + dir + "out", "-out " + dir + "out -tokenizer " + dir + "out/../out/log.jsonl", "-sample_every 1",
+         "is the -tokenizer file"},
+    };
+    for (const auto& c : cases) {
+        std::string args = train_args("-steps 2 -overwrite 1 " + c[2]);
+        args.replace(args.find(c[0]), c[0].size(), c[1]);
+        expect_refused(run(args), c[3]);
+    }
+    EXPECT_EQ(contents(dir + "out"), before);
+}
+
+TEST_F(RunDir, ResumeMakesTheFinalEvaluationThatAStopLeftUndone) {
+    ASSERT_EQ(train("-steps 2").status, 0);
+    // Continued to 3 steps with a final evaluation of ten million batches (hours): SIGTERM in it.
+    std::string args = train_args("-steps 3 -resume 1 -change_steps 1 -eval_batches 10000000 -allow_repeats 1");
+    args.replace(args.find("-eval_every 0"), 13, "-eval_every 1000");
+    const pid_t pid = start(args, "long");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    while (read_file(dir + "long.stdout").find("saved " + dir + "out/model_00000003.bin") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(pid, SIGTERM);
+    Result r = finish(pid, "long");
+    ASSERT_EQ(r.status, 143) << r.out << r.err;
+    EXPECT_NE(r.out.find("stopped by SIGTERM in the final evaluation after 3 of 3 steps: its final evaluation was not "
+                         "made: the same command with -resume 1 makes it"), std::string::npos) << r.out;
+    EXPECT_EQ(log_lines(read_file(dir + "out/log.jsonl"), "\"event\": \"outcome\"").size(), 0u);
+    // The same command (fewer batches, which may change) makes it and logs the outcome.
+    args.replace(args.find("-eval_batches 10000000"), 22, "-eval_batches 2");
+    r = run(args);
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("resume: the final evaluation at step 3 of 3"), std::string::npos) << r.out;
+    const std::string log = read_file(dir + "out/log.jsonl");
+    const std::vector<std::string> outcome = log_lines(log, "\"event\": \"outcome\"");
+    ASSERT_EQ(outcome.size(), 1u) << log;
+    EXPECT_EQ(json_numbers(outcome[0], "step"), std::vector<double>{3});
+    EXPECT_TRUE(std::isfinite(json_number(outcome[0], "val_loss"))) << outcome[0];
+    EXPECT_EQ(log_lines(log, "\"val_loss\"").size(), 2u) << "the val record and the outcome: " << log;
+    EXPECT_EQ(losses(log).size(), 3u);
+    // Now complete: a further resume changes nothing.
+    r = run(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("is complete (3 of 3 steps"), std::string::npos) << r.out;
+    EXPECT_EQ(read_file(dir + "out/log.jsonl"), log);
+}
+
+TEST_F(RunDir, AStopInTheStartUpEvaluationLeavesAFolderTheSameCommandStarts) {
+    std::string args = train_args("-steps 2 -eval_batches 10000000 -allow_repeats 1");
+    args.replace(args.find("-eval_every 0"), 13, "-eval_every 1");
+    const pid_t pid = start(args, "long");
+    wait_for_lines(dir + "long.stdout", 1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    while (read_file(dir + "long.stdout").find("output: ") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(pid, SIGINT);
+    Result r = finish(pid, "long");
+    ASSERT_EQ(r.status, 130) << r.out << r.err;
+    EXPECT_NE(r.out.find("after 0 of 2 steps: nothing trained"), std::string::npos) << r.out;
+    EXPECT_EQ(listing(dir + "out"), "");
+    args.replace(args.find("-eval_batches 10000000"), 22, "-eval_batches 2");
+    r = run(args);
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+}
+
+TEST_F(RunDir, ATruncatedNewestStateIsRefusedNamingTheOlderWholePair) {
+    ASSERT_EQ(train("-steps 4 -save_every 2").status, 0);
+    std::filesystem::resize_file(dir + "out/state_00000004.bin", 2000);
+    expect_refused(train("-steps 4 -save_every 2 -resume 1"),
+                   "; the older pair " + dir + "out/model_00000002.bin and " + dir +
+                   "out/state_00000002.bin reads whole: move the newer pair out of " + dir + "out to resume from it");
+    // With the older pair damaged too, nothing is named.
+    std::filesystem::resize_file(dir + "out/model_00000002.bin", 2000);
+    Result r = train("-steps 4 -save_every 2 -resume 1");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(r.err.find("the older pair"), std::string::npos) << r.err;
+}
+
+TEST_F(RunDir, ResumeRefusesACheckpointWithoutARunIdBesideAStateWithOne) {
+    ASSERT_EQ(train("-steps 2").status, 0);
+    // The run's own weights, written as an older ./train (or llm.c's tools) writes them: run id 0.
+    std::vector<float> params;
+    const ModelConfig cfg = read_checkpoint(dir + "out/model_00000002.bin", &params);
+    write_checkpoint(dir + "out/model_00000002.bin", cfg, params.data());
+    expect_refused(train("-steps 2 -resume 1"), "out/model_00000002.bin: belongs to another run (run id 0000000000000000)");
+}
+
+TEST_F(RunDir, PrecisionBf16IsRefusedOnTheCpu) {
+    expect_refused(train("-steps 2 -precision bf16"), "flag -precision: bf16 is the CUDA backend's mixed precision");
+    expect_refused(run("./eval -device cpu -precision bf16 -model " + dir + "tiny.bin -val_data " + dir + "val_*.bin"),
+                   "flag -precision: bf16");
+    EXPECT_FALSE(exists(dir + "out"));
+    EXPECT_EQ(train("-steps 2 -precision fp32").status, 0);
+}
+
+// ./eval of weights that are not finite: NaN, +inf, -inf in one weight each.
+TEST_F(RunDir, EvalOfNonFiniteWeightsGivesNullMetricsAndExitStatus3) {
+    std::vector<float> params;
+    const ModelConfig cfg = read_checkpoint(dir + "tiny.bin", &params);
+    int i = 0;
+    for (float bad : {NAN, INFINITY, -INFINITY}) {
+        std::vector<float> broken = params;
+        broken[100 + 37 * i++] = bad;
+        write_checkpoint(dir + "bad.bin", cfg, broken.data());
+        Result r = run("./eval -device cpu -model " + dir + "bad.bin -val_data " + dir + "val_*.bin -train_data " + dir +
+                       "train_*.bin -T 8 -B 2 -eval_batches 2 -json " + dir + "bad.json -pairs " + dir + "bad.jsonl");
+        EXPECT_EQ(r.status, 3) << r.out << r.err;
+        EXPECT_NE(r.out.find("nonfinite: 1 of the model's " + std::to_string(params.size()) + " weights are not finite"),
+                  std::string::npos) << r.out;
+        const std::string json = read_file(dir + "bad.json");
+        for (const char* key : {"val_loss", "val_ppl", "accuracy", "ppl_seq", "logit_max", "log_z_mean"})
+            EXPECT_TRUE(std::isnan(json_number(json, key))) << key << " in " << json;
+        for (const char* key : {"rouge", "layers", "sensitivity", "uncertainty"})
+            EXPECT_NE(json.find(std::string("\"") + key + "\": null"), std::string::npos) << key << " in " << json;
+        EXPECT_TRUE(std::isfinite(json_number(json, "unigram_ce"))) << "the baselines need no model: " << json;
+        EXPECT_FALSE(exists(dir + "bad.jsonl"));
+    }
+    // Finite weights whose outputs overflow (every embedding entry 3e38: their sum is beyond
+    // float32): the loss is not finite, so neither is any metric.
+    std::vector<float> huge = params;
+    const ParamTensors<float> p = param_tensors(huge.data(), cfg);
+    std::fill(p.wte, p.wte + (size_t)cfg.Vp * cfg.C, 3e38f);
+    std::fill(p.wpe, p.wpe + (size_t)cfg.maxT * cfg.C, 3e38f);
+    write_checkpoint(dir + "huge.bin", cfg, huge.data());
+    Result r = run("./eval -device cpu -model " + dir + "huge.bin -val_data " + dir + "val_*.bin -T 8 -B 2 -eval_batches 1");
+    EXPECT_EQ(r.status, 3) << r.out << r.err;
+    EXPECT_NE(r.out.find("nonfinite: the validation loss is not finite"), std::string::npos) << r.out;
+}
+
+// A compact-vocabulary model made to predict the catch-all id everywhere (the final LayerNorm's
+// gain 0 makes its output the bias b at every position; the catch-all's embedding row 10·b wins
+// every logit): every prediction names no token, so its accuracy is 0, not the catch-all's share.
+TEST_F(RunDir, EvalAccuracyLeavesOutTheCatchAllIdOfACompactVocabulary) {
+    ModelConfig cfg = tiny_model(1, Placement::Pre);
+    cfg.V = cfg.Vp = 4096;
+    std::vector<float> params(num_parameters(cfg));
+    init_parameters(cfg, params.data(), 3);
+    const ParamTensors<float> p = param_tensors(params.data(), cfg);
+    for (int c = 0; c < cfg.C; c++) {
+        p.lnfw[c] = 0;
+        p.lnfb[c] = 1;
+        p.wte[(size_t)(cfg.V - 1) * cfg.C + c] = 10;
+    }
+    write_checkpoint(dir + "catch_all.bin", cfg, params.data());
+    const std::string eval = "./eval -device cpu -model " + dir + "catch_all.bin -val_data 'data/mobydick_v4096_val_*.bin' "
+                             "-train_data 'data/mobydick_v4096_train_*.bin' -T 16 -B 4 -eval_batches 4 -diag_batches 0 ";
+    Result r = run(eval + "-tokenizer data/mobydick_v4096_tokenizer.bin -json " + dir + "e.json");
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    const std::string json = read_file(dir + "e.json");
+    EXPECT_EQ(json_number(json, "catch_all_id"), 4095) << json;
+    EXPECT_EQ(json_number(json, "accuracy"), 0) << json;
+    EXPECT_GT(json_number(json, "tokens"), json_number(json, "accuracy_tokens")) << "some targets are the catch-all: " << json;
+    EXPECT_NE(r.out.find("of the catch-all id 4095 left out"), std::string::npos) << r.out;
+    // The GPT-2 vocabulary has no catch-all: every token counts.
+    r = run("./eval -device cpu -model " + dir + "tiny.bin -val_data " + dir + "val_*.bin -T 8 -B 2 -eval_batches 2 "
+            "-diag_batches 0 -json " + dir + "g.json");
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    const std::string gpt2 = read_file(dir + "g.json");
+    EXPECT_NE(gpt2.find("\"catch_all_id\": null"), std::string::npos) << gpt2;
+    EXPECT_EQ(json_number(gpt2, "accuracy_tokens"), json_number(gpt2, "tokens")) << gpt2;
+}
+
+TEST_F(RunDir, RefusalsNameWhatToGive) {
+    // A tokenizer that is not the shards': the file that is.
+    expect_refused(run("./train -device cpu -threads 1 -init l1h1c16v4096t32 -B 2 -T 8 -steps 1 -eval_every 0 "
+                       "-train_data 'data/mobydick_v4096_train_*.bin' -val_data 'data/mobydick_v4096_val_*.bin' "
+                       "-sample_every 1 -sample_tokens 4 -out " + dir + "compact"),
+                   "was made by tokenizer 0x8d87728c: give -tokenizer data/mobydick_v4096_tokenizer.bin");
+    // A compact-vocabulary model on the GPT-2 shards: the shards of its vocabulary.
+    expect_refused(run("./train -device cpu -threads 1 -init l1h1c16v4096t32 -B 2 -T 8 -steps 1 -out " + dir + "v"),
+                   "outside the vocabulary of 4096; shards of that vocabulary: -train_data "
+                   "\"data/mobydick_v4096_train_*.bin\" -val_data \"data/mobydick_v4096_val_*.bin\"");
+}
+
+TEST_F(RunDir, StartUpLinesCountInTheSingularAndACollapseSaysWhy) {
+    // A model whose logits are loud (its embedding, the tied head, ×1000) and that barely moves
+    // (lr 1e-6) predicts worse than a unigram table: collapsed, and why.
+    std::vector<float> params;
+    const ModelConfig cfg = read_checkpoint(dir + "tiny.bin", &params);
+    const ParamTensors<float> p = param_tensors(params.data(), cfg);
+    for (size_t i = 0; i < (size_t)cfg.Vp * cfg.C; i++) p.wte[i] *= 1000;
+    write_checkpoint(dir + "loud.bin", cfg, params.data());
+    std::string args = train_args("-steps 2 -eval_batches 1 -lr 1e-6");
+    args.replace(args.find("-eval_every 0"), 13, "-eval_every 2");
+    args.replace(args.find(dir + "tiny.bin"), dir.size() + 8, dir + "loud.bin");
+    Result r = run(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    for (const char* line : {"(1 file, 3000 tokens)", "(1 file, 500 tokens)", "(1 micro-step)", "1 thread)"})
+        EXPECT_NE(r.out.find(line), std::string::npos) << line << " in " << r.out;
+    EXPECT_NE(r.out.find("outcome: collapsed (final val loss "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" is not below unigram_ce "), std::string::npos) << r.out;
 }
 
 }  // namespace
