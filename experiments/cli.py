@@ -101,10 +101,10 @@ def check(s, a, given):
     if not s.run:
         checks.check_binaries(s)
     s.tokenizer = checks.data_tokenizer(s)
+    check_files(s)
     checks.check_model_and_data(s)
     if s.slurm and not os.path.isdir(os.path.dirname(os.path.abspath(s.slurm))):
         raise InputError(f"--slurm {s.slurm}: the folder {os.path.dirname(os.path.abspath(s.slurm))} does not exist")
-    check_files(s)
     # A preset publishes its own experiment only: a grid changed by flags keeps its results in OUT.
     preset = {**DEFAULTS, **PRESETS.get(a.preset, {})}
     changed = [k for k in given if BY_NAME[k].group != EXECUTION and getattr(a, k) != preset[k]]
@@ -141,8 +141,9 @@ def check_files(s):
         outputs += [("--publish", f"{s.publish}_{name}") for name in names]
     if s.slurm:
         outputs.append(("--slurm", s.slurm))
-        check_slurm_file(s.slurm)
     files.check_outputs(outputs, inputs)
+    if s.slurm:
+        check_slurm_file(s.slurm)
     files.check_folder(s.out, "--out")
     if s.publish:
         files.check_folder(os.path.dirname(s.publish) or ".", "--publish")

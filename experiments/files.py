@@ -35,13 +35,14 @@ def is_run_folder(folder):
     return any(os.path.isfile(os.path.join(folder, name)) for name in ("config.json", "log.jsonl"))
 
 
-def is_run_file(path):
-    """True when `path` (or the file a link at it points to) is one of ./train's files in a run
-    folder."""
-    for spelling in {path, os.path.realpath(path)}:
-        if RUN_FILE.fullmatch(os.path.basename(spelling)) and is_run_folder(os.path.dirname(spelling) or "."):
-            return True
-    return False
+def run_folder_of(path):
+    """The ./train run folder when `path` (or the file a link at it points to) is one of
+    ./train's files in it, else None."""
+    for spelling in (path, os.path.realpath(path)):
+        folder = os.path.dirname(spelling) or "."
+        if RUN_FILE.fullmatch(os.path.basename(spelling)) and is_run_folder(folder):
+            return folder
+    return None
 
 
 def check_outputs(outputs, inputs):
@@ -49,9 +50,9 @@ def check_outputs(outputs, inputs):
     `outputs`: (flag, path) pairs of the files a command may write; `inputs`: paths it reads."""
     by_identity = {identity(p): p for p in inputs if identity(p)}
     for flag, path in outputs:
-        if is_run_file(path):
-            raise InputError(f"{flag} {path}: is a file of the ./train run folder {os.path.dirname(path) or '.'}; "
-                             "choose another name")
+        folder = run_folder_of(path)
+        if folder is not None:
+            raise InputError(f"{flag} {path}: is a file of the ./train run folder {folder}; choose another name")
         same = by_identity.get(identity(path))
         if same is not None:
             raise InputError(f"{flag} {path}: is the input {same}; choose another name")
@@ -94,6 +95,8 @@ def write_whole(path, write, mode=0o666):
         os.umask(umask)
         os.chmod(tmp, mode & ~umask)
         os.replace(tmp, path)
+    except OSError as e:  # named by the file it was for, not by the temporary one
+        raise OSError(e.errno, e.strerror, path) from e
     finally:
         if os.path.lexists(tmp):
             os.remove(tmp)
