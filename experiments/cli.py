@@ -120,33 +120,47 @@ def check_files(s):
     if files.is_run_folder(s.out):
         raise InputError(f"--out {s.out}: is a ./train run folder (it holds config.json or log.jsonl); give the "
                          "sweep a folder of its own")
-    inputs = glob.glob(s.train_data) + glob.glob(s.val_data) + [s.tokenizer or "", s.init]
-    if not s.run:  # a Slurm task runs the copies in OUT/bin itself
-        inputs += [s.train_bin, s.eval_bin]
-    if s.lr_from:
-        inputs += [os.path.join(s.lr_from, name) for name in ("sweep.json", "results.csv")]
+    inputs = sweep_inputs(s)
     runs_dir = os.path.join(s.out, "runs")
     written = {files.identity(os.path.join(folder, name)) for folder, _, names in os.walk(runs_dir) for name in names}
     for path in inputs:
         if files.identity(path) in written - {None}:
             raise InputError(f"{path}: an input inside {runs_dir}, where the sweep writes and removes files")
-    names = (("sweep.json", "results.md", "experiment.md") + reports.TABLES + reports.EXTRAS + figures.FIGURES +
-             tuple(f for module in reports.EXPERIMENTS.values() for f in module.FILES))
-    outputs = [("--out", os.path.join(s.out, name)) for name in names]
-    if not s.run:
-        outputs += [("--out", os.path.join(s.out, "bin", name)) for name in ("train", "eval")
-                    if files.identity(os.path.join(s.out, "bin", name)) not in (files.identity(s.train_bin),
-                                                                                files.identity(s.eval_bin))]
-    if s.publish:
-        outputs += [("--publish", f"{s.publish}_{name}") for name in names]
-    if s.slurm:
-        outputs.append(("--slurm", s.slurm))
-    files.check_outputs(outputs, inputs)
+    files.check_outputs(sweep_outputs(s), inputs)
     if s.slurm:
         check_slurm_file(s.slurm)
     files.check_folder(s.out, "--out")
     if s.publish:
         files.check_folder(os.path.dirname(s.publish) or ".", "--publish")
+
+
+def sweep_inputs(s):
+    """The files a sweep reads: shards, tokenizer, an --init checkpoint, the programs (a Slurm
+    task runs the copies in OUT/bin, which are its own), --lr-from's tables."""
+    inputs = glob.glob(s.train_data) + glob.glob(s.val_data) + [s.tokenizer or "", s.init]
+    if not s.run:
+        inputs += [s.train_bin, s.eval_bin]
+    if s.lr_from:
+        inputs += [os.path.join(s.lr_from, name) for name in ("sweep.json", "results.csv")]
+    return inputs
+
+
+def sweep_outputs(s):
+    """(flag, path) of each file a sweep may write outside its run folders: OUT's tables,
+    reports and figures, the copies of the programs (unless they are the programs given), the
+    published copies, the Slurm script."""
+    names = (("sweep.json", "results.md", "experiment.md") + reports.TABLES + reports.EXTRAS + figures.FIGURES +
+             tuple(f for module in reports.EXPERIMENTS.values() for f in module.FILES))
+    outputs = [("--out", os.path.join(s.out, name)) for name in names]
+    if not s.run:
+        programs = (files.identity(s.train_bin), files.identity(s.eval_bin))
+        outputs += [("--out", os.path.join(s.out, "bin", name)) for name in ("train", "eval")
+                    if files.identity(os.path.join(s.out, "bin", name)) not in programs]
+    if s.publish:
+        outputs += [("--publish", f"{s.publish}_{name}") for name in names]
+    if s.slurm:
+        outputs.append(("--slurm", s.slurm))
+    return outputs
 
 
 def check_slurm_file(path):
