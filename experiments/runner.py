@@ -118,6 +118,8 @@ class Signals:
         try:
             yield self
         finally:
+            for child in list(self.children):  # a program the signal left running saves its checkpoint first
+                child.wait()
             for number, handler in before.items():
                 signal.signal(number, handler)
 
@@ -129,11 +131,10 @@ class Signals:
                 return None
             child = subprocess.Popen(cmd, start_new_session=True, **popen)
             self.children.add(child)
-        try:
-            return child.wait()
-        finally:
-            with self.lock:
-                self.children.discard(child)
+        status = child.wait()  # (when a signal interrupts this wait, the child stays listed: forwarding waits for it)
+        with self.lock:
+            self.children.discard(child)
+        return status
 
     def handle(self, signum, frame):
         with self.lock:

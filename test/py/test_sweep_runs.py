@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 
 BIN = os.environ.get("GPT2_BIN_DIR", REPO)  # where ./train and ./eval are
 VOCAB = 256  # a tokenizer holds at least the 256 bytes
-STEPS = 800
+STEPS = 1500
 # What differs between two runs of the same sweep: the time they took.
 TIMINGS = ("ms", "tok_s", "elapsed", "train_seconds", "eval_seconds", "seconds")
 
@@ -47,7 +47,7 @@ def write_tokenizer(path):
 def step_records(run_dir):
     """The step records of a run's log.jsonl, without their timings."""
     with open(os.path.join(run_dir, "log.jsonl")) as f:
-        records = [json.loads(line) for line in f]
+        records = [json.loads(line) for line in f if line.endswith("\n")]  # (not a line being written)
     return [{k: v for k, v in r.items() if k not in TIMINGS} for r in records if "loss" in r]
 
 
@@ -91,7 +91,7 @@ class Runs(unittest.TestCase):
             with self.subTest(signal=number.name):
                 out = os.path.join(self.dir, number.name)
                 sweep = self.sweep(out)
-                self.wait_for_steps(out, 2)
+                self.wait_for_steps(sweep, out, 2)
                 sweep.process.send_signal(number)
                 code, text, err = sweep.wait_output()
                 self.assertEqual(code, status, text + err)
@@ -113,6 +113,18 @@ class Runs(unittest.TestCase):
                 for run, reference in zip(self.run_dirs(out), self.run_dirs(self.reference)):
                     self.assertEqual(step_records(run), step_records(reference))
 
+    def test_a_slurm_task_stops_after_its_run_saved_a_checkpoint(self):
+        # --run NAME runs ./train in the main thread: the sweep waits for it to save its pair.
+        out = os.path.join(self.dir, "task")
+        name = os.path.basename(self.run_dirs(self.reference)[0])
+        task = Process([sys.executable, os.path.join(REPO, "sweep.py")] + self.args + ["--out", out, "--run", name])
+        self.wait_for_steps(task, out, 2, runs=1)
+        task.process.send_signal(signal.SIGTERM)
+        code, text, err = task.wait_output()
+        self.assertEqual((code, err.count("\n")), (143, 1), text + err)
+        states = [n for n in os.listdir(os.path.join(out, "runs", name)) if n.startswith("state_")]
+        self.assertEqual(len(states), 1)
+
     def test_eval_run_of_a_sweep_run(self):
         for run in self.run_dirs(self.reference):
             with open(os.path.join(run, "config.json")) as f:
@@ -126,16 +138,17 @@ class Runs(unittest.TestCase):
             with open(json_out) as f, open(os.path.join(run, "eval.json")) as g:
                 self.assertEqual(json.load(f)["val_loss"], json.load(g)["val_loss"])
 
-    def wait_for_steps(self, out, count, timeout=60):
-        """Waits until every run of the sweep in `out` has logged `count` steps."""
+    def wait_for_steps(self, sweep, out, count, runs=2, timeout=60):
+        """Waits until the `runs` runs of `sweep` (a Process) in `out` have logged `count` steps each."""
         deadline = time.time() + timeout
         while time.time() < deadline:
+            if sweep.process.poll() is not None:
+                self.fail("the sweep ended before its runs started: " + "".join(sweep.wait_output()[1:]))
             try:
-                runs = self.run_dirs(out)
-                logged = [len(step_records(run)) for run in runs]
-            except (OSError, ValueError):  # not started yet, or a line half written
+                logged = [len(step_records(run)) for run in self.run_dirs(out)]
+            except OSError:  # not started yet
                 logged = []
-            if len(logged) == 2 and min(logged) >= count:
+            if len(logged) == runs and min(logged) >= count:
                 return
             time.sleep(0.01)
         self.fail(f"the runs in {out} did not start")
