@@ -200,3 +200,6 @@ if __name__ == "__main__":
     except OSError as e:  # a write that failed: read-only or full disk, ...
         print(f"plot.py: {os_error_text(e)}", file=sys.stderr)
         sys.exit(4)
+    except KeyboardInterrupt:
+        print("plot.py: interrupted; nothing written", file=sys.stderr)
+        sys.exit(130)

@@ -874,6 +874,9 @@ def main(argv=None):
     except OSError as e:
         print(f"prepare_data.py: {e.filename}: {e.strerror}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("prepare_data.py: interrupted; the output folder is as it was", file=sys.stderr)
+        return 130
     return 0
 
 
