@@ -7,7 +7,6 @@ darker shades larger learning rates, and line styles tell Δt (solid 1, dashed 0
 figure has a panel per placement and Δt instead, its colours telling the settings that vary
 inside a panel."""
 import math
-import os
 
 from .files import write_whole
 from .grid import PLACEMENT_LABEL, PLACEMENTS, fmt_num
