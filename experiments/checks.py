@@ -2,6 +2,7 @@
 range, the output folder, the warmup against the steps, the model against the data's vocabulary,
 the GPUs asked for against the machine's. Each refusal is an InputError: one line, exit 2."""
 import glob
+import math
 import os
 import re
 import shutil
@@ -17,12 +18,14 @@ TOKENS_CHECKED = 1 << 24  # per data glob: enough to see a vocabulary that does 
 
 
 def check_numbers(s):
-    """Every number setting within the range the settings table gives."""
+    """Every number setting finite and within the range the settings table gives."""
     for setting in SETTINGS:
         value = getattr(s, setting.name)
         if setting.kind not in (int, float) or value is None:
             continue
         flag = "--" + setting.name.replace("_", "-")
+        if not math.isfinite(value):
+            raise InputError(f"{flag}: {value} is not a finite number")
         if setting.low is not None and (value < setting.low or (setting.low_open and value == setting.low)):
             raise InputError(f"{flag}: {fmt_num(value)} is out of range (must be "
                              f"{'>' if setting.low_open else '≥'} {fmt_num(setting.low)})")

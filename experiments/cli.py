@@ -5,10 +5,11 @@ import concurrent.futures
 import glob
 import os
 import shlex
+import signal
 import sys
 import time
 
-from . import checks, claims, collect, e1, intervene, reports, runner
+from . import checks, claims, collect, e1, figures, files, intervene, reports, runner
 from .grid import InputError, fmt_num, make_grid, parse_list, value_text
 from .results import ResultsError, load, read_json
 from .tables import on_grid
@@ -100,6 +101,7 @@ def check(s, a, given):
     if not s.run:
         checks.check_binaries(s)
     s.tokenizer = checks.data_tokenizer(s)
+    check_files(s)
     checks.check_model_and_data(s)
     if s.slurm and not os.path.isdir(os.path.dirname(os.path.abspath(s.slurm))):
         raise InputError(f"--slurm {s.slurm}: the folder {os.path.dirname(os.path.abspath(s.slurm))} does not exist")
@@ -110,6 +112,68 @@ def check(s, a, given):
         print(f"sweep: not publishing to {s.publish}_*: {', '.join('--' + k.replace('_', '-') for k in changed)} "
               f"{'differs' if len(changed) == 1 else 'differ'} from the preset", flush=True)
         s.publish = None
+
+
+def check_files(s):
+    """No output of the sweep may replace one of its inputs or a file of a ./train run folder
+    (files.check_outputs), and every folder it writes takes files (files.check_folder)."""
+    if files.is_run_folder(s.out):
+        raise InputError(f"--out {s.out}: is a ./train run folder (it holds config.json or log.jsonl); give the "
+                         "sweep a folder of its own")
+    inputs = sweep_inputs(s)
+    runs_dir = os.path.join(s.out, "runs")
+    written = {files.identity(os.path.join(folder, name)) for folder, _, names in os.walk(runs_dir) for name in names}
+    for path in inputs:
+        if files.identity(path) in written - {None}:
+            raise InputError(f"{path}: an input inside {runs_dir}, where the sweep writes and removes files")
+    files.check_outputs(sweep_outputs(s), inputs)
+    if s.slurm:
+        check_slurm_file(s.slurm)
+    files.check_folder(s.out, "--out")
+    if s.publish:
+        files.check_folder(os.path.dirname(s.publish) or ".", "--publish")
+
+
+def sweep_inputs(s):
+    """The files a sweep reads: shards, tokenizer, an --init checkpoint, the programs (a Slurm
+    task runs the copies in OUT/bin, which are its own), --lr-from's tables."""
+    inputs = glob.glob(s.train_data) + glob.glob(s.val_data) + [s.tokenizer or "", s.init]
+    if not s.run:
+        inputs += [s.train_bin, s.eval_bin]
+    if s.lr_from:
+        inputs += [os.path.join(s.lr_from, name) for name in ("sweep.json", "results.csv")]
+    return inputs
+
+
+def sweep_outputs(s):
+    """(flag, path) of each file a sweep may write outside its run folders: OUT's tables,
+    reports and figures, the copies of the programs (unless they are the programs given), the
+    published copies, the Slurm script."""
+    names = (("sweep.json", "results.md", "experiment.md") + reports.TABLES + reports.EXTRAS + figures.FIGURES +
+             tuple(f for module in reports.EXPERIMENTS.values() for f in module.FILES))
+    outputs = [("--out", os.path.join(s.out, name)) for name in names]
+    if not s.run:
+        programs = (files.identity(s.train_bin), files.identity(s.eval_bin))
+        outputs += [("--out", os.path.join(s.out, "bin", name)) for name in ("train", "eval")
+                    if files.identity(os.path.join(s.out, "bin", name)) not in programs]
+    if s.publish:
+        outputs += [("--publish", f"{s.publish}_{name}") for name in names]
+    if s.slurm:
+        outputs.append(("--slurm", s.slurm))
+    return outputs
+
+
+def check_slurm_file(path):
+    """--slurm may replace only a script that sweep.py wrote (write_slurm_script)."""
+    if not os.path.lexists(path):
+        return
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            head = f.read(len(runner.SLURM_HEAD))
+    except OSError as e:
+        raise InputError(f"--slurm {path}: cannot read it ({e.strerror})")
+    if head != runner.SLURM_HEAD:
+        raise InputError(f"--slurm {path}: exists and is not a script sweep.py wrote; choose another name")
 
 
 def lr_from_e1(s):
@@ -219,29 +283,40 @@ def main(argv, doc, script):
             if not os.path.isfile(a.report + "_results.csv"):
                 raise InputError(f"--report {a.report}: neither a sweep's output folder nor published tables "
                                  f"({a.report}_results.csv)")
+            files.check_folder(os.path.dirname(a.report) or ".", "--report")
             report_published(a, draw=not a.no_figures)
             return 0
         s = settings_of(a, given)
         if a.report:
             s.warmup = checks.resolve_warmup(s)
+            files.check_folder(s.out, "--report")
             report(s, s.out, make_grid(s), draw=not a.no_figures)
             return 0
         check(s, a, given)
-        return run(s, a, argv, script)
+        signals = runner.Signals()
+        with signals.forwarding():
+            return run(s, a, argv, script, signals)
     except (InputError, ResultsError) as e:
         print(f"sweep: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a write that failed: read-only or full disk, a name too long, ...
+        print(f"sweep: {files.os_error_text(e)}", file=sys.stderr)
+        return 4
+    except runner.Stopped as e:
+        print(f"sweep: stopped by {signal.Signals(e.args[0]).name}: the runs in progress saved a checkpoint; run the "
+              "same command again to continue", file=sys.stderr)
+        return 128 + e.args[0]
     except KeyboardInterrupt:
         print("sweep: interrupted; run the same command again to continue", file=sys.stderr)
         return 130
 
 
-def run(s, a, argv, script):
+def run(s, a, argv, script, signals):
     """Runs the grid (or, with --run, one run; with --slurm, writes the job array)."""
     saved = saved_settings(s)
     runs = make_grid(s)
     if s.run:
-        return run_alone(s, runs, s.run)
+        return run_alone(s, runs, s.run, signals)
     if not a.dry_run:
         os.makedirs(s.out, exist_ok=True)
         runner.write_json(os.path.join(s.out, "sweep.json"), saved)
@@ -259,7 +334,7 @@ def run(s, a, argv, script):
             print(shlex.join(runner.train_command(s, r)))  # quoted: globs and spaces survive a paste
             print(shlex.join(runner.eval_command(s, r)))
         return 0
-    failed = execute(s, todo, jobs)
+    failed = execute(s, todo, jobs, signals)
     # Report on the whole grid recorded in OUT (this invocation's and earlier ones).
     every = argparse.Namespace(**{**vars(s), **{k: saved[k] for k in GRID_SETTINGS}})
     while s.lr_extend and not failed:
@@ -273,7 +348,7 @@ def run(s, a, argv, script):
         saved = saved_settings(s)
         runner.write_json(os.path.join(s.out, "sweep.json"), saved)
         every = argparse.Namespace(**{**vars(s), **{k: saved[k] for k in GRID_SETTINGS}})
-        failed = execute(s, pending(make_grid(every)), jobs)
+        failed = execute(s, pending(make_grid(every)), jobs, signals)
     if s.intervene and not failed:
         intervene.intervene(every, make_grid(every), intervene.K, lambda run, model, out: runner.eval_command(
             every, run, model, out, eval_batches=1))
@@ -288,9 +363,9 @@ def pending(runs):
                   key=lambda r: (r.seed, runs.index(r)))
 
 
-def execute(s, todo, jobs):
+def execute(s, todo, jobs, signals):
     """Trains and evaluates the runs `todo`, `jobs` at a time; returns how many failed."""
-    sweep = runner.Sweep(s)
+    sweep = runner.Sweep(s, signals)
     start = time.time()
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(lambda r: sweep.run_safely(r, len(todo)), todo))
@@ -302,12 +377,12 @@ def execute(s, todo, jobs):
     return failed
 
 
-def run_alone(s, runs, name):
+def run_alone(s, runs, name, signals):
     """--run NAME: trains and evaluates that run of the grid (unless recorded), no tables."""
     run = next((r for r in runs if r.name == name), None)
     if run is None:
         raise InputError(f"--run {name}: not a run of this grid")
-    sweep = runner.Sweep(s)
+    sweep = runner.Sweep(s, signals)
     result = sweep.run_one(run, 1)
     if sweep.refused:
         raise InputError(f"./train refused the settings: {sweep.refused}")

@@ -6,6 +6,7 @@ import os
 
 import pandas as pd
 
+from .files import write_whole
 from .results import LAYER_KEYS, STATS_BLOCK_KEYS, STATS_STREAM_KEYS, ResultsError, finite, load_run, read_json
 
 # Run outcomes (README, "Run outcomes"): ./train stops a run as nonfinite or diverged; a run that
@@ -105,6 +106,4 @@ def result_row(run, result, record, finished):
 def write_csv(path, frame, digits=6):
     """Writes a table whole or not at all: numbers with `digits` significant digits, empty cells
     for missing values, CRLF line ends (as Python's csv module writes)."""
-    tmp = path + ".tmp"
-    frame.to_csv(tmp, index=False, float_format=f"%.{digits}g", lineterminator="\r\n")
-    os.replace(tmp, path)
+    write_whole(path, lambda tmp: frame.to_csv(tmp, index=False, float_format=f"%.{digits}g", lineterminator="\r\n"))

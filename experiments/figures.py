@@ -7,10 +7,10 @@ darker shades larger learning rates, and line styles tell Δt (solid 1, dashed 0
 figure has a panel per placement and Δt instead, its colours telling the settings that vary
 inside a panel."""
 import math
-import os
 
+from .files import write_whole
 from .grid import PLACEMENT_LABEL, PLACEMENTS, fmt_num
-from .results import ResultsError, load
+from .results import BLOCK_SERIES, ResultsError, load
 from .tables import CONFIG_KEYS, config_label, finished, groups, none_if_nan, settings_label
 
 COLORS = {"pre": "tab:red", "peri": "tab:green", "post": "tab:blue"}
@@ -55,18 +55,33 @@ def plain_log_axis(ax, axis="y"):
     which.set_minor_formatter(FuncFormatter(lambda v, _: minor(v)))
 
 
+def value_axis(ax, values):
+    """The y axis of a panel of `values`: on a log scale (plain_log_axis) when every finite value
+    is positive, else on a symlog scale, so that values ≤ 0 (a Pre-LN block's negative largest
+    attention logit) are drawn too, linear within ± the smallest non-zero |value|. Returns the
+    scale's words for the axis label."""
+    values = [v for v in values if math.isfinite(v)]
+    if all(v > 0 for v in values):
+        plain_log_axis(ax)
+        return "log scale"
+    nonzero = [abs(v) for v in values if v != 0]
+    ax.set_yscale("symlog", linthresh=min(nonzero) if nonzero else 1.0)
+    return "symlog scale: values ≤ 0 drawn"
+
+
+def layer_axis_label(key):
+    """The x label of a per-layer panel of `key`: blocks for a block series (i = 1..L), else the
+    states X_0..X_L."""
+    return "block i" if key in BLOCK_SERIES else "layer i (0 = embedding output, i = output of block i)"
+
+
 def save(fig, path):
     """Writes the figure whole or not at all."""
     import matplotlib.pyplot as plt
-    root, ext = os.path.splitext(path)
-    tmp = root + ".tmp" + ext  # matplotlib takes the format from the extension
     try:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
-        os.replace(tmp, path)
+        write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, bbox_inches="tight"))
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def config_styles(runs):
@@ -95,7 +110,7 @@ def legend(fig, axes, n):
 
 def layer_figure(plt, runs, layers, title, panels, path):
     """Per-layer series, the mean over each configuration's finished runs, one panel per series
-    (log scale; a value ≤ 0 is left out)."""
+    (a log scale, or symlog when a value is ≤ 0: value_axis)."""
     styles = config_styles(runs)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.9), squeeze=False)
     axes = axes[0]
@@ -105,13 +120,12 @@ def layer_figure(plt, runs, layers, title, panels, path):
         if not len(mine):
             continue
         for ax, (key, _) in zip(axes, panels):
-            mean = mine.groupby("layer")[key].mean()
-            mean = mean[mean > 0]
+            mean = mine.groupby("layer")[key].mean().dropna()
             ax.plot(mean.index, mean.values, label=config_label(config), linewidth=1.2, **styles[config])
     for ax, (key, label) in zip(axes, panels):
-        plain_log_axis(ax)
-        ax.set_xlabel("layer i (0 = embedding output, i = output of block i)")
-        ax.set_ylabel(f"{key} (log scale)")
+        scale = value_axis(ax, [v for line in ax.get_lines() for v in line.get_ydata()])
+        ax.set_xlabel(layer_axis_label(key))
+        ax.set_ylabel(f"{key} ({scale})")
         ax.set_title(label, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.xaxis.get_major_locator().set_params(integer=True)

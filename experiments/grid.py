@@ -1,5 +1,6 @@
 """The grid of a sweep: placements × Δt × weight decays × learning rates × depths × precisions ×
 seeds, one Run each, named {ln}_dt{Δt}_wd{wd}_lr{lr}[_L{depth}][_{precision}]_s{seed}."""
+import math
 import os
 import re
 
@@ -35,6 +36,14 @@ def value_text(v):
     return fmt_num(v) if isinstance(v, float) else str(v)
 
 
+def finite(text, flag):
+    """The number `text`; refuses NaN and infinities, which no setting takes."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise InputError(f"{flag}: {text.strip()} is not a finite number")
+    return value
+
+
 def parse_list(text, kind, flag):
     """The values of a comma list: placements, precisions, integers (with ranges lo-hi), numbers,
     or learning rates (kind "lr": a number for every configuration, or ln/Δt=lr for one
@@ -50,7 +59,7 @@ def parse_list(text, kind, flag):
                 ln, dt = config.split("/")
                 if ln not in PLACEMENTS:
                     raise ValueError
-                values.append((ln, float(dt), float(lr)))
+                values.append((ln, finite(dt, flag), finite(lr, flag)))
             elif kind == "int" and "-" in item[1:]:
                 lo, hi = (int(x) for x in item.split("-"))
                 if hi < lo:
@@ -63,7 +72,7 @@ def parse_list(text, kind, flag):
                     raise ValueError
                 values.append(item)
             else:
-                values.append(float(item))
+                values.append(finite(item, flag))
         except ValueError:
             choices = {"ln": "pre, post or peri", "precision": "bf16 or fp32",
                        "lr": "a number, or ln/Δt=number for one configuration"}.get(kind, "a number")

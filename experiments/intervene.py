@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .collect import RUN_KEYS, run_keys, write_csv
+from .files import write_whole
 from .grid import InputError, fmt_num
 from .results import read_json
 
@@ -73,11 +74,11 @@ def scale_branch_outputs(src, dst, k):
         if name in SCALED:
             params[at:at + n] *= np.float32(k)
         at += n
-    tmp = dst + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(header.astype("<i4").tobytes())
-        f.write(params.astype("<f4").tobytes())
-    os.replace(tmp, dst)
+    def fill(tmp):
+        with open(tmp, "wb") as f:
+            f.write(header.astype("<i4").tobytes())
+            f.write(params.astype("<f4").tobytes())
+    write_whole(dst, fill)
 
 
 def eval_rows(run, k, ev):

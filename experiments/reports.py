@@ -4,10 +4,10 @@ tables (PREFIX_NAME, e.g. docs/e1_experiment.md), and copied to --publish PREFIX
 import argparse
 import json
 import os
-import shutil
 
 from . import e1, e2, e3, figures, summary
 from .collect import write_csv
+from .files import copy_whole, write_text
 from .grid import fmt_num
 from .results import load, read_json
 from .settings import DEFAULTS, EXECUTION_SETTINGS, PRESETS, default_warmup
@@ -51,13 +51,6 @@ def lr_axis(results):
     if len(set(per_config.values())) <= 1:
         return ",".join(fmt_num(lr) for lr in dict.fromkeys(results.lr))
     return ",".join(f"{ln}/{fmt_num(dt)}={fmt_num(lr)}" for (ln, dt), lrs in per_config.items() for lr in lrs)
-
-
-def write_text(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def write_reports(s, grid, tables, place, run_dir=None, draw=True):
@@ -106,11 +99,7 @@ def write_settings(s, out, path):
         if isinstance(value, str) and os.path.isabs(value) and value.startswith(s.repo + os.sep):
             value = os.path.relpath(value, s.repo)
         kept[name] = value
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(kept, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(kept, indent=1, sort_keys=True) + "\n")
     return path
 
 
@@ -122,6 +111,6 @@ def publish(s, out, prefix):
     copied = [write_settings(s, out, f"{prefix}_sweep.json")]
     for name in names:
         if os.path.exists(os.path.join(out, name)):
-            shutil.copyfile(os.path.join(out, name), f"{prefix}_{name}")
+            copy_whole(os.path.join(out, name), f"{prefix}_{name}")
             copied.append(f"{prefix}_{name}")
     return "published: " + ", ".join(copied)

@@ -46,6 +46,8 @@ LAYER_KEYS = ["mean_abs", "entry_var", "data_var", "rms", "grad_norm", "grad_nor
 # The per-layer series of a stats record of log.jsonl (docs/logs.md §4): X_0..X_L, then per block.
 STATS_STREAM_KEYS = ["mean_abs", "entry_var", "data_var", "rms", "grad_norm", "grad_norm_scaled"]
 STATS_BLOCK_KEYS = ["attn_logit_max", "param_norm", "fcproj_grad_norm", "mlp_hidden_rms"]
+# The series of a block each (i = 1..L), in eval.json's layers (eval_layers) and stats records.
+BLOCK_SERIES = ("param_grad_norm", "sens_mean", "sens_max") + tuple(STATS_BLOCK_KEYS)
 
 
 class ResultsError(Exception):

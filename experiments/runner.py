@@ -5,22 +5,26 @@ on GPUs of their own with --gpus N, or as the tasks of a Slurm job array (--slur
 A run is recorded when OUT/runs/NAME/result.json exists: its outcome (README, "Run outcomes")
 and timings. An interrupted run continues from its last checkpoint; a run that finished
 training but not its evaluation is only evaluated."""
+import contextlib
 import json
 import math
 import os
 import queue
 import shlex
-import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
 
 from .collect import FINISHED
+from .files import copy_whole, identity, write_text
 from .grid import init_for
 from .results import log_records, read_json, ResultsError
 from .settings import SETTINGS
 
+# How a Slurm script written by sweep.py begins (a --slurm FILE that exists must begin so).
+SLURM_HEAD = "#!/bin/bash\n# Written by sweep.py"
 # Settings whose value 0 means "the program's default": not passed at all.
 ZERO_MEANS_DEFAULT = ("total_batch", "threads")
 
@@ -60,11 +64,7 @@ def final_model(s, run):
 
 
 def write_json(path, obj):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(obj, indent=1) + "\n")
 
 
 def refusal(log_path):
@@ -95,11 +95,70 @@ def run_log(run):
         return []
 
 
+class Stopped(Exception):
+    """A sweep stopped by SIGINT or SIGTERM (args[0], the signal's number)."""
+
+
+class Signals:
+    """SIGINT and SIGTERM while a sweep runs, as ./train takes them (README, "Stopping and
+    resuming"). The programs run in sessions of their own, so that a signal reaches each of
+    them once, from here: the first signal is passed on to every running ./train and ./eval
+    (./train saves a checkpoint after its step and exits), no program starts after it, and
+    Stopped is raised in the main thread; a second signal is passed on too (./train then quits
+    at once, its last checkpoint kept) and ends this process at once."""
+    def __init__(self):
+        self.received = None
+        self.lock = threading.RLock()  # re-entered by the handler when the signal lands inside run()
+        self.children = set()
+
+    @contextlib.contextmanager
+    def forwarding(self):
+        """Takes SIGINT and SIGTERM (handle) inside the `with` block, as before after it."""
+        before = {number: signal.signal(number, self.handle) for number in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for child in list(self.children):  # a program the signal left running saves its checkpoint first
+                child.wait()
+            for number, handler in before.items():
+                signal.signal(number, handler)
+
+    def run(self, cmd, **popen):
+        """subprocess.run of cmd in a session of its own: its exit status, or None (not started)
+        when a signal came first."""
+        with self.lock:
+            if self.received is not None:
+                return None
+            child = subprocess.Popen(cmd, start_new_session=True, **popen)
+            self.children.add(child)
+        status = child.wait()  # (when a signal interrupts this wait, the child stays listed: forwarding waits for it)
+        with self.lock:
+            self.children.discard(child)
+        return status
+
+    def handle(self, signum, frame):
+        with self.lock:
+            first = self.received is None
+            self.received = signum
+            for child in self.children:
+                try:
+                    child.send_signal(signum)
+                except ProcessLookupError:
+                    pass
+        if not first:
+            print(f"sweep: second {signal.Signals(signum).name}: the runs in progress stopped at once (each "
+                  "continues from its last checkpoint); run the same command again to continue",
+                  file=sys.stderr, flush=True)
+            os._exit(128 + signum)
+        raise Stopped(signum)
+
+
 class Sweep:
     """Runs the runs of a grid; `refused` holds ./train's message when it refused its input (exit
-    2: every run would be refused alike, so the sweep stops)."""
-    def __init__(self, s):
+    2: every run would be refused alike, so the sweep stops). `signals` runs the programs."""
+    def __init__(self, s, signals):
         self.s = s
+        self.signals = signals
         self.lock = threading.Lock()
         self.refused = None
         self.done = 0
@@ -112,23 +171,26 @@ class Sweep:
             print(text, flush=True)
 
     def execute(self, cmd, log_path, gpu=None):
-        """Runs cmd with its output in log_path; on GPU number `gpu` alone when given."""
+        """Runs cmd with its output in log_path; on GPU number `gpu` alone when given. Returns its
+        exit status, or None when the sweep is stopping (a signal) and it was not started."""
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu)) if gpu is not None else None
         with open(log_path, "a", encoding="utf-8") as log:
             log.write("$ " + ("" if gpu is None else f"CUDA_VISIBLE_DEVICES={gpu} ") + " ".join(cmd) + "\n")
             log.flush()
             try:
-                return subprocess.run(cmd, cwd=self.s.repo, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+                return self.signals.run(cmd, cwd=self.s.repo, stdout=log, stderr=subprocess.STDOUT, env=env)
             except OSError as e:
                 log.write(f"cannot run {cmd[0]}: {e}\n")
                 return 127
 
     def clean(self, run, keep_final):
-        """Drops what a recorded run no longer needs: optimiser states, intermediate checkpoints
-        (and the final model too for a run that stopped early)."""
+        """Drops what a recorded run no longer needs: the intermediate checkpoint pairs (and the
+        final pair too for a run that stopped early). A finished run keeps its final pair, the
+        model and its optimiser state, which `./eval -run` needs."""
         final = os.path.basename(final_model(self.s, run))
+        final_pair = (final, "state_" + final[len("model_"):])
         for name in os.listdir(run.dir):
-            if name.startswith("state_") or (name.startswith("model_") and not (keep_final and name == final)):
+            if name.startswith(("state_", "model_")) and not (keep_final and name in final_pair):
                 os.remove(os.path.join(run.dir, name))
 
     def run_one(self, run, total):
@@ -152,7 +214,7 @@ class Sweep:
         s = self.s
         result_path = os.path.join(run.dir, "result.json")
         result = read_json(result_path)
-        if result is not None or self.refused:
+        if result is not None or self.refused or self.signals.received is not None:
             return result
         os.makedirs(run.dir, exist_ok=True)
         start = time.time()
@@ -161,6 +223,8 @@ class Sweep:
                       precision=run.precision, seed=run.seed)
         if not os.path.exists(final_model(s, run)):
             status = self.execute(train_command(s, run), os.path.join(run.dir, "train.log"), gpu)
+            if self.signals.received is not None:
+                return None  # stopped by a signal: it continues from its checkpoint next time
             if status == 3:
                 event = next((r for r in reversed(run_log(run)) if r.get("event") == "diverged"), {})
                 result.update(outcome=event.get("outcome", "diverged"), stopped_step=event.get("step"),
@@ -175,6 +239,8 @@ class Sweep:
             if read_json(eval_json) is None:
                 t0 = time.time()
                 status = self.execute(eval_command(s, run), os.path.join(run.dir, "eval.log"), gpu)
+                if self.signals.received is not None:
+                    return None
                 if status != 0 or read_json(eval_json) is None:
                     return self.failed(run, f"./eval exited with status {status}", "eval.log")
                 result["eval_seconds"] = round(time.time() - t0, 1)
@@ -203,8 +269,8 @@ def use_private_binaries(s):
     os.makedirs(bin_dir, exist_ok=True)
     for attr, name in (("train_bin", "train"), ("eval_bin", "eval")):
         copy = os.path.join(bin_dir, name)
-        shutil.copy2(getattr(s, attr), copy + ".tmp")
-        os.replace(copy + ".tmp", copy)
+        if identity(copy) != identity(getattr(s, attr)):  # (a Slurm task's command names the copy itself)
+            copy_whole(getattr(s, attr), copy, mode=0o777)
         setattr(s, attr, copy)
 
 
@@ -225,8 +291,7 @@ def write_slurm_script(s, runs, argv, script):
     os.makedirs(logs, exist_ok=True)
     resources = "#SBATCH --gpus-per-task=1" if s.device == "cuda" else f"#SBATCH --cpus-per-task={s.threads or 1}"
     names = " ".join(shlex.quote(r.name) for r in runs)
-    text = f"""#!/bin/bash
-# Written by sweep.py: one array task per run of the sweep in {s.out}.
+    text = f"""{SLURM_HEAD}: one array task per run of the sweep in {s.out}.
 # Submit with `sbatch {os.path.basename(s.slurm)}`; a task whose run is recorded does nothing, so
 # the same script may be submitted again. When all are done: python3 sweep.py --report {shlex.quote(s.out)}
 #SBATCH --job-name=sweep
@@ -244,10 +309,7 @@ fi
 cd {shlex.quote(os.getcwd())}
 exec {shlex.quote(sys.executable)} {shlex.quote(script)} {shlex.join(args)} --run "$RUN"
 """
-    with open(s.slurm + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(s.slurm + ".tmp", 0o755)
-    os.replace(s.slurm + ".tmp", s.slurm)
+    write_text(s.slurm, text, mode=0o777)
     todo = sum(1 for r in runs if read_json(os.path.join(r.dir, "result.json")) is None)
     print(f"sweep: wrote {s.slurm}: {len(runs)} array tasks ({len(runs) - todo} recorded, {todo} to do); "
           f"submit it with: sbatch {s.slurm}", flush=True)

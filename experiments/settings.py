@@ -75,7 +75,8 @@ SETTINGS = [
     Setting("noise_samples", 4, int, EVALUATION, "noise draws per diagnostic batch", None, "-noise_samples", low=1),
     Setting("tokenizer", None, str, EVALUATION,
             "the data's tokenizer; its V must be the model's, ROUGE decodes with it (default: NAME_tokenizer.bin "
-            "beside NAME_train_*.bin, else ./eval's, GPT-2's)", None, "-tokenizer"),
+            "beside NAME_train_*.bin, else ./eval's, GPT-2's); ./train's config.json records it", "-tokenizer",
+            "-tokenizer"),
     # Where and how fast runs go; they do not change what a run computes.
     Setting("device", "cpu", str, EXECUTION, "cpu, cuda or auto", "-device", "-device"),
     Setting("threads", 1, int, EXECUTION, "-threads of each run (0 = the programs' default)", "-threads", "-threads",

@@ -330,6 +330,24 @@ TEST_F(Distributed, RefusesTotalBatchNotDividedByRanks) {
     expect_refused(train(4, "out"), "-total_batch: 96 is not a multiple of ranks*B*T = 4*2*8 = 64", "out");
 }
 
+TEST_F(Distributed, WithoutTotalBatchTheSameFlagsTrainTheSameRunOrAreRefused) {
+    // The default step is one process's B·T = 16 tokens whatever the ranks: mpirun -np 1 trains
+    // the run of one process; 2 ranks cannot split it, and every rank refuses naming -total_batch.
+    const auto without_total_batch = [&](const std::string& out_name) {
+        std::string args = train_args(out_name, "");
+        return args.replace(args.find(" -total_batch 96"), std::string(" -total_batch 96").size(), "");
+    };
+    const Result one = run(without_total_batch("one"));
+    ASSERT_EQ(one.status, 0) << one.err;
+    const Result np1 = run(std::string(MPIRUN) + " -np 1 " + without_total_batch("np1"));
+    ASSERT_EQ(np1.status, 0) << np1.err;
+    EXPECT_EQ(numbers("np1", "loss"), numbers("one", "loss"));
+    EXPECT_EQ(json_number(read_file(dir + "np1/config.json"), "total_batch"), 16);
+    expect_refused(run(std::string(MPIRUN) + " -np 2 " + without_total_batch("np2")),
+                   "flag -total_batch: not given, and its default, one process's step of 16 tokens, is not a multiple "
+                   "of ranks*B*T = 2*2*8 = 32; give -total_batch (a multiple of 32) to choose the step", "np2");
+}
+
 TEST_F(Distributed, RefusesRanksWithDifferentSettings) {
     const Result r = run(std::string(MPIRUN) + " -np 1 " + train_args("out", "-wd 0.1") + " : -np 1 " +
                          train_args("out", "-wd 0.2"));

@@ -298,6 +298,23 @@ TEST(FlagCounts, TheDefaultGpuStepFitsTheCorpus) {
     EXPECT_EQ(default_gpu_total_batch(16384, 0), 524288);             // no readable shard: the loader says why
 }
 
+// The default step is one process's, whatever the ranks (README "Training on several GPUs or
+// nodes"): kept when ranks·B·T divides it, refused naming -total_batch when it does not.
+TEST(FlagCounts, TheDefaultStepIsOneProcessesUnderAnyRanks) {
+    EXPECT_EQ(default_total_batch(524288, 32, 1024, 1), 524288);
+    EXPECT_EQ(default_total_batch(524288, 32, 1024, 8), 524288);  // 2 micro-steps on each of 8 GPUs
+    EXPECT_EQ(default_total_batch(2048, 8, 256, 1), 2048);        // the CPU's B·T, one process
+    try {
+        default_total_batch(2048, 8, 256, 2);  // the CPU's B·T cannot split over 2 ranks
+        ADD_FAILURE() << "not refused";
+    } catch (const InputError& e) {
+        EXPECT_EQ(std::string(e.what()), "flag -total_batch: not given, and its default, one process's step of 2048 "
+                                         "tokens, is not a multiple of ranks*B*T = 2*8*256 = 4096; give -total_batch "
+                                         "(a multiple of 4096) to choose the step");
+    }
+    EXPECT_THROW(default_total_batch(524288, 32, 1024, 3), InputError);  // 3 ranks do not divide 2^19
+}
+
 TEST(Json, WritesConfigLayoutAndReadsItBack) {
     Json j = Json::object();
     j.set("command", Json::string("./train -out \"a b\"\n\t\\ é"));

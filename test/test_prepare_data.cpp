@@ -335,7 +335,7 @@ TEST(PrepareData, AFailedWriteLeavesTheFolderAsItWas) {
     ASSERT_EQ(first_shard.size(), 1024u + 400u);
     const ScriptRun run = prepare_data(folder + "story.txt --workers 1 --out " + folder + "d --overwrite", folder, "ulimit -f 2;");
     EXPECT_EQ(run.status, 4);
-    EXPECT_TRUE(one_line_with(run.errors, "story_train_000000.bin.tmp: cannot write (File too large)")) << run.errors;
+    EXPECT_TRUE(one_line_with(run.errors, "d/story_train_000000.bin: cannot write (File too large)")) << run.errors;
     EXPECT_EQ(listing(folder + "d"), before);
     EXPECT_EQ(read_file(folder + "d/story_train_000000.bin"), first_shard);
 }

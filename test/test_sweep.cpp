@@ -126,8 +126,9 @@ TEST_F(Sweep, RunsGridWritesTablesAndResumes) {
 
     const std::string run = dir + "/s/runs/peri_dt0.5_wd0.1_lr0.001_s2";
     EXPECT_TRUE(exists(run + "/model_00000006.bin"));
-    EXPECT_FALSE(exists(run + "/state_00000006.bin")) << "optimiser state kept";
+    EXPECT_TRUE(exists(run + "/state_00000006.bin")) << "the final pair is kept (./eval -run needs it)";
     EXPECT_FALSE(exists(run + "/model_00000003.bin")) << "intermediate checkpoint kept";
+    EXPECT_FALSE(exists(run + "/state_00000003.bin")) << "intermediate optimiser state kept";
     EXPECT_TRUE(exists(run + "/config.json")) << "the run's config.json is kept";
     const std::string ev = read_file(run + "/eval.json");
     for (const char* key : {"\"val_loss\"", "\"unigram_ce\"", "\"bigram_ce\"", "\"rouge\"", "\"mean_abs\"",

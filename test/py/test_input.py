@@ -1,6 +1,8 @@
-"""Bad input to sweep.py and plot.py: one line naming the problem and exit status 2, checked before
-anything is written or started; the warmup that follows --steps; complete help texts; the loss
-panel on a log scale. Run by build/test_experiments (make test), after `make train eval`."""
+"""Bad input to sweep.py, plot.py and prepare_data.py: one line naming the problem and exit status
+2, checked before anything is written or started; no output that replaces an input or a ./train
+run folder's file, whatever its name; a failed write in one line with exit status 4; the warmup
+that follows --steps; complete help texts; the loss panel on a log scale, symlog where a value is
+≤ 0. Run by build/test_experiments (make test), after `make train eval`."""
 import contextlib
 import io
 import json
@@ -20,6 +22,7 @@ require(("numpy", "scipy", "pandas", "matplotlib"), "test_input.py")
 import numpy as np  # noqa: E402
 
 import plot  # noqa: E402
+import prepare_data  # noqa: E402
 import sweep  # noqa: E402
 from experiments import cli  # noqa: E402
 from experiments.figures import pyplot  # noqa: E402
@@ -90,7 +93,16 @@ class Sweep(unittest.TestCase):
                 ("--lr: no learning rate for pre/1 (give a number, or pre/1=lr)", ["--lr", "peri/1=0.1"]),
                 ("--lr: 0.001 given twice for pre/1", ["--lr", "1e-3,pre/1=0.001"]),
                 ("--lr-extend: 2 is out of range (must be < 2)", ["--lr-extend", "2"]),
-                ("--docs: only with --claims", ["--docs", self.dir])]:
+                ("--docs: only with --claims", ["--docs", self.dir]),
+                ("--lr: nan is not a finite number", ["--lr", "nan"]),
+                ("--lr: inf is not a finite number", ["--lr", "1e-3,inf"]),
+                ("--lr: nan is not a finite number", ["--lr", "pre/1=nan"]),
+                ("--dt: nan is not a finite number", ["--dt", "nan"]),
+                ("--dt: inf is not a finite number", ["--dt", "inf"]),
+                ("--wd: nan is not a finite number", ["--wd", "nan"]),
+                ("--clip: nan is not a finite number", ["--clip", "nan"]),
+                ("--clip: inf is not a finite number", ["--clip", "inf"]),
+                ("--lr-min-ratio: nan is not a finite number", ["--lr-min-ratio", "nan"])]:
             with self.subTest(args=args):
                 self.refused(says, *args)
 
@@ -117,6 +129,79 @@ class Sweep(unittest.TestCase):
         self.assertEqual((status, err), (2, f"sweep: --out {self.out}: is a file, not a folder\n"))
         with open(self.out) as f:
             self.assertEqual(f.read(), "mine")
+
+    def test_no_output_replaces_an_input_or_a_run_file(self):
+        shard = os.path.join(self.dir, "train_000.bin")
+        with open(shard, "rb") as f:
+            data = f.read()
+        run = os.path.join(self.dir, "run")  # a ./train run folder
+        os.makedirs(run)
+        with open(os.path.join(run, "config.json"), "w") as f:
+            f.write("{}")
+        link = os.path.join(self.dir, "link.sbatch")
+        os.symlink(shard, link)
+        mine = os.path.join(self.dir, "notes.sh")
+        with open(mine, "w") as f:
+            f.write("mine\n")
+        os.symlink(shard, os.path.join(self.dir, "pub_results.csv"))
+        for says, args in [(f"--slurm {shard}: is the input {shard}", ["--slurm", shard]),
+                           (f"--slurm {link}: is the input {shard}", ["--slurm", link]),
+                           (f"--slurm {mine}: exists and is not a script sweep.py wrote", ["--slurm", mine]),
+                           (f"--slurm {run}/config.json: is a file of the ./train run folder", ["--slurm",
+                                                                                                 f"{run}/config.json"]),
+                           (f"--publish {self.dir}/pub_results.csv: is the input {shard}",
+                            ["--publish", os.path.join(self.dir, "pub")]),
+                           (f"--train-bin {BIN}/train", ["--slurm", f"{BIN}/train"])]:
+            with self.subTest(args=args):
+                status, out, err = self.sweep(*args)
+                if args[-1] == f"{BIN}/train":
+                    self.assertIn(f"--slurm {BIN}/train: is the input {BIN}/train", err)
+                else:
+                    self.assertIn(says, err)
+                self.assertEqual((status, err.count("\n")), (2, 1), err)
+                self.assertFalse(os.path.exists(self.out))
+        status, _, err = self.sweep("--out", run)
+        self.assertEqual((status, err), (2, f"sweep: --out {run}: is a ./train run folder (it holds config.json or "
+                                            "log.jsonl); give the sweep a folder of its own\n"))
+        self.assertEqual(sorted(os.listdir(run)), ["config.json"])
+        with open(shard, "rb") as f:
+            self.assertEqual(f.read(), data)
+        with open(mine) as f:
+            self.assertEqual(f.read(), "mine\n")
+
+    def test_an_input_among_the_sweeps_run_folders(self):
+        folder = os.path.join(self.out, "runs", "pre_dt1_wd0.1_lr0.001_s1")
+        os.makedirs(folder)
+        model = os.path.join(folder, "model_00000010.bin")
+        shutil.copyfile(os.path.join(REPO, "data", "mobydick_v4096_train_000000.bin"), model)  # any file
+        status, _, err = self.sweep("--init", model)
+        self.assertEqual(status, 2, err)
+        self.assertIn(f"{model}: an input inside {self.out}/runs, where the sweep writes and removes files", err)
+
+    def test_a_folder_that_takes_no_file(self):
+        # /sys/kernel refuses new files even to root (where chmod would not).
+        for flag, path, says in [("--out", "/sys/kernel/sweep", "--out /sys/kernel/sweep: cannot create files there"),
+                                 ("--out", os.path.join(self.dir, "x" * 300), "File name too long"),
+                                 ("--out", os.path.join(self.dir, "train_000.bin", "out"), "Not a directory"),
+                                 ("--publish", "/sys/kernel/e9", "--publish /sys/kernel: cannot create files there")]:
+            with self.subTest(path=path):
+                status, _, err = self.sweep("--dry-run", flag, path)
+                self.assertEqual((status, err.count("\n")), (2, 1), err)
+                self.assertIn(says, err)
+        self.assertEqual(sorted(os.listdir(self.dir)), ["train_000.bin", "val_000.bin"])
+
+    def test_a_write_that_fails_is_one_line_with_status_4(self):
+        # Published tables rewritten under a file-size limit of 1 KB (results.md is larger): the
+        # error is one line, exit status 4, no traceback, and what was there stays as it was.
+        prefix = os.path.join(self.dir, "e3")
+        for name in ("results.csv", "layers.csv", "init_layers.csv", "sweep.json"):
+            shutil.copyfile(os.path.join(REPO, "docs", f"e3_{name}"), f"{prefix}_{name}")
+        before = sorted(os.listdir(self.dir))
+        p = limited_run([os.path.join(REPO, "sweep.py"), "--report", prefix, "--preset", "e3", "--no-figures"], 1024)
+        self.assertEqual(p.returncode, 4, p.stdout + p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        self.assertRegex(p.stderr, rf"^sweep: {prefix}_results\.md: File too large\n$")
+        self.assertEqual(sorted(os.listdir(self.dir)), before)
 
     def test_model_of_another_vocabulary_than_the_data(self):
         # The default data is the bundled corpus with its 4,096-id tokenizer beside it.
@@ -189,6 +274,14 @@ class Sweep(unittest.TestCase):
             self.assertIn("(Debian: apt-get install python3-numpy", p.stderr)
 
 
+def limited_run(cmd, max_bytes):
+    """Runs `python3 cmd` with files limited to `max_bytes` (a write beyond fails with EFBIG, as
+    on a full disk; Python ignores SIGXFSZ)."""
+    import resource
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+    return subprocess.run([sys.executable] + cmd, capture_output=True, text=True, preexec_fn=limit)
+
+
 class Plot(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp()
@@ -233,6 +326,46 @@ class Plot(unittest.TestCase):
         with open(log) as f:
             self.assertEqual(len(f.readlines()), 30)
 
+    def test_no_output_replaces_a_run_file(self):
+        log = os.path.join(self.run, "log.jsonl")
+        with open(log) as f:
+            text = f.read()
+        link = os.path.join(self.dir, "cmp.png")
+        os.symlink(log, link)
+        self.refused(f"--out {link}: is a file of the ./train run folder {self.run}", self.run, "--out", link)
+        hard = os.path.join(self.dir, "hard.png")
+        os.link(log, hard)
+        self.refused(f"--out {hard}: is the input {log}", self.run, "--out", hard)
+        self.refused("--out /sys/kernel: cannot create files there", self.run, "--out", "/sys/kernel/cmp.png")
+        with open(log) as f:
+            self.assertEqual(f.read(), text)
+
+    def test_a_write_that_fails_is_one_line_with_status_4(self):
+        out = os.path.join(self.dir, "cmp.png")
+        p = limited_run([os.path.join(REPO, "plot.py"), self.run, "--out", out], 2048)
+        self.assertEqual(p.returncode, 4, p.stdout + p.stderr)
+        self.assertRegex(p.stderr, rf"^plot.py: {out}: File too large\n$")
+        self.assertEqual(sorted(os.listdir(self.dir)), ["diverged", "run"])  # no image, no temporary file
+
+    def test_values_below_zero_are_drawn_on_a_symlog_axis(self):
+        # A Pre-LN block's largest attention logit can be negative: every block is drawn.
+        with open(os.path.join(self.run, "log.jsonl"), "a") as f:
+            f.write(json.dumps(dict(step=29, event="stats", mean_abs=[1.0, 2.0, 3.0], data_var=[1.0, 1.0, 1.0],
+                                    grad_norm=[0.5, 0.4, 0.3], entry_var=[1.0, 2.0, 4.0], attn_logit_max=[-0.7, 3.0],
+                                    logit_max=2.0, log_z_mean=4.0)) + "\n")
+        fig = plot.figure(pyplot(), [plot.read_run(self.run)], None)
+        by_title = {ax.get_title(): ax for ax in fig.axes}
+        attention = by_title["largest attention logit of block i"]
+        self.assertEqual(attention.get_yscale(), "symlog")
+        self.assertEqual(list(attention.get_lines()[0].get_xdata()), [1, 2])
+        self.assertEqual(list(attention.get_lines()[0].get_ydata()), [-0.7, 3.0])
+        self.assertEqual(attention.get_xlabel(), "block i")
+        self.assertIn("values ≤ 0 drawn", attention.get_ylabel())
+        stream = by_title["mean |X_i|"]
+        self.assertEqual((stream.get_yscale(), stream.get_xlabel()), ("log", "layer i (0 = embedding output, i = "
+                                                                              "output of block i)"))
+        self.assertEqual(by_title["largest logit: attention (any block, —) and output (--)"].get_yscale(), "log")
+
     def test_a_diverged_run_does_not_flatten_the_others(self):
         runs = [plot.read_run(self.run), plot.read_run(self.diverged)]
         fig = plot.figure(pyplot(), runs, None)
@@ -245,6 +378,64 @@ class Plot(unittest.TestCase):
         self.assertEqual(plot.main([self.run, self.diverged, "--out", out]), 0)
         with open(out, "rb") as f:
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+
+class PrepareData(unittest.TestCase):
+    """prepare_data.py's refusals up front, and outputs never written through a link."""
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.text = os.path.join(self.dir, "story.txt")
+        with open(self.text, "w") as f:
+            f.write("Call me Ishmael. Some years ago, never mind how long precisely, I went to sea. " * 20)
+        self.out = os.path.join(self.dir, "out")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def prepare(self, *args):
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            try:
+                status = prepare_data.main([self.text, "--workers", "1", "--out", self.out] + list(args))
+            except SystemExit as e:
+                status = e.code
+        return status, err.getvalue()
+
+    def test_a_name_too_long_is_refused_up_front(self):
+        status, err = self.prepare("--name", "n" * 300)
+        self.assertEqual(status, 2)
+        self.assertEqual(err, "prepare_data.py: --name: 300 characters are too long for the file names made of it "
+                              "(at most 224: a file name has at most 255 bytes)\n")
+        self.assertEqual(self.prepare("--name", "n" * 224)[0], 0)
+        self.assertEqual(self.prepare("--name", "n" * 225)[0], 2)
+        self.assertEqual(sorted(os.listdir(self.out)), ["n" * 224 + "_train_000000.bin", "n" * 224 + "_val_000000.bin"])
+
+    def test_tiktoken_asked_for_and_missing(self):
+        sys.modules["tiktoken"] = None  # import tiktoken now fails, installed or not
+        try:
+            for source, says in (("openwebtext", "prepare_data.py: --bpe tiktoken needs the Python package `tiktoken` "
+                                                 "(pip install tiktoken)\n"),
+                                 (self.text, "prepare_data.py: --bpe tiktoken: only the openwebtext source encodes "
+                                             "with tiktoken; the others use the built-in BPE (leave --bpe out)\n")):
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err):
+                    status = prepare_data.main([source, "--bpe", "tiktoken", "--out", self.out])
+                self.assertEqual((status, err.getvalue()), (2, says))
+        finally:
+            del sys.modules["tiktoken"]
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_an_output_name_that_is_a_link_is_replaced_not_written_through(self):
+        keep = os.path.join(self.dir, "keep.bin")
+        with open(keep, "w") as f:
+            f.write("mine")
+        os.makedirs(self.out)
+        os.symlink(keep, os.path.join(self.out, "story_val_000000.bin"))
+        self.assertEqual(self.prepare("--overwrite")[0], 0)
+        with open(keep) as f:
+            self.assertEqual(f.read(), "mine")
+        self.assertFalse(os.path.islink(os.path.join(self.out, "story_val_000000.bin")))
+        self.assertEqual(sorted(os.listdir(self.out)), ["story_train_000000.bin", "story_val_000000.bin"])
 
 
 if __name__ == "__main__":
