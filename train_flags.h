@@ -174,6 +174,16 @@ inline const Json* recorded_value(const Json& config, const TrainFlag& f) {
     return v ? v : config.get(f.record.name);
 }
 
+// The flags whose default is worked out from others (lr_min from lr, warmup from steps,
+// total_batch from B and T): -config takes their recorded value only when none of those others
+// is given beside it, else they are worked out again.
+inline bool worked_out_from_a_given_flag(const std::string& flag, const std::set<std::string>& given) {
+    if (flag == "lr_min") return given.count("lr");
+    if (flag == "warmup") return given.count("steps");
+    if (flag == "total_batch") return given.count("B") || given.count("T");
+    return false;
+}
+
 // -config FILE: every flag that config.json records and the command line does not give, at the
 // recorded (resolved) value, checked as if typed; taken flags count as given. Flags config.json
 // does not record (-out, -resume, -overwrite, -change_steps, -device, -precision, -threads,
@@ -186,8 +196,10 @@ inline void take_recorded_settings(TrainOptions& o) {
                                   "flag -config: " + o.config_path);
     if (config.kind() != Json::Kind::Object || !config.get("placement") || !config.get("steps"))
         throw InputError("flag -config: " + o.config_path + " is not the config.json of a ./train run");
+    const std::set<std::string> typed = o.given;  // on the command line
     for (const TrainFlag& f : train_flags()) {
-        const Json* v = f.record.name.empty() || o.given.count(f.name) ? nullptr : recorded_value(config, f);
+        const bool keep_own = f.record.name.empty() || o.given.count(f.name) || worked_out_from_a_given_flag(f.name, typed);
+        const Json* v = keep_own ? nullptr : recorded_value(config, f);
         if (!v || v->kind() == Json::Kind::Null) continue;
         std::string text = v->text();
         if (v->kind() == Json::Kind::Array || v->kind() == Json::Kind::Object || (f.name == "init" && text.empty()))
