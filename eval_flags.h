@@ -48,7 +48,8 @@ inline const std::vector<EvalFlag>& eval_flags() {
          "a ./train run folder: -model is its newest complete checkpoint pair's model, -val_data, -train_data and "
          "-tokenizer what its config.json records; each of those flags given beside -run wins"},
         {"model", &O::model_path, text("FILE"), worked_out("required unless -run"), MAY_CHANGE,
-         "checkpoint to evaluate: model_%08d.bin of ./train or an llm.c GPT-2 fp32 file"},
+         "checkpoint to evaluate: model_%08d.bin of ./train, an llm.c GPT-2 fp32 file or GPT-2 safetensors (a name "
+         "ending in .safetensors, docs/formats.md §5)"},
         {"val_data", &O::val_data, text("GLOB"), DEFAULT_VAL_DATA, MAY_CHANGE, "validation shards"},
         {"train_data", &O::train_data, text("GLOB"), DEFAULT_TRAIN_DATA, MAY_CHANGE,
          "training shards, for the counts of the unigram_ce and bigram_ce baselines; when not given and the default "
@@ -90,8 +91,8 @@ inline const std::vector<EvalFlag>& eval_flags() {
         {"top_k", &O::top_k, integers(0, 1 << 30), "40", MAY_CHANGE,
          "sample from the k likeliest tokens (0 = the whole vocabulary)"},
         {"tokenizer", &O::tokenizer_path, text("FILE"), DEFAULT_TOKENIZER, MAY_CHANGE,
-         "decodes tokens for ROUGE, -pairs and -samples; without this flag a missing default file only turns ROUGE "
-         "off"},
+         "decodes tokens for ROUGE, -pairs and -samples, and encodes -prompt; without this flag a missing default "
+         "file only turns ROUGE off"},
         {"seed", &O::seed, integers(0, 1LL << 62), "1234", MAY_CHANGE, "directions, noise and sampling"},
         {"device", &O::device, one_of({"auto", "cpu", "cuda"}), "auto", MAY_CHANGE,
          "auto = CUDA when a device is present, else the CPU"},

@@ -69,7 +69,8 @@ inline const std::vector<TrainFlag>& train_flags() {
          recorded_as("dt")},
         {"init", &O::init, text("SIZE|FILE"), worked_out("d6 on CPU, d12 on CUDA"), OnResume::MustMatchIfGiven,
          "a fresh size (d6, d12, d24, d36, d48, or l{L}h{NH}c{C}[v{V}][t{maxT}] such as l16h2c64: L blocks, NH heads, "
-         "C channels; V 50257 and maxT 1024 unless given) or a checkpoint file to start from (a size spelling wins)",
+         "C channels; V 50257 and maxT 1024 unless given) or a file to start from: a checkpoint, or GPT-2 safetensors "
+         "(a name ending in .safetensors, docs/formats.md §5) (a size spelling wins)",
          recorded_as("model")},
         {"train_data", &O::train_data, text("GLOB"), DEFAULT_TRAIN_DATA, MUST_MATCH,
          "training shards (the files matched, which -resume 1 compares)", recorded_as("train_files")},

@@ -83,7 +83,7 @@ TEST_F(UserCommands, PromptGreedyContinuationIsTheModelsArgmaxTokenByToken) {
     // the same greedy continuation, one token at a time from the whole-window forward pass
     std::vector<float> params;
     const ModelConfig cfg = read_checkpoint(model, &params);
-    const Tokenizer tok(DEFAULT_TOKENIZER);
+    const Tokenizer tok("data/gpt2_tokenizer.bin");
     std::vector<int32_t> context;
     for (int id : tok.encode(prompt)) context.push_back(id);
     const size_t P = context.size();
@@ -202,7 +202,9 @@ void expect_documented_output(const std::string& out, const std::string& log) {
     std::stringstream lines(out);
     std::string line;
     while (std::getline(lines, line))
-        if (line.rfind("step", 0) == 0) EXPECT_TRUE(std::regex_match(line, step_line)) << line;
+        if (line.rfind("step", 0) == 0) {
+            EXPECT_TRUE(std::regex_match(line, step_line)) << line;
+        }
     std::stringstream records(log);
     while (std::getline(records, line)) EXPECT_EQ(read_json(line, "log.jsonl").kind(), Json::Kind::Object) << line;
 }
