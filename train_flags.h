@@ -59,8 +59,9 @@ inline const std::vector<TrainFlag>& train_flags() {
     static const std::vector<TrainFlag> table = {
         // flag, option, values, default, on -resume 1, help[, where config.json records it]
         {"config", &O::config_path, text("FILE"), "", MAY_CHANGE,
-         "a run's config.json: every flag it records (all but those marked not recorded) is taken from it unless "
-         "given beside -config (README \"Starting from a recorded run\")",
+         "a recorded run's config.json to start a new run with its settings: every flag it records (all but -out, "
+         "-resume, -overwrite, -change_steps, -device, -precision, -threads, -progress); flags given beside it win "
+         "(docs/cli.md §4)",
          NOT_RECORDED},
         {"ln", &O::ln, one_of({"pre", "post", "peri"}), "pre", MUST_MATCH,
          "LayerNorm placement: before each module, after the residual add, or around each module",
