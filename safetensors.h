@@ -12,11 +12,14 @@
 //   read_model_file         a checkpoint or, for a name ending in .safetensors, this format
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint.h"
@@ -121,7 +124,8 @@ inline SafetensorsFile read_safetensors(const std::string& path) {
     const Json header = read_json(bytes.substr(8, n), path + " header");
     if (header.kind() != Json::Kind::Object) throw InputError(path + ": the header is not a JSON object");
     SafetensorsFile file;
-    file.data = bytes.substr(8 + n);
+    bytes.erase(0, 8 + n);  // the data, without a second copy of a large file
+    file.data = std::move(bytes);
     for (const auto& [name, value] : header.members()) {
         if (name == "__metadata__") {
             if (value.kind() != Json::Kind::Object) throw InputError(path + ": __metadata__ is not an object");
