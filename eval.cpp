@@ -35,9 +35,11 @@
 #include "gpt2_cpu.h"
 #include "model.h"
 #include "paths.h"
+#include "progress.h"
 #include "rouge.h"
 #include "run_counts.h"
 #include "run_dir.h"
+#include "safetensors.h"
 #include "sampling.h"
 #include "setup.h"
 #include "stability.h"
@@ -89,14 +91,16 @@ static int catch_all_id(const Tokenizer* tok, int V) {
 // Accuracy counts the positions whose target is not the catch-all id: predicting "some other
 // token" names no token.
 static void evaluate_metrics(const EvalOptions& o, Network& net, CpuModel<float>& ref, bool same_model,
-                             DataLoader& val, const Tokenizer* tok, Results& r) {
+                             DataLoader& val, const Tokenizer* tok, Results& r, Progress& progress) {
     const int B = ref.B, T = ref.T, V = ref.cfg.V;
     double loss_sum = 0, ppl_sum = 0, log_z_sum = 0;
     long long correct = 0, counted = 0;
     r.catch_all = catch_all_id(tok, V);
     r.logits.logit_max = -INFINITY;
     val.reset();
+    progress.begin("evaluation: batch 1 of " + std::to_string(o.eval_batches));
     for (int i = 0; i < o.eval_batches; i++) {
+        progress.update("evaluation: batch " + std::to_string(i + 1) + " of " + std::to_string(o.eval_batches));
         val.next_batch();
         loss_sum += net.forward(val.inputs(), val.targets());
         if (!same_model) ref.forward(val.inputs(), val.targets());
@@ -130,6 +134,7 @@ static void evaluate_metrics(const EvalOptions& o, Network& net, CpuModel<float>
             if (!o.pairs_path.empty()) r.pairs.emplace_back(p, t);
         }
     }
+    progress.end();
     r.val_loss = loss_sum / o.eval_batches;
     r.ppl_seq = ppl_sum / ((double)o.eval_batches * B);
     r.logits.log_z_mean = log_z_sum / o.eval_batches;
@@ -145,7 +150,8 @@ static void evaluate_metrics(const EvalOptions& o, Network& net, CpuModel<float>
 // Statistics, gradient norms, sensitivity and uncertainty on the first diag_batches batches:
 // each a mean over the batches, except attn_logit_max (their maximum) and param_norm (of the
 // weights). The scale-free gradient is each batch's ‖∂L/∂X_i‖·RMS(X_i), then averaged.
-static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataLoader& val, Results& r) {
+static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataLoader& val, Results& r,
+                                 Progress& progress) {
     r.diag_batches = o.diag_batches;
     if (o.diag_batches == 0) return;
     ModelDiagnostics<CpuModel<float>> diagnostics(m);
@@ -153,7 +159,9 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
     stability::Sensitivity sens;
     stability::Uncertainty unc;
     val.reset();
+    progress.begin("diagnostics: batch 1 of " + std::to_string(o.diag_batches));
     for (int i = 0; i < o.diag_batches; i++) {
+        progress.update("diagnostics: batch " + std::to_string(i + 1) + " of " + std::to_string(o.diag_batches));
         val.next_batch();
         m.forward(val.inputs(), val.targets());
         const ForwardStats f = diagnostics.forward_stats();
@@ -200,6 +208,7 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         accumulate(r.param_grad_norm, stability::block_param_grad_norms(m));
         accumulate(r.fcproj_grad_norm, diagnostics.fcproj_grad_norms());
     }
+    progress.end();
     const double inv = 1.0 / o.diag_batches;
     for (auto* v : {&r.mean_abs, &r.entry_var, &r.data_var, &r.grad_norm, &r.param_grad_norm, &r.rms,
                     &r.grad_norm_scaled, &r.fcproj_grad_norm, &r.mlp_hidden_rms, &sens.block_mean, &sens.step_mean,
@@ -218,19 +227,85 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
 // sequence i (row i % B of batch i / B), continued by sample_len tokens in a (1, prompt_len +
 // sample_len) window.
 static void generate_samples(const EvalOptions& o, int T, const ModelConfig& cfg, const std::vector<float>& params,
-                             DataLoader& val, const Tokenizer& tok, Results& r) {
+                             DataLoader& val, const Tokenizer& tok, Results& r, Progress& progress) {
     if (o.samples == 0) return;
     CpuModel<float> gen(cfg, 1, o.prompt_len + o.sample_len);
     std::copy(params.begin(), params.end(), gen.params.begin());
     Rng rng(o.seed + 2);
     val.reset();
+    progress.begin("sampling: sample 1 of " + std::to_string(o.samples));
     for (int i = 0; i < o.samples; i++) {
+        progress.update("sampling: sample " + std::to_string(i + 1) + " of " + std::to_string(o.samples));
         if (i % o.B == 0) val.next_batch();
         const int32_t* row = val.inputs() + (size_t)(i % o.B) * T;
         const std::vector<int32_t> prompt(row, row + o.prompt_len);
         const std::vector<int32_t> continuation = continue_text(gen, prompt, o.sample_len, o.temperature, o.top_k, rng);
         r.samples.emplace_back(tok.decode(prompt), tok.decode(continuation));
     }
+    progress.end();
+}
+
+// -prompt TEXT: the user's text as the model's tokens, encoded by -tokenizer. Refused (flag
+// -prompt or -tokenizer, exit 2): a tokenizer that cannot encode (a compact vocabulary's is
+// decode-only), a token the model does not have, a prompt that leaves no room in the model's
+// maxT for -sample_len tokens.
+static std::vector<int32_t> encode_prompt(const EvalOptions& o, const ModelConfig& cfg, const Tokenizer& tok) {
+    std::vector<int> ids;
+    try {
+        ids = tok.encode(o.prompt);
+    } catch (const InputError& e) {
+        throw InputError(std::string("flag -tokenizer: ") + e.what() + "; a prompt needs a tokenizer that encodes");
+    }
+    for (int id : ids)
+        if (id >= cfg.V)
+            throw InputError("flag -prompt: the text has token " + std::to_string(id) + " ('" + tok.decode_token(id) +
+                             "'), outside the model's vocabulary of " + std::to_string(cfg.V) +
+                             ": the tokenizer is not the model's (give -tokenizer)");
+    const int P = (int)ids.size();
+    if (P >= cfg.maxT)
+        throw InputError("flag -prompt: " + std::to_string(P) + " tokens, but the model's maxT is " +
+                         std::to_string(cfg.maxT) + " (at most " + std::to_string(cfg.maxT - 1) +
+                         " tokens leave room for a sampled one)");
+    if (P + o.sample_len > cfg.maxT)
+        throw InputError("flag -sample_len: the prompt's " + std::to_string(P) + " tokens + " +
+                         std::to_string(o.sample_len) + " exceed the model's maxT " + std::to_string(cfg.maxT) +
+                         " (give -sample_len " + std::to_string(cfg.maxT - P) + " or less)");
+    return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+// -prompt TEXT: -samples continuations (1 when 0) of the user's text, each -sample_len tokens
+// drawn with -temperature and -top_k from -seed; printed as "sample i: TEXT[[continuation]]".
+static int sample_prompt(const EvalOptions& o, const ModelConfig& cfg, const std::vector<float>& params) {
+    std::unique_ptr<Tokenizer> tok;
+    try {
+        tok = std::make_unique<Tokenizer>(o.tokenizer_path);
+    } catch (const InputError& e) {
+        throw InputError(std::string("flag -tokenizer: ") + e.what());
+    }
+    const std::vector<int32_t> prompt = encode_prompt(o, cfg, *tok);
+    const int count = std::max(o.samples, 1), P = (int)prompt.size();
+    std::printf("prompt: %d tokens (tokenizer %s); %d sample%s of %d tokens, temperature %g, top_k %d, seed %llu\n", P,
+                o.tokenizer_path.c_str(), count, count == 1 ? "" : "s", o.sample_len, o.temperature, o.top_k,
+                (unsigned long long)o.seed);
+    CpuModel<float> gen(cfg, 1, P + o.sample_len);
+    std::copy(params.begin(), params.end(), gen.params.begin());
+    Rng rng(o.seed);
+    Progress progress("eval", o.progress);
+    for (int i = 0; i < count; i++) {
+        progress.begin("sampling: sample " + std::to_string(i + 1) + " of " + std::to_string(count));
+        const std::vector<int32_t> continuation = continue_text(gen, prompt, o.sample_len, o.temperature, o.top_k, rng);
+        progress.end();
+        std::printf("sample %d: %s[[%s]]\n", i, o.prompt.c_str(), tok->decode(continuation).c_str());
+    }
+    return 0;
+}
+
+// -export FILE: the model as GPT-2 safetensors (docs/formats.md §5), whole or not at all.
+static int export_model(const EvalOptions& o, const ModelConfig& cfg, const std::vector<float>& params) {
+    checked_write([&] { write_gpt2_safetensors(o.export_path, cfg, params.data()); });
+    std::printf("export: %s (GPT-2 safetensors, %s-LN%s)\n", o.export_path.c_str(), placement_name(cfg.placement),
+                cfg.placement == Placement::Pre && cfg.dt == 1.0f ? ", OpenAI's layout" : ", with this project's metadata");
+    return 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -390,7 +465,8 @@ static std::vector<CommandInput> eval_inputs(const EvalOptions& o) {
 // (paths.h).
 static void check_outputs(const EvalOptions& o) {
     std::vector<CommandInput> inputs = eval_inputs(o);
-    for (const auto& [flag, path] : {std::pair{"-json", o.json_path}, std::pair{"-pairs", o.pairs_path}}) {
+    for (const auto& [flag, path] : {std::pair{"-json", o.json_path}, std::pair{"-pairs", o.pairs_path},
+                                     std::pair{"-export", o.export_path}}) {
         if (path.empty()) continue;
         const std::string name = std::string("flag ") + flag + " " + path;
         check_not_an_input(name, file_id(path), inputs);
@@ -474,7 +550,9 @@ static int evaluate(EvalOptions o) {
     const std::string run_line = o.run_dir.empty() ? "" : take_run_folder(o);
     check_outputs(o);
     std::vector<float> params;
-    const ModelConfig cfg = read_checkpoint(o.model_path, &params);
+    const ModelConfig cfg = read_model_file(o.model_path, &params);
+    if (!o.export_path.empty()) return export_model(o, cfg, params);
+    if (!o.prompt.empty()) return sample_prompt(o, cfg, params);
     const std::string device = resolve_device(o.device);
     check_precision(device, o.precision, o.given.count("precision") > 0);
     const int T = o.T ? o.T : std::min(device == "cuda" ? 1024 : 256, cfg.maxT);
@@ -559,12 +637,13 @@ static int evaluate(EvalOptions o) {
     }
     // A model with non-finite weights, or whose loss is not finite, has no metrics: said, written
     // as null, and the exit status 3 (README "Exit status").
+    Progress progress("eval", o.progress);
     const size_t nonfinite_weights = count_nonfinite(params);
-    if (nonfinite_weights == 0) evaluate_metrics(o, backend->network(), *ref, same_model, val, tok.get(), r);
+    if (nonfinite_weights == 0) evaluate_metrics(o, backend->network(), *ref, same_model, val, tok.get(), r, progress);
     const bool finite = nonfinite_weights == 0 && std::isfinite(r.val_loss);
     if (finite) {
-        evaluate_diagnostics(o, *ref, val, r);
-        if (tok) generate_samples(o, T, cfg, params, val, *tok, r);
+        evaluate_diagnostics(o, *ref, val, r, progress);
+        if (tok) generate_samples(o, T, cfg, params, val, *tok, r, progress);
     } else {
         drop_model_metrics(r);
     }

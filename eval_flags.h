@@ -9,6 +9,7 @@
 
 #include "errors.h"
 #include "flags.h"
+#include "safetensors.h"  // is_safetensors_name
 #include "setup.h"    // DEFAULT_TRAIN_DATA, DEFAULT_VAL_DATA, DEFAULT_TOKENIZER
 
 // Every setting of an evaluation, one member per flag. A member whose default is worked out at
@@ -22,7 +23,8 @@ struct EvalOptions {
     int diag_batches = 0, directions = 0;
     double sigma_rel = 0, sigma = 0;  // sigma: absolute, 0 when not given
     int noise_samples = 0;
-    std::string json_path, pairs_path;
+    std::string json_path, pairs_path, export_path;
+    std::string prompt;  // "": samples (if any) from the validation data
     int samples = 0, sample_len = 0, prompt_len = 0;
     double temperature = 0;
     int top_k = 0;
@@ -30,6 +32,7 @@ struct EvalOptions {
     uint64_t seed = 0;
     std::string device, precision;
     int threads = 0;  // 0: all cores
+    double progress = 0;  // seconds between progress lines on stderr
 
     std::set<std::string> given;  // the flags on the command line
 };
@@ -46,7 +49,8 @@ inline const std::vector<EvalFlag>& eval_flags() {
          "-val_data, -train_data, -tokenizer, -B, -T and -eval_batches what its config.json records; each of those "
          "flags given beside -run wins"},
         {"model", &O::model_path, text("FILE"), worked_out("required unless -run"), MAY_CHANGE,
-         "checkpoint to evaluate: model_%08d.bin of ./train or an llm.c GPT-2 fp32 file"},
+         "checkpoint to evaluate: model_%08d.bin of ./train, an llm.c GPT-2 fp32 file or GPT-2 safetensors (a name "
+         "ending in .safetensors, docs/formats.md §5)"},
         {"val_data", &O::val_data, text("GLOB"), DEFAULT_VAL_DATA, MAY_CHANGE, "validation shards"},
         {"train_data", &O::train_data, text("GLOB"), DEFAULT_TRAIN_DATA, MAY_CHANGE,
          "training shards, for the counts of the unigram_ce and bigram_ce baselines; when not given and the default "
@@ -73,8 +77,14 @@ inline const std::vector<EvalFlag>& eval_flags() {
         {"pairs", &O::pairs_path, text("FILE"), "", MAY_CHANGE,
          "prediction/reference text pairs as JSONL {\"id\", \"prediction\", \"reference\"}, one line per sequence "
          "(for BERTScore etc.)"},
+        {"export", &O::export_path, text("FILE"), "", MAY_CHANGE,
+         "write the model as GPT-2 safetensors (FILE.safetensors, docs/formats.md §5) and stop: no evaluation"},
+        {"prompt", &O::prompt, text("TEXT"), "", MAY_CHANGE,
+         "sample continuations of TEXT, encoded by -tokenizer (nanoGPT's --start), and stop: no evaluation, no "
+         "validation data read; -samples of them (1 when 0) of -sample_len tokens each"},
         {"samples", &O::samples, integers(0, 100000), "0", MAY_CHANGE,
-         "sampled continuations; prompt i is the first -prompt_len tokens of validation sequence i"},
+         "sampled continuations; prompt i is the first -prompt_len tokens of validation sequence i (with -prompt: "
+         "of TEXT)"},
         {"sample_len", &O::sample_len, integers(1, 1 << 20), "64", MAY_CHANGE,
          "tokens generated per sample (with -prompt_len at most maxT)"},
         {"prompt_len", &O::prompt_len, integers(1, 1 << 20), "32", MAY_CHANGE, "prompt tokens per sample, at most T"},
@@ -82,14 +92,17 @@ inline const std::vector<EvalFlag>& eval_flags() {
         {"top_k", &O::top_k, integers(0, 1 << 30), "40", MAY_CHANGE,
          "sample from the k likeliest tokens (0 = the whole vocabulary)"},
         {"tokenizer", &O::tokenizer_path, text("FILE"), DEFAULT_TOKENIZER, MAY_CHANGE,
-         "decodes tokens for ROUGE, -pairs and -samples; without this flag a missing default file only turns ROUGE "
-         "off"},
+         "decodes tokens for ROUGE, -pairs and -samples, and encodes -prompt; without this flag a missing default "
+         "file only turns ROUGE off"},
         {"seed", &O::seed, integers(0, 1LL << 62), "1234", MAY_CHANGE, "directions, noise and sampling"},
         {"device", &O::device, one_of({"auto", "cpu", "cuda"}), "auto", MAY_CHANGE,
          "auto = CUDA when a device is present, else the CPU"},
         {"precision", &O::precision, one_of({"bf16", "fp32"}), "bf16", MAY_CHANGE, "CUDA only, as ./train's"},
         {"threads", &O::threads, integers(1, 1024), worked_out("all cores"), MAY_CHANGE,
          "OpenMP threads of the CPU model"},
+        {"progress", &O::progress, reals(0, 1e6), "10", MAY_CHANGE,
+         "a progress line on stderr every X seconds inside an evaluation or sampling that runs longer (0 = none; "
+         "docs/logs.md)"},
     };
     return table;
 }
@@ -106,5 +119,13 @@ inline EvalOptions parse_eval_options(int argc, char** argv) {
         throw InputError("flag -model: a checkpoint file is required (or -run DIR, a ./train run folder)");
     if (o.given.count("sigma") && o.given.count("sigma_rel"))
         throw InputError("flag -sigma: give -sigma (absolute) or -sigma_rel (relative), not both");
+    if (!o.export_path.empty() && !is_safetensors_name(o.export_path))
+        throw InputError("flag -export: " + o.export_path + " must end in .safetensors (the name -init and -model read as one)");
+    for (const char* other : {"prompt", "json", "pairs"})
+        if (!o.export_path.empty() && o.given.count(other))
+            throw InputError(std::string("flag -") + other + ": -export only writes the model; give -" + other + " in another ./eval");
+    for (const char* other : {"json", "pairs"})
+        if (!o.prompt.empty() && o.given.count(other))
+            throw InputError(std::string("flag -") + other + ": -prompt only samples (its samples are printed); drop -" + other);
     return o;
 }

@@ -27,6 +27,7 @@
 #include "model.h"
 #include "run_counts.h"
 #include "run_dir.h"
+#include "safetensors.h"
 #include "setup.h"
 #include "train_flags.h"
 
@@ -143,21 +144,22 @@ inline void start_from_init(Run& r, bool gpu) {
         if (stat(init.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
             throw InputError("flag -init: '" + init + "' is a folder, not a checkpoint file (to continue the run " +
                              "in it: -out " + init + " -resume 1)");
-        r.cfg = read_checkpoint(init, &r.initial_params);
+        r.cfg = read_model_file(init, &r.initial_params);  // a checkpoint or GPT-2 safetensors
         check_against_flags(r.cfg, o, init);
     }
     r.model_origin = init_origin(init);
     r.state.seed = o.seed;
 }
 
-// Refuses an input of the run (the -init checkpoint, the shards of -train_data and, with
-// evaluation or -sample_every, of -val_data; with -sample_every the -tokenizer) that is a file
-// of the -out folder, which the run writes (run_dir.h).
+// Refuses an input of the run (the -init checkpoint, the -config file, the shards of -train_data
+// and, with evaluation or -sample_every, of -val_data; with -sample_every the -tokenizer) that is
+// a file of the -out folder, which the run writes (run_dir.h).
 inline void check_inputs_outside_run_folder(const TrainOptions& o) {
     std::vector<CommandInput> inputs;
     auto add = [&](const std::string& name, const std::string& path) { inputs.push_back({name + " " + path, file_id(path)}); };
     ModelConfig size;
     if (!o.init.empty() && !model_size(o.init, &size)) add("the -init file", o.init);
+    if (!o.config_path.empty()) add("the -config file", o.config_path);
     for (const std::string& path : DataLoader::glob_files(o.train_data)) add("the -train_data shard", path);
     if (o.eval_every > 0 || o.sample_every > 0)
         for (const std::string& path : DataLoader::glob_files(o.val_data)) add("the -val_data shard", path);

@@ -29,6 +29,7 @@
 #include "json.h"
 #include "log_records.h"
 #include "mpi_group.h"
+#include "progress.h"
 #include "rank_agreement.h"
 #include "resume.h"
 #include "run_config.h"
@@ -80,6 +81,7 @@ struct Training {
     int saved_at;         // the steps done of the newest checkpoint pair on disk (-1: none)
     double last_loss = NAN, last_val_loss = NAN;  // for the summary
     Sampler* sampler = nullptr;  // rank 0's with -sample_every N; null otherwise
+    Progress* progress = nullptr;  // lines on stderr inside a long step or evaluation (rank 0's prints)
 
     // Seconds of training, over every process of the run (resumed ones included).
     double elapsed() const { return elapsed_before + seconds_since(start); }
@@ -124,6 +126,8 @@ static int train_step(Training& t, int step) {
     net.zero_grad();
     double loss = 0;
     for (int micro = 0; micro < t.r.grad_accum; micro++) {
+        t.progress->update("step " + std::to_string(step) + ": micro-step " + std::to_string(micro + 1) + " of " +
+                           std::to_string(t.r.grad_accum));
         t.train_data.next_batch();
         net.forward_to_logits(t.train_data.inputs(), t.train_data.targets());
         if (stats_step && micro == 0) stats = diagnostics.forward_stats();  // reads the logits
@@ -192,7 +196,9 @@ static void print_sample(Training& t, int steps_done) {
 // The validation loss at `step`, printed and logged; returns false, logging nothing, when a
 // signal interrupted the evaluation.
 static bool validate(Training& t, int step) {
+    t.progress->begin("evaluation at step " + std::to_string(step));
     const double val_loss = evaluate(t.model, *t.val_data, t.r.opt.eval_batches, t.group);
+    t.progress->end();
     if (interrupted(t.group)) return false;
     t.last_val_loss = val_loss;
     std::printf("step %5d | val loss %.4f | val ppl %.2f\n", step, val_loss, std::exp(val_loss));
@@ -225,7 +231,9 @@ static int finish(Training& t) {
     double unigram = NAN;
     std::string result = "ok";
     if (t.val_data) {
+        t.progress->begin("final evaluation");
         const double val_loss = evaluate(t.model, *t.val_data, o.eval_batches, t.group);
+        t.progress->end();
         if (interrupted(t.group)) return stop(t, "in the final evaluation ");
         t.last_val_loss = val_loss;
         if (t.group.is_root()) {  // over all evaluated batches: a loader of one rank's own
@@ -399,6 +407,8 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
                OutcomeTracker({o.outcome_window, o.diverge_rise, o.spike_rise, o.warmup}), r.state.steps_done,
                Clock::now(), elapsed_before, Clock::now(), r.resuming ? r.state.steps_done : -1};
     t.sampler = sampler.get();
+    Progress progress("train", group.is_root() ? o.progress : 0);
+    t.progress = &progress;
     if (log) {  // resuming: the steps already done (rank 0 decides on the outcome for every rank)
         for (double past : log->losses()) t.outcome.observe(past, 0.0);
         if (!log->losses().empty()) t.last_loss = log->losses().back();
@@ -407,7 +417,10 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
     for (int step = t.first_step; step < o.steps; step++) {
         if (t.val_data && step % o.eval_every == 0 && !validate(t, step)) return stop(t, "in an evaluation ");
         if (step == t.first_step) t.eta_start = Clock::now();  // the ETA leaves the start-up evaluation out
-        if (const int stopped = train_step(t, step)) return stopped;
+        progress.begin("step " + std::to_string(step));
+        const int stopped = train_step(t, step);
+        progress.end();
+        if (stopped) return stopped;
         const bool last = r.state.steps_done == o.steps;
         if (last || (o.save_every > 0 && r.state.steps_done % o.save_every == 0)) save(t);
         if (t.sampler && (last || r.state.steps_done % o.sample_every == 0)) print_sample(t, r.state.steps_done);

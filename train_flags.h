@@ -5,6 +5,8 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -41,6 +43,8 @@ struct TrainOptions {
     int threads = 0;  // 0: all cores
     std::string cpu_ops;
     bool zero = false;
+    std::string config_path;  // -config: a recorded run's config.json to take settings from
+    double progress = 0;      // seconds between progress lines on stderr
 
     std::set<std::string> given;  // the flags on the command line
     std::string command;          // the command line, for config.json
@@ -54,6 +58,11 @@ inline const std::vector<TrainFlag>& train_flags() {
     using O = TrainOptions;
     static const std::vector<TrainFlag> table = {
         // flag, option, values, default, on -resume 1, help[, where config.json records it]
+        {"config", &O::config_path, text("FILE"), "", MAY_CHANGE,
+         "a recorded run's config.json to start a new run with its settings: every flag it records (all but -out, "
+         "-resume, -overwrite, -change_steps, -device, -precision, -threads, -progress); flags given beside it win "
+         "(docs/cli.md §4)",
+         NOT_RECORDED},
         {"ln", &O::ln, one_of({"pre", "post", "peri"}), "pre", MUST_MATCH,
          "LayerNorm placement: before each module, after the residual add, or around each module",
          recorded_as("placement")},
@@ -61,7 +70,8 @@ inline const std::vector<TrainFlag>& train_flags() {
          recorded_as("dt")},
         {"init", &O::init, text("SIZE|FILE"), worked_out("d6 on CPU, d12 on CUDA"), OnResume::MustMatchIfGiven,
          "a fresh size (d6, d12, d24, d36, d48, or l{L}h{NH}c{C}[v{V}][t{maxT}] such as l16h2c64: L blocks, NH heads, "
-         "C channels; V 50257 and maxT 1024 unless given) or a checkpoint file to start from (a size spelling wins)",
+         "C channels; V 50257 and maxT 1024 unless given) or a file to start from: a checkpoint, or GPT-2 safetensors "
+         "(a name ending in .safetensors, docs/formats.md §5) (a size spelling wins)",
          recorded_as("model")},
         {"train_data", &O::train_data, text("GLOB"), DEFAULT_TRAIN_DATA, MUST_MATCH,
          "training shards (the files matched, which -resume 1 compares)", recorded_as("train_files")},
@@ -144,6 +154,10 @@ inline const std::vector<TrainFlag>& train_flags() {
         {"zero", &O::zero, integers(0, 1), "1", MAY_CHANGE,
          "under mpirun: 1 = each rank keeps the AdamW moments of its shard of the parameters only (ZeRO-1), 0 = every "
          "rank keeps all (README \"Training on several GPUs or nodes\"); config.json records 1 only with several ranks"},
+        {"progress", &O::progress, reals(0, 1e6), "10", MAY_CHANGE,
+         "a progress line on stderr every X seconds inside a step or evaluation that runs longer (0 = none; "
+         "docs/logs.md)",
+         NOT_RECORDED},
     };
     return table;
 }
@@ -156,11 +170,61 @@ inline std::string train_usage() {
     return usage_text("usage: ./train [-name value ...]", train_flags(), TRAIN_USAGE_FOOTER);
 }
 
+// The member of a recorded run's config.json that holds flag f's value as a flag takes it: the
+// flag's own name (train_data and val_data: the globs), else where the table records it
+// (placement, dt, model); null when absent.
+inline const Json* recorded_value(const Json& config, const TrainFlag& f) {
+    const Json* v = config.get(f.name);
+    return v ? v : config.get(f.record.name);
+}
+
+// The flags whose default is worked out from others (lr_min from lr, warmup from steps,
+// total_batch from B and T): -config takes their recorded value only when none of those others
+// is given beside it, else they are worked out again.
+inline bool worked_out_from_a_given_flag(const std::string& flag, const std::set<std::string>& given) {
+    if (flag == "lr_min") return given.count("lr");
+    if (flag == "warmup") return given.count("steps");
+    if (flag == "total_batch") return given.count("B") || given.count("T");
+    return false;
+}
+
+// -config FILE: every flag that config.json records and the command line does not give, at the
+// recorded (resolved) value, checked as if typed; taken flags count as given. Flags config.json
+// does not record (-out, -resume, -overwrite, -change_steps, -device, -precision, -threads,
+// -progress) keep their own values. A file that is not a run's config.json, or a value a flag
+// refuses, is an InputError naming the file.
+inline void take_recorded_settings(TrainOptions& o) {
+    std::ifstream in(o.config_path);
+    if (!in) throw InputError("flag -config: cannot read " + o.config_path);
+    const Json config = read_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()),
+                                  "flag -config: " + o.config_path);
+    if (config.kind() != Json::Kind::Object || !config.get("placement") || !config.get("steps"))
+        throw InputError("flag -config: " + o.config_path + " is not the config.json of a ./train run");
+    const std::set<std::string> typed = o.given;  // on the command line
+    for (const TrainFlag& f : train_flags()) {
+        const bool keep_own = f.record.name.empty() || o.given.count(f.name) || worked_out_from_a_given_flag(f.name, typed);
+        const Json* v = keep_own ? nullptr : recorded_value(config, f);
+        if (!v || v->kind() == Json::Kind::Null) continue;
+        std::string text = v->text();
+        if (v->kind() == Json::Kind::Array || v->kind() == Json::Kind::Object || (f.name == "init" && text.empty()))
+            throw InputError("flag -config: " + o.config_path + " records " + f.record.name + " as " + v->str() +
+                             ", not a value of -" + f.name);
+        if (f.name == "init" && text.compare(0, 6, "fresh ") == 0) text.erase(0, 6);  // "fresh d6": the size
+        try {
+            f.store(o, check_flag_value(f.name, f.values, text));
+        } catch (const InputError& e) {
+            throw InputError(std::string(e.what()) + " (taken from " + o.config_path + ")");
+        }
+        o.given.insert(f.name);
+    }
+}
+
 // The options of argv, every flag checked against its values and against the others, and the
 // defaults that follow from other flags worked out (lr_min, warmup); throws InputError naming
 // the first bad flag.
 inline TrainOptions parse_train_options(int argc, char** argv) {
     TrainOptions o = read_flags(train_flags(), argc, argv);
+    if (!o.config_path.empty()) take_recorded_settings(o);
     for (int i = 0; i < argc; i++) o.command += (i ? " " : "") + std::string(argv[i]);
     if (!o.given.count("lr_min")) o.lr_min = o.lr / 10;
     if (!o.given.count("warmup")) o.warmup = std::min(20, o.steps / 10);

@@ -11,6 +11,8 @@
 //   test_intervene  claim 4's intervention tool on tiny checkpoints (needs ./train and ./eval)
 //   test_input    every bad input to sweep.py and plot.py: one line, exit status 2, nothing written
 //   test_sweep_runs  signals to a running sweep (checkpoints, the rerun alike), ./eval -run of a sweep run
+//   test_safetensors_torch  ./eval -export against Python writers; imported GPT-2 safetensors
+//                 against PyTorch models (skips those without torch; needs ./eval)
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -34,7 +36,7 @@ TEST_P(PythonModule, Passes) {
 
 INSTANTIATE_TEST_SUITE_P(Experiments, PythonModule,
                          ::testing::Values("test_stats", "test_reports", "test_results", "test_claims", "test_intervene",
-                                           "test_input", "test_sweep_runs"),
+                                           "test_input", "test_sweep_runs", "test_safetensors_torch"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace

@@ -34,5 +34,6 @@ TEST(Fuzz, OptimiserStateReader) { fuzz("state"); }
 TEST(Fuzz, TokenizerFileReader) { fuzz("tokenizer"); }
 TEST(Fuzz, FlagParser) { fuzz("flags"); }
 TEST(Fuzz, ConfigReader) { fuzz("config"); }
+TEST(Fuzz, SafetensorsReader) { fuzz("safetensors"); }
 
 }  // namespace

@@ -307,7 +307,7 @@ TEST_F(RunDir, ResumeRefusesEveryFlagThatDefinesTheRunAndAcceptsTheOthers) {
     const std::map<std::string, std::string> texts = {{"init", "l2h2c16v96t16"}, {"train_data", dir + "other_*.bin"},
                                                       {"val_data", dir + "other_*.bin"},
                                                       {"tokenizer", "data/mobydick_v4096_tokenizer.bin"}};
-    const std::set<std::string> runs_the_command = {"out", "resume", "overwrite", "change_steps"};
+    const std::set<std::string> runs_the_command = {"out", "resume", "overwrite", "change_steps", "config"};
     std::set<std::string> refused, accepted;
     for (const TrainFlag& f : train_flags()) {
         if (runs_the_command.count(f.name)) continue;

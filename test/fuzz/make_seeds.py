@@ -72,3 +72,38 @@ write("config", "resumed", config.replace('"resumed_at_step": null', '"resumed_a
 write("config", "escapes", b'{"command": "\\u00e9\\ud83d\\ude00 \\"x\\" \\\\ \\n", "yes": true, "no": false}')
 write("config", "truncated", config[:40].encode())
 write("config", "not_object", b"[1, -0, 1e999, 0.5e-3]")
+
+# GPT-2 safetensors (docs/formats.md §5): u64 header length, a JSON header padded to 8 bytes,
+# the F32 data. A Pre-LN model with L 1, C 2, V 3, maxT 2 and n_head 1 in __metadata__, the same
+# as Peri-LN with its four extra norms, and broken ones.
+import json  # noqa: E402
+
+
+def safetensors(shapes, metadata):
+    header, data = {"__metadata__": metadata}, b""
+    for name in sorted(shapes):
+        n = 1
+        for d in shapes[name]:
+            n *= d
+        header[name] = {"dtype": "F32", "shape": shapes[name], "data_offsets": [len(data), len(data) + 4 * n]}
+        data += struct.pack(f"<{n}f", *[0.25] * n)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def gpt2_shapes(peri):
+    shapes = {"wte.weight": [V, C], "wpe.weight": [maxT, C], "ln_f.weight": [C], "ln_f.bias": [C],
+              "h.0.attn.c_attn.weight": [C, 3 * C], "h.0.attn.c_attn.bias": [3 * C],
+              "h.0.attn.c_proj.weight": [C, C], "h.0.mlp.c_fc.weight": [C, 4 * C], "h.0.mlp.c_fc.bias": [4 * C],
+              "h.0.mlp.c_proj.weight": [4 * C, C]}
+    norms = ["ln_1", "ln_2"] + (["ln_1o", "ln_2o"] if peri else [])
+    for name in [f"{n}.weight" for n in norms] + [f"{n}.bias" for n in norms] + ["attn.c_proj.bias", "mlp.c_proj.bias"]:
+        shapes["h.0." + name] = [C]
+    return shapes
+
+
+pre_st = safetensors(gpt2_shapes(False), {"format": "pt", "n_head": "1"})
+write("safetensors", "pre", pre_st)
+write("safetensors", "peri_dt01", safetensors(gpt2_shapes(True), {"dt": "0.1", "format": "pt", "n_head": "1", "placement": "peri"}))
+write("safetensors", "truncated", pre_st[:-5])
