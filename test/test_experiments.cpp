@@ -10,6 +10,8 @@
 //                 the primary tests and verdicts on synthetic experiments with known answers
 //   test_intervene  claim 4's intervention tool on tiny checkpoints (needs ./train and ./eval)
 //   test_input    every bad input to sweep.py and plot.py: one line, exit status 2, nothing written
+//   test_torch_bench  scripts/torch_gpt2_bench.py's table from fake programs, without torch (and a
+//                 tiny CPU run where torch is installed)
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -33,7 +35,7 @@ TEST_P(PythonModule, Passes) {
 
 INSTANTIATE_TEST_SUITE_P(Experiments, PythonModule,
                          ::testing::Values("test_stats", "test_reports", "test_results", "test_claims", "test_intervene",
-                                           "test_input"),
+                                           "test_input", "test_torch_bench"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace
