@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -374,7 +375,7 @@ TEST_F(GpuCheck, ASanitizerThatCannotStartIsARowOfItsOwn) {
         << r.out;
     EXPECT_EQ(row(r, "memcheck train fp32"), "") << r.out;
     EXPECT_EQ(row(r, "racecheck attention+LN"), "") << r.out;
-    EXPECT_NE(r.out.find("0 ok, 0 failed, 1 skipped"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("2 ok, 0 failed, 1 skipped"), std::string::npos) << r.out;
 }
 
 TEST_F(GpuCheck, PlansAreSizedFromTheDeviceMemory) {
@@ -420,6 +421,70 @@ TEST(BundleManifest, NamesWhatEachProgramNeedsAndFailsOnAMissingLibrary) {
     EXPECT_TRUE(WIFEXITED(missing) && WEXITSTATUS(missing) == 1) << read_file(dir + "out");
     EXPECT_NE(read_file(dir + "bundle/MANIFEST.txt").find("libanswer.so                 NOT FOUND here"), std::string::npos)
         << read_file(dir + "bundle/MANIFEST.txt");
+}
+
+// The lines of a CPU reference file (scripts/gpu_reference.sh) that are not comments, per run:
+// run -> [(step, loss, grad norm)].
+std::map<std::string, std::vector<std::vector<double>>> reference_records(const std::string& text) {
+    std::map<std::string, std::vector<std::vector<double>>> runs;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.empty() || line[0] == '#') continue;
+        std::istringstream fields(line);
+        std::string run;
+        double step, loss, norm;
+        if (fields >> run >> step >> loss >> norm) runs[run].push_back({step, loss, norm});
+    }
+    return runs;
+}
+
+// The generator of gpu_check.sh's CPU reference, on a tiny model: the same file with 1 and 2
+// threads (the reference is deterministic), naming its arguments and runs, a line per step.
+TEST(GpuReference, TheGeneratorWritesTheSameFileWhateverTheThreads) {
+    ASSERT_TRUE(exists("train")) << "needs ./train (make train)";
+    const std::string dir = fresh_folder("gpu_reference_");
+    const std::string args = " -init l2h2c16 -T 32 -B 2 -total_batch 64 -steps 4 -warmup 1 -seed 7 -eval_every 0 -save_every 0 -stats_every 0";
+    for (const char* threads : {"1", "2"})
+        ASSERT_EQ(std::system(("GPU_REFERENCE_THREADS=" + std::string(threads) + " scripts/gpu_reference.sh ./train " + dir +
+                               "threads" + threads + ".txt" + args + " 2> " + dir + "log")
+                                  .c_str()),
+                  0)
+            << read_file(dir + "log");
+    const std::string one = read_file(dir + "threads1.txt"), two = read_file(dir + "threads2.txt");
+    EXPECT_EQ(one, two);
+    EXPECT_NE(one.find("# args:" + args + "\n"), std::string::npos) << one;
+    EXPECT_NE(one.find("# run peri: -ln peri -dt 0.1\n"), std::string::npos) << one;
+    const auto runs = reference_records(one);
+    ASSERT_EQ(runs.size(), 2u) << one;
+    for (const auto& [run, steps] : runs) {
+        ASSERT_EQ(steps.size(), 4u) << run;
+        for (size_t s = 0; s < steps.size(); s++) {
+            EXPECT_EQ(steps[s][0], s);
+            EXPECT_NEAR(steps[s][1], std::log(50257.0), 0.5) << run;  // fresh weights: about ln V
+            EXPECT_TRUE(std::isfinite(steps[s][2]) && steps[s][2] > 0) << run;
+        }
+    }
+    // A program that fails writes no file.
+    EXPECT_NE(std::system(("scripts/gpu_reference.sh ./train " + dir + "bad.txt -init nonsense 2> /dev/null").c_str()), 0);
+    EXPECT_FALSE(exists(dir + "bad.txt"));
+}
+
+// The committed reference (make gpu-reference) is gpu_check.sh's: d12, both placements, every
+// step of its -steps, finite, the loss falling.
+TEST(GpuReference, TheCommittedFileIsComplete) {
+    const std::string text = read_file("test/fixtures/gpu_reference.txt");
+    ASSERT_NE(text.find("# args: -init d12 "), std::string::npos) << text;
+    const size_t steps_at = text.find(" -steps ");
+    ASSERT_NE(steps_at, std::string::npos);
+    const size_t steps = std::stoul(text.substr(steps_at + 8));
+    const auto runs = reference_records(text);
+    ASSERT_EQ(runs.count("pre"), 1u);
+    ASSERT_EQ(runs.count("peri"), 1u);
+    for (const auto& [run, records] : runs) {
+        ASSERT_EQ(records.size(), steps) << run;
+        for (const auto& r : records) EXPECT_TRUE(std::isfinite(r[1]) && std::isfinite(r[2])) << run;
+        EXPECT_LT(records.back()[1], records.front()[1] - 1.0) << run;
+    }
 }
 
 }  // namespace
