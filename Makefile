@@ -397,7 +397,7 @@ ifneq ($(CUDA_LINK),)
 gpu-bundle: $(BUNDLE_PROGRAMS) scripts/bundle_manifest.sh
 	@bash scripts/bundle_manifest.sh $(BUNDLE) > /dev/null
 	@if [ -x $(ANCHORS)/llmc/train_gpt2cu ]; then mkdir -p $(BUNDLE)/anchors/llmc && \
-	  cp $(ANCHORS)/llmc/train_gpt2cu $(ANCHORS)/llmc/README.md $(BUNDLE)/anchors/llmc/ && \
+	  cp -f $(ANCHORS)/llmc/train_gpt2cu $(ANCHORS)/llmc/README.md $(BUNDLE)/anchors/llmc/ && \
 	  echo "gpu-bundle: llm.c's prebuilt trainer from $(ANCHORS)/llmc in $(BUNDLE)/anchors/llmc"; fi
 	@size=$$(du -sk $(BUNDLE) | cut -f1); echo "gpu-bundle: $(BUNDLE), $$size KiB (at most $(BUNDLE_MAX_KIB)); MANIFEST.txt says what it needs"; \
 	  test $$size -le $(BUNDLE_MAX_KIB) || { echo "gpu-bundle: larger than $(BUNDLE_MAX_KIB) KiB"; exit 1; }
