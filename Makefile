@@ -362,8 +362,9 @@ endif
 
 # ---- GPU bundle ----
 # `make gpu-bundle` builds here, for the GPU machine, every native program that
-# `scripts/gpu_check.sh --prebuilt build/gpu-bundle` runs (train, eval, bench_gpu, the four
-# cuda_test_* and test_cli_cuda), so that nothing is compiled there (docs/cuda.md §8):
+# `scripts/gpu_check.sh --prebuilt build/gpu-bundle` runs (train, eval, bench_gpu, the five
+# cuda_test_* and test_cli_cuda; llm.c's prebuilt trainer in anchors/llmc where ANCHORS has it),
+# so that nothing is compiled there (docs/cuda.md §8):
 #  - GPU code for sm_90 (H100/H200) and compute_90 PTX for newer GPUs;
 #  - the CUDA runtime, GoogleTest and libgomp linked in statically; cuBLAS and cuBLASLt from
 #    the GPU machine's CUDA 13 (this toolkit has no static cuBLAS, and libcublasLt.so alone is
@@ -388,10 +389,16 @@ BUNDLE_CUDA     := -L$(CUDA_LIBDIR) -Wl,-rpath,'$$ORIGIN:/usr/local/cuda/lib64' 
                    $(CUDA_LIBDIR)/libcudart_static.a -ldl -lrt
 BUNDLE_PROGRAMS := $(addprefix $(BUNDLE)/,train eval bench_gpu test_cli_cuda $(patsubst test/%.cu,%,$(CUDA_TEST_SOURCES)))
 BUNDLE_MAX_KIB  := 65536
+# llm.c's prebuilt trainer for scripts/torch_gpt2_bench.py's side-by-side, copied into the bundle
+# when it is beside the repository (the folder above does not travel to the GPU machine).
+ANCHORS         ?= ../shared/anchors
 
 ifneq ($(CUDA_LINK),)
 gpu-bundle: $(BUNDLE_PROGRAMS) scripts/bundle_manifest.sh
 	@bash scripts/bundle_manifest.sh $(BUNDLE) > /dev/null
+	@if [ -x $(ANCHORS)/llmc/train_gpt2cu ]; then mkdir -p $(BUNDLE)/anchors/llmc && \
+	  cp -f $(ANCHORS)/llmc/train_gpt2cu $(ANCHORS)/llmc/README.md $(BUNDLE)/anchors/llmc/ && \
+	  echo "gpu-bundle: llm.c's prebuilt trainer from $(ANCHORS)/llmc in $(BUNDLE)/anchors/llmc"; fi
 	@size=$$(du -sk $(BUNDLE) | cut -f1); echo "gpu-bundle: $(BUNDLE), $$size KiB (at most $(BUNDLE_MAX_KIB)); MANIFEST.txt says what it needs"; \
 	  test $$size -le $(BUNDLE_MAX_KIB) || { echo "gpu-bundle: larger than $(BUNDLE_MAX_KIB) KiB"; exit 1; }
 else
@@ -430,6 +437,19 @@ $(BUNDLE)/test_cli_cuda: test/test_cli_cuda.cpp $(HEADERS) $(wildcard test/*.h)
 
 .PHONY: gpu-bundle
 # ---- end GPU bundle ----
+
+# ---- GPU check's CPU reference ----
+# `make gpu-reference` writes test/fixtures/gpu_reference.txt: the losses and gradient norms of
+# the CPU backend that scripts/gpu_check.sh's training rows compare the GPU's with (docs/cuda.md
+# §8), for Pre-LN and Peri-LN (Δt = 0.1). Deterministic, so it is computed here once and
+# committed; about 11 minutes on the loaded 2-core development machine.
+GPU_REFERENCE := test/fixtures/gpu_reference.txt
+
+gpu-reference: train scripts/gpu_reference.sh
+	scripts/gpu_reference.sh ./train $(GPU_REFERENCE)
+
+.PHONY: gpu-reference
+# ---- end GPU check's CPU reference ----
 
 # ---- fuzzing ----
 # Every test/fuzz_*.cpp is a libFuzzer target (README "Fuzzing"), built by clang++ with

@@ -22,7 +22,8 @@ missing_any=0
   echo "  - glibc and libstdc++ at least as new as the GLIBC and GLIBCXX versions shown; an x86-64-v3"
   echo "    CPU (AVX2, FMA);"
   echo "  - a GPU of compute capability 9.0 (sm_90 code), or newer (compute_90 PTX the driver compiles);"
-  echo "  - the repository beside it: scripts/gpu_check.sh, data/ (the bundled corpus), test/golden/."
+  echo "  - the repository beside it: scripts/gpu_check.sh, data/ (the bundled corpus), test/golden/,"
+  echo "    test/fixtures/gpu_reference.txt (the CPU reference of the training rows, computed beforehand)."
   echo
   for program in "$dir"/*; do
     [ -f "$program" ] && [ -x "$program" ] || continue

@@ -15,25 +15,51 @@
 #   scripts/gpu_protocol.sh --device cpu OUT -- FLAGS...  on the CPU (one pass, no precision),
 #                                                          FLAGS added to every sweep (test_sweep
 #                                                          runs it so on a tiny model)
+#   scripts/gpu_protocol.sh --jobs-for GIB [--bench BENCH]  how many runs at once fit GIB, and stop
+#
+# On the GPU the runs at once are sized from the memory the device reports (nvidia-smi): as many
+# as fit, at most the presets' 8, each taking the plan of the protocol's largest run (gpu-e2's
+# deepest model, l48h4c256v4096 at B = 16, T = 128, in fp32: build/bench_gpu -plan) and ./train's
+# 1 GiB reserve (docs/cuda.md §4).
 # Exit status: 0 done, 1 an experiment failed (its sweep's log says which run), 2 bad arguments.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 TRAIN_BIN=${TRAIN_BIN:-$PWD/train}
 EVAL_BIN=${EVAL_BIN:-$PWD/eval}
+BENCH_BIN=${BENCH_BIN:-$PWD/build/bench_gpu}
 DEVICE=cuda
 OUT=
+JOBS_FOR=
 EXTRA=()
 while [ $# -gt 0 ]; do
   case $1 in
     --prebuilt) [ -d "${2:-}" ] || { echo "gpu_protocol.sh: --prebuilt: no folder '${2:-}'" >&2; exit 2; }
-                TRAIN_BIN=$(cd "$2" && pwd)/train; EVAL_BIN=$(cd "$2" && pwd)/eval; shift ;;
+                TRAIN_BIN=$(cd "$2" && pwd)/train; EVAL_BIN=$(cd "$2" && pwd)/eval; BENCH_BIN=$(cd "$2" && pwd)/bench_gpu; shift ;;
+    --jobs-for) JOBS_FOR=${2:-}; shift ;;
+    --bench) BENCH_BIN=${2:-}; shift ;;
     --device) DEVICE=${2:-}; shift ;;
     --) shift; EXTRA=("$@"); break ;;
-    -*) echo "gpu_protocol.sh: unknown argument '$1' (--prebuilt DIR, --device cpu|cuda, OUT, -- FLAGS)" >&2; exit 2 ;;
+    -*) echo "gpu_protocol.sh: unknown argument '$1' (--prebuilt DIR, --device cpu|cuda, --jobs-for GIB, OUT, -- FLAGS)" >&2; exit 2 ;;
     *) [ -z "$OUT" ] || { echo "gpu_protocol.sh: one OUT folder, not '$OUT' and '$1'" >&2; exit 2; }; OUT=$1 ;;
   esac
   shift
 done
+# protocol_jobs GIB: "JOBS PLAN_GIB": how many of the protocol's runs fit at once in GIB of device
+# memory (at most 8), and the plan of its largest run.
+protocol_jobs() {
+  local plan
+  plan=$("$BENCH_BIN" -plan -init l48h4c256v4096 -B 16 -T 128 -precision fp32 2>/dev/null |
+         sed -n 's/^planned device memory: \([0-9.]*\) GiB$/\1/p')
+  [ -n "$plan" ] || return 1
+  awk -v gib="$1" -v plan="$plan" 'BEGIN {jobs = int(gib / (plan + 1)); if (jobs > 8) jobs = 8; print jobs, plan}'
+}
+if [ -n "$JOBS_FOR" ]; then
+  [[ $JOBS_FOR =~ ^[0-9]+([.][0-9]*)?$ ]] || { echo "gpu_protocol.sh: --jobs-for: '$JOBS_FOR' is not a number of GiB" >&2; exit 2; }
+  read -r jobs plan < <(protocol_jobs "$JOBS_FOR") || { echo "gpu_protocol.sh: no plan from $BENCH_BIN -plan" >&2; exit 1; }
+  echo "gpu protocol: $jobs runs at once in $JOBS_FOR GiB (8 wanted), each its largest run's $plan GiB and 1 GiB reserve"
+  [ "$jobs" -gt 0 ]
+  exit $?
+fi
 [ -n "$OUT" ] || { echo "gpu_protocol.sh: no OUT folder (scripts/gpu_protocol.sh [--prebuilt DIR] OUT)" >&2; exit 2; }
 case $DEVICE in cuda) PRECISIONS=(bf16 fp32) ;; cpu) PRECISIONS=(cpu) ;;
   *) echo "gpu_protocol.sh: --device $DEVICE: cpu or cuda" >&2; exit 2 ;; esac
@@ -52,7 +78,7 @@ experiment() {
   shift 2
   local dir=$OUT/$precision
   local flags=(--preset "gpu-$name" --device "$DEVICE" --out "$dir/runs/$name" --publish "$dir/$name"
-               --train-bin "$TRAIN_BIN" --eval-bin "$EVAL_BIN")
+               --train-bin "$TRAIN_BIN" --eval-bin "$EVAL_BIN" "${JOBS[@]}")
   [ "$precision" = cpu ] || flags+=(--precision "$precision")
   if python3 sweep.py "${flags[@]}" "$@" "${EXTRA[@]}" > "$dir/$name.log" 2>&1; then
     echo "$precision $name: done in $((SECONDS - start)) s" | tee -a "$SUMMARY"
@@ -62,6 +88,15 @@ experiment() {
     return 1
   fi
 }
+
+JOBS=()
+if [ "$DEVICE" = cuda ]; then
+  mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
+  read -r jobs plan < <(protocol_jobs "$(awk -v m="${mib:-0}" 'BEGIN {printf "%.1f", m / 1024}')")
+  [ "${jobs:-0}" -gt 0 ] || { echo "gpu_protocol.sh: the device's memory (${mib:-unknown} MiB, nvidia-smi) holds no run of the protocol" >&2; exit 2; }
+  JOBS=(--jobs "$jobs")
+  echo "gpu protocol: $jobs runs at once in ${mib} MiB" | tee -a "$SUMMARY"
+fi
 
 TOTAL=$SECONDS
 for precision in "${PRECISIONS[@]}"; do

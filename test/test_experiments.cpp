@@ -13,6 +13,8 @@
 //   test_sweep_runs  signals to a running sweep (checkpoints, the rerun alike), ./eval -run of a sweep run
 //   test_safetensors_torch  ./eval -export against Python writers; imported GPT-2 safetensors
 //                 against PyTorch models (skips those without torch; needs ./eval)
+//   test_torch_bench  scripts/torch_gpt2_bench.py's table from fake programs, without torch (and a
+//                 tiny CPU run where torch is installed)
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -36,7 +38,8 @@ TEST_P(PythonModule, Passes) {
 
 INSTANTIATE_TEST_SUITE_P(Experiments, PythonModule,
                          ::testing::Values("test_stats", "test_reports", "test_results", "test_claims", "test_intervene",
-                                           "test_input", "test_sweep_runs", "test_safetensors_torch"),
+                                           "test_input", "test_sweep_runs", "test_safetensors_torch",
+                                           "test_torch_bench"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace
