@@ -248,10 +248,12 @@ def measure(runs):
 
 
 def counted_lrs(runs):
-    """The learning rates LR sensitivity averages over: those at which at least one run of `runs`
-    finished (a learning rate at which every configuration stops measures the grid, not a
-    configuration; docs/experiments.md, *The third round*)."""
-    return sorted(set(finished(runs).lr))
+    """The learning rates LR sensitivity averages over: the grid's, less those at which every run of
+    `runs` is recorded and none finished (a learning rate at which every configuration stops
+    measures the grid, not a configuration; docs/experiments.md, *The third round*)."""
+    got = recorded(runs)
+    return [lr for lr in sorted(set(runs.lr)) if (runs.lr == lr).sum() > (got.lr == lr).sum() or
+            len(finished(got[got.lr == lr]))]
 
 
 # The quantities of measure() that Welch's tests compare between configurations.

@@ -228,7 +228,8 @@ def intervention_slopes(intervention, runs):
     k at which block 1 is the most sensitive."""
     if intervention is None or not len(intervention):
         return pd.DataFrame(columns=SLOPE_COLUMNS)
-    keep = set(recorded(runs)[gated(recorded(runs))].run)
+    got = recorded(runs)
+    keep, lrs = set(got[gated(got)].run), dict(zip(got.run, got.lr))
     rows = []
     for name, mine in intervention[intervention.run.isin(keep)].groupby("run", sort=False):
         per_k = mine.groupby("k")
@@ -241,7 +242,7 @@ def intervention_slopes(intervention, runs):
         slope_deep = (stats.ols([np.ones(len(deep)), np.log(deep.index)], np.log(deep.values))
                       if len(deep) == len(top) and (deep > 0).all() else None)
         at_first = per_k.apply(lambda rows: rows.sort_values("sens_mean").layer.iloc[-1] == 1).mean()
-        rows.append(dict(run=name, ln=first["ln"], dt=first["dt"], lr=first["lr"], depth=int(mine.layer.max()), seed=first["seed"],
+        rows.append(dict(run=name, ln=first["ln"], dt=first["dt"], lr=lrs[name], depth=int(mine.layer.max()), seed=first["seed"],
                          slope=float(slope[0][1]) if slope else None,
                          slope_deep=float(slope_deep[0][1]) if slope_deep else None, at_block_1=float(at_first)))
     return pd.DataFrame(rows, columns=SLOPE_COLUMNS)
