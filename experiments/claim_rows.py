@@ -1,70 +1,85 @@
 """The claims of the paper, one function each, every one with its primary test named before the
-runs (docs/experiments.md, *Claims: primary tests and the verdict rule*): what the test is, its
-effect size with a 95% interval, its p-value and the direction it points, and the secondary
-numbers a reader wants beside it. claims.py adjusts the primary p-values for multiplicity
-(Holm, across the claims) and turns each into a verdict by one rule (`verdict`).
+runs (docs/experiments.md, *The third round, pre-registered*): a contrast between placements at
+E1's two matched learning rates whose direction must agree at both (primary.agreeing), its
+effect size, its p-value and the direction it points; beside it the second round's test, each
+configuration at its own best learning rate, as a secondary row. claims.py adjusts the primary
+p-values for multiplicity (Holm, across the claims) and turns each into a verdict by one rule
+(`verdict`).
 
 Each claim function takes the loaded experiments (claims.load_experiments) and returns
 Claim(title, test, primaries, numbers): `primaries` is a list of (name, Primary) — one per claim,
-two for claim 6, whose two halves are claims of their own in the family."""
+two for claim 6, whose two halves are claims of their own in the family. The statistics
+themselves are primary.py's, on tables built here."""
 from collections import namedtuple
 
 import numpy as np
+import pandas as pd
 
-from . import e1, e2, e3, stats
+from . import e1, e2, primary
 from .grid import PLACEMENT_LABEL, fmt_num
+from .primary import CLAIMED, OPPOSITE, Primary, agreeing, both, not_tested  # noqa: F401 (the rule's names)
 from .tables import finished, p_value, recorded, two_digits
 
 ALPHA = 0.05
-CLAIMED, OPPOSITE = "claimed", "opposite"
-# p: the test's two-sided p (None: not tested); direction: where the estimate points (CLAIMED or
-# OPPOSITE); effect: the effect size and its interval, in words; why: when not tested, why.
-Primary = namedtuple("Primary", "p direction effect why", defaults=(None,))
 Claim = namedtuple("Claim", "title test primaries numbers")
 
 
-def not_tested(why):
-    return Primary(None, None, "—", why)
-
-
-def both(parts):
-    """A claim that needs several things at once (an intersection-union test): its direction is
-    claimed when every part points the claimed way, with the largest of their p's; else the
-    evidence against it, the smallest p of the parts that point the other way."""
-    if any(p.p is None for p in parts):
-        return next(p for p in parts if p.p is None)
-    against = [p for p in parts if p.direction == OPPOSITE]
-    if against:
-        return Primary(min(p.p for p in against), OPPOSITE, "; ".join(p.effect for p in parts))
-    return Primary(max(p.p for p in parts), CLAIMED, "; ".join(p.effect for p in parts))
-
-
-def verdict(primary, adjusted):
+def verdict(primary_test, adjusted):
     """The rule from numbers to verdict (docs/experiments.md): supported when the estimate points
     the claimed way and the Holm-adjusted p is below ALPHA; not supported when it points the other
-    way with an adjusted p below ALPHA; else inconclusive at this scale (also when not tested)."""
-    if primary.p is None:
-        return f"**inconclusive** at this scale (not tested: {primary.why})"
-    if adjusted < ALPHA:
-        return "**supported**" if primary.direction == CLAIMED else "**not supported**"
-    return "**inconclusive** at this scale"
+    way with an adjusted p below ALPHA; else inconclusive at this scale (also when not tested, and
+    when the matched learning rates disagree)."""
+    if primary_test.p is None:
+        return f"**inconclusive** at this scale (not tested: {primary_test.why})"
+    if adjusted < ALPHA and primary_test.direction == CLAIMED:
+        return "**supported**"
+    if adjusted < ALPHA and primary_test.direction == OPPOSITE:
+        return "**not supported**"
+    return "**inconclusive** at this scale" + (" (the matched learning rates disagree)"
+                                               if primary_test.direction == primary.MIXED else "")
 
 
-def ci(est, low, high, spec=".2g"):
-    return f"{est:{spec}} (95% CI {low:{spec}} to {high:{spec}})"
+def label(key):
+    """"Pre-LN Δt = 0.1" of a configuration key (ln, dt, ...)."""
+    return f"{PLACEMENT_LABEL[key[0]]} Δt = {fmt_num(key[1])}"
 
 
-def direction(claimed):
-    return CLAIMED if claimed else OPPOSITE
+def lrs_text(lrs):
+    return " and ".join(fmt_num(lr) for lr in lrs) if lrs else "none"
+
+
+def at_matched(x, test):
+    """primary.agreeing over E1's matched learning rates of test(lr)."""
+    return agreeing({lr: test(lr) for lr in x.matched})
+
+
+def own_best(x, ln, dt):
+    """The best learning rate of E1's configuration (ln, dt) (e1.best_of)."""
+    return e1.best_of(x.e1[(x.e1.ln == ln) & (x.e1.dt == dt)])
 
 
 # ---------------------------------------------------------------------------------------------
-# E2: growth with depth
+# E2: growth with depth, the intervention, noise
 
-def e2_fit(x, ln, dt, quantity, stage="trained"):
-    rows = x.e2_depth[(x.e2_depth.ln == ln) & (x.e2_depth.dt == dt) & (x.e2_depth.stage == stage) &
-                      (x.e2_depth.quantity == quantity)]
-    return rows.iloc[0] if len(rows) else None
+def e2_final(x):
+    """One row per gated E2 run: ln, dt, lr, depth, seed and, after training, X_L's mean_abs and
+    entry_var and the absolute amplification of input noise at X_L."""
+    layers = e2.profiles(x.e2_tables.layers)
+    got = recorded(x.e2)
+    rows = [dict(run=r.run, ln=r.ln, dt=r.dt, lr=r.lr, depth=e2.depth_of(r, layers[r.run]), seed=r.seed,
+                 mean_abs=float(layers[r.run].mean_abs.iloc[-1]), entry_var=float(layers[r.run].entry_var.iloc[-1]))
+            for r in got[e2.gated(got)].itertuples() if r.run in layers]
+    frame = pd.DataFrame(rows, columns=["run", "ln", "dt", "lr", "depth", "seed", "mean_abs", "entry_var"])
+    diag = x.e2_diag[["run", "absolute_amplification", "amplification"]] if len(x.e2_diag) else None
+    if diag is None:
+        return frame.assign(absolute_amplification=np.nan, amplification=np.nan)
+    return frame.merge(diag, on="run", how="left")
+
+
+def own_best_rows(x, frame):
+    """The rows of `frame` (with ln, dt, lr) at their configuration's own best E1 learning rate."""
+    keep = [own_best(x, ln, dt) == lr for ln, dt, lr in zip(frame.ln, frame.dt, frame.lr)]
+    return frame[np.array(keep, dtype=bool)] if len(frame) else frame
 
 
 def gate_note(x):
@@ -72,109 +87,109 @@ def gate_note(x):
     return f"{int(e2.gated(got).sum())} of {len(got)} E2 runs pass the gate"
 
 
-def within_tally(x, ln, quantity):
-    fits = e2.fitted(x.e2_fits)
-    mine = fits[(fits.ln == ln) & (fits.stage == "trained") & (fits.quantity == quantity) & fits.winner.notna()]
-    counts = mine.law.value_counts()
-    return (f"{len(mine)} within-run fits at L ≥ {e2.WITHIN_DEPTH}: " +
-            (", ".join(f"{law} {n}" for law, n in counts.items()) if len(mine) else "none"))
+def e2_fit(x, ln, dt, quantity, lr, stage="trained"):
+    d = x.e2_depth
+    rows = d[(d.ln == ln) & (d.dt == dt) & (d.lr == lr) & (d.stage == stage) & (d.quantity == quantity)]
+    return rows.iloc[0] if len(rows) else None
+
+
+def matched_note(x):
+    return (f"matched lrs {lrs_text(x.matched)} (E1: every Pre- and Peri-LN configuration learns at "
+            f"{lrs_text(x.matched_set)})")
+
+
+def primary_text(p):
+    return p.effect if p.p is not None else f"not tested ({p.why})"
 
 
 def claim_exponential_growth(x):
-    fit = e2_fit(x, "pre", 1.0, "mean_abs")
-    if fit is None:
-        primary = not_tested(f"fewer than three depths with gated Pre-LN Δt = 1 runs; {gate_note(x)}")
-        numbers = gate_note(x)
-    else:
-        primary = Primary(fit.r_p, direction(fit.r > 0),
-                          f"r = {ci(fit.r, fit.r_low, fit.r_high)} per block (×{np.exp(fit.r):.3g} per block)")
-        init = e2_fit(x, "pre", 1.0, "mean_abs", "init")
-        numbers = (f"Pre-LN Δt = 1, {fit.runs} gated runs at L = {fit.depths}: {primary.effect}; the power of L alone "
-                   f"p = {fit.power_alone_p:.2g}; AICc prefers the {fit.preferred} in L" +
-                   (f"; at init r = {ci(init.r, init.r_low, init.r_high)}" if init is not None else "") +
-                   f". {within_tally(x, 'pre', 'mean_abs')}")
+    final = e2_final(x)
+    found = at_matched(x, lambda lr: primary.growth_difference(final[(final.dt == 1) & (final.lr == lr)]))
+    secondary = []
+    lr = own_best(x, "pre", 1.0)
+    fit = e2_fit(x, "pre", 1.0, "mean_abs", lr)
+    if fit is not None:
+        secondary.append(f"Pre-LN Δt = 1 at its own best lr {fmt_num(lr)}, {fit.runs} gated runs: r = "
+                         f"{primary.ci(fit.r, fit.r_low, fit.r_high)} per block (p = {p_value(fit.r_p)}), the power of "
+                         f"L alone {fit.power_alone_p:.2g}, AICc prefers the {fit.preferred} in L")
+    peri_lr = own_best(x, "peri", 1.0)
+    peri = e2_fit(x, "peri", 1.0, "mean_abs", peri_lr)
+    if peri is not None:
+        secondary.append(f"Peri-LN Δt = 1 at its own {fmt_num(peri_lr)}: r = "
+                         f"{primary.ci(peri.r, peri.r_low, peri.r_high)}")
     return Claim("1. Pre-LN hidden states grow exponentially with depth",
-                 "E2 after training, Pre-LN Δt = 1, gated runs: ln mean\\|X_L\\| = α + r·L + p·ln L over depths L; "
-                 "t-test of r = 0 (r > 0: exponential in L beyond a power of L)",
-                 [("1", primary)], numbers + high_lr_note(x))
+                 "E2 gated runs, Δt = 1, both placements at each matched lr: ln mean\\|X_L\\| = α + p·ln L + r·L per "
+                 "placement, fitted jointly; t-test of r_pre − r_peri = 0 (r_pre larger at both lrs)",
+                 [("1", found)], f"{matched_note(x)}: {primary_text(found)}. Secondary, own best lrs: " +
+                 ("; ".join(secondary) or gate_note(x)) + high_lr_note(x))
 
 
 def high_lr_note(x):
-    """E3's runs (high learning rate): the largest mean |X_L| ./train logged, Pre- against Peri-LN."""
+    """E3's runs (high learning rates): the largest mean |X_L| ./train logged, Pre- against Peri-LN."""
     if x.e3 is None or "train_max_mean_abs_L" not in x.e3:
         return ""
     got = recorded(x.e3)
     medians = {ln: got[got.ln == ln].train_max_mean_abs_L.median() for ln in ("pre", "peri")}
     if any(v != v for v in medians.values()):
         return ""
-    return (f". At E3's lr {fmt_num(float(got.lr.iloc[0]))} (L = 8) the largest mean\\|X_L\\| logged: median "
+    return (f". At E3's lr {lrs_text(sorted(set(got.lr)))} (L = 8) the largest mean\\|X_L\\| logged: median "
             f"{two_digits(medians['pre'])} Pre-LN, {two_digits(medians['peri'])} Peri-LN")
 
 
 def claim_peri_growth(x):
-    fits = {q: e2_fit(x, "peri", 1.0, q) for q in e2.QUANTITIES}
-    if any(f is None for f in fits.values()):
-        primary = not_tested(f"fewer than three depths with gated Peri-LN Δt = 1 runs; {gate_note(x)}")
-        numbers = gate_note(x)
-    else:
-        m, v = fits["mean_abs"], fits["entry_var"]
-        parts = [Primary(m.p_linear_p, direction(m.power_alone_p < 1), f"mean\\|X_L\\| ∝ L^{m.power_alone_p:.2g}"),
-                 Primary(v.p_quadratic_p, direction(v.power_alone_p < 2), f"entry_var ∝ L^{v.power_alone_p:.2g}")]
-        primary = both(parts)
-        pre = {q: e2_fit(x, "pre", 1.0, q) for q in e2.QUANTITIES}
-        numbers = (f"Peri-LN Δt = 1, {m.runs} gated runs at L = {m.depths}: {primary.effect} (tests of the powers "
-                   f"against 1 and 2: p = {m.p_linear_p:.2g}, {v.p_quadratic_p:.2g})" +
-                   (f"; Pre-LN Δt = 1 beside it: L^{pre['mean_abs'].power_alone_p:.2g} and "
-                    f"L^{pre['entry_var'].power_alone_p:.2g}" if all(f is not None for f in pre.values()) else "") +
-                   f". {within_tally(x, 'peri', 'mean_abs')}; entry_var: {within_tally(x, 'peri', 'entry_var')}")
+    final = e2_final(x)
+    found = at_matched(x, lambda lr: primary.bounds(final[(final.dt == 1) & (final.lr == lr)]))
+    own = primary.bounds(own_best_rows(x, final[final.dt == 1]))
     return Claim("2. Peri-LN: mean \\|x\\| grows at most linearly, its variance quadratically",
-                 "E2 after training, Peri-LN Δt = 1, gated runs: ln X_L = α + p·ln L; t-tests of p = 1 (mean\\|X_L\\|) "
-                 "and p = 2 (entry_var), both below (intersection: the larger p)",
-                 [("2", primary)], numbers)
+                 "E2 gated runs, Δt = 1, at each matched lr: ln X_L = α + p·ln L per placement; t-tests of p = 1 "
+                 "(mean\\|X_L\\|) and p = 2 (entry_var): Peri-LN below both and Pre-LN above one (intersection; at "
+                 "both lrs)",
+                 [("2", found)], f"{matched_note(x)}: {primary_text(found)}. Secondary, each placement at its own "
+                 f"best lr: {primary_text(own)}")
 
 
 def claim_dt_tightens(x):
     pairs = e2.dt_pairs(x.e2, x.e2_tables)
-    if not len(pairs):
-        primary = not_tested(f"no placement, depth and seed with both Δt gated; {gate_note(x)}")
-        numbers = gate_note(x)
-    else:
-        parts = []
-        for q in e2.QUANTITIES:
-            t = e2.ratio_test(pairs[f"{q}_small"], pairs[f"{q}_large"])
-            parts.append(Primary(t["p"], direction(t["smaller"] * 2 > t["pairs"]),
-                                 f"{q}: smaller in {t['smaller']} of {t['pairs']} pairs, ×" +
-                                 (ci(t["ratio"], t["low"], t["high"]) if t["low"] is not None else f"{t['ratio']:.2g}")))
-        primary = both(parts)
-        numbers = f"X_L after training, Δt = 0.1 against Δt = 1 (ratio = Δt 1 / Δt 0.1): {primary.effect}"
+    found = at_matched(x, lambda lr: primary.dt_tightens(pairs[pairs.lr == lr]))
+    final = own_best_rows(x, e2_final(x))
+    own_pairs = final[final.dt == 0.1].merge(final[final.dt == 1.0], on=["ln", "depth", "seed"],
+                                             suffixes=("_small", "_large"))
+    own = primary.dt_tightens(own_pairs)
     return Claim("3. Δt < 1 tightens both",
-                 "E2 after training, gated pairs (same placement, depth, seed): sign tests of X_L(Δt = 0.1) < "
-                 "X_L(Δt = 1) for mean\\|X_L\\| and entry_var (intersection: the larger p)",
-                 [("3", primary)], numbers)
+                 "E2 gated pairs (same placement, lr, depth, seed) at each matched lr: sign tests of X_L(Δt = 0.1) < "
+                 "X_L(Δt = 1) for mean\\|X_L\\| and entry_var (intersection; at both lrs)",
+                 [("3", found)], f"{matched_note(x)}: {primary_text(found)}. Secondary, each configuration at its "
+                 f"own best lr (Δt and lr confounded): {primary_text(own)}")
 
 
 def claim_gradients(x):
     slopes = e2.intervention_slopes(x.e2_tables.intervention, x.e2)
-    pre, peri = slopes[slopes.ln == "pre"], slopes[slopes.ln == "peri"]
-    test = stats.welch(pre.slope, peri.slope) if len(slopes) else None
-    if test is None:
-        primary = not_tested("no intervention on gated checkpoints of both placements" +
-                             ("" if x.e2_tables.intervention is not None else " (E2 has no intervention table)"))
-        numbers = gate_note(x)
-    else:
-        diff = stats.welch_ci(pre.slope, peri.slope)
-        primary = Primary(test[1], direction(diff[0] > 0), f"slope Pre − Peri = {ci(*diff)}")
-        numbers = (f"Slope of ln(largest block sensitivity) against ln k, k ∈ "
-                   f"{{{', '.join(fmt_num(k) for k in sorted(set(x.e2_tables.intervention.k)))}}}: Pre-LN "
-                   f"{pre.slope.mean():.2f} ± {pre.slope.std():.2f} ({len(pre)} checkpoints), Peri-LN "
-                   f"{peri.slope.mean():.2f} ± {peri.slope.std():.2f} ({len(peri)}); {primary.effect}; over blocks "
-                   f"2..L {pre.slope_deep.mean():.2f} and {peri.slope_deep.mean():.2f}; block 1 the most sensitive in "
-                   f"{pre.at_block_1.mean():.0%} and {peri.at_block_1.mean():.0%} of the evaluations")
-    numbers += rho_note(x)
+    found = at_matched(x, lambda lr: primary.slope_difference(slopes[slopes.lr == lr]))
+    numbers = f"{matched_note(x)}: {primary_text(found)}"
+    own = own_best_rows(x, slopes)
+    if len(own):
+        pre, peri = own[own.ln == "pre"], own[own.ln == "peri"]
+        numbers += (f". Secondary, own best lrs: slope over all blocks Pre-LN {pre.slope.mean():.2f}, Peri-LN "
+                    f"{peri.slope.mean():.2f} (0 by construction); over blocks 2..L {pre.slope_deep.mean():.2f} and "
+                    f"{peri.slope_deep.mean():.2f}; block 1 the most sensitive in {pre.at_block_1.mean():.0%} and "
+                    f"{peri.at_block_1.mean():.0%}")
+    numbers += natural_note(x) + rho_note(x)
     return Claim("4. Pre-LN's gradients grow with its activations; Peri-LN's local sensitivity does not",
-                 "E2's gated checkpoints with the branch outputs scaled by k: slope of ln(largest block sensitivity) "
-                 "against ln k, Pre- against Peri-LN (Welch)",
-                 [("4", primary)], numbers)
+                 "E2's gated checkpoints at each matched lr with the branch outputs scaled by k: slope of ln(largest "
+                 "block sensitivity over blocks 2..L) against ln k, Pre- against Peri-LN (Welch; Pre larger at both "
+                 "lrs)",
+                 [("4", found)], numbers)
+
+
+def natural_note(x):
+    """Natural variation across E1's learning rates (e1.natural_variation): per placement and Δt,
+    the slope of ln(largest block sensitivity) against ln mean|X_L|."""
+    found = e1.natural_variation(x.e1, x.e1_layers)
+    if not len(found):
+        return ""
+    sens = found[found.quantity == "max_sensitivity"]
+    return (". Natural variation over E1's lrs (slope of ln largest block sensitivity against ln mean\\|X_L\\|): " +
+            ", ".join(f"{label((r.ln, r.dt))} {primary.ci(r.slope, r.low, r.high)}" for r in sens.itertuples()))
 
 
 def rho_note(x):
@@ -188,116 +203,116 @@ def rho_note(x):
             f"and {sig['peri'][0]} of {sig['peri'][1]} Peri-LN runs")
 
 
-def claim_noise(x):
-    d = x.e2_diag[x.e2_diag.gated] if len(x.e2_diag) else x.e2_diag
-    keys = ["dt", "depth", "seed"]
-    pairs = (d[d.ln == "pre"].merge(d[d.ln == "peri"], on=keys, suffixes=("_pre", "_peri"))
-             .dropna(subset=["absolute_amplification_pre", "absolute_amplification_peri"]) if len(d) else d)
-    if not len(pairs):
-        primary = not_tested(f"no Δt, depth and seed with both placements gated; {gate_note(x)}")
-        numbers = gate_note(x)
-    else:
-        t = e2.ratio_test(pairs.absolute_amplification_peri, pairs.absolute_amplification_pre)
-        primary = Primary(t["p"], direction(t["smaller"] * 2 > t["pairs"]),
-                          f"Peri-LN smaller in {t['smaller']} of {t['pairs']} pairs, Pre/Peri ×" +
-                          (ci(t["ratio"], t["low"], t["high"]) if t["low"] is not None else f"{t['ratio']:.2g}"))
-        rel = e2.ratio_test(pairs.amplification_peri, pairs.amplification_pre)
-        numbers = (f"Absolute amplification W2(X_L)/W2(X_0): {primary.effect}; relative (divided by the stream's "
-                   f"growth) Peri-LN smaller in {rel['smaller']} of {rel['pairs']} (sign test p = {p_value(rel['p'])})")
-    return Claim("5. Peri-LN bounds the amplification of input noise",
-                 "E2 after training, gated pairs (same Δt, depth, seed): sign test of the absolute amplification "
-                 "W2(X_L)/W2(X_0), Peri- below Pre-LN",
-                 [("5", primary)], numbers)
+def placement_pairs(frame):
+    """Pre- and Peri-LN runs of the same Δt, lr, depth and seed side by side (suffixes _pre, _peri)."""
+    keys = ["dt", "lr", "depth", "seed"]
+    return (frame[frame.ln == "pre"].merge(frame[frame.ln == "peri"], on=keys, suffixes=("_pre", "_peri"))
+            .dropna(subset=["absolute_amplification_pre", "absolute_amplification_peri"]))
 
+
+def claim_noise(x):
+    final = e2_final(x)
+    pairs = placement_pairs(final)
+    found = at_matched(x, lambda lr: primary.amplification(pairs[pairs.lr == lr]))
+    own = own_best_rows(x, final)
+    own_pairs = (own[own.ln == "pre"].merge(own[own.ln == "peri"], on=["dt", "depth", "seed"],
+                                           suffixes=("_pre", "_peri"))
+                 .dropna(subset=["absolute_amplification_pre", "absolute_amplification_peri"]))
+    numbers = (f"{matched_note(x)}: {primary_text(found)}. Secondary, each placement at its own best lr: "
+               f"{primary_text(primary.amplification(own_pairs))}")
+    if len(pairs):
+        rel = e2.ratio_test(pairs.amplification_peri, pairs.amplification_pre)
+        numbers += (f"; relative amplification (divided by the stream's growth), every matched pair: Peri-LN smaller "
+                    f"in {rel['smaller']} of {rel['pairs']}")
+    return Claim("5. Peri-LN bounds the amplification of input noise",
+                 "E2 gated pairs (same Δt, lr, depth, seed) at each matched lr: sign test of the absolute amplification "
+                 "W2(X_L)/W2(X_0), Peri- below Pre-LN (at both lrs)",
+                 [("5", found)], numbers)
+
+
+# ---------------------------------------------------------------------------------------------
+# E3: divergence
 
 def claim_divergence(x):
     got = recorded(x.e3)
-    found = e3.tests(got) if len(got) else None
-    primaries, numbers = [], []
-    for name, test, claimed_first in (("6a", "Pre-LN vs Peri-LN (all wd, Δt)", True),
-                                      ("6b", None, True)):
-        if found is None:
-            primaries.append((name, not_tested("no E3 run")))
-            continue
-        if test is None:
-            test = next((t for t in found.test if t.startswith("Pre-LN: wd ")), None)
-        rows = found[(found.test == test) & (found.counted == "failed")] if test else found.iloc[0:0]
-        if not len(rows):
-            primaries.append((name, not_tested("no such comparison in E3")))
-            continue
-        t = rows.iloc[0]
-        effect = (f"{t.first_failed}/{t.first_runs} against {t.second_failed}/{t.second_runs}, difference "
-                  f"{ci(t.difference, t.difference_low, t.difference_high, '+.2f')}")
-        primaries.append((name, Primary(t.p, direction(t.difference > 0), effect)))
-        stopped = found[(found.test == test) & (found.counted == "stopped")].iloc[0]
-        numbers.append(f"{name} {test.replace(' (all wd, Δt)', '').replace(' (all Δt)', '')}: failed {effect} "
-                       f"(Fisher p = {p_value(t.p)}); stopped {stopped.first_failed}/{stopped.first_runs} against "
-                       f"{stopped.second_failed}/{stopped.second_runs}; final loss rank-sum p = {p_value(t.rank_p)}")
-    if found is not None:
-        peri = got[got.ln == "peri"]
-        numbers.append(f"Peri-LN failed in {int(e1.failed(peri).sum())} of {len(peri)} runs")
-        pre = got[got.ln == "pre"]
+    lrs = sorted(set(got.lr))
+    pre, peri = got[got.ln == "pre"], got[got.ln == "peri"]
+    six_a = agreeing({lr: primary.more_often(e1.diverged(pre[pre.lr == lr]), e1.diverged(peri[peri.lr == lr]))
+                      for lr in lrs})
+    wds = sorted(set(got.wd))
+    six_b = (primary.more_often(e1.diverged(pre[pre.wd == wds[0]]), e1.diverged(pre[pre.wd == wds[-1]]))
+             if len(wds) == 2 else not_tested("E3 has no two weight decays"))
+    numbers = [f"6a diverged, Pre-LN against Peri-LN: {primary_text(six_a)}",
+               f"6b Pre-LN wd {fmt_num(wds[0]) if wds else '—'} against {fmt_num(wds[-1]) if wds else '—'}: "
+               f"{primary_text(six_b)}"]
+    if len(got):
+        numbers.append(f"secondary, failed (E1's line) Pre-LN {int(e1.failed(pre).sum())}/{len(pre)}, Peri-LN "
+                       f"{int(e1.failed(peri).sum())}/{len(peri)}; Peri-LN diverged in {int(e1.diverged(peri).sum())} "
+                       f"of {len(peri)} runs")
         if "train_max_attn_logit" in got and pre.train_max_attn_logit.notna().any():
             numbers.append(f"largest attention logit, median: Pre-LN {two_digits(pre.train_max_attn_logit.median())}, "
                            f"Peri-LN {two_digits(peri.train_max_attn_logit.median())}")
-    lr = fmt_num(float(got.lr.iloc[0])) if len(got) else "—"
+        shared = shared_runs(x.e1, x.e3)
+        if shared:
+            numbers.append(f"{shared} E3 runs are E1 runs too (the same placement, Δt, wd, lr and seed)")
     return Claim("6. Pre-LN diverges more often, more so without weight decay; Peri-LN never",
-                 f"E3 at Pre-LN's edge (lr {lr}): Fisher's exact test of failures (E1's rule), 6a Pre- against "
-                 "Peri-LN, 6b Pre-LN without against with weight decay",
-                 primaries, "; ".join(numbers) if numbers else "no E3 run")
+                 f"E3 at Pre-LN's divergence edge and the lr above it (lr {lrs_text(lrs)}): Fisher's exact test of "
+                 "divergence (stopped, collapsed, or the last training loss above the first), 6a Pre- against Peri-LN "
+                 "at each lr (agreeing), 6b Pre-LN without against with weight decay",
+                 [("6a", six_a), ("6b", six_b)], "; ".join(numbers) if len(got) else "no E3 run")
 
 
-# Claim 7's metrics: (E1 quantity, lower is better).
-METRICS = (("L*", True), ("ppl_seq at the best lr", True), ("accuracy at the best lr", False),
-           ("ROUGE-1 (stemmed) at the best lr", False), ("LR sensitivity", True))
+def shared_runs(first, second):
+    """How many recorded runs of `second` are runs of `first`: the same (placement, Δt, wd, lr, seed)."""
+    keys = ["ln", "dt", "wd", "lr", "seed"]
+    return len(recorded(first)[keys].merge(recorded(second)[keys]).drop_duplicates())
 
 
-def learns(x, key):
-    """Does E1's configuration `key` learn: its mean L* below unigram_ce − FAIL_SHARE·(unigram_ce −
-    bigram_ce) (E1's failure margin)?"""
-    done = finished(x.e1)
-    uni, bi = done.unigram_ce.mean(), done.bigram_ce.mean()
-    return float(np.mean(x.e1_measured[key]["L*"])) < uni - e1.FAIL_SHARE * (uni - bi)
+# ---------------------------------------------------------------------------------------------
+# E1: best on every metric
+
+# Claim 7's metrics: E1 quantity (per run at a learning rate, or per seed over the grid) → lower is better.
+AT_LR = {"val_loss": True, "ppl_seq": True, "accuracy": False, "rouge1_stem": False}
+PER_SEED = {"L*": True, "LR sensitivity": True}
+
+
+def metrics_at(x, key, lr):
+    """{metric: values} of E1's configuration `key` at learning rate `lr` (its finished runs) and over
+    the grid (its per-seed L* and LR sensitivity)."""
+    rows = finished(x.e1_measured[key]["rows"])
+    rows = rows[rows.lr == lr]
+    found = {metric: list(rows[metric].dropna()) for metric in AT_LR}
+    found.update({metric: x.e1_measured[key][metric] for metric in PER_SEED})
+    return found
 
 
 def claim_best(x):
-    m = x.e1_measured
-    ref = next((k for k in m if k[:2] == ("peri", 0.1)), None)
-    if ref is None or len(m[ref]["L*"]) < 2:
-        primary, numbers = not_tested("no E1 runs of Peri-LN Δt = 0.1 over several seeds"), "—"
+    keys = [k for k in x.e1_measured if k[0] in e1.BRACKETED]
+    ref = next((k for k in keys if k[:2] == ("peri", 0.1)), None)
+    lower = {**AT_LR, **PER_SEED}
+    if ref is None:
+        found = not_tested("no E1 runs of Peri-LN Δt = 0.1")
     else:
-        parts, shown = [], []
-        for quantity, lower in METRICS:
-            found = []
-            for k in m:
-                if k == ref or (quantity == "LR sensitivity" and not learns(x, k)):
-                    continue
-                test = stats.welch(m[ref].get(quantity, []), m[k].get(quantity, []))
-                if test is not None:
-                    found.append((k, test[1], (test[0] < 0) == lower))
-                    parts.append(Primary(test[1], direction(found[-1][2]), f"{quantity} against {label(k)}"))
-            against = [t for t in found if not t[2]]
-            if against:
-                k, p, _ = min(against, key=lambda t: t[1])
-                shown.append(f"{quantity}: **worse** than {label(k)} (p = {p_value(p)})")
-            elif found:
-                k, p, _ = max(found, key=lambda t: t[1])
-                shown.append(f"{quantity}: better than every other, closest {label(k)} (p = {p_value(p)})")
-        primary = both(parts) if parts else not_tested("no comparison")
-        primary = primary._replace(effect="best on every metric" if primary.direction == CLAIMED else
-                                   "not best on every metric")
-        numbers = (f"Peri-LN Δt = 0.1 against each other configuration of E1 (Welch, {len(m[ref]['L*'])} seeds; LR "
-                   "sensitivity among those that learn): " + "; ".join(shown))
+        found = at_matched(x, lambda lr: primary.best_everywhere(
+            metrics_at(x, ref, lr), {label(k): metrics_at(x, k, lr) for k in keys if k != ref}, lower))
+    numbers = f"{matched_note(x)}, Welch over the seeds: {primary_text(found)}"
+    if ref is not None:
+        secondary = primary.best_everywhere(own_best_metrics(x, ref),
+                                            {label(k): own_best_metrics(x, k) for k in x.e1_measured if k != ref},
+                                            {**OWN_BEST, **PER_SEED})
+        numbers += f". Secondary, each at its own best lr, every configuration (Post-LN too): {primary_text(secondary)}"
     return Claim("7. Peri-LN with Δt = 0.1 is best on every metric",
-                 "E1, Peri-LN Δt = 0.1 against every other configuration, Welch's tests of L*, and at each one's best "
-                 "lr ppl_seq, accuracy, ROUGE-1, and of LR sensitivity (intersection: the largest p, or the smallest "
-                 "against it)",
-                 [("7", primary)], numbers)
+                 "E1, Peri-LN Δt = 0.1 against each other Pre- and Peri-LN configuration at each matched lr: Welch's "
+                 "tests of the final loss, ppl_seq, accuracy, ROUGE-1, and of L* and LR sensitivity (over the lrs "
+                 "where a configuration finishes) (intersection; at both lrs)",
+                 [("7", found)], numbers)
 
 
-def label(key):
-    """"Pre-LN Δt = 0.1" of a configuration key (ln, dt, ...)."""
-    return f"{PLACEMENT_LABEL[key[0]]} Δt = {fmt_num(key[1])}"
+OWN_BEST = {"ppl_seq at the best lr": True, "accuracy at the best lr": False, "ROUGE-1 (stemmed) at the best lr": False}
+
+
+def own_best_metrics(x, key):
+    return {metric: x.e1_measured[key].get(metric, []) for metric in {**OWN_BEST, **PER_SEED}}
 
 
 CLAIMS = (claim_exponential_growth, claim_peri_growth, claim_dt_tightens, claim_gradients, claim_noise,

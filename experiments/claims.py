@@ -9,13 +9,16 @@ each verdict follows one rule (claim_rows.verdict; docs/claims.md states it)."""
 import argparse
 import os
 
-from . import e1, e2, reports, stats
+from . import e1, e2, power, reports, stats
 from .claim_rows import ALPHA, CLAIMS, verdict
 from .grid import InputError, make_grid
 from .tables import on_grid, p_value, table
 
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
-HEADER = ["claim (paper)", "primary test (named before the runs)", "numbers", "p (Holm)", "verdict"]
+HEADER = ["claim (paper)", "primary test (named before the runs)", "numbers", "p (Holm)", "power", "verdict"]
+# A test with less power than this at the protocol's seeds is untestable at this scale
+# (docs/experiments.md, *Power of the primary tests*).
+ENOUGH_POWER = 0.8
 
 
 # ---------------------------------------------------------------------------------------------
@@ -30,10 +33,12 @@ def experiment(docs, name):
 
 def load_experiments(docs):
     """Everything the claims read, from the published tables under `docs`."""
-    e1_settings, e1_runs, _ = experiment(docs, "e1")
+    e1_settings, e1_runs, e1_tables = experiment(docs, "e1")
     e2_settings, e2_runs, e2_tables = experiment(docs, "e2")
     e3_settings, e3_runs, _ = experiment(docs, "e3")
-    return argparse.Namespace(e1=e1_runs, e1_settings=e1_settings, e1_measured=e1.measure(e1_runs), e2=e2_runs,
+    matched, matched_set = e1.matched_lrs(e1_runs)
+    return argparse.Namespace(e1=e1_runs, e1_settings=e1_settings, e1_measured=e1.measure(e1_runs),
+                              e1_layers=e1_tables.layers, matched=matched, matched_set=matched_set, e2=e2_runs,
                               e2_settings=e2_settings, e2_tables=e2_tables, e2_depth=e2.depth_fits(e2_runs, e2_tables),
                               e2_fits=e2.within_fits(e2_runs, e2_tables), e2_diag=e2.diagnostics(e2_runs, e2_tables),
                               e3=e3_runs, e3_settings=e3_settings)
@@ -41,20 +46,27 @@ def load_experiments(docs):
 
 def claims_table(docs):
     """The table's lines: per claim its primary test, the numbers, the p-values (raw and Holm's
-    across every primary test of every claim) and the verdict."""
+    across every primary test of every claim), the power the test was designed with (docs/power.csv
+    of power.py, "—" without it) and the verdict."""
     x = load_experiments(docs)
+    powers = power.read_powers(os.path.join(docs, power.POWER_FILE))
     found = [claim(x) for claim in CLAIMS]
     primaries = [primary for c in found for _, primary in c.primaries]
     adjusted = iter(stats.holm([p.p for p in primaries]))
     rows = []
     for c in found:
-        ps, verdicts = [], []
+        ps, shown, verdicts = [], [], []
         for name, primary in c.primaries:
             holm = next(adjusted)
             tag = f"{name}: " if len(c.primaries) > 1 else ""
             ps.append(tag + ("—" if primary.p is None else f"{p_value(primary.p)} → {p_value(holm)}"))
-            verdicts.append(tag + verdict(primary, holm))
-        rows.append([c.title, c.test, c.numbers, "; ".join(ps), "; ".join(verdicts)])
+            found = powers.get(name)
+            shown.append(tag + ("—" if found is None else f"{found:.0%}"))
+            said = verdict(primary, holm)
+            if found is not None and found < ENOUGH_POWER and said.startswith("**inconclusive**"):
+                said += ": untestable at this scale (declared before the runs)"
+            verdicts.append(tag + said)
+        rows.append([c.title, c.test, c.numbers, "; ".join(ps), "; ".join(shown), "; ".join(verdicts)])
     return table(HEADER, rows)
 
 
@@ -81,16 +93,25 @@ is one function of `experiments/claim_rows.py`.
 
 Each claim has one primary test (claim 6 two: 6a and 6b), named before the runs. Its p-value
 (two-sided) is adjusted by Holm's procedure across the eight primary tests of the seven claims;
-the column shows the raw p → the adjusted one. The verdict:
+the column shows the raw p → the adjusted one. The power column is the share of simulated
+experiments, at the protocol's seeds and the effect the claim predicts, in which the test is
+supported (`python3 -m experiments.power`, computed before the runs; experiments.md, *Power of the
+primary tests*). The verdict:
 
 - **supported**: the estimate points the way the claim says and the adjusted p is below {alpha:g};
 - **not supported**: it points the other way and the adjusted p is below {alpha:g};
 - **inconclusive** at this scale: otherwise, and when the test could not be made (the reason is
-  given: e.g. too few runs passed E2's gate).
+  given: e.g. too few runs passed E2's gate); a test whose power is below 80% was declared
+  *untestable at this scale* before the runs, and its inconclusive verdict says so.
 
-A claim that needs several things at once (claims 2, 3 and 7) is an intersection: its direction is
-claimed only when every part points the claimed way, and then its p is the largest of the parts';
-otherwise its p is the smallest of the parts that point the other way.
+Every test that compares placements is made at E1's two matched learning rates (the two largest at
+which every Pre- and Peri-LN configuration learns) and its direction must agree at both: claimed
+at both or against at both, with the larger of the two p's; where they disagree, the verdict is
+inconclusive. A claim that needs several things at once (claims 2, 3 and 7) is an intersection:
+its direction is claimed only when every part points the claimed way, and then its p is the
+largest of the parts'; otherwise its p is the smallest of the parts that point the other way.
+Each claim's numbers give its second-round test, each configuration at its own best learning
+rate, as a secondary row.
 """
 
 

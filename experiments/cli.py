@@ -12,7 +12,7 @@ import time
 from . import checks, claims, collect, e1, figures, files, intervene, reports, runner
 from .grid import InputError, fmt_num, make_grid, parse_list, value_text
 from .results import ResultsError, load, read_json
-from .tables import on_grid
+from .tables import on_grid, recorded
 from .runner import use_private_binaries, write_slurm_script
 from .settings import BY_NAME, DEFAULTS, EXECUTION, EVALUATION, GRID, GRID_SETTINGS, PRESETS, SETTINGS, TRAINING, \
     TRAINING_SETTINGS
@@ -56,7 +56,7 @@ def parser(doc):
 
 def choices(name):
     return {"device": ("cpu", "cuda", "auto"), "experiment": tuple(reports.EXPERIMENTS),
-            "lr_from_rule": ("edge", "best")}.get(name)
+            "lr_from_rule": ("edge", "best", "matched", "divergence")}.get(name)
 
 
 def settings_of(a, given):
@@ -178,34 +178,79 @@ def check_slurm_file(path):
 
 def lr_from_e1(s):
     """The learning rates of a sweep without --lr, from the E1 sweep in s.lr_from (its
-    results.csv): by --lr-from-rule edge, Pre-LN's edge of stability (e1.pre_ln_edge: where half
-    its runs fail), one lr for every run; by best, each configuration's best lr there
-    (e1.best_of: the lowest mean final loss), as ln/Δt=lr entries."""
+    results.csv), by --lr-from-rule (docs/experiments.md, *The protocol*): edge, Pre-LN's edge of
+    stability (e1.pre_ln_edge: where half its runs fail), one lr for every run; best, each
+    configuration's best lr there (e1.best_of), as ln/Δt=lr entries; matched, the two matched
+    learning rates (e1.matched_lrs) for every run, and each configuration's best lr where it is
+    neither; divergence, Pre-LN's divergence edge and the grid's lr above it (e1.divergence_edge)
+    for every run. Refuses a grid that would repeat one of E1's runs (check_disjoint)."""
     if not s.lr_from:
         raise InputError("--lr: required (or --lr-from an E1 sweep's output)")
-    saved = read_json(os.path.join(s.lr_from, "sweep.json"))
-    if saved is None:
-        raise InputError(f"--lr-from {s.lr_from}: no sweep.json there (run the e1 preset first)")
-    if not os.path.isfile(os.path.join(s.lr_from, "results.csv")):
-        raise InputError(f"--lr-from {s.lr_from}: no results.csv yet (let its sweep finish, or "
-                         f"python3 sweep.py --report {s.lr_from})")
-    runs = on_grid(make_grid(argparse.Namespace(**{**DEFAULTS, **saved, "out": s.lr_from})), load(s.lr_from).results)
+    runs = e1_runs(s.lr_from)
     if s.lr_from_rule == "best":
-        entries = []
-        for ln in parse_list(s.ln, "ln", "--ln"):
-            for dt in parse_list(s.dt, "dt", "--dt"):
-                best = e1.best_of(runs[(runs.ln == ln) & (runs.dt == dt)])
-                if best is None:
-                    raise InputError(f"--lr-from {s.lr_from}: no recorded run of {ln}/{fmt_num(dt)} there")
+        lrs = ",".join(best_entries(s, runs, skip=()))
+        print(f"sweep: each configuration at its best lr in {s.lr_from}: {lrs}", flush=True)
+    elif s.lr_from_rule == "matched":
+        matched, common = e1.matched_lrs(runs)
+        if not matched:
+            raise InputError(f"--lr-from {s.lr_from}: fewer than two learning rates at which every Pre- and Peri-LN "
+                             f"configuration learns there ({', '.join(map(fmt_num, common)) or 'none'})")
+        lrs = ",".join([fmt_num(lr) for lr in matched] + best_entries(s, runs, skip=matched))
+        print(f"sweep: the matched lrs {' and '.join(map(fmt_num, matched))} from {s.lr_from} (every configuration "
+              f"learns at {', '.join(map(fmt_num, common))}), and own best lrs: {lrs}", flush=True)
+    elif s.lr_from_rule == "divergence":
+        found, edge = e1.divergence_edge(runs)
+        if not found:
+            raise InputError(f"--lr-from {s.lr_from}: Pre-LN's divergence edge is not bracketed there" +
+                             (f" ({e1.edge_text(edge)})" if edge else " (no Pre-LN run recorded)"))
+        lrs = ",".join(map(fmt_num, found))
+        print(f"sweep: lr {lrs} from {s.lr_from}: Pre-LN's divergence edge {e1.edge_text(edge)}", flush=True)
+    else:
+        lr, edge = e1.pre_ln_edge(runs)
+        if lr is None:
+            raise InputError(f"--lr-from {s.lr_from}: Pre-LN's edge is not bracketed there" +
+                             (f" ({e1.edge_text(edge)})" if edge else " (no Pre-LN run recorded)"))
+        print(f"sweep: lr {fmt_num(lr)} from {s.lr_from}: Pre-LN's edge {e1.edge_text(edge)}", flush=True)
+        lrs = fmt_num(lr)
+    check_disjoint(make_grid(argparse.Namespace(**{**vars(s), "lr": lrs})), runs, s.lr_from)
+    return lrs
+
+
+def e1_runs(folder):
+    """The grid of the E1 sweep in `folder` joined to its results.csv."""
+    saved = read_json(os.path.join(folder, "sweep.json"))
+    if saved is None:
+        raise InputError(f"--lr-from {folder}: no sweep.json there (run the e1 preset first)")
+    if not os.path.isfile(os.path.join(folder, "results.csv")):
+        raise InputError(f"--lr-from {folder}: no results.csv yet (let its sweep finish, or "
+                         f"python3 sweep.py --report {folder})")
+    return on_grid(make_grid(argparse.Namespace(**{**DEFAULTS, **saved, "out": folder})), load(folder).results)
+
+
+def best_entries(s, runs, skip):
+    """"ln/Δt=lr" of each configuration of the sweep at its best lr in `runs` (e1.best_of), those at
+    a learning rate in `skip` left out."""
+    entries = []
+    for ln in parse_list(s.ln, "ln", "--ln"):
+        for dt in parse_list(s.dt, "dt", "--dt"):
+            best = e1.best_of(runs[(runs.ln == ln) & (runs.dt == dt)])
+            if best is None:
+                raise InputError(f"--lr-from {s.lr_from}: no recorded run of {ln}/{fmt_num(dt)} there")
+            if best not in skip:
                 entries.append(f"{ln}/{fmt_num(dt)}={fmt_num(best)}")
-        print(f"sweep: each configuration at its best lr in {s.lr_from}: {', '.join(entries)}", flush=True)
-        return ",".join(entries)
-    lr, edge = e1.pre_ln_edge(runs)
-    if lr is None:
-        raise InputError(f"--lr-from {s.lr_from}: Pre-LN's edge is not bracketed there" +
-                         (f" ({e1.edge_text(edge)})" if edge else " (no Pre-LN run recorded)"))
-    print(f"sweep: lr {fmt_num(lr)} from {s.lr_from}: Pre-LN's edge {e1.edge_text(edge)}", flush=True)
-    return fmt_num(lr)
+    return entries
+
+
+def check_disjoint(grid, runs, folder):
+    """Refuses a grid that shares a run, the same (placement, Δt, wd, lr, seed), with the sweep in
+    `folder` whose learning rates it takes: no experiment may reuse another's runs."""
+    theirs = {(r.ln, r.dt, r.wd, r.lr, r.seed) for r in recorded(runs).itertuples()}
+    shared = sorted({(r.ln, r.dt, r.wd, r.lr, r.seed) for r in grid} & theirs)
+    if shared:
+        ln, dt, wd, lr, seed = shared[0]
+        raise InputError(f"--lr-from {folder}: {len(shared)} runs of this grid are runs there too (e.g. {ln}, Δt "
+                         f"{fmt_num(dt)}, wd {fmt_num(wd)}, lr {fmt_num(lr)}, seed {seed}); give --seeds that {folder} "
+                         "does not have")
 
 
 def saved_settings(s):

@@ -42,6 +42,80 @@ def failed(rows):
     return (rows.outcome != "ok") | short
 
 
+def diverged(rows):
+    """Per run (a boolean Series): did it diverge (claim 6's event, docs/experiments.md, *The third
+    round*)? ./train stopped it (diverged or nonfinite), it collapsed (finished with a final
+    validation loss at or above unigram_ce), or it never came back from a blow-up: its last logged
+    training loss is above its step-0 loss (≈ ln V). ./train's own rule waits for the end of
+    warmup; the last two stand in for a blow-up inside warmup that never recovers."""
+    stopped = rows.outcome.isin(["diverged", "nonfinite"])
+    unrecovered = rows.final_train_loss > rows.first_train_loss
+    return stopped | (rows.outcome == "collapsed") | unrecovered
+
+
+def learns_at(rows):
+    """{lr: does the configuration of `rows` learn there (fewer than half its recorded runs fail)}."""
+    got = recorded(rows)
+    flags = failed(got)
+    return {lr: bool(flags[got.lr == lr].sum() * 2 < (got.lr == lr).sum()) for lr in sorted(set(got.lr))}
+
+
+def matched_lrs(runs):
+    """The matched learning rates (docs/experiments.md, *The third round*): of the learning rates at
+    which every Pre- and Peri-LN configuration of `runs` learns (learns_at), the two largest, in
+    increasing order; with the whole matched set. ([], matched set) with fewer than two."""
+    configurations = [learns_at(group) for _, group in groups(recorded(runs[runs.ln.isin(BRACKETED)]), CONFIG)]
+    if not configurations:
+        return [], []
+    common = sorted(lr for lr in configurations[0] if all(c.get(lr, False) for c in configurations))
+    return (common[-2:] if len(common) >= 2 else []), common
+
+
+def divergence_edge(runs):
+    """E3's learning rates (docs/experiments.md, *The third round*): over all Pre-LN runs (both Δt),
+    above Pre-LN's best lr, where half of them diverge (stats.failure_edge of `diverged`),
+    rounded to two significant digits, and the grid's learning rate above it (η_hi, where at
+    least half diverged). ([η_d, η_hi], edge dict), or ([], edge) when it is not bracketed."""
+    pre = recorded(runs[runs.ln == "pre"])
+    best = best_of(pre)
+    if best is None:
+        return [], None
+    flags = diverged(pre)
+    edge = dict(stats.failure_edge({lr: list(flags[pre.lr == lr]) for lr in sorted(set(pre.lr))}, best), best=best)
+    if edge["edge"] is None:
+        return [], edge
+    rounded = float(f"{edge['edge']:.2g}")
+    return sorted({rounded, edge["high"]}), edge
+
+
+NATURAL_COLUMNS = ["quantity", "ln", "dt", "runs", "lrs", "slope", "low", "high", "p"]
+
+
+def natural_variation(runs, layers):
+    """Claim 4 without an intervention (docs/experiments.md, *The third round*): across E1's
+    learning rates, per Pre- and Peri-LN configuration over its finished runs, the slope of
+    ln(largest block sensitivity) and of ln(largest ‖∂L/∂W_fcproj‖ over the blocks) against
+    ln mean|X_L|, with its 95% interval and t-test against 0: whether, where the learning rate made
+    the activations large, the sensitivity and the gradients grew with them."""
+    done = finished(runs[runs.ln.isin(BRACKETED)])
+    if layers is not None and len(layers) and len(done):
+        done = done.merge(layers.groupby("run").fcproj_grad_norm.max().rename("max_fcproj_grad_norm"),
+                          left_on="run", right_index=True, how="left")
+    else:
+        done = done.assign(max_fcproj_grad_norm=math.nan)
+    rows = []
+    for quantity, column in (("max_sensitivity", "sens_mean_max"), ("fcproj_grad_norm", "max_fcproj_grad_norm")):
+        for (ln, dt), group in groups(done, ["ln", "dt"]):
+            keep = group[(group.mean_abs_L > 0) & (group[column] > 0)]
+            fit = stats.ols([[1.0] * len(keep), list(keep.mean_abs_L.apply(math.log))],
+                            list(keep[column].apply(math.log))) if len(keep) else None
+            if fit is not None:
+                slope, low, high = stats.coefficient_ci(fit, 1)
+                rows.append(dict(quantity=quantity, ln=ln, dt=dt, runs=len(keep), lrs=len(set(keep.lr)), slope=slope,
+                                 low=low, high=high, p=float(fit[2][1])))
+    return pd.DataFrame(rows, columns=NATURAL_COLUMNS)
+
+
 def final_losses(rows, l_init):
     """{lr: final losses of its recorded runs}, a run that stopped counted at L_init."""
     got = recorded(rows)
@@ -145,7 +219,7 @@ def measure(runs):
     "L*", "best lr", "LR sensitivity" (complete seeds only), and each finished run's ppl_seq,
     accuracy and ROUGE-1 at the configuration's best lr}. Configurations without a recorded run
     are left out."""
-    lrs, seeds = sorted(set(runs.lr)), sorted(set(runs.seed))
+    lrs, seeds = counted_lrs(runs), sorted(set(runs.seed))
     measured = {}
     for key, group in groups(runs, CONFIG):
         ln, dt, wd, depth, precision = key
@@ -156,7 +230,7 @@ def measure(runs):
         m = dict(rows=group, L_init=l_init, lr_rows=[], **{"L*": [], "best lr": [], "LR sensitivity": []})
         for seed in seeds:
             mine = got[got.seed == seed].sort_values("lr", kind="stable")
-            losses = {lr: finite(loss) for lr, loss in zip(mine.lr, mine.val_loss)}
+            losses = {lr: finite(loss) for lr, loss in zip(mine.lr, mine.val_loss) if lr in lrs}
             m["lr_rows"] += [dict(ln=ln, dt=dt, wd=wd, depth=depth, precision=precision, lr=run.lr, seed=seed,
                                   outcome=run.outcome, failed=bool(fail), spikes=run.spikes, max_loss=run.max_loss,
                                   max_loss_step=run.max_loss_step, val_loss=run.val_loss, unigram_ce=run.unigram_ce,
@@ -171,6 +245,15 @@ def measure(runs):
         m.update(at_best_lr(got))
         measured[key] = m
     return measured
+
+
+def counted_lrs(runs):
+    """The learning rates LR sensitivity averages over: the grid's, less those at which every run of
+    `runs` is recorded and none finished (a learning rate at which every configuration stops
+    measures the grid, not a configuration; docs/experiments.md, *The third round*)."""
+    got = recorded(runs)
+    return [lr for lr in sorted(set(runs.lr)) if (runs.lr == lr).sum() > (got.lr == lr).sum() or
+            len(finished(got[got.lr == lr]))]
 
 
 # The quantities of measure() that Welch's tests compare between configurations.
@@ -189,7 +272,7 @@ def report(s, runs, tables=None):
               "unigram_ce; [k stopped] = k runs diverged or went non-finite" if several else
               "one run per cell; a run that stopped shows its outcome; (c) = collapsed: not below unigram_ce") +
              "). A stopped run counts as L_init, the mean step-0 training loss. LR sensitivity = mean over the "
-             "grid of min(L(η), L_init) − L* (Wortsman et al. 2023)" +
+             "learning rates at which some run finished of min(L(η), L_init) − L* (Wortsman et al. 2023)" +
              (", per seed, then mean ± sd over the seeds; L* likewise, with the learning rates it fell at." if several
               else "."), ""]
     measured = measure(runs)

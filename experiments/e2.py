@@ -42,10 +42,10 @@ FIT_COLUMNS = (RUN_KEYS + ["stage", "quantity", "gated", "first", "last", "winne
                            "delta_aicc", "residual"] + [f"aicc_{law}" for law in stats.LAWS] +
                ["linear_a", "linear_b", "quadratic_a", "quadratic_b", "quadratic_c", "power_a", "power_b", "power_p",
                 "exponential_a", "exponential_b", "exponential_r"])
-DEPTH_COLUMNS = ["ln", "dt", "stage", "quantity", "runs", "depths", "r", "r_low", "r_high", "r_p", "p", "p_low",
+DEPTH_COLUMNS = ["ln", "dt", "lr", "stage", "quantity", "runs", "depths", "r", "r_low", "r_high", "r_p", "p", "p_low",
                  "p_high", "p_linear_p", "p_quadratic_p", "exp_alone_r", "power_alone_p", "aicc_exponential",
                  "aicc_power", "preferred"]
-DIAGNOSTIC_COLUMNS = ("run", "ln", "dt", "precision", "depth", "seed", "gated", "rho", "rho_p", "max_sensitivity",
+DIAGNOSTIC_COLUMNS = ("run", "ln", "dt", "lr", "precision", "depth", "seed", "gated", "rho", "rho_p", "max_sensitivity",
                       "amplification", "absolute_amplification", "gradient_ratio")
 
 
@@ -105,15 +105,15 @@ def depth_fit(runs, stage_profiles, stage, quantity):
 
 
 def depth_fits(runs, tables):
-    """depth_fits.csv: per configuration (ln, Δt), stage and quantity, depth_fit."""
+    """depth_fits.csv: per configuration (ln, Δt, lr), stage and quantity, depth_fit."""
     stage_profiles = {"init": profiles(tables.init_layers), "trained": profiles(tables.layers)}
     rows = []
-    for (ln, dt), group in groups(recorded(runs), ["ln", "dt"]):
+    for (ln, dt, lr), group in groups(recorded(runs), ["ln", "dt", "lr"]):
         for stage in STAGES:
             for quantity in QUANTITIES:
                 fit = depth_fit(group, stage_profiles[stage], stage, quantity)
                 if fit:
-                    rows.append(dict(ln=ln, dt=dt, **fit))
+                    rows.append(dict(ln=ln, dt=dt, lr=lr, **fit))
     return pd.DataFrame(rows, columns=DEPTH_COLUMNS)
 
 
@@ -169,7 +169,7 @@ def diagnostic(run, layers, is_gated):
     rho = stats.spearman(grad, hidden) if not (grad.isna().any() or hidden.isna().any()) else None
     g0, gL = finite(layers.grad_norm_scaled.iloc[0]), finite(layers.grad_norm_scaled.iloc[-1])
     w0, wL = finite(layers.w2_bound.iloc[0]), finite(layers.w2_bound.iloc[-1])
-    return dict(run=run.run, ln=run.ln, dt=run.dt, precision=run.precision, depth=depth_of(run, layers),
+    return dict(run=run.run, ln=run.ln, dt=run.dt, lr=run.lr, precision=run.precision, depth=depth_of(run, layers),
                 seed=run.seed, gated=bool(is_gated), rho=rho and rho[0], rho_p=rho and rho[1],
                 max_sensitivity=finite(layers.sens_mean.max()),
                 amplification=finite(layers.relative_amplification.iloc[-1]),
@@ -185,22 +185,22 @@ def diagnostics(runs, tables):
                          if run.run in layers], columns=list(DIAGNOSTIC_COLUMNS))
 
 
-def dt_pairs(runs, tables, only_gated=True):
-    """X_L after training of the same placement, depth and seed at the two Δt: one row per pair
-    with mean_abs and entry_var at each (columns QUANTITY_small, QUANTITY_large)."""
+def dt_pairs(runs, tables, only_gated=True, keys=("ln", "lr", "depth", "seed")):
+    """X_L after training of the same placement, learning rate, depth and seed (`keys`) at the two
+    Δt: one row per pair with mean_abs and entry_var at each (columns QUANTITY_small,
+    QUANTITY_large)."""
     dts = sorted(set(runs.dt))
     layers = profiles(tables.layers)
     got = recorded(runs)
     rows = []
     for run, is_gated in zip(got.itertuples(), gated(got)):
         if run.run in layers and (is_gated or not only_gated):
-            rows.append(dict(ln=run.ln, dt=run.dt, depth=depth_of(run, layers[run.run]), seed=run.seed,
+            rows.append(dict(ln=run.ln, dt=run.dt, lr=run.lr, depth=depth_of(run, layers[run.run]), seed=run.seed,
                              **{q: float(layers[run.run][q].iloc[-1]) for q in QUANTITIES}))
-    frame = pd.DataFrame(rows, columns=["ln", "dt", "depth", "seed"] + list(QUANTITIES))
+    frame = pd.DataFrame(rows, columns=["ln", "dt", "lr", "depth", "seed"] + list(QUANTITIES))
     if len(dts) != 2:
         return frame.iloc[0:0]
-    return frame[frame.dt == dts[0]].merge(frame[frame.dt == dts[1]], on=["ln", "depth", "seed"],
-                                           suffixes=("_small", "_large"))
+    return frame[frame.dt == dts[0]].merge(frame[frame.dt == dts[1]], on=list(keys), suffixes=("_small", "_large"))
 
 
 def ratio_test(small, large):
@@ -218,7 +218,7 @@ def ratio_test(small, large):
 # ---------------------------------------------------------------------------------------------
 # The intervention (intervene.py)
 
-SLOPE_COLUMNS = ["run", "ln", "dt", "depth", "seed", "slope", "slope_deep", "at_block_1"]
+SLOPE_COLUMNS = ["run", "ln", "dt", "lr", "depth", "seed", "slope", "slope_deep", "at_block_1"]
 
 
 def intervention_slopes(intervention, runs):
@@ -228,7 +228,8 @@ def intervention_slopes(intervention, runs):
     k at which block 1 is the most sensitive."""
     if intervention is None or not len(intervention):
         return pd.DataFrame(columns=SLOPE_COLUMNS)
-    keep = set(recorded(runs)[gated(recorded(runs))].run)
+    got = recorded(runs)
+    keep, lrs = set(got[gated(got)].run), dict(zip(got.run, got.lr))
     rows = []
     for name, mine in intervention[intervention.run.isin(keep)].groupby("run", sort=False):
         per_k = mine.groupby("k")
@@ -241,7 +242,7 @@ def intervention_slopes(intervention, runs):
         slope_deep = (stats.ols([np.ones(len(deep)), np.log(deep.index)], np.log(deep.values))
                       if len(deep) == len(top) and (deep > 0).all() else None)
         at_first = per_k.apply(lambda rows: rows.sort_values("sens_mean").layer.iloc[-1] == 1).mean()
-        rows.append(dict(run=name, ln=first["ln"], dt=first["dt"], depth=int(mine.layer.max()), seed=first["seed"],
+        rows.append(dict(run=name, ln=first["ln"], dt=first["dt"], lr=lrs[name], depth=int(mine.layer.max()), seed=first["seed"],
                          slope=float(slope[0][1]) if slope else None,
                          slope_deep=float(slope_deep[0][1]) if slope_deep else None, at_block_1=float(at_first)))
     return pd.DataFrame(rows, columns=SLOPE_COLUMNS)
@@ -249,6 +250,11 @@ def intervention_slopes(intervention, runs):
 
 # ---------------------------------------------------------------------------------------------
 # The report
+
+def lr_label(ln, dt, lr):
+    """"Pre-LN Δt=1 lr=0.001": E2's configurations are placement, Δt and learning rate."""
+    return f"{short_label(ln, dt)} lr={fmt_num(lr)}"
+
 
 def number(v, spec=".3g"):
     return "—" if v is None or v != v else format(v, spec)
@@ -274,7 +280,7 @@ def report(s, runs, tables):
               "power of L) has the lower AICc. Intervals are 95%.", ""]
     lines += table(["configuration", "stage", "quantity", "runs", "depths", "r (both terms)", "p of r = 0",
                     "p alone", "p of p = 1", "p of p = 2", "preferred"],
-                   [[short_label(f.ln, f.dt), f.stage, f.quantity, f.runs, f.depths, interval(f.r, f.r_low, f.r_high),
+                   [[lr_label(f.ln, f.dt, f.lr), f.stage, f.quantity, f.runs, f.depths, interval(f.r, f.r_low, f.r_high),
                      number(f.r_p, ".2g"), f"{number(f.power_alone_p)}", number(f.p_linear_p, ".2g"),
                      number(f.p_quadratic_p, ".2g"), f.preferred or "— (too few runs)"] for f in across.itertuples()])
     fits = within_fits(runs, tables)
@@ -312,10 +318,10 @@ def within_lines(fits):
     (ΔAICc ≥ 2) apart, at L ≥ WITHIN_DEPTH."""
     counted = fitted(fits)
     rows = []
-    for (ln, dt, depth, stage, key), group in groups(counted, ["ln", "dt", "depth", "stage", "quantity"]):
+    for (ln, dt, lr, depth, stage, key), group in groups(counted, ["ln", "dt", "lr", "depth", "stage", "quantity"]):
         won = group[group.winner.notna()]
         clear = won[won.delta_aicc >= 2]
-        rows.append([short_label(ln, dt), depth, stage, key, fmt_spread(values(group, "last")),
+        rows.append([lr_label(ln, dt, lr), depth, stage, key, fmt_spread(values(group, "last")),
                      tally(won.law) or "—", tally(clear.law) or "—", number(group.residual.median(), ".2g")])
     lines = ["", "### Within runs", "",
              f"The profile X_1..X_L of each run with L ≥ {WITHIN_DEPTH} (at init every run, after training the gated "
@@ -339,7 +345,7 @@ def pair_lines(runs, tables):
             rows.append([key, PLACEMENT_LABEL.get(placement, placement), f"{t['smaller']} of {t['pairs']}",
                          number(t["p"], ".2g"), interval(t["ratio"], t["low"], t["high"])])
     return ["", f"### Δt = {fmt_num(dts[0])} against Δt = {fmt_num(dts[1])}", "",
-            f"X_L after training of the same placement, depth and seed, both runs gated: pairs in which Δt = "
+            f"X_L after training of the same placement, learning rate, depth and seed, both runs gated: pairs in which Δt = "
             f"{fmt_num(dts[0])} gives the smaller value, the two-sided sign test, and the geometric mean of "
             "X_L(large Δt) / X_L(small Δt) with its 95% interval.", ""] + \
         table(["quantity", "placement", f"smaller with Δt = {fmt_num(dts[0])}", "sign test p", "ratio (95% CI)"], rows)
@@ -356,28 +362,28 @@ def diagnostic_lines(diag):
              "MLP's hidden activation (significant + / − at p < 0.05), the largest block sensitivity (mean ‖J v‖), "
              "the amplification of noise on X_0 at X_L: absolute (W2 bound at X_L / at X_0) and relative (divided by "
              "the stream's growth, RMS(X_L)/RMS(X_0)). Per run: fits.csv and results.csv.", ""]
-    by_config = dict(groups(mine, ["ln", "dt", "depth"]))
+    by_config = dict(groups(mine, ["ln", "dt", "lr", "depth"]))
     rows = []
-    for (ln, dt, depth), group in by_config.items():
+    for (ln, dt, lr, depth), group in by_config.items():
         significant = group[group.rho_p < 0.05]
-        rows.append([short_label(ln, dt), depth, fmt_spread(values(group, "rho"), ".2f"),
+        rows.append([lr_label(ln, dt, lr), depth, fmt_spread(values(group, "rho"), ".2f"),
                      f"{int((significant.rho > 0).sum())} / {int((significant.rho < 0).sum())}",
                      fmt_spread(values(group, "max_sensitivity")), fmt_spread(values(group, "absolute_amplification")),
                      fmt_spread(values(group, "amplification"))])
     lines += table(["configuration", "L", "ρ(grad W_fcproj, hidden RMS)", "significant + / −", "max block sensitivity",
                     "absolute amplification X_L", "relative amplification X_L"], rows)
     rows = []
-    for (ln, dt, depth), pre in by_config.items():
-        peri = by_config.get(("peri", dt, depth))
+    for (ln, dt, lr, depth), pre in by_config.items():
+        peri = by_config.get(("peri", dt, lr, depth))
         if ln != "pre" or peri is None:
             continue
         for key in ("max_sensitivity", "absolute_amplification", "amplification"):
             test = stats.welch(values(pre, key), values(peri, key))
-            rows.append([fmt_num(dt), depth, key.replace("_", " "), fmt_spread(values(pre, key)),
+            rows.append([fmt_num(dt), fmt_num(lr), depth, key.replace("_", " "), fmt_spread(values(pre, key)),
                          fmt_spread(values(peri, key)), "—" if test is None else f"{test[1]:.2g}"])
     if rows:
-        lines += ["", "Pre-LN against Peri-LN at the same Δt and depth (Welch's t-test, two-sided).", ""]
-        lines += table(["Δt", "L", "quantity", "Pre-LN", "Peri-LN", "p"], rows)
+        lines += ["", "Pre-LN against Peri-LN at the same Δt, learning rate and depth (Welch's t-test, two-sided).", ""]
+        lines += table(["Δt", "lr", "L", "quantity", "Pre-LN", "Peri-LN", "p"], rows)
     return lines
 
 
@@ -385,8 +391,8 @@ def intervention_lines(slopes):
     if not len(slopes):
         return []
     rows = []
-    for (ln, dt, depth), group in groups(slopes, ["ln", "dt", "depth"]):
-        rows.append([short_label(ln, dt), depth, fmt_spread(values(group, "slope"), ".2f"),
+    for (ln, dt, lr, depth), group in groups(slopes, ["ln", "dt", "lr", "depth"]):
+        rows.append([lr_label(ln, dt, lr), depth, fmt_spread(values(group, "slope"), ".2f"),
                      fmt_spread(values(group, "slope_deep"), ".2f"), fmt_spread(values(group, "at_block_1"), ".2f")])
     return ["", "### Intervention: the branch outputs scaled by k", "",
             "Each gated checkpoint with the output projections of its attention and MLP (weights and biases) scaled "

@@ -57,8 +57,10 @@ SETTINGS = [
             "-val_data"),
     Setting("lr_from", None, str, TRAINING, "without --lr: the learning rates from the E1 sweep in this folder, by "
             "--lr-from-rule"),
-    Setting("lr_from_rule", "edge", str, TRAINING, "edge: Pre-LN's edge of stability there, one lr for every run "
-            "(E3); best: each configuration's best lr there (E2)"),
+    Setting("lr_from_rule", "edge", str, TRAINING, "edge: Pre-LN's edge of stability there, one lr for every run; "
+            "best: each configuration's best lr there; matched (E2): the two largest lrs at which every Pre- and "
+            "Peri-LN configuration learns there, for every run, and each one's best lr beside them; divergence (E3): "
+            "Pre-LN's divergence edge there and the grid's lr above it, for every run"),
     Setting("lr_extend", 0, int, TRAINING,
             "1 = after the grid, add learning rates by half decades until it brackets every Pre- and Peri-LN edge "
             "(E1's rule, docs/experiments.md), running each addition", low=0, high=2),
@@ -110,8 +112,15 @@ def default_warmup(steps):
 PROTOCOL = dict(COMPACT_DATA, init="l8h2c64v4096", wd="0.1", warmup=30, steps=600, B=8, T=64, clip=1.0, beta2=0.95,
                 eval_every=200, eval_batches=16, save_every=200, stats_every=100, eval_B=8, diag_batches=1,
                 directions=2, noise_samples=2, device="cpu", threads=1, jobs=2)
-# E1's learning rates before its extension (lr_extend): half decades from 1e-3 to 0.3.
-E1_LRS = "1e-3,3e-3,1e-2,3e-2,0.1,0.3"
+# E1's learning rates before its extension (lr_extend): half decades from 3e-4 to 1, and three more
+# between 0.1 and 0.3 (equal steps of ln lr), where the placements part.
+E1_LRS = "3e-4,1e-3,3e-3,1e-2,3e-2,0.1,0.13,0.17,0.23,0.3,1"
+# Each experiment's seeds, disjoint from the others' and from the second round's (1-10): no run of
+# one experiment is a run of another (cli.check_disjoint refuses one that would be).
+E1_SEEDS, E2_SEEDS, E3_SEEDS = "101-105", "201-203", "301-312"
+GPU_E1_SEEDS, GPU_E2_SEEDS, GPU_E3_SEEDS = "101-103", "201-203", "301-305"
+# gpu-e1's learning rates: E1's without lr 3e-4 (at C = 256 the extension adds it if a best lr is 1e-3).
+GPU_E1_LRS = "1e-3,3e-3,1e-2,3e-2,0.1,0.13,0.17,0.23,0.3,1"
 # E2's models: 2 heads of 16 channels (C = 32), so that 64 blocks fit the CPU budget.
 E2_INIT = "l8h2c32v4096"
 # The paper's GPT-2 setup on OpenWebText (prepare_data.py openwebtext): AdamW β = (0.9, 0.95), lr 6e-4
@@ -124,29 +133,31 @@ PAPER = dict(ln="pre,peri,post", dt="1,0.1", wd="0.1,0", seeds="1-3", lr="6e-4",
 PRESETS = {
     # E1: learning-rate sensitivity of every placement and Δt, the grid extended until it brackets
     # every Pre- and Peri-LN edge.
-    "e1": dict(PROTOCOL, experiment="e1", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS, lr_extend=1, seeds="1-3",
+    "e1": dict(PROTOCOL, experiment="e1", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS, lr_extend=1, seeds=E1_SEEDS,
                out="runs/e1", publish="docs/e1"),
-    # E2: growth with depth on trained models, each configuration at its best lr of E1, 1500 steps
-    # (about 2.7 epochs); then the intervention on every finished checkpoint.
+    # E2: growth with depth on trained models at E1's two matched learning rates (and each
+    # configuration's own best beside them), 1500 steps (about 2.7 epochs); then the intervention
+    # on every finished checkpoint.
     "e2": dict(PROTOCOL, experiment="e2", init=E2_INIT, ln="pre,peri", dt="1,0.1", lr=None, lr_from="runs/e1",
-               lr_from_rule="best", depth="4,8,16,32,64", steps=1500, seeds="1-3", save_every=500, eval_every=500,
-               stats_every=100, intervene=1, out="runs/e2", publish="docs/e2"),
-    # E3: failures with and without weight decay at Pre-LN's edge in E1 (lr_from), E1's schedule,
-    # 10 seeds per cell; statistics every 20 steps for each run's extremes.
-    "e3": dict(PROTOCOL, experiment="e3", ln="pre,peri", dt="1,0.1", wd="0,0.1", seeds="1-10", lr=None,
-               lr_from="runs/e1", stats_every=20, out="runs/e3", publish="docs/e3"),
-    # The same experiments on one GPU (scripts/gpu_protocol.sh): C = 256, 16 × 128 tokens a step,
-    # 500 steps, 8 runs at once sharing the GPU; no Post-LN, fewer seeds.
-    "gpu-e1": dict(PROTOCOL, experiment="e1", init="l12h4c256v4096", ln="pre,peri", dt="1,0.1", lr="1e-3,1e-2,0.1,1",
-                   lr_extend=1, seeds="1-2", B=16, T=128, steps=500, warmup=25, eval_every=250, save_every=250,
+               lr_from_rule="matched", depth="4,8,16,32,64", steps=1500, seeds=E2_SEEDS, save_every=500,
+               eval_every=500, stats_every=100, intervene=1, out="runs/e2", publish="docs/e2"),
+    # E3: divergence with and without weight decay at Pre-LN's divergence edge in E1 and the grid's
+    # lr above it (lr_from), E1's schedule; statistics every 20 steps for each run's extremes.
+    "e3": dict(PROTOCOL, experiment="e3", ln="pre,peri", dt="1,0.1", wd="0,0.1", seeds=E3_SEEDS, lr=None,
+               lr_from="runs/e1", lr_from_rule="divergence", stats_every=20, out="runs/e3", publish="docs/e3"),
+    # The same design on one GPU (scripts/gpu_protocol.sh): C = 256, 16 × 128 tokens a step, 500
+    # steps, 8 runs at once sharing the GPU; no Post-LN, three seeds (gpu-e3 five).
+    "gpu-e1": dict(PROTOCOL, experiment="e1", init="l12h4c256v4096", ln="pre,peri", dt="1,0.1", lr=GPU_E1_LRS,
+                   lr_extend=1, seeds=GPU_E1_SEEDS, B=16, T=128, steps=500, warmup=25, eval_every=250, save_every=250,
                    stats_every=50, device="cuda", threads=2, jobs=8, out="runs/gpu-e1"),
     "gpu-e2": dict(PROTOCOL, experiment="e2", init="l12h4c256v4096", ln="pre,peri", dt="1,0.1", lr=None,
-                   lr_from="runs/gpu-e1", lr_from_rule="best", depth="6,12,24,48", seeds="1-2", B=16, T=128,
-                   steps=500, warmup=25, eval_every=250, save_every=250, stats_every=50, intervene=1, device="cuda",
-                   threads=2, jobs=8, out="runs/gpu-e2"),
+                   lr_from="runs/gpu-e1", lr_from_rule="matched", depth="6,12,24,48", seeds=GPU_E2_SEEDS, B=16,
+                   T=128, steps=500, warmup=25, eval_every=250, save_every=250, stats_every=50, intervene=1,
+                   device="cuda", threads=2, jobs=8, out="runs/gpu-e2"),
     "gpu-e3": dict(PROTOCOL, experiment="e3", init="l12h4c256v4096", ln="pre,peri", dt="1,0.1", wd="0,0.1",
-                   seeds="1-5", lr=None, lr_from="runs/gpu-e1", B=16, T=128, steps=500, warmup=25, eval_every=250,
-                   save_every=250, stats_every=25, device="cuda", threads=2, jobs=8, out="runs/gpu-e3"),
+                   seeds=GPU_E3_SEEDS, lr=None, lr_from="runs/gpu-e1", lr_from_rule="divergence", B=16, T=128,
+                   steps=500, warmup=25, eval_every=250, save_every=250, stats_every=25, device="cuda", threads=2,
+                   jobs=8, out="runs/gpu-e3"),
     "gpt2-124m": dict(PAPER, init="d12", out="runs/gpt2-124m"),
     "gpt2-350m": dict(PAPER, init="d24", B=8, out="runs/gpt2-350m"),
     "gpt2-774m": dict(PAPER, init="d36", B=4, out="runs/gpt2-774m"),

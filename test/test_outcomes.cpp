@@ -67,6 +67,21 @@ TEST(Outcomes, BlowUpInsideWarmupThatRecoversIsASpike) {
     EXPECT_EQ(t.extremes().max_loss_step, 6);
 }
 
+TEST(Outcomes, BlowUpInsideTheFirstWindowThatNeverRecoversIsNotStopped) {
+    // Warmup 30, W 20: the loss leaves 8.3 at step 2 and sits near 11 for good. The first W-step
+    // mean (step 19) already holds the blow-up, so it is the best mean, and nothing after warmup
+    // rises above it: ./train's rule (a rise after warmup, README "Run outcomes") cannot see this
+    // run, which finishes. The analysis's divergence event stands in for it (docs/experiments.md,
+    // "The third round": collapsed, or the last training loss above the first).
+    OutcomeTracker t({20, 1.0, 1.0, 30});
+    std::vector<double> losses = {8.3, 8.2};
+    for (int i = 2; i < 600; i++) losses.push_back(11.0 + (i % 2 ? 0.2 : -0.2));
+    EXPECT_EQ(feed(t, losses), -1);
+    EXPECT_EQ(t.outcome(), "");
+    EXPECT_GT(losses.back(), losses.front()) << "its last loss is above its first: the analysis counts it";
+    EXPECT_EQ(t.extremes().max_loss, 11.2);
+}
+
 TEST(Outcomes, SpikeAtStepOneIsMeasuredAgainstStepZero) {
     OutcomeTracker t({20, 1.0, 1.0, 0});
     EXPECT_EQ(feed(t, join({8.0, 9.5, 8.0}, repeat(7.9, 10))), -1);

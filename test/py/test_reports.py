@@ -140,6 +140,85 @@ class E1Edge(unittest.TestCase):
         self.assertIn("(next: lr 0.0003, 0.3).", text)
         self.assertEqual(list(tables["lr.csv"].failed[tables["lr.csv"].ln == "pre"]), [False, False, True, False, True, True])
 
+    def test_divergence_covers_a_blow_up_in_warmup_that_never_recovers(self):
+        # ./train's rule waits for the end of warmup (SPEC); a run that blows up inside warmup and
+        # stays up sits on its plateau afterwards, so nothing rises and ./train finishes it
+        # (seed 1: collapsed, its last training loss 10.6 above its first 8.32). The analysis's
+        # event counts it; a blow-up that recovers (seed 2) it does not; a stopped run (3) it
+        # does; a finished run whose last training loss stayed above its first (4) it does; a run
+        # that learned too little (5) failed without diverging.
+        runs = on_grid(*hand_made([
+            ("pre", 1.0, 0.1, 0.1, 1, "collapsed", 5.95, 8.32, dict(final_train_loss=10.6, max_loss=11.2,
+                                                                    max_loss_step=18)),
+            ("pre", 1.0, 0.1, 0.1, 2, "ok", 5.2, 8.32, dict(final_train_loss=5.1, max_loss=11.0, max_loss_step=15)),
+            ("pre", 1.0, 0.1, 0.1, 3, "diverged", None, 8.32, dict(final_train_loss=9.0, stopped_step=40)),
+            ("pre", 1.0, 0.1, 0.1, 4, "ok", 5.3, 8.32, dict(final_train_loss=8.5)),
+            ("pre", 1.0, 0.1, 0.1, 5, "ok", 5.6, 8.32, dict(final_train_loss=5.5))]))
+        self.assertEqual(list(e1.diverged(runs)), [True, False, True, True, False])
+        self.assertEqual(list(e1.failed(runs)), [True, False, True, False, True])
+
+    def learning(self, fails):
+        """Pre- and Peri-LN × Δt 1, 0.1 at lrs 1e-3, 1e-2, 0.1, 0.3 × seeds 1-3, and Post-LN failing
+        everywhere; `fails` maps (ln, dt, lr) to how many of its three runs fail (collapse)."""
+        runs = []
+        for ln in ("pre", "peri", "post"):
+            for dt in (1.0, 0.1):
+                for lr in (1e-3, 1e-2, 0.1, 0.3):
+                    k = 3 if ln == "post" else fails.get((ln, dt, lr), 0)
+                    runs += [(ln, dt, 0.1, lr, seed, "collapsed" if seed <= k else "ok", 5.9 if seed <= k else 5.0,
+                              8.3, {}) for seed in (1, 2, 3)]
+        return on_grid(*hand_made(runs))
+
+    def test_matched_learning_rates(self):
+        # Every Pre- and Peri-LN configuration learns (fewer than half of its runs fail) at 1e-3,
+        # 1e-2 and 0.1 (Peri-LN Δt = 1 fails 1 of 3 there); at 0.3 Pre-LN Δt = 1 fails 2 of 3. The
+        # two largest: 1e-2 and 0.1.
+        runs = self.learning({("pre", 1.0, 0.3): 2, ("peri", 1.0, 0.1): 1})
+        self.assertEqual(e1.matched_lrs(runs), ([1e-2, 0.1], [1e-3, 1e-2, 0.1]))
+        # Pre-LN Δt = 0.1 failing 2 of 3 at 0.1 leaves 1e-3 and 1e-2.
+        runs = self.learning({("pre", 0.1, 0.1): 2, ("pre", 1.0, 0.3): 2, ("peri", 1.0, 0.1): 1})
+        self.assertEqual(e1.matched_lrs(runs), ([1e-3, 1e-2], [1e-3, 1e-2]))
+        # With Peri-LN Δt = 1 failing 2 of 3 at 1e-2 too, one learning rate is left: none matched.
+        runs = self.learning({("pre", 0.1, 0.1): 2, ("pre", 1.0, 0.3): 2, ("peri", 1.0, 1e-2): 2})
+        self.assertEqual(e1.matched_lrs(runs), ([], [1e-3]))
+
+    def test_divergence_edge(self):
+        # Pre-LN (both Δt, 4 runs per lr) above its best lr 1e-3: 1 of 4 diverge at 0.1, 3 of 4 at
+        # 0.3: the rate reaches 1/2 half way in ln lr, √(0.1·0.3) = 0.173 → 0.17; E3 runs there and
+        # at 0.3. (Peri-LN's runs do not count.)
+        runs = []
+        for dt in (1.0, 0.1):
+            for seed in (1, 2):
+                runs += [("pre", dt, 0.1, 1e-3, seed, "ok", 5.0, 8.3, dict(final_train_loss=5.0)),
+                         ("pre", dt, 0.1, 0.1, seed, "collapsed" if (dt, seed) == (1.0, 1) else "ok",
+                          5.9 if (dt, seed) == (1.0, 1) else 5.4, 8.3, dict(final_train_loss=5.4)),
+                         ("pre", dt, 0.1, 0.3, seed, "ok" if (dt, seed) == (0.1, 2) else "diverged",
+                          5.5 if (dt, seed) == (0.1, 2) else None, 8.3, dict(final_train_loss=5.5)),
+                         ("peri", dt, 0.1, 0.1, seed, "diverged", None, 8.3, {})]
+        found, edge = e1.divergence_edge(on_grid(*hand_made(runs)))
+        self.assertEqual(found, [0.17, 0.3])
+        self.assertAlmostEqual(edge["edge"], math.sqrt(0.1 * 0.3), delta=1e-12)
+        self.assertEqual(edge["rates"][0.1], (1, 4))
+
+    def test_no_experiment_repeats_a_run_of_the_one_it_takes_its_lrs_from(self):
+        theirs = on_grid(*hand_made([("pre", 1.0, 0.1, 0.01, 1, "ok", 5.0, 8.3, {})]))
+        cli.check_disjoint([Run("pre", 1.0, 0.1, 0.01, None, None, 2, "/x"),
+                            Run("pre", 1.0, 0.0, 0.01, None, None, 1, "/x")], theirs, "runs/e1")  # no error
+        with self.assertRaises(cli.InputError) as caught:
+            cli.check_disjoint([Run("pre", 1.0, 0.1, 0.01, 8, None, 1, "/x")], theirs, "runs/e1")  # another depth
+        self.assertIn("1 runs of this grid are runs there too (e.g. pre, Δt 1, wd 0.1, lr 0.01, seed 1)",
+                      str(caught.exception))
+
+    def test_the_protocols_seeds_are_disjoint(self):
+        from experiments.grid import parse_list
+        from experiments.settings import PRESETS
+        for prefix in ("", "gpu-"):
+            seeds = [set(parse_list(PRESETS[prefix + e]["seeds"], "int", "--seeds")) for e in ("e1", "e2", "e3")]
+            for i in range(3):
+                self.assertFalse(seeds[i] & set(range(1, 11)), (prefix, i))  # the second round's seeds
+                for j in range(i):
+                    self.assertFalse(seeds[i] & seeds[j], (prefix, i, j))
+
     def test_a_bracketing_grid_adds_nothing(self):
         runs = self.hand_made_edge()
         runs = runs[~((runs.ln == "peri") & (runs.lr == 0.1))]  # now Peri's top lr is 1e-2 …
@@ -209,7 +288,7 @@ class E2(unittest.TestCase):
         self.assertEqual(set(counted.law), {"linear"})
         lines, out = e2.report(None, runs, tables)
         self.assertIn("depth_fits.csv", out)
-        self.assertTrue(any(l.startswith("| Pre-LN Δt=1 | 32 | trained | mean_abs |") and "linear 2" in l
+        self.assertTrue(any(l.startswith("| Pre-LN Δt=1 lr=0.001 | 32 | trained | mean_abs |") and "linear 2" in l
                             for l in lines), "\n".join(lines))
 
     def test_pairs_and_ratio_by_hand(self):
