@@ -268,6 +268,13 @@ static int sample_prompt(const EvalOptions& o, const ModelConfig& cfg, const std
     } catch (const InputError& e) {
         throw InputError(std::string("flag -tokenizer: ") + e.what());
     }
+    if (tok->vocab_size() < cfg.V)
+        throw InputError("flag -tokenizer: " + o.tokenizer_path + " has " + std::to_string(tok->vocab_size()) +
+                         " tokens but the model's vocabulary is " + std::to_string(cfg.V));
+    if (tok->vocab_size() != cfg.V)
+        std::printf("warning: %s has %d tokens but the model's vocabulary is %d: the prompt and samples read the "
+                    "model's ids as this tokenizer's and may mean nothing\n",
+                    o.tokenizer_path.c_str(), tok->vocab_size(), cfg.V);
     const std::vector<int32_t> prompt = encode_prompt(o, cfg, *tok);
     const int count = std::max(o.samples, 1), P = (int)prompt.size();
     std::printf("prompt: %d tokens (tokenizer %s); %d sample%s of %d tokens, temperature %g, top_k %d, seed %llu\n", P,
