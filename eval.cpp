@@ -7,6 +7,8 @@
 // and sampled continuations.
 //
 //   ./eval -model out/model_00001000.bin [-val_data GLOB] [-eval_batches N] [-json FILE]
+//   ./eval -run out -prompt "Call me Ishmael."      continuations of a text, no evaluation
+//   ./eval -run out -export out.safetensors         the model as GPT-2 safetensors, no evaluation
 //
 // The loss and val_ppl come from the chosen backend (-device). Everything else runs on the
 // CPU reference model (CpuModel<float>): on the CPU backend that is the same model, on CUDA a
