@@ -235,10 +235,10 @@ TEST_F(UserCommands, TrainPrintsProgressOnStderrInsideLongStepsOnly) {
     EXPECT_EQ(quick.err, "") << "steps far shorter than 10 s print no progress";
     Result slow = run(train + " -progress 0.0005 -out " + dir + "slow");
     ASSERT_EQ(slow.status, 0) << slow.err;
-    EXPECT_TRUE(std::regex_search(slow.err, std::regex(R"(train: step \d: micro-step [12] of 2 \(\d+\.\d s\)\n)"))) << slow.err;
-    EXPECT_TRUE(std::regex_search(slow.err, std::regex(R"(train: (evaluation at step 0|final evaluation) \()"))) << slow.err;
+    EXPECT_TRUE(std::regex_search(slow.err, std::regex(R"(train progress: step \d: micro-step [12] of 2 \(\d+\.\d s\)\n)"))) << slow.err;
+    EXPECT_TRUE(std::regex_search(slow.err, std::regex(R"(train progress: (evaluation at step 0|final evaluation) \()"))) << slow.err;
     std::stringstream err(slow.err);
-    for (std::string line; std::getline(err, line);) EXPECT_EQ(line.rfind("train: ", 0), 0u) << line;
+    for (std::string line; std::getline(err, line);) EXPECT_EQ(line.rfind("train progress: ", 0), 0u) << line;
     expect_documented_output(slow.out, read_file(dir + "slow/log.jsonl"));
     EXPECT_EQ(json_numbers(read_file(dir + "quick/log.jsonl"), "loss"), json_numbers(read_file(dir + "slow/log.jsonl"), "loss"));
 }
@@ -252,8 +252,8 @@ TEST_F(UserCommands, EvalPrintsProgressOnStderrInsideLongEvaluationsOnly) {
     EXPECT_EQ(quick.err, "");
     Result slow = run(eval + " -progress 0.0005");
     ASSERT_EQ(slow.status, 0) << slow.err;
-    EXPECT_NE(slow.err.find("eval: evaluation: batch "), std::string::npos) << slow.err;
-    EXPECT_NE(slow.err.find("eval: diagnostics: batch "), std::string::npos) << slow.err;
+    EXPECT_NE(slow.err.find("eval progress: evaluation: batch "), std::string::npos) << slow.err;
+    EXPECT_NE(slow.err.find("eval progress: diagnostics: batch "), std::string::npos) << slow.err;
     EXPECT_EQ(quick.out.substr(0, quick.out.find("eval time")), slow.out.substr(0, slow.out.find("eval time")));
 }
 
