@@ -7,6 +7,8 @@
 // and sampled continuations.
 //
 //   ./eval -model out/model_00001000.bin [-val_data GLOB] [-eval_batches N] [-json FILE]
+//   ./eval -run out -prompt "Call me Ishmael."      continuations of a text, no evaluation
+//   ./eval -run out -export out.safetensors         the model as GPT-2 safetensors, no evaluation
 //
 // The loss and val_ppl come from the chosen backend (-device). Everything else runs on the
 // CPU reference model (CpuModel<float>): on the CPU backend that is the same model, on CUDA a
@@ -282,6 +284,13 @@ static int sample_prompt(const EvalOptions& o, const ModelConfig& cfg, const std
     } catch (const InputError& e) {
         throw InputError(std::string("flag -tokenizer: ") + e.what());
     }
+    if (tok->vocab_size() < cfg.V)
+        throw InputError("flag -tokenizer: " + o.tokenizer_path + " has " + std::to_string(tok->vocab_size()) +
+                         " tokens but the model's vocabulary is " + std::to_string(cfg.V));
+    if (tok->vocab_size() != cfg.V)
+        std::printf("warning: %s has %d tokens but the model's vocabulary is %d: the prompt and samples read the "
+                    "model's ids as this tokenizer's and may mean nothing\n",
+                    o.tokenizer_path.c_str(), tok->vocab_size(), cfg.V);
     const std::vector<int32_t> prompt = encode_prompt(o, cfg, *tok);
     const int count = std::max(o.samples, 1), P = (int)prompt.size();
     std::printf("prompt: %d tokens (tokenizer %s); %d sample%s of %d tokens, temperature %g, top_k %d, seed %llu\n", P,

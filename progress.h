@@ -7,8 +7,9 @@
 //   progress.end();
 //
 // A thread waits beside the program; once a phase has run for `interval` seconds since it began
-// or since its last line, it prints "eval: evaluation, batch 2 of 10 (12.0 s)". A phase shorter
-// than the interval prints nothing, so stdout's step lines and log.jsonl are never touched.
+// or since its last line, it prints "eval progress: evaluation, batch 2 of 10 (12.0 s)" (not
+// "eval: ...", the start of an error line). A phase shorter than the interval prints nothing;
+// stdout's step lines and log.jsonl are never touched.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -82,7 +83,7 @@ private:
                 continue;  // a new phase may have begun meanwhile: its own time is due
             }
             const double seconds = std::chrono::duration<double>(Clock::now() - began_).count();
-            std::fprintf(stderr, "%s: %s (%.1f s)\n", program_.c_str(), what_.c_str(), seconds);
+            std::fprintf(stderr, "%s progress: %s (%.1f s)\n", program_.c_str(), what_.c_str(), seconds);
             last_line_ = Clock::now();
         }
     }

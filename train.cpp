@@ -3,6 +3,8 @@
 //
 //   ./train -ln peri -dt 0.1                      the bundled corpus, default sizes
 //   ./train -init d12 -train_data "owt/train_*.bin" -val_data "owt/val_*.bin" -out runs/x
+//   ./train -config runs/x/config.json -seed 43 -out runs/y     x's settings, another seed
+//   ./train -init gpt2/model.safetensors -lr 1e-4 -out ft        from OpenAI's GPT-2 weights
 //
 // Reading order: main() reads the flags (train_flags.h) and prepares the run: the model resumed,
 // loaded or fresh, the batch shape (resume.h); train() starts the data and the model on every

@@ -60,8 +60,8 @@ inline const std::vector<TrainFlag>& train_flags() {
         // flag, option, values, default, on -resume 1, help[, where config.json records it]
         {"config", &O::config_path, text("FILE"), "", MAY_CHANGE,
          "a recorded run's config.json to start a new run with its settings: every flag it records (all but -out, "
-         "-resume, -overwrite, -change_steps, -device, -precision, -threads, -progress); flags given beside it win "
-         "(docs/cli.md §4)",
+         "-resume, -overwrite, -change_steps, -device, -precision, -threads, -progress, -zero); flags given beside it "
+         "win (docs/cli.md §4)",
          NOT_RECORDED},
         {"ln", &O::ln, one_of({"pre", "post", "peri"}), "pre", MUST_MATCH,
          "LayerNorm placement: before each module, after the residual add, or around each module",
@@ -178,10 +178,11 @@ inline const Json* recorded_value(const Json& config, const TrainFlag& f) {
     return v ? v : config.get(f.record.name);
 }
 
-// The flags whose default is worked out from others (lr_min from lr, warmup from steps,
-// total_batch from B and T): -config takes their recorded value only when none of those others
-// is given beside it, else they are worked out again.
+// The flags whose recorded value -config leaves alone: those worked out from others (lr_min from
+// lr, warmup from steps, total_batch from B and T) when one of those others is given beside it
+// (they are worked out again), and zero, which a run of one rank records as 0 whatever was asked.
 inline bool worked_out_from_a_given_flag(const std::string& flag, const std::set<std::string>& given) {
+    if (flag == "zero") return true;
     if (flag == "lr_min") return given.count("lr");
     if (flag == "warmup") return given.count("steps");
     if (flag == "total_batch") return given.count("B") || given.count("T");

@@ -120,13 +120,31 @@ TEST_F(UserCommands, PromptRefusals) {
     for (int i = 0; i < 40; i++) long_text += " whale";
     expect_refused(run(eval + " -prompt '" + long_text + "'"), "flag -prompt: 40 tokens, but the model's maxT is 32");
     expect_refused(run(eval + " -prompt 'The whale' -sample_len 31"), "flag -sample_len");
-    expect_refused(run(eval + " -prompt 'The whale' -tokenizer data/mobydick_v4096_tokenizer.bin"), "cannot encode");
+    expect_refused(run(eval + " -prompt 'The whale' -tokenizer data/mobydick_v4096_tokenizer.bin"),
+                   "has 4096 tokens but the model's vocabulary is 50257");
     expect_refused(run(eval + " -prompt 'The whale' -tokenizer " + dir + "missing.bin"), "flag -tokenizer");
     expect_refused(run(eval + " -prompt 'The whale' -json " + dir + "e.json"), "flag -json");
     EXPECT_FALSE(exists(dir + "e.json"));
     ModelConfig small = tiny_model(1, Placement::Pre);  // V = 96: GPT-2's ids of "The whale" are not its tokens
     write_fresh_checkpoint(dir + "v96.bin", small, 1);
     expect_refused(run("./eval -device cpu -model " + dir + "v96.bin -prompt 'The whale'"), "outside the model's vocabulary of 96");
+}
+
+TEST_F(UserCommands, PromptTakesTheRunsTokenizerAndAFlagBesideRunWins) {
+    // a run of the compact vocabulary records its decode-only tokenizer, which cannot encode
+    Result trained = run("./train -device cpu -threads 1 -init l1h2c16v4096t32 -steps 1 -B 2 -T 8 -eval_every 0 "
+                         "-train_data 'data/mobydick_v4096_train_*.bin' -tokenizer data/mobydick_v4096_tokenizer.bin -out " +
+                         dir + "run");
+    ASSERT_EQ(trained.status, 0) << trained.err;
+    expect_refused(run("./eval -device cpu -run " + dir + "run -prompt 'The whale'"),
+                   "flag -tokenizer: data/mobydick_v4096_tokenizer.bin: has no merges");
+    // GPT-2's tokenizer beside -run wins: ", the." is ids 11, 262, 13, inside the 4,096
+    Result r = run("./eval -device cpu -run " + dir + "run -tokenizer data/gpt2_tokenizer.bin -prompt ', the.' -sample_len 4");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("prompt: 3 tokens (tokenizer data/gpt2_tokenizer.bin)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("sample 0: , the.[["), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("warning: data/gpt2_tokenizer.bin has 50257 tokens but the model's vocabulary is 4096"),
+              std::string::npos) << r.out;
 }
 
 // ---- ./train -config ----
@@ -217,10 +235,10 @@ TEST_F(UserCommands, TrainPrintsProgressOnStderrInsideLongStepsOnly) {
     EXPECT_EQ(quick.err, "") << "steps far shorter than 10 s print no progress";
     Result slow = run(train + " -progress 0.0005 -out " + dir + "slow");
     ASSERT_EQ(slow.status, 0) << slow.err;
-    EXPECT_TRUE(std::regex_search(slow.err, std::regex(R"(train: step \d: micro-step [12] of 2 \(\d+\.\d s\)\n)"))) << slow.err;
-    EXPECT_TRUE(std::regex_search(slow.err, std::regex(R"(train: (evaluation at step 0|final evaluation) \()"))) << slow.err;
+    EXPECT_TRUE(std::regex_search(slow.err, std::regex(R"(train progress: step \d: micro-step [12] of 2 \(\d+\.\d s\)\n)"))) << slow.err;
+    EXPECT_TRUE(std::regex_search(slow.err, std::regex(R"(train progress: (evaluation at step 0|final evaluation) \()"))) << slow.err;
     std::stringstream err(slow.err);
-    for (std::string line; std::getline(err, line);) EXPECT_EQ(line.rfind("train: ", 0), 0u) << line;
+    for (std::string line; std::getline(err, line);) EXPECT_EQ(line.rfind("train progress: ", 0), 0u) << line;
     expect_documented_output(slow.out, read_file(dir + "slow/log.jsonl"));
     EXPECT_EQ(json_numbers(read_file(dir + "quick/log.jsonl"), "loss"), json_numbers(read_file(dir + "slow/log.jsonl"), "loss"));
 }
@@ -234,8 +252,8 @@ TEST_F(UserCommands, EvalPrintsProgressOnStderrInsideLongEvaluationsOnly) {
     EXPECT_EQ(quick.err, "");
     Result slow = run(eval + " -progress 0.0005");
     ASSERT_EQ(slow.status, 0) << slow.err;
-    EXPECT_NE(slow.err.find("eval: evaluation: batch "), std::string::npos) << slow.err;
-    EXPECT_NE(slow.err.find("eval: diagnostics: batch "), std::string::npos) << slow.err;
+    EXPECT_NE(slow.err.find("eval progress: evaluation: batch "), std::string::npos) << slow.err;
+    EXPECT_NE(slow.err.find("eval progress: diagnostics: batch "), std::string::npos) << slow.err;
     EXPECT_EQ(quick.out.substr(0, quick.out.find("eval time")), slow.out.substr(0, slow.out.find("eval time")));
 }
 

@@ -1,8 +1,8 @@
 """GPT-2 safetensors (docs/formats.md §5) against Python's side, run by build/test_experiments
 after `make eval`:
   * Layout (numpy): ./eval -export writes, byte for byte, the file an independent Python writer
-    (json.dumps, struct) makes of the same tensors, and the `safetensors` library's own file
-    where that library is installed;
+    (json.dumps, struct) makes of the same tensors, and, where the `safetensors` library is
+    installed, its file's header (as JSON: it orders __metadata__ freely) and data;
   * Torch (skipped without torch): ./eval's loss on weights imported from safetensors equals the
     float64 PyTorch model of test/make_golden.py (written from docs/model.md's equations) on the
     same tensors, Pre- and Peri-LN; and, where transformers is installed, Hugging Face's
@@ -100,7 +100,14 @@ class Layout(unittest.TestCase):
         save_file(gpt2_tensors(2, 16, 40, 8, True, 2), path,
                   metadata={"dt": "0.25", "format": "pt", "n_head": "2", "placement": "peri"})
         with open(path, "rb") as f:
-            self.assertEqual(self.export_of(path), f.read())
+            theirs = f.read()
+        ours = self.export_of(path)
+        # the library may write __metadata__'s members in any order: the same header as JSON, the
+        # same length, the same data bytes
+        n = struct.unpack("<Q", theirs[:8])[0]
+        self.assertEqual(ours[:8], theirs[:8])
+        self.assertEqual(json.loads(ours[8:8 + n]), json.loads(theirs[8:8 + n]))
+        self.assertEqual(ours[8 + n:], theirs[8 + n:])
 
 
 class Torch(unittest.TestCase):
