@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "paths.h"
 #include "unicode_tables.h"
 
 namespace gpt2_bpe {
@@ -424,12 +425,6 @@ class Tokenizer {
     std::unordered_map<uint64_t, Merge> merges_;  // pair_key(left, right) -> merge
     int eot_ = 0;
 };
-
-// The folder part of a file path or glob ("data/x_*.bin" -> "data", "x.bin" -> ".").
-inline std::string folder_of(const std::string& path) {
-    const size_t slash = path.find_last_of('/');
-    return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-}
 
 // What to give for shards made by tokenizer `fingerprint` (the shards `shards`, a glob): "-tokenizer
 // FILE" for the first "*tokenizer*.bin" file of the shards' folder or data/ that is that
