@@ -13,7 +13,8 @@
 // second copy of the weights on the host.
 //
 // Exit status: 0 done, 1 out of memory, 2 bad input (one line naming the flag or file, before
-// any work), 4 an output file could not be written.
+// any work), 3 the model's weights or validation loss are not finite (its metrics null), 4 an
+// output file could not be written.
 #include <omp.h>
 
 #include <algorithm>
