@@ -409,7 +409,9 @@ static std::string run_model(const std::string& dir, const Json& config) {
     const std::vector<int> steps = checkpoint_steps(dir);
     if (!steps.empty()) return numbered(dir, "model", steps.back());
     const Json* recorded = config.get("steps");
-    if (!recorded || recorded->kind() != Json::Kind::Number) return "";
+    if (!recorded || recorded->kind() != Json::Kind::Number || !(recorded->as_number() >= 1) ||
+        recorded->as_number() > (1 << 30))
+        return "";  // not a -steps ./train accepts
     const std::string final_model = numbered(dir, "model", (int)recorded->as_number());
     return file_id(final_model) ? final_model : "";
 }

@@ -442,6 +442,7 @@ inline std::string tokenizer_to_give(uint32_t fingerprint, const std::string& sh
         closedir(d);
     }
     std::sort(candidates.begin(), candidates.end());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());  // shards in data/
     for (const std::string& path : candidates) {
         try {
             if (Tokenizer(path).fingerprint() == fingerprint) return "-tokenizer " + path;
