@@ -87,7 +87,8 @@ inline const std::vector<EvalFlag>& eval_flags() {
         {"seed", &O::seed, integers(0, 1LL << 62), "1234", MAY_CHANGE, "directions, noise and sampling"},
         {"device", &O::device, one_of({"auto", "cpu", "cuda"}), "auto", MAY_CHANGE,
          "auto = CUDA when a device is present, else the CPU"},
-        {"precision", &O::precision, one_of({"bf16", "fp32"}), "bf16", MAY_CHANGE, "CUDA only, as ./train's"},
+        {"precision", &O::precision, one_of({"bf16", "fp32"}), "bf16", MAY_CHANGE,
+         "CUDA only, as ./train's (bf16 given on the CPU is refused)"},
         {"threads", &O::threads, integers(1, 1024), worked_out("all cores"), MAY_CHANGE,
          "OpenMP threads of the CPU model"},
     };
