@@ -15,7 +15,8 @@
 // second copy of the weights on the host.
 //
 // Exit status: 0 done, 1 out of memory, 2 bad input (one line naming the flag or file, before
-// any work), 4 an output file could not be written.
+// any work), 3 the model's weights or validation loss are not finite (its metrics null), 4 an
+// output file could not be written.
 #include <omp.h>
 
 #include <algorithm>
@@ -493,7 +494,9 @@ static std::string run_model(const std::string& dir, const Json& config) {
     const std::vector<int> steps = checkpoint_steps(dir);
     if (!steps.empty()) return numbered(dir, "model", steps.back());
     const Json* recorded = config.get("steps");
-    if (!recorded || recorded->kind() != Json::Kind::Number) return "";
+    if (!recorded || recorded->kind() != Json::Kind::Number || !(recorded->as_number() >= 1) ||
+        recorded->as_number() > (1 << 30))
+        return "";  // not a -steps ./train accepts
     const std::string final_model = numbered(dir, "model", (int)recorded->as_number());
     return file_id(final_model) ? final_model : "";
 }

@@ -51,6 +51,15 @@ inline std::optional<FileId> descriptor_id(int fd) {
     return regular_file_id(st);
 }
 
+// The folder part of a file path or glob ("data/x_*.bin" -> "data", "x.bin" -> ".").
+inline std::string folder_of(const std::string& path) {
+    const size_t slash = path.find_last_of('/');
+    return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// The name part of a file path ("data/x.bin" -> "x.bin"; "" for a path ending in "/").
+inline std::string file_name_of(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
+
 // A file a command reads: how messages name it ("the -tokenizer file data/gpt2_tokenizer.bin",
 // "standard input") and which file it is.
 struct CommandInput {

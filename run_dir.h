@@ -116,26 +116,16 @@ inline void check_inputs_outside_folder(const std::string& dir, const std::vecto
 
 // The file of a run folder that writing `path` would replace, or "" for none: a name ./train
 // writes (is_run_file) in a folder holding run files, as the rename of a whole-file write
-// replaces it (the folder's spelling resolved: "./", "..", a link to the folder) or as a link at
-// `path` leads to it.
+// replaces it (the folder however spelled: "./", "..", a link to it) or as a link at `path`
+// leads to it.
 inline std::string run_file_at(const std::string& path) {
-    std::vector<std::string> places;  // folder and name, resolved
-    const size_t slash = path.find_last_of('/');
-    const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-    const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-    if (char* real = realpath(folder.c_str(), nullptr)) {
-        places.push_back(in_folder(real, name));
-        std::free(real);
-    }
-    if (char* real = realpath(path.c_str(), nullptr)) {  // a link to a run file
+    std::vector<std::string> places = {path};
+    if (char* real = realpath(path.c_str(), nullptr)) {  // where a link leads
         places.push_back(real);
         std::free(real);
     }
-    for (const std::string& place : places) {
-        const size_t at = place.find_last_of('/');
-        const std::string dir = at == 0 ? "/" : place.substr(0, at), file = place.substr(at + 1);
-        if (is_run_file(file) && !run_files(dir).empty()) return place;
-    }
+    for (const std::string& place : places)
+        if (is_run_file(file_name_of(place)) && !run_files(folder_of(place)).empty()) return place;
     return "";
 }
 

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "paths.h"
 #include "unicode_tables.h"
 
 namespace gpt2_bpe {
@@ -425,12 +426,6 @@ class Tokenizer {
     int eot_ = 0;
 };
 
-// The folder part of a file path or glob ("data/x_*.bin" -> "data", "x.bin" -> ".").
-inline std::string folder_of(const std::string& path) {
-    const size_t slash = path.find_last_of('/');
-    return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-}
-
 // What to give for shards made by tokenizer `fingerprint` (the shards `shards`, a glob): "-tokenizer
 // FILE" for the first "*tokenizer*.bin" file of the shards' folder or data/ that is that
 // tokenizer, or words saying which file when none is.
@@ -447,6 +442,7 @@ inline std::string tokenizer_to_give(uint32_t fingerprint, const std::string& sh
         closedir(d);
     }
     std::sort(candidates.begin(), candidates.end());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());  // shards in data/
     for (const std::string& path : candidates) {
         try {
             if (Tokenizer(path).fingerprint() == fingerprint) return "-tokenizer " + path;

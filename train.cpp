@@ -209,8 +209,9 @@ static bool validate(Training& t, int step) {
 }
 
 // The end of a run a SIGINT/SIGTERM stopped (`where`: after a step, or in an evaluation): the
-// checkpoint pair of the steps done, unless it is on disk already or no step was done, one line,
-// and the exit status 130 / 143.
+// checkpoint pair of the steps done, unless it is on disk already; with no step done, the run's
+// config.json and log.jsonl removed (the same command starts it again); one line, and the exit
+// status 130 / 143.
 static int stop(Training& t, const char* where) {
     const int sig = interrupted(t.group);
     const int done = t.r.state.steps_done;
@@ -226,8 +227,8 @@ static int stop(Training& t, const char* where) {
 
 // The end of a run that trained its last step: the final validation loss against unigram_ce of
 // the same tokens decides between collapsed and ok (without validation data, -eval_every 0:
-// ok), logged and printed with the run's summary. Returns the exit status: 3 when the last
-// update broke the model, else 0.
+// ok), logged and printed with the run's summary; also on -resume 1 after a stop in that
+// evaluation. Returns the exit status: 3 when the last update broke the model, else 0.
 static int finish(Training& t) {
     const TrainOptions& o = t.r.opt;
     double unigram = NAN;

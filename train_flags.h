@@ -144,7 +144,8 @@ inline const std::vector<TrainFlag>& train_flags() {
          NOT_RECORDED},
         {"precision", &O::precision, one_of({"bf16", "fp32"}), "bf16", MAY_CHANGE,
          "CUDA only: bf16 = mixed precision (bf16 products, LayerNorm outputs and activations; fp32 residual stream, "
-         "master weights and moments), or fp32 throughout (config.json: \"backend\")",
+         "master weights and moments), or fp32 throughout (config.json: \"backend\"); the CPU computes in fp32 and "
+         "refuses a -precision bf16 given",
          NOT_RECORDED},
         {"threads", &O::threads, integers(1, 1024), worked_out("all cores"), MAY_CHANGE,
          "OpenMP threads of the CPU backend (config.json: \"backend\")", NOT_RECORDED},

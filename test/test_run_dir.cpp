@@ -1033,10 +1033,13 @@ TEST_F(RunDir, PrecisionBf16IsRefusedOnTheCpu) {
 TEST_F(RunDir, EvalOfNonFiniteWeightsGivesNullMetricsAndExitStatus3) {
     std::vector<float> params;
     const ModelConfig cfg = read_checkpoint(dir + "tiny.bin", &params);
-    int i = 0;
-    for (float bad : {NAN, INFINITY, -INFINITY}) {
+    // In the embedding, which every loss reads; -inf in the position row 15, which T = 8 never
+    // reads: the loss stays finite, the model is still not.
+    const size_t unused_position = param_offsets(cfg)[P_WPE] + 15 * cfg.C;
+    const std::vector<std::pair<float, size_t>> cases = {{NAN, 100}, {INFINITY, 137}, {-INFINITY, unused_position}};
+    for (const auto& [bad, at] : cases) {
         std::vector<float> broken = params;
-        broken[100 + 37 * i++] = bad;
+        broken[at] = bad;
         write_checkpoint(dir + "bad.bin", cfg, broken.data());
         Result r = run("./eval -device cpu -model " + dir + "bad.bin -val_data " + dir + "val_*.bin -train_data " + dir +
                        "train_*.bin -T 8 -B 2 -eval_batches 2 -json " + dir + "bad.json -pairs " + dir + "bad.jsonl");
