@@ -352,6 +352,23 @@ TEST_F(GpuCheck, TimeLimitKeepsTheFinishedRows) {
     EXPECT_NE(read_file(dir + "out/summary.txt").find("(stopped by its time limit of 8 s after"), std::string::npos);
 }
 
+TEST_F(GpuCheck, SideBySideRowHoldsTheTable) {
+    // bench_gpu's fake step of 1 ms, llm.c's trainer in the bundle's anchors/llmc (20 ms a step
+    // after its first five), and no torch (a module that cannot be imported comes first).
+    mkdir((bundle + "anchors").c_str(), 0755);
+    mkdir((bundle + "anchors/llmc").c_str(), 0755);
+    program(bundle + "anchors/llmc/train_gpt2cu",
+            "#!/bin/bash\nfor i in $(seq 8); do echo \"step    $i/8 | loss 10.9 (+0.00z)| norm 1.0 (+0.00z)| lr 6e-04 | "
+            "20.00 ms | 1.0% bf16 MFU | 1 tok/s\"; done\n");
+    mkdir((dir + "no_torch").c_str(), 0755);
+    std::ofstream(dir + "no_torch/torch.py") << "raise ImportError('no torch')\n";
+    const Result r = check_bundle("anchors", "PYTHONPATH=" + dir + "no_torch");
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(row(r, "side by side").find(" ok    this project 16384000 tok/s"), std::string::npos) << r.out;
+    EXPECT_NE(row(r, "side by side").find("PyTorch skipped; llm.c train_gpt2cu 819200 tok/s"), std::string::npos) << r.out;
+    EXPECT_NE(read_file(dir + "out/side_by_side.txt").find("llm.c train_gpt2cu"), std::string::npos);
+}
+
 TEST_F(GpuCheck, SanitizerRowsReadTheXmlReports) {
     const Result clean = check_bundle("sanitizer");
     EXPECT_EQ(clean.status, 0) << clean.out;
