@@ -6,7 +6,8 @@
 // first loss is far from ln V or whose fused products ran unfused, a sanitizer report with a
 // record. Each is a FAIL row and a non-zero exit; the fakes that behave pass; a sanitizer that
 // cannot start on the device is a skip row. A check stopped by SIGTERM or by its time limit
-// keeps the rows it finished in its results folder. Also --dry lists every row without a GPU,
+// keeps the rows it finished in its results folder; the plans follow the memory nvidia-smi
+// reports; the side-by-side row holds the table. Also --dry lists every row without a GPU,
 // the bundle's manifest (scripts/bundle_manifest.sh) reports a library the loader does not
 // find, and the CPU reference's generator (scripts/gpu_reference.sh) writes the same file
 // whatever the threads, for a tiny model.
