@@ -98,11 +98,12 @@ selected() { [ "$ONLY" = all ] || [[ ",$ONLY," == *",$1,"* ]]; }
 # ---- the training comparison's tolerances ----
 # Relative difference allowed between a device run and the CPU reference at step s (counted
 # from 0): BASE + SLOPE·s. fp32 computes what the CPU computes, up to the order of sums. bf16's
-# come from the spread of bf16 against fp32 measured on the emulated device over several seeds
-# and both placements (scripts/bf16_spread.sh; docs/cuda.md §8 gives the distribution): four
-# times the largest difference seen at each step, rounded up, as a line through them.
+# come from the spread of bf16 against fp32 measured on the emulated device over 4 seeds and
+# both placements (scripts/bf16_spread.sh; docs/cuda.md §8 gives the distribution): a line over
+# four times the largest difference seen at each step, never below fp32's. Measured largest: the
+# loss 1.2e-5 at step 0 growing to 9.6e-5 at step 9, the gradient norm 1.0e-3 to 2.7e-3 at every step.
 FP32_TOL=(1e-4 0 1e-4 0)           # loss base, slope; grad norm base, slope
-BF16_TOL=(4e-3 1e-3 3e-2 1e-2)
+BF16_TOL=(1e-4 4e-5 1.1e-2 0)
 
 # ---- results: rows as they are decided, the summary, the logs ----
 # write_results: OUT/summary.txt and OUT/logs.tar.gz as they stand (each replaced whole, so
@@ -208,6 +209,7 @@ rm -rf "${LOGS:?}"/* "$OUT/rows.txt" "$OUT/summary.txt" "$OUT/logs.tar.gz"
 WATCHDOG=""
 trap 'stop SIGTERM' TERM
 trap 'stop SIGINT' INT
+# shellcheck disable=SC2064  # the limit is fixed: expanded now
 trap "stop 'its time limit of $LIMIT s'" USR1
 { sleep "$LIMIT" && kill -USR1 $$; } >/dev/null 2>&1 &
 WATCHDOG=$!

@@ -92,8 +92,9 @@ experiment() {
 JOBS=()
 if [ "$DEVICE" = cuda ]; then
   mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
-  read -r jobs plan < <(protocol_jobs "$(awk -v m="${mib:-0}" 'BEGIN {printf "%.1f", m / 1024}')")
-  [ "${jobs:-0}" -gt 0 ] || { echo "gpu_protocol.sh: the device's memory (${mib:-unknown} MiB, nvidia-smi) holds no run of the protocol" >&2; exit 2; }
+  read -r jobs plan < <(protocol_jobs "$(awk -v m="${mib:-0}" 'BEGIN {printf "%.1f", m / 1024}')") ||
+    { echo "gpu_protocol.sh: no plan from $BENCH_BIN -plan (make build/bench_gpu, or --prebuilt DIR)" >&2; exit 2; }
+  [ "$jobs" -gt 0 ] || { echo "gpu_protocol.sh: the device's memory (${mib:-unknown} MiB, nvidia-smi) holds no run of the protocol" >&2; exit 2; }
   JOBS=(--jobs "$jobs")
   echo "gpu protocol: $jobs runs at once in ${mib} MiB" | tee -a "$SUMMARY"
 fi

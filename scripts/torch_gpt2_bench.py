@@ -233,11 +233,14 @@ def main():
     bench, peak = time_bench_gpu(args)
     try:
         import torch  # lazily: the rest of the project needs no torch
-        try:
-            torch_seconds, mode = time_torch(torch, args, L, NH, C, Vp)
-            torch_row = (f"PyTorch {torch.__version__} ({mode})", torch_seconds)
-        except Exception as e:
-            torch_row = ("PyTorch", f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        if args.device == "cuda" and not torch.cuda.is_available():
+            torch_row = ("PyTorch", "skipped: torch sees no CUDA device here")
+        else:
+            try:
+                torch_seconds, mode = time_torch(torch, args, L, NH, C, Vp)
+                torch_row = (f"PyTorch {torch.__version__} ({mode})", torch_seconds)
+            except Exception as e:
+                torch_row = ("PyTorch", f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
     except ImportError:
         torch_row = ("PyTorch", "skipped: torch is not installed here (import torch failed)")
     llmc = time_llmc(args)
