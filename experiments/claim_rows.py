@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import e1, e2, primary
 from .grid import PLACEMENT_LABEL, fmt_num
-from .primary import CLAIMED, OPPOSITE, Primary, agreeing, both, not_tested  # noqa: F401 (the rule's names)
+from .primary import CLAIMED, OPPOSITE, agreeing, not_tested
 from .tables import finished, p_value, recorded, two_digits
 
 ALPHA = 0.05
