@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import e1, e2, primary
 from .grid import PLACEMENT_LABEL, fmt_num
-from .primary import CLAIMED, OPPOSITE, Primary, agreeing, both, not_tested  # noqa: F401 (the rule's names)
+from .primary import CLAIMED, OPPOSITE, agreeing, not_tested
 from .tables import finished, p_value, recorded, two_digits
 
 ALPHA = 0.05
@@ -185,11 +185,10 @@ def natural_note(x):
     """Natural variation across E1's learning rates (e1.natural_variation): per placement and Δt,
     the slope of ln(largest block sensitivity) against ln mean|X_L|."""
     found = e1.natural_variation(x.e1, x.e1_layers)
-    if not len(found):
-        return ""
-    sens = found[found.quantity == "max_sensitivity"]
-    return (". Natural variation over E1's lrs (slope of ln largest block sensitivity against ln mean\\|X_L\\|): " +
-            ", ".join(f"{label((r.ln, r.dt))} {primary.ci(r.slope, r.low, r.high)}" for r in sens.itertuples()))
+    text = {"max_sensitivity": "ln largest block sensitivity", "fcproj_grad_norm": "ln largest ‖∂L/∂W_fcproj‖"}
+    return "".join(f". Natural variation over E1's lrs, slope of {text[q]} against ln mean\\|X_L\\|: " +
+                   ", ".join(f"{label((r.ln, r.dt))} {primary.ci(r.slope, r.low, r.high)}" for r in rows.itertuples())
+                   for q, rows in found.groupby("quantity", sort=False))
 
 
 def rho_note(x):

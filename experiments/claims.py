@@ -9,7 +9,7 @@ each verdict follows one rule (claim_rows.verdict; docs/claims.md states it)."""
 import argparse
 import os
 
-from . import e1, e2, power, reports, stats
+from . import e1, e2, findings, power, reports, stats
 from .claim_rows import ALPHA, CLAIMS, verdict
 from .grid import InputError, make_grid
 from .tables import on_grid, p_value, table
@@ -44,11 +44,11 @@ def load_experiments(docs):
                               e3=e3_runs, e3_settings=e3_settings)
 
 
-def claims_table(docs):
+def claims_table(docs, x=None):
     """The table's lines: per claim its primary test, the numbers, the p-values (raw and Holm's
     across every primary test of every claim), the power the test was designed with (docs/power.csv
     of power.py, "—" without it) and the verdict."""
-    x = load_experiments(docs)
+    x = x or load_experiments(docs)
     powers = power.read_powers(os.path.join(docs, power.POWER_FILE))
     found = [claim(x) for claim in CLAIMS]
     primaries = [primary for c in found for _, primary in c.primaries]
@@ -70,12 +70,13 @@ def claims_table(docs):
     return table(HEADER, rows)
 
 
-def readme_with_table(readme, lines):
-    """README.md's text with the table between the markers replaced by `lines`."""
-    if readme.count(BEGIN) != 1 or readme.count(END) != 1 or readme.index(BEGIN) > readme.index(END):
-        raise ValueError(f"README.md: needs one {BEGIN} and, after it, one {END}")
-    head, rest = readme.split(BEGIN)
-    return head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + rest.split(END, 1)[1]
+def readme_with_table(readme, lines, begin=BEGIN, end=END):
+    """README.md's text with the lines between the markers `begin` and `end` (by default the claims
+    table's) replaced by `lines`."""
+    if readme.count(begin) != 1 or readme.count(end) != 1 or readme.index(begin) > readme.index(end):
+        raise ValueError(f"README.md: needs one {begin} and, after it, one {end}")
+    head, rest = readme.split(begin)
+    return head + begin + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1]
 
 
 DOC = """# The paper's claims, tested
@@ -128,7 +129,8 @@ def main(repo, docs=None):
     for name in ("e1", "e2", "e3"):
         if not os.path.isfile(os.path.join(docs, f"{name}_results.csv")):
             raise InputError(f"--claims: no {os.path.join(docs, name + '_results.csv')} (publish the experiments first)")
-    lines = claims_table(docs)
+    x = load_experiments(docs)
+    lines = claims_table(docs, x)
     reports.write_text(os.path.join(docs, "claims.md"), claims_markdown(lines))
     if not readme:
         print(f"claims: {os.path.join(docs, 'claims.md')}")
@@ -136,6 +138,8 @@ def main(repo, docs=None):
     path = os.path.join(repo, "README.md")
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    reports.write_text(path, readme_with_table(text, lines))
-    print(f"claims: {os.path.join(docs, 'claims.md')}, {path} (between {BEGIN} and {END})")
+    text = readme_with_table(text, lines)
+    reports.write_text(path, readme_with_table(text, findings.findings(x), findings.BEGIN, findings.END))
+    print(f"claims: {os.path.join(docs, 'claims.md')}, {path} (between {BEGIN} and {END}, and *What the runs "
+          f"found* between {findings.BEGIN} and {findings.END})")
     return 0

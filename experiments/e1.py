@@ -323,8 +323,19 @@ def edge_lines(runs, lrs):
     lines += table(["configuration", "best lr", "edge (bracketing pair)"], edges)
     lr, edge = pre_ln_edge(runs)
     if edge is not None:
-        lines += ["", "Pre-LN, both Δt together (E3's learning rate): " + edge_text(edge) +
-                  (f"; E3 runs at {fmt_num(lr)}." if lr is not None else "; E3 has no learning rate from this grid.")]
+        lines += ["", "Pre-LN, both Δt together, fails in half its runs at " + edge_text(edge) + "."]
+    found, edge = divergence_edge(runs)
+    if edge is not None:
+        lines += ["", "Pre-LN, both Δt together, diverges (stopped, collapsed, or its last training loss above its "
+                  "first) in half its runs at " + edge_text(edge) +
+                  (f": E3 runs at {', '.join(map(fmt_num, found))}." if found else
+                   ": E3 has no learning rates from this grid.")]
+    matched, common = matched_lrs(runs)
+    if common or matched:
+        lines += ["", "Every Pre- and Peri-LN configuration learns (fewer than half its runs fail) at " +
+                  (", ".join(map(fmt_num, common)) or "no learning rate") +
+                  (f": E2 runs at the matched learning rates {' and '.join(map(fmt_num, matched))}." if matched else
+                   ": fewer than two matched learning rates, E2 has none from this grid.")]
     add, why = extension(runs)
     lines += ["", "The grid brackets every Pre- and Peri-LN edge." if not why else
               "The grid does not bracket yet: " + "; ".join(why) +

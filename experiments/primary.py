@@ -64,7 +64,8 @@ def placement_depths(rows, column):
     """{ln: (depths, ln X_L)} of the positive, finite values of `column`, per placement."""
     out = {}
     for ln in ("pre", "peri"):
-        mine = rows[(rows.ln == ln) & np.isfinite(rows[column]) & (rows[column] > 0)]
+        values = rows[column].astype(float)
+        mine = rows[(rows.ln == ln) & np.isfinite(values) & (values > 0)]
         out[ln] = (mine.depth.to_numpy(dtype=float), np.log(mine[column].to_numpy(dtype=float)))
     return out
 

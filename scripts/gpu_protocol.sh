@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# scripts/gpu_protocol.sh — the claims of the CPU protocol again at larger width and depth, on
-# one GPU (docs/experiments.md, *The protocol on a GPU*): the presets gpu-e1 (the edge scan:
-# Pre- and Peri-LN × Δt 1, 0.1 from lr 1e-3 up, extended by half decades until every edge is
-# bracketed), gpu-e2 (depths 6 to 48 at C = 256, each configuration at its best lr of gpu-e1,
-# then the intervention) and gpu-e3 (the edge of gpu-e1, wd 0 and 0.1), once in bf16 and once in
-# fp32, then the claims table of each precision. Every table, report, figure and claims.md goes
-# to OUT/{bf16,fp32}/ (the runs to OUT/{bf16,fp32}/runs/); OUT/summary.txt has the wall time of
-# each experiment. Modelled at about 6 minutes on one H200 (the GPU is shared by 8 runs at once;
-# not yet run on a GPU).
+# scripts/gpu_protocol.sh — the CPU protocol's design at larger width and depth, on one GPU
+# (docs/experiments.md, *The protocol on a GPU*): gpu-e1 (Pre- and Peri-LN × Δt 1, 0.1 over E1's
+# learning rates, extended until every edge is bracketed), gpu-e2 (depths 6 to 48 at C = 256 at
+# gpu-e1's two matched learning rates and each configuration's own best, then the intervention)
+# and gpu-e3 (gpu-e1's Pre-LN divergence edge and the lr above it, wd 0 and 0.1), then the claims
+# table; bf16 first, then fp32. It runs in parts, each one command that resumes where it stopped
+# and is modelled within 8 minutes on one 80 GB H100: e1, e2-sSEED for each seed of E2 (201, 202,
+# 203), e3, claims. Every table, report, figure and claims.md goes to OUT/PRECISION/ (the runs to
+# OUT/PRECISION/runs/); OUT/summary.txt has the wall time of each part. Not yet run on a GPU.
 #
-#   scripts/gpu_protocol.sh OUT                           ./train and ./eval of this checkout
+#   scripts/gpu_protocol.sh OUT                           every part, bf16 then fp32
+#   scripts/gpu_protocol.sh --precision bf16 --part e1 OUT   one part of one precision
 #   scripts/gpu_protocol.sh --prebuilt build/gpu-bundle OUT   the binaries of make gpu-bundle
 #   TRAIN_BIN=... EVAL_BIN=... scripts/gpu_protocol.sh OUT    any others
+#   E1_SEEDS=1 E2_SEEDS=2 E3_SEEDS=3 scripts/gpu_protocol.sh ...   other seeds (disjoint, as the
+#                                                          sweep requires; default the presets')
 #   scripts/gpu_protocol.sh --device cpu OUT -- FLAGS...  on the CPU (one pass, no precision),
 #                                                          FLAGS added to every sweep (test_sweep
 #                                                          runs it so on a tiny model)
@@ -31,6 +34,14 @@ DEVICE=cuda
 OUT=
 JOBS_FOR=
 EXTRA=()
+PRECISION=
+E1_SEEDS=${E1_SEEDS:-101-103}
+E2_SEEDS=${E2_SEEDS:-201 202 203}
+E3_SEEDS=${E3_SEEDS:-301-305}
+PARTS=(e1)
+for seed in $E2_SEEDS; do PARTS+=("e2-s$seed"); done
+PARTS+=(e3 claims)
+CHOSEN=
 while [ $# -gt 0 ]; do
   case $1 in
     --prebuilt) [ -d "${2:-}" ] || { echo "gpu_protocol.sh: --prebuilt: no folder '${2:-}'" >&2; exit 2; }
@@ -38,8 +49,12 @@ while [ $# -gt 0 ]; do
     --jobs-for) JOBS_FOR=${2:-}; shift ;;
     --bench) BENCH_BIN=${2:-}; shift ;;
     --device) DEVICE=${2:-}; shift ;;
+    --precision) PRECISION=${2:-}; shift
+                 case $PRECISION in bf16|fp32) ;; *) echo "gpu_protocol.sh: --precision $PRECISION: bf16 or fp32" >&2; exit 2 ;; esac ;;
+    --part) CHOSEN=${2:-}; shift
+            [[ " ${PARTS[*]} " == *" $CHOSEN "* ]] || { echo "gpu_protocol.sh: --part $CHOSEN: one of ${PARTS[*]}" >&2; exit 2; } ;;
     --) shift; EXTRA=("$@"); break ;;
-    -*) echo "gpu_protocol.sh: unknown argument '$1' (--prebuilt DIR, --device cpu|cuda, --jobs-for GIB, OUT, -- FLAGS)" >&2; exit 2 ;;
+    -*) echo "gpu_protocol.sh: unknown argument '$1' (--prebuilt DIR, --device cpu|cuda, --precision P, --part NAME, --jobs-for GIB, OUT, -- FLAGS)" >&2; exit 2 ;;
     *) [ -z "$OUT" ] || { echo "gpu_protocol.sh: one OUT folder, not '$OUT' and '$1'" >&2; exit 2; }; OUT=$1 ;;
   esac
   shift
@@ -63,13 +78,16 @@ fi
 [ -n "$OUT" ] || { echo "gpu_protocol.sh: no OUT folder (scripts/gpu_protocol.sh [--prebuilt DIR] OUT)" >&2; exit 2; }
 case $DEVICE in cuda) PRECISIONS=(bf16 fp32) ;; cpu) PRECISIONS=(cpu) ;;
   *) echo "gpu_protocol.sh: --device $DEVICE: cpu or cuda" >&2; exit 2 ;; esac
+[ -z "$PRECISION" ] || [ "$DEVICE" = cuda ] || { echo "gpu_protocol.sh: --precision needs --device cuda" >&2; exit 2; }
+[ -z "$PRECISION" ] || PRECISIONS=("$PRECISION")
+[ -z "$CHOSEN" ] || PARTS=("$CHOSEN")
 for bin in "$TRAIN_BIN" "$EVAL_BIN"; do
   [ -x "$bin" ] || { echo "gpu_protocol.sh: no program $bin (make train eval, or --prebuilt DIR)" >&2; exit 2; }
 done
 mkdir -p "$OUT" || exit 2
 OUT=$(cd "$OUT" && pwd)
 SUMMARY=$OUT/summary.txt
-: > "$SUMMARY"
+: >> "$SUMMARY"
 STATUS=0
 
 # experiment NAME PRECISION FLAGS...: one sweep, its log in OUT/PRECISION/NAME.log.
@@ -99,18 +117,30 @@ if [ "$DEVICE" = cuda ]; then
   echo "gpu protocol: $jobs runs at once in ${mib} MiB" | tee -a "$SUMMARY"
 fi
 
+# part NAME PRECISION: one part of the protocol; e2-sSEED adds that seed to E2.
+part() {
+  local name=$1 precision=$2 runs=$OUT/$2/runs
+  case $name in
+    e1) experiment e1 "$precision" --seeds "${E1_SEEDS// /,}" ;;
+    e2-s*) experiment e2 "$precision" --lr-from "$runs/e1" --seeds "${name#e2-s}" ;;
+    e3) experiment e3 "$precision" --lr-from "$runs/e1" --seeds "${E3_SEEDS// /,}" ;;
+    claims)
+      if python3 sweep.py --claims --docs "$OUT/$precision" > "$OUT/$precision/claims.log" 2>&1; then
+        echo "$precision claims: $OUT/$precision/claims.md" | tee -a "$SUMMARY"
+      else
+        echo "$precision claims: FAILED (see $OUT/$precision/claims.log)" | tee -a "$SUMMARY"
+        STATUS=1
+        return 1
+      fi ;;
+  esac
+}
+
 TOTAL=$SECONDS
 for precision in "${PRECISIONS[@]}"; do
   mkdir -p "$OUT/$precision"
-  experiment e1 "$precision" &&
-    experiment e2 "$precision" --lr-from "$OUT/$precision/runs/e1" &&
-    experiment e3 "$precision" --lr-from "$OUT/$precision/runs/e1" &&
-    if python3 sweep.py --claims --docs "$OUT/$precision" > "$OUT/$precision/claims.log" 2>&1; then
-      echo "$precision claims: $OUT/$precision/claims.md" | tee -a "$SUMMARY"
-    else
-      echo "$precision claims: FAILED (see $OUT/$precision/claims.log)" | tee -a "$SUMMARY"
-      STATUS=1
-    fi
+  for name in "${PARTS[@]}"; do
+    part "$name" "$precision" || break
+  done
 done
 echo "gpu_protocol: $((SECONDS - TOTAL)) s in all; tables, reports and claims in $OUT" | tee -a "$SUMMARY"
 exit $STATUS

@@ -24,7 +24,7 @@ require(("numpy", "scipy", "pandas"), "test_claims.py")
 
 import pandas as pd  # noqa: E402
 
-from experiments import claim_rows, claims, power, primary, stats, tables  # noqa: E402
+from experiments import claim_rows, claims, findings, power, primary, stats, tables  # noqa: E402
 from experiments.collect import RESULT_COLUMNS  # noqa: E402
 from experiments.grid import Run  # noqa: E402
 
@@ -32,13 +32,21 @@ from experiments.grid import Run  # noqa: E402
 class Published(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.lines = claims.claims_table(os.path.join(REPO, "docs"))
+        cls.x = claims.load_experiments(os.path.join(REPO, "docs"))
+        cls.lines = claims.claims_table(os.path.join(REPO, "docs"), cls.x)
 
     def test_readme_table_is_the_generated_one(self):
         with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
             readme = f.read()
         self.assertEqual(readme, claims.readme_with_table(readme, self.lines),
                          "README.md's claims table differs from what `python3 sweep.py --claims` writes: run it")
+
+    def test_readme_findings_are_the_generated_ones(self):
+        with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        self.assertEqual(readme, claims.readme_with_table(readme, findings.findings(self.x), findings.BEGIN,
+                                                          findings.END),
+                         "README.md's *What the runs found* differs from what `python3 sweep.py --claims` writes: run it")
 
     def test_docs_claims_is_the_generated_one(self):
         with open(os.path.join(REPO, "docs", "claims.md"), encoding="utf-8") as f:
@@ -70,7 +78,7 @@ class Published(unittest.TestCase):
 
 
 class Rule(unittest.TestCase):
-    P = claim_rows.Primary
+    P = primary.Primary
 
     def test_verdict_rule(self):
         v = claim_rows.verdict
@@ -80,15 +88,15 @@ class Rule(unittest.TestCase):
         self.assertEqual(v(self.P(0.3, "opposite", ""), 0.6), "**inconclusive** at this scale")
         self.assertEqual(v(self.P(0.001, "mixed", ""), 0.01),
                          "**inconclusive** at this scale (the matched learning rates disagree)")
-        self.assertEqual(v(claim_rows.not_tested("no runs"), 1.0), "**inconclusive** at this scale (not tested: no runs)")
+        self.assertEqual(v(primary.not_tested("no runs"), 1.0), "**inconclusive** at this scale (not tested: no runs)")
 
     def test_intersection(self):
-        both = claim_rows.both
+        both = primary.both
         got = both([self.P(0.01, "claimed", "a"), self.P(0.2, "claimed", "b")])
         self.assertEqual((got.p, got.direction), (0.2, "claimed"))  # the largest p
         got = both([self.P(0.001, "claimed", "a"), self.P(0.3, "opposite", "b"), self.P(0.04, "opposite", "c")])
         self.assertEqual((got.p, got.direction), (0.04, "opposite"))  # the strongest evidence against
-        self.assertIsNone(both([self.P(0.01, "claimed", "a"), claim_rows.not_tested("x")]).p)
+        self.assertIsNone(both([self.P(0.01, "claimed", "a"), primary.not_tested("x")]).p)
 
     def test_directions_must_agree_at_the_matched_learning_rates(self):
         agreeing = primary.agreeing

@@ -4,6 +4,7 @@ import argparse
 import contextlib
 import math
 import io
+import json
 import os
 import shutil
 import sys
@@ -241,6 +242,47 @@ def trained_layers(name, depth, mean_abs, entry_var=None, **per_block):
         row.update({k: (None if i == 0 else f(i)) for k, f in per_block.items()})
         rows.append(row)
     return rows
+
+
+class LrFrom(unittest.TestCase):
+    """--lr-from E1_OUT by the matched and divergence rules (cli.lr_from_e1) on a hand-made E1 sweep
+    folder: the learning rates a sweep gets, and the refusal of one that would repeat E1's runs."""
+
+    def setUp(self):
+        self.folder = tempfile.mkdtemp()
+        runs = []
+        for ln in ("pre", "peri"):
+            for dt in (1.0, 0.1):
+                for seed in (1, 2):
+                    runs += [(ln, dt, 0.1, 1e-3, seed, "ok", 5.2, 8.3, dict(final_train_loss=5.2)),
+                             (ln, dt, 0.1, 1e-2, seed, "ok", 5.0, 8.3, dict(final_train_loss=5.0)),
+                             (ln, dt, 0.1, 0.1, seed, "ok", 5.1, 8.3, dict(final_train_loss=5.1)),
+                             (ln, dt, 0.1, 0.3, seed, "diverged" if ln == "pre" else "ok", 5.3, 8.3,
+                              dict(final_train_loss=5.3))]
+        results = hand_made(runs)[1]
+        results.to_csv(os.path.join(self.folder, "results.csv"), index=False)
+        pd.DataFrame(columns=["run", "layer"]).to_csv(os.path.join(self.folder, "layers.csv"), index=False)
+        with open(os.path.join(self.folder, "sweep.json"), "w") as f:
+            json.dump(dict(ln="pre,peri", dt="1,0.1", wd="0.1", lr="0.001,0.01,0.1,0.3", seeds="1,2"), f)
+
+    def tearDown(self):
+        shutil.rmtree(self.folder)
+
+    def lrs(self, rule, seeds):
+        s = argparse.Namespace(**{**DEFAULTS, "ln": "pre,peri", "dt": "1,0.1", "seeds": seeds, "lr_from": self.folder,
+                                  "lr_from_rule": rule, "out": "/nowhere"})
+        with contextlib.redirect_stdout(io.StringIO()):
+            return cli.lr_from_e1(s)
+
+    def test_matched_and_divergence_rules(self):
+        # Every configuration learns at 1e-3, 1e-2, 0.1 (Pre-LN stops at 0.3): the matched lrs are
+        # 1e-2 and 0.1, and every configuration's best lr (1e-2) is one of them. Pre-LN diverges in
+        # 0 of 4 at 0.1 and 4 of 4 at 0.3: its edge 0.17, and the lr above it.
+        self.assertEqual(self.lrs("matched", "201"), "0.01,0.1")
+        self.assertEqual(self.lrs("divergence", "301"), "0.17,0.3")
+        with self.assertRaises(cli.InputError) as caught:
+            self.lrs("divergence", "2-3")
+        self.assertIn("runs of this grid are runs there too", str(caught.exception))
 
 
 class E2(unittest.TestCase):
