@@ -69,7 +69,7 @@ inline Occupancy occupancy(const KernelResources& k, const DeviceModel& d = Devi
     return {blocks, blocks * warps};
 }
 
-// The four times of one launch (seconds) and the modelled one: the largest, at least the floor.
+// The times of one launch (seconds) and the modelled one: the largest, at least the floor.
 struct ModelledTime {
     double memory = 0, compute = 0, issue = 0, shared = 0, latency = 0, total = 0;
 };
