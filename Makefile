@@ -200,7 +200,7 @@ all: $(BUILD)/bench_cpu  # built (not run) by make, so a compile error shows in 
 #    binary once per thread order in SIMT_ORDERS.
 #  - native, when nvcc is found: into build/cuda/. Without a GPU these tests skip themselves.
 # NVCC, CUDA_INCLUDE, CUDA_LIBDIR, GPU_ARCH and NVCCFLAGS come from the CUDA backend block at the top.
-SIMT_ORDERS ?= forward reverse shuffle:1
+SIMT_ORDERS ?= forward reverse shuffle:1 warps
 
 CUDA_TEST_SOURCES := $(wildcard test/cuda_test_*.cu)
 CUDA_SOURCES      := $(wildcard *.cu *.cuh *.h test/*.cuh test/*.h)
@@ -235,9 +235,10 @@ $(EMU_SRC)/%: % $(SIMT)/rewrite_cuda.py
 	@mkdir -p $(@D)
 	python3 $(SIMT)/rewrite_cuda.py $< $@
 
-# tensor_cores.cuh wraps PTX (mma.sync, ldmatrix) that no CPU runs: the emulated build compiles
-# the SIMT layer's version of it instead, the same functions implemented in tensor_cores.cpp.
-$(EMU_SRC)/tensor_cores.cuh: $(SIMT)/tensor_cores.cuh $(SIMT)/rewrite_cuda.py
+# tensor_cores.cuh and async_copy.cuh wrap PTX (mma.sync, ldmatrix; cp.async) that no CPU runs:
+# the emulated build compiles the SIMT layer's versions of them instead, the same functions
+# implemented in tensor_cores.cpp and async_copy.cpp.
+$(EMU_SRC)/tensor_cores.cuh $(EMU_SRC)/async_copy.cuh: $(EMU_SRC)/%: $(SIMT)/% $(SIMT)/rewrite_cuda.py
 	@mkdir -p $(@D)
 	python3 $(SIMT)/rewrite_cuda.py $< $@
 

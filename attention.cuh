@@ -215,9 +215,9 @@ bool with_mma_head_size(int C, int NH, F launch, const P*... p) {
     }
 }
 
-// Grid of the tensor-core kernels: (⌈T/64⌉, NH, B).
+// Grid of the tensor-core kernels: (NH, B, ⌈T/64⌉), the tile the slowest index (attention_mma.cuh).
 inline dim3 attention_tiles(int B, int Tn, int NH) {
-    return dim3((unsigned)ceil_div(Tn, ATTENTION_ROWS), (unsigned)NH, (unsigned)B);
+    return dim3((unsigned)NH, (unsigned)B, (unsigned)ceil_div(Tn, ATTENTION_ROWS));
 }
 // Blocks of the exact kernels: WARPS_PER_BLOCK rows each.
 inline size_t attention_row_blocks(int B, int Tn, int NH) {
@@ -296,11 +296,12 @@ struct MmaTileCosts {
 
 enum class AttentionKernel { Forward, BackwardDq, BackwardDkDv };
 
-// ptxas -v for sm_90 (the registers; shared memory is the kernel's static tiles), by head size.
+// ptxas -v for sm_90 (the registers; shared memory is the kernel's static tiles: two pairs of
+// tile buffers, and the dk/dv kernel's two pairs of lse and D rows), by head size.
 inline KernelResources mma_attention_resources(AttentionKernel kernel, int hs) {
     const int threads = ATTENTION_WARPS * WARP_SIZE, tile = ATTENTION_ROWS * ((hs + 15) / 16 * 16 + 8) * 2;
-    const int shared = 2 * tile + (kernel == AttentionKernel::BackwardDkDv ? 2 * ATTENTION_ROWS * 4 : 0);
-    const int registers[3][4] = {{63, 78, 79, 159}, {48, 72, 80, 168}, {64, 80, 87, 240}};  // hs 8, 12, 16, 64
+    const int shared = 4 * tile + (kernel == AttentionKernel::BackwardDkDv ? 4 * ATTENTION_ROWS * 4 : 0);
+    const int registers[3][4] = {{72, 88, 96, 159}, {56, 72, 72, 130}, {69, 80, 96, 242}};  // hs 8, 12, 16, 64
     const int column = hs == 8 ? 0 : hs == 12 ? 1 : hs == 16 ? 2 : 3;
     return {threads, registers[(int)kernel][column], shared};
 }
@@ -313,12 +314,18 @@ inline MmaTileCosts mma_attention_costs(AttentionKernel kernel, int hs) {
     // Building blocks, per warp: s = a·tileᵀ (zeroed accumulators, an ldmatrix with its address
     // per two n8 tiles and k16 chunk, an mma per n8 tile and chunk); acc += p·tile (p packed to
     // bf16 pairs, an ldmatrix per two n8 tiles of the head and 16 rows, an mma per n8 tile);
-    // loading a tile (per round of 128 threads: the load, the store, 4 of address and clamping).
+    // copying a tile (per round of 128 threads: the cp.async, 5 of address and clamping).
     const double rows_product = scores + 4 * chunks * 2 + 8 * chunks;
     const double acc_product = scores / 2 + 4 * (n_tiles / 2) * 2 + 4 * n_tiles;
     const double rows_waves = 4 * chunks * 4, acc_waves = 4 * (n_tiles / 2) * 4;  // ldmatrix .x4: 4 each
     const double tile_load = tile_loads * 6, tile_waves = tile_loads * load_bytes / 4;  // per warp
-    const double loop_overhead = 6;  // two barriers, the loop's counter and branch
+    // Per tile: the wait, the barrier, the next tile's bounds test, the commit, the two buffers'
+    // addresses for its copies and for every ldmatrix (from the tile's parity), the loop's counter
+    // and branch: about 40 in the sm_90 PTX.
+    const double loop_overhead = 40;
+    // The head's padding zeroed in the four tile buffers before the walk: per round of 128 2-byte
+    // stores about 2 wavefronts (the rows, 16 bytes of padding apart, meet in some banks).
+    const double padding_waves = 4 * std::ceil(ATTENTION_ROWS * (padded - hs) / 128.0) * 2;
     double loop = 0, waves = 0, rest = 0, rest_waves = 0;
     // Once per block: the mask of the diagonal tile (index, comparison and selection per score),
     // pointers and constants (about 100), and the results stored (per bf16 pair: the pack, the
@@ -330,21 +337,22 @@ inline MmaTileCosts mma_attention_costs(AttentionKernel kernel, int hs) {
             loop = rows_product + acc_product + 4 * scores + 20 + 4 * n_tiles + 2 * tile_load + loop_overhead;
             waves = rows_waves + acc_waves + 2 * tile_waves;
             rest = mask + tile_load + chunks * 2 + setup + stores;  // q and its fragments
-            rest_waves = tile_waves + chunks * 4;
+            rest_waves = tile_waves + chunks * 4 + padding_waves;
             break;
         case AttentionKernel::BackwardDq:
             // per score: fma, ex2, the difference and the product
             loop = 2 * rows_product + acc_product + 4 * scores + 2 * tile_load + loop_overhead;
             waves = 2 * rows_waves + acc_waves + 2 * tile_waves;
             rest = mask + 2 * tile_load + 2 * chunks * 2 + setup + stores;  // q, dout and their fragments
-            rest_waves = 2 * tile_waves + 2 * chunks * 4;
+            rest_waves = 2 * tile_waves + 2 * chunks * 4 + padding_waves;
             break;
         case AttentionKernel::BackwardDkDv:
             // per score: its query's lse and D from shared memory, fma, ex2, difference, product
             loop = 2 * rows_product + 2 * acc_product + 6 * scores + 2 * tile_load + 10 + loop_overhead;
-            waves = 2 * rows_waves + 2 * acc_waves + 2 * tile_waves + 2 * scores + 1;  // lse and D: a request per score
+            // lse and D: a request per score; copied, then finished (loaded and stored) by warps 0 and 1
+            waves = 2 * rows_waves + 2 * acc_waves + 2 * tile_waves + 2 * scores + 3;
             rest = mask + 2 * tile_load + 2 * chunks * 2 + setup + 2 * stores;  // k, v and their fragments
-            rest_waves = 2 * tile_waves + 2 * chunks * 4;
+            rest_waves = 2 * tile_waves + 2 * chunks * 4 + padding_waves;
             break;
     }
     return {loop, loop + rest, waves, waves + rest_waves, mma_attention_resources(kernel, hs)};
@@ -370,6 +378,7 @@ Traffic attention_kernel_traffic(const char* mma_kernel, const char* rows_kernel
         t.shared_wavefronts = ATTENTION_WARPS * (below * c.loop_wavefronts + blocks * c.rest_wavefronts);
         t.resources = c.resources;
         t.mma_sync = true;
+        t.round_trips = blocks;  // the block's own rows with its first tile; later tiles come a tile ahead
         return t;
     }
     return {rows_kernel, read, written, attention_pairs(B, Tn, NH) * (row_ops * 2.0 * hs + 6.0), 0};

@@ -3,9 +3,10 @@
 // kernels"). attention.cuh says what is computed and picks these kernels or its exact ones.
 //
 // Work is cut into tiles of 64 rows. A block of 4 warps owns 64 rows, each warp 16 of them, and
-// walks the tiles of the other side; every tile is loaded once per block, with 16-byte loads
-// where HS allows, into shared memory rows padded by 16 bytes (so neither the loads nor the
-// ldmatrix reads of 8 rows conflict in the banks), and read by all four warps:
+// walks the tiles of the other side; every tile is copied once per block, a tile ahead of its use
+// (cp.async, double-buffered), with 16-byte copies where HS allows, into shared memory rows padded
+// by 16 bytes (so neither the copies nor the ldmatrix reads of 8 rows conflict in the banks), and
+// read by all four warps:
 //
 //   forward      block = 64 queries; per key tile j ≤ i (the tiles above the diagonal skipped):
 //                s = q·kᵀ, online softmax, o = o·exp(m − m′) + p·v
@@ -25,8 +26,8 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
+#include "async_copy.cuh"
 #include "cuda_common.cuh"
 #include "tensor_cores.cuh"
 
@@ -63,20 +64,21 @@ using Scores = float[ATTENTION_ROWS / 8][4];
 // ---------------------------------------------------------------------------------------------
 // Block-level tile moves (all 128 threads call them)
 
-// tile (64, ld) = rows t0 … t0+63 of a (T, row_stride) matrix at src, columns 0 … HS−1 of
-// each row; rows past T repeat row T−1 (finite values, which the causal mask or p = 0 keeps out
-// of every result that is stored). Each thread moves load_bytes at a time, as raw bits.
+// Starts copying rows t0 … t0+63 of a (T, row_stride) matrix at src, columns 0 … HS−1 of each
+// row, into tile (64, ld) (async_copy.cuh: the copies are this thread's, in flight until it
+// waits for them); rows past T repeat row T−1 (finite values, which the causal mask or p = 0
+// keeps out of every result that is stored). Each thread copies load_bytes at a time.
 template <int HS>
-__device__ void load_tile(bf16* tile, const bf16* src, size_t row_stride, int t0, int Tn) {
+__device__ void start_tile_copy(bf16* tile, const bf16* src, size_t row_stride, int t0, int Tn) {
     using S = HeadShape<HS>;
+    static_assert(S::load_bytes >= 4, "cp.async copies 4, 8 or 16 bytes");
     constexpr int per_load = S::load_bytes / 2, loads_per_row = HS / per_load, threads = ATTENTION_WARPS * WARP_SIZE;
     constexpr int loads = ATTENTION_ROWS * loads_per_row, rounds = (loads + threads - 1) / threads;
-    using Chunk = std::conditional_t<S::load_bytes >= 4, Pack<uint32_t, S::load_bytes / 4>, Pack<uint16_t, 1>>;
     for (int i = 0; i < rounds; i++) {
         const int e = threadIdx.x + i * threads, r = e / loads_per_row, c = e % loads_per_row * per_load;
         if (loads % threads != 0 && e >= loads) break;
         const int t = min(t0 + r, Tn - 1);
-        *reinterpret_cast<Chunk*>(tile + r * S::ld + c) = *reinterpret_cast<const Chunk*>(src + (size_t)t * row_stride + c);
+        cp_async<S::load_bytes>(tile + r * S::ld + c, src + (size_t)t * row_stride + c);
     }
 }
 
@@ -91,11 +93,19 @@ __device__ void zero_head_padding(bf16* tile) {
             tile[e / pad * S::ld + HS + e % pad] = bf16{};
 }
 
-// rows[r] = factor·values[t0 + r] for the 64 rows of a tile, `beyond` for rows past T.
-__device__ inline void load_row_values(float* rows, const float* values, int t0, int Tn, float factor,
-                                       float beyond) {
+// Starts copying values[t0 + r] into rows[r] for the 64 rows of a tile (rows past T repeat row
+// T−1, which finish_row_values replaces).
+__device__ inline void start_row_values_copy(float* rows, const float* values, int t0, int Tn) {
     const int r = threadIdx.x;
-    if (r < ATTENTION_ROWS) rows[r] = t0 + r < Tn ? factor * values[t0 + r] : beyond;
+    if (r < ATTENTION_ROWS) cp_async<4>(rows + r, values + min(t0 + r, Tn - 1));
+}
+
+// rows[r] = factor·rows[r] for the rows of the tile before T, `beyond` for those past it: by the
+// thread that copied row r, once it has waited for its copy (and before the barrier that shows
+// the rows to the other warps).
+__device__ inline void finish_row_values(float* rows, int t0, int Tn, float factor, float beyond) {
+    const int r = threadIdx.x;
+    if (r < ATTENTION_ROWS) rows[r] = t0 + r < Tn ? factor * rows[r] : beyond;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -192,38 +202,61 @@ __device__ void store_rows(bf16* dst, size_t row_stride, const float (&acc)[Head
 }
 
 // ---------------------------------------------------------------------------------------------
-// Kernels: grid (⌈T/64⌉, NH, B), 4 warps per block
+// Kernels: grid (NH, B, ⌈T/64⌉), 4 warps per block. A GPU starts blocks in the order of their
+// linear index (x fastest), so the tile is the slowest index: the forward and dq kernels take
+// tile ⌈T/64⌉ − 1 − blockIdx.z, the longest walks (the last queries, which meet every key before
+// them) first and the shortest last, where they fill the tail of the grid; the dk/dv kernel's
+// tile blockIdx.z walks longest first as it is.
+//
+// The tiles of the walk are double-buffered: while the warps work on tile j in one pair of
+// buffers, the copies of tile j + 1 into the other pair are in flight (async_copy.cuh). One
+// barrier a tile, after each thread has waited for its own copies of tile j: past it every copy
+// of tile j is visible to every warp, and every warp is done with tile j − 1, whose buffers the
+// copies of tile j + 1 started right after it overwrite. The block's own rows (q, or q and dout,
+// or k and v) come in before the walk through the second pair, with the first tile.
+//
+// The forward's __launch_bounds__ asks for at least 3 blocks an SM, which is what ptxas plans its
+// registers for: without it nvcc 13.0 gave it 128 registers at head size 64 and spilled; with it
+// (at most 170) none spills. docs/cuda.md lists what each kernel gets.
 
-// out (B,T,C) and lse (B,NH,T) for the 64 queries of tile blockIdx.x of head blockIdx.y,
-// sequence blockIdx.z. Per row the running maximum m (log2 units) and each lane's part of the
-// running sum ℓ; when m grows, ℓ and o are scaled by 2^(m − m′).
+// out (B,T,C) and lse (B,NH,T) for the 64 queries of tile (⌈T/64⌉ − 1 − blockIdx.z) of head
+// blockIdx.x, sequence blockIdx.y. Per row the running maximum m (log2 units) and each lane's part
+// of the running sum ℓ; when m grows, ℓ and o are scaled by 2^(m − m′).
 template <int HS>
-__global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE)
+__global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE, 3)
     attention_forward_mma_kernel(bf16* out, float* lse, const bf16* qkv, int Tn, int C, int NH) {
     using S = HeadShape<HS>;
-    __shared__ __align__(16) bf16 k_tile[S::tile_elements];  // q first, then each key tile
-    __shared__ __align__(16) bf16 v_tile[S::tile_elements];
-    const int h = blockIdx.y, b = blockIdx.z, tile = blockIdx.x, warp = threadIdx.x / WARP_SIZE;
+    __shared__ __align__(16) bf16 k_tiles[2][S::tile_elements];  // key tile j in [j % 2]; q first in [1]
+    __shared__ __align__(16) bf16 v_tiles[2][S::tile_elements];
+    const int h = blockIdx.x, b = blockIdx.y, tile = gridDim.z - 1 - blockIdx.z, warp = threadIdx.x / WARP_SIZE;
     const int q0 = tile * ATTENTION_ROWS, row0 = q0 + warp * ATTENTION_WARP_ROWS;
     const size_t stride = 3 * (size_t)C;
     const bf16* q = qkv + (size_t)b * Tn * stride + h * HS;
     const bf16 *k = q + C, *v = q + 2 * C;
     const float scale = LOG2E / sqrtf((float)HS);  // scores in log2 units: exp(x) = 2^(x·log2 e)
 
-    zero_head_padding<HS>(k_tile), zero_head_padding<HS>(v_tile);
-    load_tile<HS>(k_tile, q, stride, q0, Tn);
+    for (int i = 0; i < 2; i++) zero_head_padding<HS>(k_tiles[i]), zero_head_padding<HS>(v_tiles[i]);
+    start_tile_copy<HS>(k_tiles[1], q, stride, q0, Tn);
+    start_tile_copy<HS>(k_tiles[0], k, stride, 0, Tn);
+    start_tile_copy<HS>(v_tiles[0], v, stride, 0, Tn);
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t qf[S::chunks][4];  // this warp's 16 queries
-    load_row_fragments<HS>(qf, k_tile, warp * ATTENTION_WARP_ROWS);
+    load_row_fragments<HS>(qf, k_tiles[1], warp * ATTENTION_WARP_ROWS);
 
     float o[S::n_tiles][4] = {};
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8; ℓ: this lane's part
-    auto key_tile = [&](int j, bool diagonal) {
+    auto key_tile = [&](int j, bool diagonal) {  // the diagonal tile is the last
         const int k0 = j * ATTENTION_ROWS;
-        __syncthreads();  // every warp is done with the previous tiles
-        load_tile<HS>(k_tile, k, stride, k0, Tn);
-        load_tile<HS>(v_tile, v, stride, k0, Tn);
-        __syncthreads();
+        const bf16 *k_tile = k_tiles[j % 2], *v_tile = v_tiles[j % 2];
+        cp_async_wait<0>();  // this thread's copies of tile j are in
+        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or q)
+        if (!diagonal) {
+            start_tile_copy<HS>(k_tiles[(j + 1) % 2], k, stride, k0 + ATTENTION_ROWS, Tn);
+            start_tile_copy<HS>(v_tiles[(j + 1) % 2], v, stride, k0 + ATTENTION_ROWS, Tn);
+            cp_async_commit();
+        }
         Scores s;
         product_with_rows<HS>(s, qf, k_tile);  // s = q·kᵀ
         if (diagonal) mask_future_keys(s, row0, k0);
@@ -257,42 +290,50 @@ __global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE)
     store_rows<HS>(out + (size_t)b * Tn * C + h * HS, C, o, inverse, row0, Tn);
 }
 
-// dq for the 64 queries of tile blockIdx.x: over the key tiles up to the diagonal, p from lse,
-// dp = dout·vᵀ, ds = p·(dp − D), dq += ds·k; dq·/√hs stored into the q third of dqkv.
+// dq for the 64 queries of tile (⌈T/64⌉ − 1 − blockIdx.z): over the key tiles up to the diagonal,
+// p from lse, dp = dout·vᵀ, ds = p·(dp − D), dq += ds·k; dq·/√hs stored into the q third of dqkv.
 template <int HS>
 __global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE)
     attention_backward_dq_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                      const float* delta, int Tn, int C, int NH) {
     using S = HeadShape<HS>;
-    __shared__ __align__(16) bf16 k_tile[S::tile_elements];  // q first, then each key tile
-    __shared__ __align__(16) bf16 v_tile[S::tile_elements];  // dout first, then each value tile
-    const int h = blockIdx.y, b = blockIdx.z, tile = blockIdx.x, warp = threadIdx.x / WARP_SIZE;
+    __shared__ __align__(16) bf16 k_tiles[2][S::tile_elements];  // key tile j in [j % 2]; q first in [1]
+    __shared__ __align__(16) bf16 v_tiles[2][S::tile_elements];  // value tile j; dout first in [1]
+    const int h = blockIdx.x, b = blockIdx.y, tile = gridDim.z - 1 - blockIdx.z, warp = threadIdx.x / WARP_SIZE;
     const int q0 = tile * ATTENTION_ROWS, row0 = q0 + warp * ATTENTION_WARP_ROWS;
     const size_t stride = 3 * (size_t)C, rows = ((size_t)b * NH + h) * Tn;
     const bf16* q = qkv + (size_t)b * Tn * stride + h * HS;
     const bf16 *k = q + C, *v = q + 2 * C;
     const float scale = LOG2E / sqrtf((float)HS);
 
-    zero_head_padding<HS>(k_tile), zero_head_padding<HS>(v_tile);
-    load_tile<HS>(k_tile, q, stride, q0, Tn);
-    load_tile<HS>(v_tile, dout + (size_t)b * Tn * C + h * HS, C, q0, Tn);
-    __syncthreads();
-    uint32_t qf[S::chunks][4], dof[S::chunks][4];  // this warp's 16 queries and their dout
-    load_row_fragments<HS>(qf, k_tile, warp * ATTENTION_WARP_ROWS);
-    load_row_fragments<HS>(dof, v_tile, warp * ATTENTION_WARP_ROWS);
+    for (int i = 0; i < 2; i++) zero_head_padding<HS>(k_tiles[i]), zero_head_padding<HS>(v_tiles[i]);
+    start_tile_copy<HS>(k_tiles[1], q, stride, q0, Tn);
+    start_tile_copy<HS>(v_tiles[1], dout + (size_t)b * Tn * C + h * HS, C, q0, Tn);
+    start_tile_copy<HS>(k_tiles[0], k, stride, 0, Tn);
+    start_tile_copy<HS>(v_tiles[0], v, stride, 0, Tn);
+    cp_async_commit();
     float row_lse[2], row_delta[2];  // rows g and g + 8, lse in log2 units
     for (int half = 0; half < 2; half++) {
         const int t = min(row0 + fragment_row(2 * half), Tn - 1);  // rows past T: any finite values
         row_lse[half] = LOG2E * lse[rows + t], row_delta[half] = delta[rows + t];
     }
+    cp_async_wait<0>();
+    __syncthreads();
+    uint32_t qf[S::chunks][4], dof[S::chunks][4];  // this warp's 16 queries and their dout
+    load_row_fragments<HS>(qf, k_tiles[1], warp * ATTENTION_WARP_ROWS);
+    load_row_fragments<HS>(dof, v_tiles[1], warp * ATTENTION_WARP_ROWS);
 
     float dq[S::n_tiles][4] = {};
-    auto key_tile = [&](int j, bool diagonal) {
+    auto key_tile = [&](int j, bool diagonal) {  // the diagonal tile is the last
         const int k0 = j * ATTENTION_ROWS;
-        __syncthreads();
-        load_tile<HS>(k_tile, k, stride, k0, Tn);
-        load_tile<HS>(v_tile, v, stride, k0, Tn);
-        __syncthreads();
+        const bf16 *k_tile = k_tiles[j % 2], *v_tile = v_tiles[j % 2];
+        cp_async_wait<0>();  // this thread's copies of tile j are in
+        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or q, dout)
+        if (!diagonal) {
+            start_tile_copy<HS>(k_tiles[(j + 1) % 2], k, stride, k0 + ATTENTION_ROWS, Tn);
+            start_tile_copy<HS>(v_tiles[(j + 1) % 2], v, stride, k0 + ATTENTION_ROWS, Tn);
+            cp_async_commit();
+        }
         Scores p, ds;
         product_with_rows<HS>(p, qf, k_tile);    // s = q·kᵀ
         product_with_rows<HS>(ds, dof, v_tile);  // dp = dout·vᵀ
@@ -310,7 +351,7 @@ __global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE)
     store_rows<HS>(dqkv + (size_t)b * Tn * stride + h * HS, stride, dq, factor, row0, Tn);
 }
 
-// dk and dv for the 64 keys of tile blockIdx.x: over the query tiles from the diagonal on,
+// dk and dv for the 64 keys of tile blockIdx.z: over the query tiles from the diagonal on,
 // sᵀ = k·qᵀ, pᵀ from the queries' lse, dv += pᵀ·dout, dpᵀ = v·doutᵀ, dsᵀ = pᵀ·(dpᵀ − D),
 // dk += dsᵀ·q; both stored into their thirds of dqkv at the end (dk·/√hs).
 template <int HS>
@@ -318,46 +359,60 @@ __global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE)
     attention_backward_dkdv_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                        const float* delta, int Tn, int C, int NH) {
     using S = HeadShape<HS>;
-    __shared__ __align__(16) bf16 q_tile[S::tile_elements];  // k first, then each query tile
-    __shared__ __align__(16) bf16 dout_tile[S::tile_elements];  // v first, then each dout tile
-    __shared__ float tile_lse[ATTENTION_ROWS];    // the query tile's lse (log2 units) …
-    __shared__ float tile_delta[ATTENTION_ROWS];  // … and D
-    const int h = blockIdx.y, b = blockIdx.z, tile = blockIdx.x, warp = threadIdx.x / WARP_SIZE;
+    // Query tile j in [(j − tile) % 2], k and v first in [1]; with each query tile its lse (log2
+    // units) and D.
+    __shared__ __align__(16) bf16 q_tiles[2][S::tile_elements];
+    __shared__ __align__(16) bf16 dout_tiles[2][S::tile_elements];
+    __shared__ float tile_lse[2][ATTENTION_ROWS];
+    __shared__ float tile_delta[2][ATTENTION_ROWS];
+    const int h = blockIdx.x, b = blockIdx.y, tile = blockIdx.z, warp = threadIdx.x / WARP_SIZE;
     const int k0 = tile * ATTENTION_ROWS, key0 = k0 + warp * ATTENTION_WARP_ROWS;
     const size_t stride = 3 * (size_t)C, rows = ((size_t)b * NH + h) * Tn;
     const bf16* q = qkv + (size_t)b * Tn * stride + h * HS;
     const bf16 *k = q + C, *v = q + 2 * C, *dout_head = dout + (size_t)b * Tn * C + h * HS;
     const float scale = LOG2E / sqrtf((float)HS);
+    auto start_query_tile_copy = [&](int j, int buffer) {
+        const int t0 = j * ATTENTION_ROWS;
+        start_tile_copy<HS>(q_tiles[buffer], q, stride, t0, Tn);
+        start_tile_copy<HS>(dout_tiles[buffer], dout_head, C, t0, Tn);
+        start_row_values_copy(tile_lse[buffer], lse + rows, t0, Tn);
+        start_row_values_copy(tile_delta[buffer], delta + rows, t0, Tn);
+    };
 
-    zero_head_padding<HS>(q_tile), zero_head_padding<HS>(dout_tile);
-    load_tile<HS>(q_tile, k, stride, k0, Tn);
-    load_tile<HS>(dout_tile, v, stride, k0, Tn);
+    for (int i = 0; i < 2; i++) zero_head_padding<HS>(q_tiles[i]), zero_head_padding<HS>(dout_tiles[i]);
+    start_tile_copy<HS>(q_tiles[1], k, stride, k0, Tn);
+    start_tile_copy<HS>(dout_tiles[1], v, stride, k0, Tn);
+    start_query_tile_copy(tile, 0);
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t kf[S::chunks][4], vf[S::chunks][4];  // this warp's 16 keys and their values
-    load_row_fragments<HS>(kf, q_tile, warp * ATTENTION_WARP_ROWS);
-    load_row_fragments<HS>(vf, dout_tile, warp * ATTENTION_WARP_ROWS);
+    load_row_fragments<HS>(kf, q_tiles[1], warp * ATTENTION_WARP_ROWS);
+    load_row_fragments<HS>(vf, dout_tiles[1], warp * ATTENTION_WARP_ROWS);
 
     float dk[S::n_tiles][4] = {}, dv[S::n_tiles][4] = {};
     auto query_tile = [&](int j, bool diagonal) {
-        const int t0 = j * ATTENTION_ROWS;
-        __syncthreads();
-        load_tile<HS>(q_tile, q, stride, t0, Tn);
-        load_tile<HS>(dout_tile, dout_head, C, t0, Tn);
-        load_row_values(tile_lse, lse + rows, t0, Tn, LOG2E, INFINITY);  // queries past T: p = 0
-        load_row_values(tile_delta, delta + rows, t0, Tn, 1.0f, 0.0f);
-        __syncthreads();
+        const int t0 = j * ATTENTION_ROWS, buffer = (j - tile) % 2;
+        cp_async_wait<0>();  // this thread's copies of tile j are in
+        finish_row_values(tile_lse[buffer], t0, Tn, LOG2E, INFINITY);  // queries past T: p = 0
+        finish_row_values(tile_delta[buffer], t0, Tn, 1.0f, 0.0f);
+        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or k, v)
+        if (t0 + ATTENTION_ROWS < Tn) {
+            start_query_tile_copy(j + 1, 1 - buffer);
+            cp_async_commit();
+        }
         Scores p, ds;
-        product_with_rows<HS>(p, kf, q_tile);      // sᵀ = k·qᵀ
-        product_with_rows<HS>(ds, vf, dout_tile);  // dpᵀ = v·doutᵀ
+        product_with_rows<HS>(p, kf, q_tiles[buffer]);      // sᵀ = k·qᵀ
+        product_with_rows<HS>(ds, vf, dout_tiles[buffer]);  // dpᵀ = v·doutᵀ
         if (diagonal) mask_earlier_queries(p, key0, t0);
         for (int n = 0; n < ATTENTION_ROWS / 8; n++)
             for (int i = 0; i < 4; i++) {
                 const int col = fragment_col(n, i);
-                p[n][i] = exp2f(fmaf(p[n][i], scale, -tile_lse[col]));
-                ds[n][i] = p[n][i] * (ds[n][i] - tile_delta[col]);
+                p[n][i] = exp2f(fmaf(p[n][i], scale, -tile_lse[buffer][col]));
+                ds[n][i] = p[n][i] * (ds[n][i] - tile_delta[buffer][col]);
             }
-        accumulate_product<HS>(dv, p, dout_tile);  // dv += pᵀ·dout
-        accumulate_product<HS>(dk, ds, q_tile);    // dk += dsᵀ·q
+        accumulate_product<HS>(dv, p, dout_tiles[buffer]);  // dv += pᵀ·dout
+        accumulate_product<HS>(dk, ds, q_tiles[buffer]);    // dk += dsᵀ·q
     };
     query_tile(tile, true);
     for (int j = tile + 1; j * ATTENTION_ROWS < Tn; j++) query_tile(j, false);

@@ -201,7 +201,7 @@ struct ModelRow {
     int launches = 0;
     double bytes = 0, flops = 0, seconds = 0;
     double roofline = 0;                          // seconds by bytes and FLOPs alone
-    double issue = 0, shared = 0;                 // seconds of launches bound by issue, by shared memory
+    double issue = 0, shared = 0, latency = 0;    // seconds of launches bound by issue, shared memory, latency
 };
 
 // The launches of one modelled step on the batch `tokens` grouped by op, slowest first, and
@@ -222,7 +222,9 @@ std::vector<ModelRow> modelled_ops(const ModelConfig& cfg, int B, int T, bool bf
                 const ModelledTime m = modelled_time(t, bf16);
                 r->seconds += m.total;
                 r->roofline += roofline_seconds(t, bf16);
-                if (m.total > std::max(m.memory, m.compute)) (m.issue >= m.shared ? r->issue : r->shared) += m.total;
+                if (m.total > std::max(m.memory, m.compute))
+                    (m.latency >= std::max(m.issue, m.shared) ? r->latency : m.issue >= m.shared ? r->issue : r->shared) +=
+                        m.total;
             }
         }
     }
@@ -242,7 +244,10 @@ int print_model(const ModelConfig& cfg, const Options& o) {
     std::printf("  %-28s %8s %10s %10s %10s %7s %10s %12s\n", "op", "launches", "GB", "GFLOP", "ms", "share",
                 "roofline", "bound by");
     auto print = [&](const Row& r) {
-        const char* bound = r.issue + r.shared < 0.5 * r.seconds ? "bytes/FLOPs" : r.issue >= r.shared ? "issue" : "shared";
+        const char* bound = r.issue + r.shared + r.latency < 0.5 * r.seconds   ? "bytes/FLOPs"
+                            : r.latency >= std::max(r.issue, r.shared) ? "latency"
+                            : r.issue >= r.shared                      ? "issue"
+                                                                       : "shared";
         std::printf("  %-28s %8d %10.3f %10.1f %10.3f %6.1f%% %10.3f %12s\n", r.op.c_str(), r.launches, r.bytes / 1e9,
                     r.flops / 1e9, r.seconds * 1e3, 100.0 * r.seconds / total.seconds, r.roofline * 1e3, bound);
     };

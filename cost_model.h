@@ -8,11 +8,17 @@
 //   compute   matrix-product FLOPs / tensor rate + other FLOPs / fp32 rate  (roofline)
 //   issue     warp instructions / (SMs · 4 schedulers · clock · issue efficiency)
 //   shared    shared-memory wavefronts / (SMs · clock)    (one 128-byte wavefront per cycle)
+//   latency   (a block's own issue cycles + round trips · memory latency), over the blocks,
+//             / (SMs · resident blocks per SM · clock)
 //
 // and never below a launch's floor. Issue efficiency is what occupancy allows: a scheduler
 // keeps issuing every cycle only with WARPS_FOR_FULL_ISSUE warps to choose from, and issues
 // proportionally less with fewer; the resident warps follow from ptxas's registers and shared
-// memory per block. Plain C++: no CUDA needed to include it.
+// memory per block. The latency term is for kernels whose blocks wait at barriers for device
+// memory (Traffic::round_trips): each resident block is a chain of its own instructions, issued
+// at the rate its warps alone get, and its waits of MEMORY_LATENCY_CYCLES, and an SM runs as many
+// such chains side by side as it holds blocks. Other blocks hide a block's waits only where the
+// SM has warps to spare beyond full issue. Plain C++: no CUDA needed to include it.
 #pragma once
 #include <algorithm>
 
@@ -42,6 +48,9 @@ struct DeviceModel {
     int max_warps_per_sm = 64;
     int max_blocks_per_sm = 32;
     double warps_for_full_issue = 4;    // per scheduler (see the top of this file)
+    // A load from device memory until its data can be used (HBM, through L2): about 800 cycles,
+    // the middle of the 700–1000 estimated for a tile's global → register → shared path.
+    double memory_latency_cycles = 800;
 };
 
 // Blocks and warps of a kernel resident on one SM: the fewest that its registers, its shared
@@ -60,14 +69,20 @@ inline Occupancy occupancy(const KernelResources& k, const DeviceModel& d = Devi
     return {blocks, blocks * warps};
 }
 
-// The four times of one launch (seconds) and the modelled one: the largest, at least the floor.
+// The times of one launch (seconds) and the modelled one: the largest, at least the floor.
 struct ModelledTime {
-    double memory = 0, compute = 0, issue = 0, shared = 0, total = 0;
+    double memory = 0, compute = 0, issue = 0, shared = 0, latency = 0, total = 0;
 };
+
+// The fraction of its cycles a scheduler issues with `warps` warps to choose from.
+inline double issue_efficiency(double warps_per_scheduler, const DeviceModel& d) {
+    return std::min(1.0, warps_per_scheduler / d.warps_for_full_issue);
+}
 
 // `bf16` says whether the matrix products run on the tensor cores (bf16 operands) or on the CUDA
 // cores (fp32 operands). Issue and shared times are 0 for a launch that declares no instructions
-// (cuBLAS, memset, kernels the model does not count).
+// (cuBLAS, memset, kernels the model does not count), latency 0 for one that declares no round
+// trips.
 inline ModelledTime modelled_time(const Traffic& t, bool bf16, const DeviceModel& d = DeviceModel{}) {
     ModelledTime m;
     m.memory = (t.bytes_read + t.bytes_written) / (d.bandwidth * d.bandwidth_fraction);
@@ -76,12 +91,18 @@ inline ModelledTime modelled_time(const Traffic& t, bool bf16, const DeviceModel
     m.compute = t.matmul_flops / matmul_rate + t.flops / (d.fp32_flops * d.fp32_fraction);
     if (t.warp_instructions > 0) {
         const Occupancy o = occupancy(t.resources, d);
-        const double per_scheduler = (double)o.warps_per_sm / d.schedulers_per_sm;
-        const double efficiency = std::min(1.0, per_scheduler / d.warps_for_full_issue);
+        const double efficiency = issue_efficiency((double)o.warps_per_sm / d.schedulers_per_sm, d);
         m.issue = t.warp_instructions / (d.sms * d.schedulers_per_sm * d.clock_hz * efficiency);
         m.shared = t.shared_wavefronts / (d.sms * d.clock_hz);
+        if (t.round_trips > 0) {
+            const double block_warps = (t.resources.threads_per_block + 31) / 32;
+            const double alone = issue_efficiency(block_warps / d.schedulers_per_sm, d);
+            const double own_issue_cycles = t.warp_instructions / (d.schedulers_per_sm * alone);
+            const double waits = t.round_trips * d.memory_latency_cycles;
+            m.latency = (own_issue_cycles + waits) / (d.sms * o.blocks_per_sm * d.clock_hz);
+        }
     }
-    m.total = std::max({m.memory, m.compute, m.issue, m.shared, d.launch_floor_s});
+    m.total = std::max({m.memory, m.compute, m.issue, m.shared, m.latency, d.launch_floor_s});
     return m;
 }
 

@@ -22,8 +22,10 @@ struct KernelResources {
     int shared_bytes_per_block = 0;  // static and dynamic
 };
 
-// One kernel launch, cuBLAS call, memset or device copy. The last four fields are declared by
-// every kernel of the project (cost_model.h counts its issue); 0 for cuBLAS, memset and copies.
+// One kernel launch, cuBLAS call, memset or device copy. warp_instructions, shared_wavefronts,
+// resources and mma_sync are declared by every kernel of the project (cost_model.h counts its
+// issue); 0 for cuBLAS, memset and copies. round_trips is declared by the kernels that walk tiles
+// through shared memory (attention_mma.cuh), 0 elsewhere.
 struct Traffic {
     const char* kernel = "";  // the kernel (or "gemm", "memset", "copy")
     double bytes_read = 0;    // distinct bytes of device memory read
@@ -34,6 +36,12 @@ struct Traffic {
     double shared_wavefronts = 0;  // shared-memory wavefronts, bank conflicts included
     KernelResources resources = {};  // of one block
     bool mma_sync = false;         // matmul_flops run as the kernel's own mma.sync, not cuBLAS
+    // Round trips to device memory that a block waits for at a barrier, summed over the blocks:
+    // the loads before a __syncthreads() that nothing else of the block overlaps (a tile read
+    // and stored, then the barrier; or cp.async copies waited for right after they started).
+    // Copies started a tile ahead, with the block's work on the current tile between, are not
+    // waited for. The emulator counts them (test/simt/counting.h, round_trips).
+    double round_trips = 0;
 };
 using Launches = std::vector<Traffic>;
 

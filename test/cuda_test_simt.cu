@@ -28,6 +28,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "async_copy.cuh"
 #include "cuda_test_util.h"
 
 namespace {
@@ -712,6 +713,76 @@ TEST(SimtCorrect, CublasLtEpiloguesBf16InputsFp32Output) {
   check_lt_epilogues<__nv_bfloat16, float>();
 }
 
+// ---- cp.async (async_copy.cuh) ------------------------------------------------------------------
+
+// 64 threads (two warps) copy 512 floats into shared memory with cp.async of every size, in two
+// groups, wait for both, pass a barrier and write out the other warp's half: as on a GPU, the
+// copies are visible to every thread once each has waited and all have met.
+__global__ void async_copy_kernel(const float* in, float* out) {
+  __shared__ __align__(16) float tile[512];
+  const int t = threadIdx.x;
+  cp_async<16>(tile + 4 * t, in + 4 * t);
+  cp_async_commit();
+  cp_async<8>(tile + 256 + 4 * t, in + 256 + 4 * t);
+  cp_async<4>(tile + 258 + 4 * t, in + 258 + 4 * t);
+  cp_async<4>(tile + 259 + 4 * t, in + 259 + 4 * t);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  for (int i = 0; i < 8; i++) out[8 * t + i] = tile[(8 * t + i + 256) % 512];
+}
+
+// Walks 3 tiles of 64 floats through two shared buffers, as the attention kernels walk theirs:
+// tile j + 1 is copied (cp.async) while tile j is read, each thread reading the other warp's
+// value and passing it through a shuffle into its sum. One barrier a tile, after each thread's
+// wait for its own copies; `barrier` false leaves it out.
+__global__ void double_buffered_walk_kernel(const float* in, float* out, bool barrier) {
+  __shared__ __align__(16) float tiles[2][64];
+  const int t = threadIdx.x;
+  cp_async<4>(&tiles[0][t], in + t);
+  cp_async_commit();
+  float sum = 0.0f;
+  for (int j = 0; j < 3; j++) {
+    cp_async_wait<0>();
+    if (barrier) __syncthreads();
+    if (j + 1 < 3) {
+      cp_async<4>(&tiles[(j + 1) % 2][t], in + 64 * (j + 1) + t);
+      cp_async_commit();
+    }
+    sum += __shfl_xor_sync(0xffffffff, tiles[j % 2][63 - t], 1);
+  }
+  out[t] = sum;
+}
+
+std::vector<float> walk_expected(const std::vector<float>& in) {
+  std::vector<float> expected(64, 0.0f);
+  for (int t = 0; t < 64; ++t)
+    for (int j = 0; j < 3; ++j) expected[t] += in[64 * j + 63 - (t ^ 1)];
+  return expected;
+}
+
+TEST(SimtCorrect, AsyncCopiesOfEverySize) {
+  REQUIRE_CUDA_DEVICE();
+  const std::vector<float> in = small_integers(512, 17);
+  std::vector<float> expected(512);
+  for (int i = 0; i < 512; ++i) expected[i] = in[(i + 256) % 512];
+  const DeviceArray<float> d_in(in);
+  DeviceArray<float> out(512);
+  async_copy_kernel<<<1, 64>>>(d_in.get(), out.get());
+  check(cudaDeviceSynchronize(), "async_copy_kernel");
+  EXPECT_EQ(max_abs_difference(out.to_host(), expected), 0.0f);
+}
+
+TEST(SimtCorrect, DoubleBufferedAsyncCopies) {
+  REQUIRE_CUDA_DEVICE();
+  const std::vector<float> in = small_integers(192, 18);
+  const DeviceArray<float> d_in(in);
+  DeviceArray<float> out(64);
+  double_buffered_walk_kernel<<<1, 64>>>(d_in.get(), out.get(), true);
+  check(cudaDeviceSynchronize(), "double_buffered_walk_kernel");
+  EXPECT_EQ(max_abs_difference(out.to_host(), walk_expected(in)), 0.0f);
+}
+
 // =============================================================================================
 // Part 2: planted bugs, each of which the emulator must catch (emulated build only)
 // =============================================================================================
@@ -727,6 +798,25 @@ __global__ void rotate_without_barrier_kernel(const float* in, float* out) {
   const int t = threadIdx.x;
   values[t] = in[blockIdx.x * 64 + t];
   out[blockIdx.x * 64 + t] = values[(t + 1) % 64];
+}
+
+// Walks two tiles of 64 values through one shared buffer, as the attention kernels walk their
+// key tiles: each thread loads its value, a barrier, then each reads the mirrored value (the
+// other warp's) and passes it through a shuffle into its sum. Without the barrier before the
+// buffer is loaded again, a warp that runs ahead overwrites values the other has yet to read:
+// the orders that run every thread to its next warp operation in rounds keep the two warps in
+// step and never show it; the warps schedule does.
+__global__ void walk_tiles_kernel(const float* in, float* out, bool barrier_before_reload) {
+  __shared__ float tile[64];
+  const int t = threadIdx.x;
+  float sum = 0.0f;
+  for (int j = 0; j < 2; j++) {
+    if (barrier_before_reload) __syncthreads();
+    tile[t] = in[j * 64 + t];
+    __syncthreads();
+    sum += __shfl_xor_sync(0xffffffff, tile[63 - t], 1);
+  }
+  out[t] = sum;
 }
 
 __global__ void rotate_kernel(const float* in, float* out) {
@@ -864,6 +954,25 @@ TEST(SimtCatches, MissingBarrierUnderEveryOrder) {
   }
 }
 
+// A write-after-read race between warps (a tile reloaded before every warp is done reading it)
+// that only the warps schedule exposes.
+TEST(SimtCatches, ReloadBeforeEveryWarpIsDoneNeedsWarpsApart) {
+  const std::vector<float> in = small_integers(128, 16);
+  std::vector<float> expected(64, 0.0f);
+  for (int t = 0; t < 64; ++t)
+    for (int j = 0; j < 2; ++j) expected[t] += in[j * 64 + 63 - (t ^ 1)];
+  const DeviceArray<float> d_in(in);
+  DeviceArray<float> out(64);
+  for (const char* order : {"forward", "reverse", "shuffle:1", "warps"}) {
+    const ScopedSchedule schedule(order);
+    walk_tiles_kernel<<<1, 64>>>(d_in.get(), out.get(), true);
+    EXPECT_EQ(max_abs_difference(out.to_host(), expected), 0.0f) << "correct kernel, " << order;
+    walk_tiles_kernel<<<1, 64>>>(d_in.get(), out.get(), false);
+    const bool race_seen = max_abs_difference(out.to_host(), expected) > 0.0f;
+    EXPECT_EQ(race_seen, std::string(order) == "warps") << order;
+  }
+}
+
 // Running the threads one after another in reverse happens to be a valid sequential order for
 // this tree reduction, so only the forward order exposes the missing barrier: the reason every
 // kernel test runs under two orders.
@@ -983,6 +1092,7 @@ TEST(SimtCatches, Tf32RoundsInputsOnlyWhenAsked) {
 TEST(SimtCatches, ScheduleSyntax) {
   EXPECT_EQ(simt::parse_schedule("shuffle:7").seed, 7u);
   EXPECT_EQ(simt::to_string(simt::parse_schedule("reverse")), "reverse");
+  EXPECT_EQ(simt::to_string(simt::parse_schedule("warps")), "warps");
   EXPECT_THROW(simt::parse_schedule("sideways"), std::invalid_argument);
   EXPECT_THROW(simt::parse_schedule("shuffle:"), std::invalid_argument);
 }
@@ -1301,6 +1411,86 @@ TEST_F(SimtCatchesDeathTest, HostDereferencesDeviceMemory) {
   DeviceArray<float> device(4);
   volatile float* pointer = device.get();
   EXPECT_DEATH(*pointer = 1.0f, "use-after-poison.*memory from cudaMalloc");
+}
+
+// ---- cp.async: copies in flight until waited for -------------------------------------------------
+
+// One thread reads its copies' destinations before any wait, after waiting for all but the newest
+// group, and after waiting for all.
+__global__ void async_copy_stages_kernel(const float* in, float* out) {
+  __shared__ __align__(16) float tile[8];
+  cp_async<16>(tile, in);
+  cp_async_commit();
+  cp_async<16>(tile + 4, in + 4);
+  cp_async_commit();
+  out[0] = tile[0];
+  cp_async_wait<1>();
+  out[1] = tile[0], out[2] = tile[4];
+  cp_async_wait<0>();
+  out[3] = tile[4];
+}
+
+__global__ void async_copy_never_waited_kernel(const float* in, float* out) {
+  __shared__ __align__(16) float tile[4];
+  cp_async<16>(tile, in);
+  cp_async_commit();
+  out[0] = 1.0f;
+}
+
+__global__ void async_copy_misaligned_kernel(const float* in, float* out) {
+  __shared__ __align__(16) float tile[8];
+  cp_async<16>(tile + 1, in);
+  cp_async_commit();
+  cp_async_wait<0>();
+  out[0] = tile[1];
+}
+
+std::uint32_t bits_of(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+}
+
+TEST(SimtCatches, AsyncCopyReadBeforeItsWait) {
+  const std::vector<float> in = small_integers(8, 19);
+  const DeviceArray<float> d_in(in);
+  DeviceArray<float> out(4);
+  async_copy_stages_kernel<<<1, 1>>>(d_in.get(), out.get());
+  const std::vector<float> got = out.to_host();
+  EXPECT_EQ(bits_of(got[0]), 0xffffffffu) << "read before any wait";
+  EXPECT_EQ(got[1], in[0]) << "the older group, after cp.async.wait_group 1";
+  EXPECT_EQ(bits_of(got[2]), 0xffffffffu) << "the newest group, after cp.async.wait_group 1";
+  EXPECT_EQ(got[3], in[4]) << "after cp.async.wait_group 0";
+}
+
+TEST(SimtCatches, AsyncCopyNeverWaitedFor) {
+  const DeviceArray<float> d_in(small_integers(4, 20));
+  DeviceArray<float> out(1);
+  const std::string message = kernel_error_of([&] { async_copy_never_waited_kernel<<<1, 32>>>(d_in.get(), out.get()); });
+  EXPECT_TRUE(contains(message, "kernel 'async_copy_never_waited_kernel'")) << message;
+  EXPECT_TRUE(contains(message, "cp.async copies it never waited for")) << message;
+}
+
+TEST(SimtCatches, AsyncCopyMisaligned) {
+  const DeviceArray<float> d_in(small_integers(8, 21));
+  DeviceArray<float> out(1);
+  const std::string message = kernel_error_of([&] { async_copy_misaligned_kernel<<<1, 1>>>(d_in.get(), out.get()); });
+  EXPECT_TRUE(contains(message, "not aligned to the size")) << message;
+}
+
+// Without its barrier the walk reads the other warp's copies before they are waited for (0xff:
+// NaN), or after the next copy into the buffer has started, under every order.
+TEST(SimtCatches, DoubleBufferedWalkWithoutItsBarrier) {
+  const std::vector<float> in = small_integers(192, 18);
+  const DeviceArray<float> d_in(in);
+  DeviceArray<float> out(64);
+  for (const char* order : {"forward", "reverse", "shuffle:1", "warps"}) {
+    const ScopedSchedule schedule(order);
+    double_buffered_walk_kernel<<<1, 64>>>(d_in.get(), out.get(), true);
+    EXPECT_EQ(max_abs_difference(out.to_host(), walk_expected(in)), 0.0f) << "with the barrier, " << order;
+    double_buffered_walk_kernel<<<1, 64>>>(d_in.get(), out.get(), false);
+    EXPECT_GT(max_abs_difference(out.to_host(), walk_expected(in)), 0.0f) << "without the barrier, " << order;
+  }
 }
 
 #endif  // SIMT_EMULATION

@@ -38,6 +38,9 @@ REFERENCE = dict(targets=["build/test_gradcheck_ops", "build/test_golden", "buil
 FAST = dict(targets=["train", "build/test_fast_ops", "build/test_gradcheck_ops"],
             runs=["build/test_fast_ops", "build/test_gradcheck_ops", "build/test_cli"])
 KERNELS = dict(targets=["build/emu/cuda_test_kernels"], runs=[EMU_KERNELS])
+SIMT_LAYER = dict(targets=["build/emu/cuda_test_simt"], runs=["SIMT_ORDER=forward:build/emu/cuda_test_simt"])
+# A barrier deleted: the warps schedule (one warp ahead of the others, docs/simt.md) must see it.
+WARPS_APART = dict(targets=["build/emu/cuda_test_kernels"], runs=["SIMT_ORDER=warps:build/emu/cuda_test_kernels"])
 TENSOR_CORES = dict(targets=["build/emu/cuda_test_tensor_cores"], runs=["SIMT_ORDER=forward:build/emu/cuda_test_tensor_cores"])
 LOADER = dict(targets=["build/test_dataloader"], runs=["build/test_dataloader"])
 TOKENIZE = dict(targets=["tokenize", "build/test_tokenizer"], runs=["build/test_tokenizer"])
@@ -167,6 +170,38 @@ MUTANTS = [
      "attention_mma.cuh",
      "            for (int n = 0; n < S::n_tiles; n++) o[n][2 * half] *= correction, o[n][2 * half + 1] *= correction;\n",
      "", KERNELS),
+    ('attention-fwd-no-first-barrier', "the tensor-core forward reads q's fragments with no barrier after its copies",
+     'attention_mma.cuh', "    cp_async_wait<0>();\n    __syncthreads();\n    uint32_t qf[S::chunks][4];  // this warp's 16 queries\n",
+     "    cp_async_wait<0>();\n    uint32_t qf[S::chunks][4];  // this warp's 16 queries\n", WARPS_APART),
+    ('attention-fwd-no-tile-barrier', "the tensor-core forward's one barrier a tile deleted (copies of tile j + 1 start while others read j - 1)",
+     'attention_mma.cuh', "        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or q)\n",
+     '', WARPS_APART),
+    ('attention-fwd-no-tile-wait', "the tensor-core forward does not wait for its copies of a tile before the tile's barrier",
+     'attention_mma.cuh', "        cp_async_wait<0>();  // this thread's copies of tile j are in\n        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or q)\n",
+     "        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or q)\n", WARPS_APART),
+    ('attention-dq-no-first-barrier', "the dq kernel reads q's and dout's fragments with no barrier after their copies",
+     'attention_mma.cuh', '    cp_async_wait<0>();\n    __syncthreads();\n    uint32_t qf[S::chunks][4], dof',
+     '    cp_async_wait<0>();\n    uint32_t qf[S::chunks][4], dof', WARPS_APART),
+    ('attention-dq-no-tile-barrier', "the dq kernel's one barrier a tile deleted",
+     'attention_mma.cuh', "        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or q, dout)\n",
+     '', WARPS_APART),
+    ('attention-dq-no-tile-wait', "the dq kernel does not wait for its copies of a tile before the tile's barrier",
+     'attention_mma.cuh', "        cp_async_wait<0>();  // this thread's copies of tile j are in\n        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or q, dout)\n",
+     "        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or q, dout)\n", WARPS_APART),
+    ('attention-dkdv-no-first-barrier', "the dk/dv kernel reads k's and v's fragments with no barrier after their copies",
+     'attention_mma.cuh', '    cp_async_wait<0>();\n    __syncthreads();\n    uint32_t kf[S::chunks][4]',
+     '    cp_async_wait<0>();\n    uint32_t kf[S::chunks][4]', WARPS_APART),
+    ('attention-dkdv-no-tile-barrier', "the dk/dv kernel's one barrier a tile deleted",
+     'attention_mma.cuh', "        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or k, v)\n",
+     '', WARPS_APART),
+    ("attention-dkdv-no-tile-wait", "the dk/dv kernel does not wait for its copies of a tile before the tile's barrier",
+     "attention_mma.cuh", "        cp_async_wait<0>();  // this thread's copies of tile j are in\n        finish_row_values(tile_lse",
+     "        finish_row_values(tile_lse", WARPS_APART),
+    ("warps-in-step", "the warps schedule runs every warp in each round, as the other orders do",
+     "test/simt/scheduler.cpp", "      if (schedule_.order == ThreadOrder::kWarps && !round_.empty() &&",
+     "      if (false && !round_.empty() &&", SIMT_LAYER),
+    ("cp-async-at-once", "the emulated cp.async copies when it starts, not when its group is waited for",
+     "test/simt/async_copy.cpp", "  std::memset(dst, kInFlightByte, bytes);\n", "  std::memcpy(dst, src, bytes);\n", SIMT_LAYER),
     ("mma-emulated-a-registers", "the emulated mma.sync reads A's registers 1 and 2 swapped", "test/simt/tensor_cores.cpp",
      "reg = row / 8 + 2 * (k / 8);", "reg = 2 * (row / 8) + k / 8;", TENSOR_CORES),
     ("ldmatrix-emulated-untransposed", "the emulated ldmatrix .trans returns the matrix untransposed",

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "adamw.cuh"
+#include "async_copy.cuh"
 #include "attention.cuh"
 #include "cost_model.h"
 #include "counting.h"
@@ -93,6 +94,9 @@ bool close(double a, size_t b) { return b == 0 ? a == 0 : std::fabs(a - (double)
         if (d.warp_instructions > 0 && std::fabs(d.shared_wavefronts - waves) > std::max(16.0, kWavefrontTolerance * waves))
             return ::testing::AssertionFailure() << "launch " << i << " (" << c.kernel << "): declared "
                                                  << d.shared_wavefronts << " shared wavefronts, counted " << waves;
+        if (d.round_trips > 0 && d.round_trips != (double)c.round_trips)
+            return ::testing::AssertionFailure() << "launch " << i << " (" << c.kernel << "): declared " << d.round_trips
+                                                 << " round trips to device memory, counted " << c.round_trips;
     }
     return ::testing::AssertionSuccess();
 }
@@ -476,7 +480,109 @@ TEST(SharedMemory, AttentionKernelsAsDeclaredWithoutConflicts) {
         EXPECT_TRUE(shared_agrees(declared_forward[0], forward[0]));
         EXPECT_TRUE(shared_agrees(declared_backward[1], backward[1]));
         EXPECT_TRUE(shared_agrees(declared_backward[2], backward[2]));
+        // One round trip a block (its own rows and first tile); the later tiles' copies overlap work.
+        const double blocks = (double)s.B * s.NH * ceil_div(s.Tn, gpu::ATTENTION_ROWS);
+        EXPECT_EQ(forward[0].round_trips, blocks);
+        EXPECT_EQ(backward[1].round_trips, blocks);
+        EXPECT_EQ(backward[2].round_trips, blocks);
+        EXPECT_EQ(declared_forward[0].round_trips, blocks);
+        EXPECT_EQ(declared_backward[1].round_trips, blocks);
+        EXPECT_EQ(declared_backward[2].round_trips, blocks);
     }
+}
+
+// A tile loaded with plain loads and then a barrier is a round trip the block waits for; the same
+// copied with cp.async a tile ahead, with work between, is not: the emulator's count of both.
+__global__ void tile_walk_kernel(float* out, const float* in, int tiles, bool ahead) {
+    __shared__ __align__(16) float tile[2][128];
+    const int t = threadIdx.x;
+    float sum = 0.0f;
+    if (ahead) {
+        cp_async<4>(&tile[0][t], in + t);
+        cp_async_commit();
+    }
+    for (int j = 0; j < tiles; j++) {
+        if (ahead) {
+            cp_async_wait<0>();
+            __syncthreads();
+            if (j + 1 < tiles) {
+                cp_async<4>(&tile[(j + 1) % 2][t], in + 128 * (j + 1) + t);
+                cp_async_commit();
+            }
+        } else {
+            __syncthreads();
+            tile[j % 2][t] = in[128 * j + t];
+            __syncthreads();
+        }
+        sum += __shfl_xor_sync(0xffffffff, tile[j % 2][127 - t], 1);
+    }
+    out[t] = sum;
+}
+
+TEST(Latency, RoundTripsCounted) {
+    ASSERT_TRUE(simt::counting_compiled());
+    const int tiles = 5, blocks = 3;
+    auto in = filled<float>(128 * tiles);
+    DeviceArray<float> out(128);
+    const auto plain = counted([&] { tile_walk_kernel<<<blocks, 128>>>(out.data(), in.data(), tiles, false); });
+    const auto ahead = counted([&] { tile_walk_kernel<<<blocks, 128>>>(out.data(), in.data(), tiles, true); });
+    ASSERT_EQ(plain.size(), 1u);
+    ASSERT_EQ(ahead.size(), 1u);
+    EXPECT_EQ(plain[0].round_trips, (size_t)(blocks * tiles));
+    EXPECT_EQ(ahead[0].round_trips, (size_t)blocks);  // the first tile only
+    EXPECT_EQ(plain[0].bytes_read, ahead[0].bytes_read);
+}
+
+// The latency term by hand: blocks of 4 warps with 160 registers, 3 resident per SM; a block alone
+// issues one warp instruction a cycle (each of the 4 schedulers has one warp, a quarter of the 4
+// it needs to issue every cycle); its waits add 800 cycles each, and bound the kernel. With 16
+// blocks resident the same waits hide behind the other blocks' issue.
+TEST(Latency, TermAddsEachBlocksWaitsToItsOwnIssue) {
+    Traffic t{"kernel", 1e6, 1e6, 0, 0};
+    t.warp_instructions = 4e7;
+    t.resources = {128, 160, 20000};
+    ASSERT_EQ(occupancy(t.resources).blocks_per_sm, 3);
+    EXPECT_EQ(modelled_time(t, true).latency, 0.0) << "no round trips declared";
+    t.round_trips = 3e4;
+    const ModelledTime m = modelled_time(t, true);
+    const double slots = 132.0 * 3;
+    EXPECT_NEAR(m.latency, (4e7 + 3e4 * 800) / (slots * 1.98e9), 1e-12);
+    EXPECT_NEAR(m.issue, 4e7 / (132 * 4 * 1.98e9 * 0.75), 1e-12);
+    EXPECT_EQ(m.total, m.latency);
+    // 16 resident blocks of 32 registers (64 warps, full issue): the other blocks hide the waits.
+    t.resources = {128, 32, 0};
+    ASSERT_EQ(occupancy(t.resources).blocks_per_sm, 16);
+    const ModelledTime full = modelled_time(t, true);
+    EXPECT_NEAR(full.latency, (4e7 + 3e4 * 800) / (132.0 * 16 * 1.98e9), 1e-12);
+    EXPECT_EQ(full.total, full.issue);
+}
+
+// attention at d12 (C = 768, 12 heads), B = 16, T = 1024, bf16, as the model rates it: each kernel
+// with its one round trip a block, and the same kernels as if every tile were loaded before a
+// barrier (a round trip per tile walked, plus the block's own rows), as they were before their
+// tiles were double-buffered.
+TEST(Latency, AttentionAtD12) {
+    const int B = 16, Tn = 1024, C = 768, NH = 12;
+    Launches all = gpu::attention_forward_traffic<bf16>(B, Tn, C, NH);
+    append(all, gpu::attention_backward_traffic<bf16>(B, Tn, C, NH));
+    const double tiles = Tn / gpu::ATTENTION_ROWS, blocks = (double)B * NH * tiles;
+    const double walked = (double)B * NH * tiles * (tiles + 1) / 2;
+    double total = 0, total_unbuffered = 0;
+    for (const Traffic& t : all) {
+        const ModelledTime m = modelled_time(t, true);
+        Traffic unbuffered = t;
+        if (t.round_trips > 0) unbuffered.round_trips = walked + blocks;
+        const ModelledTime u = modelled_time(unbuffered, true);
+        std::printf("  %-34s modelled %.3f ms (issue %.3f, latency %.3f); a round trip a tile: %.3f ms\n", t.kernel,
+                    m.total * 1e3, m.issue * 1e3, m.latency * 1e3, u.total * 1e3);
+        total += m.total, total_unbuffered += u.total;
+        if (t.round_trips > 0) {
+            EXPECT_EQ(t.round_trips, blocks) << t.kernel;
+            EXPECT_GT(u.latency, m.latency) << t.kernel;
+        }
+    }
+    std::printf("  attention per layer: %.3f ms; with a round trip a tile %.3f ms (x 12 layers: %.2f, %.2f ms)\n",
+                total * 1e3, total_unbuffered * 1e3, 12 * total * 1e3, 12 * total_unbuffered * 1e3);
 }
 
 // ---- PTX and ptxas ----------------------------------------------------------------------------

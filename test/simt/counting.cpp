@@ -36,7 +36,16 @@ using RequestKey = std::tuple<std::uint64_t, unsigned, std::uint64_t, std::uint6
 std::map<RequestKey, std::vector<LaneAccess>> requests;  // of the running launch
 // Per thread (block, warp, lane): its epoch and how many shared accesses it has made in it.
 std::map<std::tuple<std::uint64_t, unsigned, unsigned>, std::pair<std::uint64_t, std::uint64_t>> thread_accesses;
-CountedLaunch shared_totals;  // the running launch's shared counts
+CountedLaunch shared_totals;  // the running launch's shared counts and round trips
+
+// The block (serial) whose current phase, since its last barrier, waited for device memory.
+std::uint64_t block_waiting_for_memory = 0;
+
+// The running kernel thread waits for device memory in the current phase of its block.
+void note_wait_for_memory() {
+  ThreadPosition at;
+  if (running_thread_position(&at)) block_waiting_for_memory = at.block;
+}
 
 // Wavefronts of one phase: the most distinct 4-byte words that any bank holds (at least one).
 std::size_t phase_wavefronts(const std::vector<LaneAccess>& phase) {
@@ -73,8 +82,15 @@ void record_shared(const void* address, std::size_t bytes) {
       {at.lane, reinterpret_cast<std::uintptr_t>(address), bytes});
 }
 
-// Notes the `bytes` bytes at `address` when they are device memory touched by a counted launch,
-// or shared memory.
+// Adds the device bytes [address, address + bytes) to the launch's bytes read or written.
+void add_bytes(const void* address, std::size_t bytes, bool write) {
+  auto& set = write ? written_bytes : read_bytes;
+  const auto start = reinterpret_cast<std::uintptr_t>(address);
+  for (std::size_t i = 0; i < bytes; ++i) set.insert(start + i);
+}
+
+// Notes the `bytes` bytes at `address` when they are device memory touched by a counted launch
+// (a read by a kernel thread: a wait for memory in its block's phase), or shared memory.
 void record(const void* address, std::size_t bytes, bool write) {
   hooks_seen = true;
   if (!in_launch) return;
@@ -82,12 +98,27 @@ void record(const void* address, std::size_t bytes, bool write) {
     record_shared(address, bytes);
     return;
   }
-  auto& set = write ? written_bytes : read_bytes;
-  const auto start = reinterpret_cast<std::uintptr_t>(address);
-  for (std::size_t i = 0; i < bytes; ++i) set.insert(start + i);
+  if (!write) note_wait_for_memory();
+  add_bytes(address, bytes, write);
 }
 
 }  // namespace
+
+void note_async_copy(const void* dst, const void* src, std::size_t bytes) {
+  if (!in_launch) return;
+  add_bytes(src, bytes, false);
+  record_shared(dst, bytes);
+}
+
+void note_async_wait(bool exposed) {
+  if (in_launch && exposed) note_wait_for_memory();
+}
+
+void note_barrier(std::uint64_t block) {
+  if (!in_launch || block != block_waiting_for_memory) return;
+  shared_totals.round_trips++;
+  block_waiting_for_memory = 0;
+}
 
 void note_ldmatrix(const unsigned char* const* rows, int count) {
   if (!in_launch) return;
@@ -121,6 +152,7 @@ void begin_launch(const char* kernel) {
   requests.clear();
   thread_accesses.clear();
   shared_totals = CountedLaunch{};
+  block_waiting_for_memory = 0;
 }
 
 void end_launch() {

@@ -31,6 +31,11 @@ struct CountedLaunch {
   std::size_t shared_requests = 0;
   std::size_t shared_wavefronts = 0;
   std::size_t shared_ideal_wavefronts = 0;
+  // Round trips to device memory that a block waited for at a barrier, over all blocks: the
+  // barriers ending a phase (since the block's previous barrier) in which a thread of the block
+  // read device memory itself, or waited (cp.async.wait_group) for copies it started with no
+  // synchronisation point in between (nothing overlapped their latency).
+  std::size_t round_trips = 0;
 };
 
 // True when this binary's accesses reach the hooks (the counting build).

@@ -90,6 +90,7 @@ struct Algorithm {
 
 // What the test controls of cublaslt.h ask the emulation to refuse besides what it must.
 LtRefusal extra_refusal = LtRefusal::kNone;
+float gelu_factor = 1.0f;  // 1 + the relative error of perturb_cublaslt_gelu
 
 template <typename Fields, typename Opaque>
 Fields read(const Opaque* opaque) {
@@ -373,9 +374,10 @@ void run(const Problem& p, float alpha, float beta, const void* a, const void* b
       if (op.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
         t += blas::load(op.bias, p.bias_type, row);
         blas::store(const_cast<void*>(op.aux), p.d.type, aux_index, t);
-        t = gelu(t);
+        t = gelu(t) * gelu_factor;
       }
-      if (op.epilogue == CUBLASLT_EPILOGUE_DGELU) t *= gelu_derivative(blas::load(op.aux, p.d.type, aux_index));
+      if (op.epilogue == CUBLASLT_EPILOGUE_DGELU)
+        t *= gelu_derivative(blas::load(op.aux, p.d.type, aux_index)) * gelu_factor;
       blas::store(d, p.d.type, row + col * p.d.ld, t);
     }
   if (op.epilogue == CUBLASLT_EPILOGUE_BGRADB)
@@ -391,6 +393,8 @@ void run(const Problem& p, float alpha, float beta, const void* a, const void* b
 }  // namespace
 
 void refuse_cublaslt_epilogues(LtRefusal refusal) { extra_refusal = refusal; }
+
+void perturb_cublaslt_gelu(float relative) { gelu_factor = 1.0f + relative; }
 
 }  // namespace simt
 

@@ -73,6 +73,23 @@ struct ThreadPosition {
 // Whether [pointer, pointer + bytes) is shared memory of the running kernel thread's block; if
 // so, *position says where that thread is. False outside kernels.
 bool running_shared_access(const void* pointer, std::size_t bytes, ThreadPosition* position);
+// Where the running kernel thread is; false outside kernels.
+bool running_thread_position(ThreadPosition* position);
+
+// ---- asynchronous copies (async_copy.cpp) --------------------------------------------------------
+// Whether the running kernel thread has started cp.async copies it has not waited for (the
+// scheduler refuses its exit).
+bool running_thread_has_copies_in_flight();
+
+// ---- round trips to device memory (counting.cpp) --------------------------------------------------
+// A cp.async of the running thread starting: its bytes count as read (src) and as a shared store
+// (dst) of the launch.
+void note_async_copy(const void* dst, const void* src, std::size_t bytes);
+// A cp.async.wait_group completing a group of copies; `exposed` when the thread has passed no
+// synchronisation point (no warp operation, no barrier) since the group's last copy started.
+void note_async_wait(bool exposed);
+// Every thread of block `block` (its serial) has arrived at a __syncthreads().
+void note_barrier(std::uint64_t block);
 
 // The emulated ldmatrix's shared-memory request: `count` matrices, each 8 rows of 16 bytes read
 // as one phase; rows[8i + r] is row r of matrix i.

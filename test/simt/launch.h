@@ -30,15 +30,18 @@ class KernelError : public std::runtime_error {
 // ---- scheduling order ------------------------------------------------------------------------
 // Between two synchronisation points the runnable threads of a block run one after another, in
 // this order; blocks run in the same order. A kernel that is missing a __syncthreads() computes
-// different results under different orders.
-enum class ThreadOrder { kForward, kReverse, kShuffle };
+// different results under different orders. kWarps runs the warps apart: the lowest warp with a
+// runnable lane runs alone (its lanes forward, its warp operations waiting only for its own
+// lanes) until every lane of it waits at __syncthreads() or has exited, then the next warp; so
+// one warp runs ahead to the next block barrier while the others lag behind at the previous one.
+enum class ThreadOrder { kForward, kReverse, kShuffle, kWarps };
 
 struct Schedule {
   ThreadOrder order = ThreadOrder::kForward;
   std::uint64_t seed = 0;  // for kShuffle
 };
 
-// Parses "forward", "reverse" or "shuffle:SEED" (the syntax of the SIMT_ORDER environment
+// Parses "forward", "reverse", "shuffle:SEED" or "warps" (the syntax of the SIMT_ORDER environment
 // variable, which sets the schedule at startup); throws std::invalid_argument otherwise.
 Schedule parse_schedule(const std::string& text);
 std::string to_string(const Schedule& schedule);

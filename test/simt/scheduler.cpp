@@ -4,7 +4,9 @@
 //
 // Scheduling works in rounds. A round takes the threads that are runnable, puts them in the
 // order of the schedule (forward, reverse or a seeded shuffle) and resumes each in turn; a
-// thread runs until its next synchronisation point (barrier, warp operation) or its end. The
+// thread runs until its next synchronisation point (barrier, warp operation) or its end. Under
+// the warps schedule a round takes only the runnable lanes of the lowest warp that has any, so
+// that warp runs on alone to the next block barrier before the next warp moves. The
 // last thread to arrive at a barrier or warp operation makes the waiting threads runnable
 // again, for the next round. If a round finds no runnable thread while some have not finished,
 // the block can never complete: that is reported instead of hanging.
@@ -275,8 +277,10 @@ class Block {
            "__syncthreads()");
     fail_if_warp_waits_for_running("reached __syncthreads()");
     set_state(*running_, ThreadState::kAtBarrier);
-    if (at_barrier_ == threads_.size())
+    if (at_barrier_ == threads_.size()) {
+      note_barrier(serial_);
       for (ThreadSlot& thread : threads_) set_state(thread, ThreadState::kRunnable);
+    }
     yield();
   }
 
@@ -347,6 +351,8 @@ class Block {
            " threads wait at __syncthreads(): every thread of the block must reach every "
            "__syncthreads()");
     fail_if_warp_waits_for_running("exited");
+    if (running_thread_has_copies_in_flight())
+      fail("exited with cp.async copies it never waited for (cp.async.wait_group)");
     set_state(*running_, ThreadState::kExited);
   }
 
@@ -369,11 +375,17 @@ class Block {
     }
   }
 
-  // The runnable threads, in the order in which the next round resumes them.
+  // The runnable threads, in the order in which the next round resumes them; under the warps
+  // schedule only those of the lowest warp that has one.
   void plan_round(std::mt19937_64& random) {
     round_.clear();
-    for (const ThreadSlot& thread : threads_)
-      if (thread.state == ThreadState::kRunnable) round_.push_back(thread.linear);
+    for (const ThreadSlot& thread : threads_) {
+      if (thread.state != ThreadState::kRunnable) continue;
+      if (schedule_.order == ThreadOrder::kWarps && !round_.empty() &&
+          thread.linear / kWarpSize != round_.front() / kWarpSize)
+        break;
+      round_.push_back(thread.linear);
+    }
     arrange(round_, schedule_.order, random);
   }
 
@@ -582,12 +594,13 @@ void annotate_sanitizer_report(const char* report) {
 Schedule parse_schedule(const std::string& text) {
   if (text == "forward") return Schedule{ThreadOrder::kForward, 0};
   if (text == "reverse") return Schedule{ThreadOrder::kReverse, 0};
+  if (text == "warps") return Schedule{ThreadOrder::kWarps, 0};
   const std::string prefix = "shuffle:";
   const std::string seed = text.substr(std::min(prefix.size(), text.size()));
   if (text.compare(0, prefix.size(), prefix) == 0 && !seed.empty() &&
       seed.find_first_not_of("0123456789") == std::string::npos)
     return Schedule{ThreadOrder::kShuffle, std::stoull(seed)};
-  throw std::invalid_argument("SIMT_ORDER must be forward, reverse or shuffle:SEED, not '" + text + "'");
+  throw std::invalid_argument("SIMT_ORDER must be forward, reverse, shuffle:SEED or warps, not '" + text + "'");
 }
 
 std::string to_string(const Schedule& schedule) {
@@ -595,6 +608,7 @@ std::string to_string(const Schedule& schedule) {
     case ThreadOrder::kForward: return "forward";
     case ThreadOrder::kReverse: return "reverse";
     case ThreadOrder::kShuffle: return "shuffle:" + std::to_string(schedule.seed);
+    case ThreadOrder::kWarps: return "warps";
   }
   return "?";
 }
@@ -644,6 +658,12 @@ bool running_shared_access(const void* pointer, std::size_t bytes, ThreadPositio
   if (running_block == nullptr || !running_block->has_running_thread() ||
       !running_block->holds_shared(pointer, bytes))
     return false;
+  *position = running_block->running_position();
+  return true;
+}
+
+bool running_thread_position(ThreadPosition* position) {
+  if (running_block == nullptr || !running_block->has_running_thread()) return false;
   *position = running_block->running_position();
   return true;
 }
