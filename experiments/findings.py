@@ -67,6 +67,7 @@ def e2_lines(x):
              f"{margin.min():.2f}–{margin.max():.2f} nats below unigram_ce (per configuration and depth, means "
              f"{cell_means(done).min():.2f}–{cell_means(done).max():.2f})."]
     final = e2_final(x)
+    final = final[final.gated.astype(bool)]
     deepest = final[final.depth == final.depth.max()] if len(final) else final
     if len(deepest):
         medians = [f"{label((ln, dt))} at lr {fmt_num(lr)} {two_digits(rows.mean_abs.median())}"
