@@ -110,7 +110,8 @@ def entered_note(x):
 
 def own_best_rows(x, frame):
     """The rows of `frame` (with ln, dt, lr) at their configuration's own best E1 learning rate."""
-    keep = [own_best(x, ln, dt) == lr for ln, dt, lr in zip(frame.ln, frame.dt, frame.lr)]
+    best = {(ln, dt): own_best(x, ln, dt) for ln, dt in set(zip(frame.ln, frame.dt))}
+    keep = [best[ln, dt] == lr for ln, dt, lr in zip(frame.ln, frame.dt, frame.lr)]
     return frame[np.array(keep, dtype=bool)] if len(frame) else frame
 
 

@@ -40,7 +40,7 @@ def load_experiments(docs):
     return argparse.Namespace(e1=e1_runs, e1_settings=e1_settings, e1_measured=e1.measure(e1_runs),
                               e1_layers=e1_tables.layers, matched=matched, matched_set=matched_set, e2=e2_runs,
                               e2_settings=e2_settings, e2_tables=e2_tables, e2_depth=e2.depth_fits(e2_runs, e2_tables),
-                              e2_fits=e2.within_fits(e2_runs, e2_tables), e2_diag=e2.diagnostics(e2_runs, e2_tables),
+                              e2_diag=e2.diagnostics(e2_runs, e2_tables),
                               e3=e3_runs, e3_settings=e3_settings)
 
 
