@@ -101,7 +101,8 @@ def entered_note(x):
     parts = []
     for lr in x.matched:
         counts = [f"{label((ln, dt))} " + "/".join(
-            str(int(((final.ln == ln) & (final.dt == dt) & (final.lr == lr) & (final.depth == L)).sum())) for L in depths)
+            str(int(((final.ln == ln) & (final.dt == dt) & (final.lr == lr) & (final.depth == L)).sum()))
+            for L in depths)
             for ln in ("pre", "peri") for dt in (1.0, 0.1)]
         parts.append(f"lr {fmt_num(lr)}: " + ", ".join(counts))
     return (f"runs below E1's line entering the contrasts, per L {'/'.join(map(str, depths))}: " + "; ".join(parts)
@@ -151,7 +152,8 @@ def claim_exponential_growth(x):
         secondary.append(f"Peri-LN Δt = 1 at its own {fmt_num(peri_lr)}: r = "
                          f"{primary.ci(peri.r, peri.r_low, peri.r_high)}")
     return Claim("1. Pre-LN hidden states grow exponentially with depth",
-                 "E2 runs below E1's line, Δt = 1, both placements at each matched lr: ln mean\\|X_L\\| = α + p·ln L + r·L per "
+                 "E2 runs below E1's line, Δt = 1, both placements at each matched lr: ln mean\\|X_L\\| = α + p·ln L "
+                 "+ r·L per "
                  "placement, fitted jointly; t-test of r_pre − r_peri = 0 (r_pre larger at both lrs)",
                  [("1", found)], f"{matched_note(x)}: {primary_text(found)}; {entered_note(x)}. Secondary, own best "
                  "lrs: " +
@@ -176,7 +178,8 @@ def claim_peri_growth(x):
     own = own_final(x)
     own = primary.bounds(own[own.dt == 1])
     return Claim("2. Peri-LN: mean \\|x\\| grows at most linearly, its variance quadratically",
-                 "E2 runs below E1's line, Δt = 1, at each matched lr: ln X_L = α + p·ln L per placement; t-tests of p = 1 "
+                 "E2 runs below E1's line, Δt = 1, at each matched lr: ln X_L = α + p·ln L per placement; t-tests of "
+                 "p = 1 "
                  "(mean\\|X_L\\|) and p = 2 (entry_var): Peri-LN below both and Pre-LN above one (intersection; at "
                  "both lrs)",
                  [("2", found)], f"{matched_note(x)}: {primary_text(found)}. Secondary, each placement at its own "
@@ -265,7 +268,8 @@ def claim_noise(x):
         numbers += (f"; relative amplification (divided by the stream's growth), every matched pair: Peri-LN smaller "
                     f"in {rel['smaller']} of {rel['pairs']}")
     return Claim("5. Peri-LN bounds the amplification of input noise",
-                 "E2 pairs below E1's line (same Δt, lr, depth, seed) at each matched lr: sign test of the absolute amplification "
+                 "E2 pairs below E1's line (same Δt, lr, depth, seed) at each matched lr: sign test of the absolute "
+                 "amplification "
                  "W2(X_L)/W2(X_0), Peri- below Pre-LN (at both lrs)",
                  [("5", found)], numbers)
 

@@ -75,7 +75,7 @@ def growth_difference(rows, column="mean_abs"):
     variance), the t-test of r_pre − r_peri = 0; claimed when Pre-LN's r is the larger."""
     data = placement_depths(rows, column)
     if any(len(set(L)) < 3 for L, _ in data.values()):
-        return not_tested("fewer than three depths of gated runs of a placement")
+        return not_tested("fewer than three depths of a placement's runs")
     L = np.concatenate([data["pre"][0], data["peri"][0]])
     y = np.concatenate([data["pre"][1], data["peri"][1]])
     pre = np.concatenate([np.ones(len(data["pre"][0])), np.zeros(len(data["peri"][0]))])
@@ -108,7 +108,7 @@ def bounds(rows):
         for ln, (L, y) in placement_depths(rows, column).items():
             fits[ln, column] = power_of_depth(L, y) if len(set(L)) >= 3 else None
     if any(f is None for f in fits.values()):
-        return not_tested("fewer than three depths of gated runs of a placement")
+        return not_tested("fewer than three depths of a placement's runs")
     peri = [bound_part(fits["peri", "mean_abs"], 1.0, "Peri-LN mean\\|X_L\\|", True),
             bound_part(fits["peri", "entry_var"], 2.0, "Peri-LN entry_var", True)]
     pre = [bound_part(fits["pre", "mean_abs"], 1.0, "Pre-LN mean\\|X_L\\|", False),
@@ -130,7 +130,7 @@ def dt_tightens_in(pairs, name):
     QUANTITY_small, QUANTITY_large): sign tests of X_L(0.1) < X_L(1) for mean_abs and entry_var,
     both."""
     if not len(pairs):
-        return not_tested(f"no {name} depth and seed with both Δt gated")
+        return not_tested(f"no {name} depth and seed with runs at both Δt")
     parts = []
     for q in ("mean_abs", "entry_var"):
         t = ratio_test(pairs[f"{q}_small"], pairs[f"{q}_large"])
@@ -170,7 +170,8 @@ def natural_slopes(runs):
 
 
 def slope_difference(slopes):
-    """Claim 4's secondary (its sign is set by construction: Pre-LN's in (0, 1), Peri-LN's 0): the slope of ln(largest block sensitivity over blocks 2..L) against ln k per gated
+    """Claim 4's secondary (its sign is set by construction: Pre-LN's in (0, 1), Peri-LN's 0): the
+    slope of ln(largest block sensitivity over blocks 2..L) against ln k per gated
     checkpoint (rows: ln, slope_deep), Welch's test of Pre- against Peri-LN; claimed when Pre-LN's
     is the larger."""
     pre = slopes[slopes.ln == "pre"].slope_deep.dropna()
@@ -187,7 +188,7 @@ def amplification(pairs):
     absolute_amplification_pre, _peri): the sign test of Peri-LN's absolute amplification below
     Pre-LN's."""
     if not len(pairs):
-        return not_tested("no Δt, depth and seed with both placements gated")
+        return not_tested("no Δt, depth and seed with runs of both placements")
     t = ratio_test(pairs.absolute_amplification_peri, pairs.absolute_amplification_pre)
     return Primary(t["p"], direction(t["smaller"] * 2 > t["pairs"]),
                    f"Peri-LN smaller in {t['smaller']} of {t['pairs']} pairs, Pre/Peri ×{t['ratio']:.2g}")

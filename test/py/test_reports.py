@@ -159,7 +159,8 @@ class E1Edge(unittest.TestCase):
             ("pre", 1.0, 0.1, 0.1, 3, "diverged", None, 8.32, dict(final_train_loss=9.0, stopped_step=40)),
             ("pre", 1.0, 0.1, 0.1, 4, "ok", 5.3, 8.32, dict(final_train_loss=8.5)),
             ("pre", 1.0, 0.1, 0.1, 5, "ok", 5.6, 8.32, dict(final_train_loss=5.5)),
-            ("pre", 1.0, 0.1, 0.1, 6, "collapsed", 5.9, 8.32, dict(final_train_loss=5.9, max_loss=9.5, max_loss_step=12)),
+            ("pre", 1.0, 0.1, 0.1, 6, "collapsed", 5.9, 8.32, dict(final_train_loss=5.9, max_loss=9.5,
+                                                                   max_loss_step=12)),
             ("pre", 1.0, 0.1, 0.1, 7, "collapsed", 5.9, 8.32, dict(final_train_loss=5.9, max_loss=8.32,
                                                                    max_loss_step=0))]))
         self.assertEqual(list(e1.diverged(runs)), [True, False, True, True, False, True, False])
