@@ -310,9 +310,9 @@ def claim_divergence(x):
             numbers.append(f"{shared} E3 runs are E1 runs too (the same placement, Δt, wd, lr and seed)")
     return Claim("6. Pre-LN diverges more often, more so without weight decay; Peri-LN never",
                  f"E3 at Pre-LN's divergence edge and the lr above it (lr {lrs_text(lrs)}): Fisher's exact test of "
-                 "divergence (stopped, a final training loss above ln V, or collapsed after a blow-up of 1 nat above "
-                 "the initial loss), 6a Pre- against Peri-LN in each Δt (both lrs and wd; both strata the claimed "
-                 "way), 6b Pre-LN without against with weight decay",
+                 "divergence (stopped, a last training loss above its first ≈ ln V, or collapsed after a blow-up 1 "
+                 "nat above the initial loss), 6a Pre- against Peri-LN in each Δt (both lrs and wd; both strata the "
+                 "claimed way), 6b Pre-LN without against with weight decay",
                  [("6a", six_a), ("6b", six_b)], "; ".join(numbers) if len(got) else "no E3 run")
 
 
