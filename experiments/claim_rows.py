@@ -62,23 +62,57 @@ def own_best(x, ln, dt):
 # E2: growth with depth, the intervention, noise
 
 def e2_final(x):
-    """One row per gated E2 run: ln, dt, lr, depth, seed and, after training, X_L's mean_abs and
-    entry_var and the absolute amplification of input noise at X_L."""
+    """One row per recorded E2 run with a profile: ln, dt, lr, depth, seed, whether it passed E2's gate
+    (`gated`, the own-best-lr rows') and E1's "learns" line (`learned`, the matched-lr contrasts'),
+    and, after training, X_L's mean_abs and entry_var and the absolute amplification of input noise
+    at X_L."""
     layers = e2.profiles(x.e2_tables.layers)
     got = recorded(x.e2)
-    rows = [dict(run=r.run, ln=r.ln, dt=r.dt, lr=r.lr, depth=e2.depth_of(r, layers[r.run]), seed=r.seed,
-                 mean_abs=float(layers[r.run].mean_abs.iloc[-1]), entry_var=float(layers[r.run].entry_var.iloc[-1]))
-            for r in got[e2.gated(got)].itertuples() if r.run in layers]
-    frame = pd.DataFrame(rows, columns=["run", "ln", "dt", "lr", "depth", "seed", "mean_abs", "entry_var"])
+    got = got[got.run.isin(layers)]
+    rows = [dict(run=r.run, ln=r.ln, dt=r.dt, lr=r.lr, depth=e2.depth_of(r, layers[r.run]), seed=r.seed, gated=g,
+                 learned=not f, mean_abs=float(layers[r.run].mean_abs.iloc[-1]),
+                 entry_var=float(layers[r.run].entry_var.iloc[-1]))
+            for r, g, f in zip(got.itertuples(), e2.gated(got), e1.failed(got))]
+    frame = pd.DataFrame(rows, columns=["run", "ln", "dt", "lr", "depth", "seed", "gated", "learned", "mean_abs",
+                                        "entry_var"])
     diag = x.e2_diag[["run", "absolute_amplification", "amplification"]] if len(x.e2_diag) else None
     if diag is None:
         return frame.assign(absolute_amplification=np.nan, amplification=np.nan)
     return frame.merge(diag, on="run", how="left")
 
 
+def matched_final(x):
+    """e2_final's runs that enter the matched-lr contrasts: those below E1's failure line, the
+    criterion that chose the matched lrs (docs/experiments.md, *Review of the pre-registration*)."""
+    final = e2_final(x)
+    return final[final.learned.astype(bool)]
+
+
+def own_final(x):
+    """e2_final's gated runs at their configuration's own best E1 lr (the secondary rows)."""
+    final = e2_final(x)
+    return own_best_rows(x, final[final.gated.astype(bool)])
+
+
+def entered_note(x):
+    """How many E2 runs of each placement and Δt entered the matched-lr contrasts, per lr and depth."""
+    final = matched_final(x)
+    depths = sorted(set(recorded(x.e2).depth.dropna().astype(int)))
+    parts = []
+    for lr in x.matched:
+        counts = [f"{label((ln, dt))} " + "/".join(
+            str(int(((final.ln == ln) & (final.dt == dt) & (final.lr == lr) & (final.depth == L)).sum()))
+            for L in depths)
+            for ln in ("pre", "peri") for dt in (1.0, 0.1)]
+        parts.append(f"lr {fmt_num(lr)}: " + ", ".join(counts))
+    return (f"runs below E1's line entering the contrasts, per L {'/'.join(map(str, depths))}: " + "; ".join(parts)
+            if parts and depths else "")
+
+
 def own_best_rows(x, frame):
     """The rows of `frame` (with ln, dt, lr) at their configuration's own best E1 learning rate."""
-    keep = [own_best(x, ln, dt) == lr for ln, dt, lr in zip(frame.ln, frame.dt, frame.lr)]
+    best = {(ln, dt): own_best(x, ln, dt) for ln, dt in set(zip(frame.ln, frame.dt))}
+    keep = [best[ln, dt] == lr for ln, dt, lr in zip(frame.ln, frame.dt, frame.lr)]
     return frame[np.array(keep, dtype=bool)] if len(frame) else frame
 
 
@@ -103,7 +137,7 @@ def primary_text(p):
 
 
 def claim_exponential_growth(x):
-    final = e2_final(x)
+    final = matched_final(x)
     found = at_matched(x, lambda lr: primary.growth_difference(final[(final.dt == 1) & (final.lr == lr)]))
     secondary = []
     lr = own_best(x, "pre", 1.0)
@@ -118,9 +152,11 @@ def claim_exponential_growth(x):
         secondary.append(f"Peri-LN Δt = 1 at its own {fmt_num(peri_lr)}: r = "
                          f"{primary.ci(peri.r, peri.r_low, peri.r_high)}")
     return Claim("1. Pre-LN hidden states grow exponentially with depth",
-                 "E2 gated runs, Δt = 1, both placements at each matched lr: ln mean\\|X_L\\| = α + p·ln L + r·L per "
+                 "E2 runs below E1's line, Δt = 1, both placements at each matched lr: ln mean\\|X_L\\| = α + p·ln L "
+                 "+ r·L per "
                  "placement, fitted jointly; t-test of r_pre − r_peri = 0 (r_pre larger at both lrs)",
-                 [("1", found)], f"{matched_note(x)}: {primary_text(found)}. Secondary, own best lrs: " +
+                 [("1", found)], f"{matched_note(x)}: {primary_text(found)}; {entered_note(x)}. Secondary, own best "
+                 "lrs: " +
                  ("; ".join(secondary) or gate_note(x)) + high_lr_note(x))
 
 
@@ -137,47 +173,56 @@ def high_lr_note(x):
 
 
 def claim_peri_growth(x):
-    final = e2_final(x)
+    final = matched_final(x)
     found = at_matched(x, lambda lr: primary.bounds(final[(final.dt == 1) & (final.lr == lr)]))
-    own = primary.bounds(own_best_rows(x, final[final.dt == 1]))
+    own = own_final(x)
+    own = primary.bounds(own[own.dt == 1])
     return Claim("2. Peri-LN: mean \\|x\\| grows at most linearly, its variance quadratically",
-                 "E2 gated runs, Δt = 1, at each matched lr: ln X_L = α + p·ln L per placement; t-tests of p = 1 "
+                 "E2 runs below E1's line, Δt = 1, at each matched lr: ln X_L = α + p·ln L per placement; t-tests of "
+                 "p = 1 "
                  "(mean\\|X_L\\|) and p = 2 (entry_var): Peri-LN below both and Pre-LN above one (intersection; at "
                  "both lrs)",
                  [("2", found)], f"{matched_note(x)}: {primary_text(found)}. Secondary, each placement at its own "
                  f"best lr: {primary_text(own)}")
 
 
+def dt_pairs(frame, keys=("ln", "lr", "depth", "seed")):
+    """Runs of the same `keys` at Δt = 0.1 and 1 side by side (suffixes _small, _large)."""
+    return frame[frame.dt == 0.1].merge(frame[frame.dt == 1.0], on=list(keys), suffixes=("_small", "_large"))
+
+
 def claim_dt_tightens(x):
-    pairs = e2.dt_pairs(x.e2, x.e2_tables)
+    pairs = dt_pairs(matched_final(x))
     found = at_matched(x, lambda lr: primary.dt_tightens(pairs[pairs.lr == lr]))
-    final = own_best_rows(x, e2_final(x))
-    own_pairs = final[final.dt == 0.1].merge(final[final.dt == 1.0], on=["ln", "depth", "seed"],
-                                             suffixes=("_small", "_large"))
-    own = primary.dt_tightens(own_pairs)
+    own = primary.dt_tightens(dt_pairs(own_final(x), ("ln", "depth", "seed")))
     return Claim("3. Δt < 1 tightens both",
-                 "E2 gated pairs (same placement, lr, depth, seed) at each matched lr: sign tests of X_L(Δt = 0.1) < "
-                 "X_L(Δt = 1) for mean\\|X_L\\| and entry_var (intersection; at both lrs)",
+                 "E2 pairs below E1's line (same placement, lr, depth, seed) at each matched lr, per placement: sign "
+                 "tests of X_L(Δt = 0.1) < X_L(Δt = 1) for mean\\|X_L\\| and entry_var (intersection over both "
+                 "quantities and both placements; at both lrs)",
                  [("3", found)], f"{matched_note(x)}: {primary_text(found)}. Secondary, each configuration at its "
                  f"own best lr (Δt and lr confounded): {primary_text(own)}")
 
 
 def claim_gradients(x):
+    done = finished(x.e1[x.e1.ln.isin(e1.BRACKETED)])
+    found = primary.natural_slopes(done[done.dt == 1.0])
+    numbers = (f"E1's finished runs at Δt = 1 over lrs {lrs_text(sorted(set(done.lr)))}: {primary_text(found)}")
     slopes = e2.intervention_slopes(x.e2_tables.intervention, x.e2)
-    found = at_matched(x, lambda lr: primary.slope_difference(slopes[slopes.lr == lr]))
-    numbers = f"{matched_note(x)}: {primary_text(found)}"
+    intervened = at_matched(x, lambda lr: primary.slope_difference(slopes[slopes.lr == lr]))
+    numbers += (f". Secondary, E2's intervention at the {matched_note(x)}, slope over blocks 2..L against ln k "
+                f"(sign by construction: Pre-LN's in (0, 1), Peri-LN's 0): {primary_text(intervened)}")
     own = own_best_rows(x, slopes)
     if len(own):
         pre, peri = own[own.ln == "pre"], own[own.ln == "peri"]
-        numbers += (f". Secondary, own best lrs: slope over all blocks Pre-LN {pre.slope.mean():.2f}, Peri-LN "
+        numbers += (f". Own best lrs: slope over all blocks Pre-LN {pre.slope.mean():.2f}, Peri-LN "
                     f"{peri.slope.mean():.2f} (0 by construction); over blocks 2..L {pre.slope_deep.mean():.2f} and "
                     f"{peri.slope_deep.mean():.2f}; block 1 the most sensitive in {pre.at_block_1.mean():.0%} and "
                     f"{peri.at_block_1.mean():.0%}")
     numbers += natural_note(x) + rho_note(x)
     return Claim("4. Pre-LN's gradients grow with its activations; Peri-LN's local sensitivity does not",
-                 "E2's gated checkpoints at each matched lr with the branch outputs scaled by k: slope of ln(largest "
-                 "block sensitivity over blocks 2..L) against ln k, Pre- against Peri-LN (Welch; Pre larger at both "
-                 "lrs)",
+                 "E1's finished runs, Δt = 1, over its learning rates and seeds (natural variation): ln(largest block "
+                 "sensitivity) = a + b·ln mean\\|X_L\\| per placement, fitted jointly; t-test of b_pre − b_peri = 0 "
+                 "(Pre larger; Peri-LN's claim predicts b ≈ 0)",
                  [("4", found)], numbers)
 
 
@@ -210,10 +255,9 @@ def placement_pairs(frame):
 
 
 def claim_noise(x):
-    final = e2_final(x)
-    pairs = placement_pairs(final)
+    pairs = placement_pairs(matched_final(x))
     found = at_matched(x, lambda lr: primary.amplification(pairs[pairs.lr == lr]))
-    own = own_best_rows(x, final)
+    own = own_final(x)
     own_pairs = (own[own.ln == "pre"].merge(own[own.ln == "peri"], on=["dt", "depth", "seed"],
                                            suffixes=("_pre", "_peri"))
                  .dropna(subset=["absolute_amplification_pre", "absolute_amplification_peri"]))
@@ -224,7 +268,8 @@ def claim_noise(x):
         numbers += (f"; relative amplification (divided by the stream's growth), every matched pair: Peri-LN smaller "
                     f"in {rel['smaller']} of {rel['pairs']}")
     return Claim("5. Peri-LN bounds the amplification of input noise",
-                 "E2 gated pairs (same Δt, lr, depth, seed) at each matched lr: sign test of the absolute amplification "
+                 "E2 pairs below E1's line (same Δt, lr, depth, seed) at each matched lr: sign test of the absolute "
+                 "amplification "
                  "W2(X_L)/W2(X_0), Peri- below Pre-LN (at both lrs)",
                  [("5", found)], numbers)
 
@@ -232,22 +277,31 @@ def claim_noise(x):
 # ---------------------------------------------------------------------------------------------
 # E3: divergence
 
+def stratum_6a(got, dt):
+    """Claim 6a in one Δt: Fisher's exact test of divergence, Pre- against Peri-LN, over both weight
+    decays and both of E3's learning rates."""
+    mine = got[got.dt == dt]
+    found = primary.more_often(e1.diverged(mine[mine.ln == "pre"]), e1.diverged(mine[mine.ln == "peri"]))
+    return found._replace(effect=f"Δt = {fmt_num(dt)}: {found.effect}")
+
+
 def claim_divergence(x):
     got = recorded(x.e3)
     lrs = sorted(set(got.lr))
     pre, peri = got[got.ln == "pre"], got[got.ln == "peri"]
-    six_a = agreeing({lr: primary.more_often(e1.diverged(pre[pre.lr == lr]), e1.diverged(peri[peri.lr == lr]))
-                      for lr in lrs})
+    six_a = (primary.both([stratum_6a(got, dt) for dt in (1.0, 0.1)]) if set(got.dt) >= {1.0, 0.1} else
+             not_tested("E3 lacks Δt 1 or 0.1"))
     wds = sorted(set(got.wd))
     six_b = (primary.more_often(e1.diverged(pre[pre.wd == wds[0]]), e1.diverged(pre[pre.wd == wds[-1]]))
              if len(wds) == 2 else not_tested("E3 has no two weight decays"))
-    numbers = [f"6a diverged, Pre-LN against Peri-LN: {primary_text(six_a)}",
+    numbers = [f"6a diverged, Pre-LN against Peri-LN, per Δt (both must agree): {primary_text(six_a)}",
                f"6b Pre-LN wd {fmt_num(wds[0]) if wds else '—'} against {fmt_num(wds[-1]) if wds else '—'}: "
                f"{primary_text(six_b)}"]
     if len(got):
-        numbers.append(f"secondary, failed (E1's line) Pre-LN {int(e1.failed(pre).sum())}/{len(pre)}, Peri-LN "
-                       f"{int(e1.failed(peri).sum())}/{len(peri)}; Peri-LN diverged in {int(e1.diverged(peri).sum())} "
-                       f"of {len(peri)} runs")
+        numbers.append(f"secondary, any collapse or stop (broad) Pre-LN {int(e1.broke(pre).sum())}/{len(pre)}, "
+                       f"Peri-LN {int(e1.broke(peri).sum())}/{len(peri)}; failed (E1's line) Pre-LN "
+                       f"{int(e1.failed(pre).sum())}/{len(pre)}, Peri-LN {int(e1.failed(peri).sum())}/{len(peri)}; "
+                       f"Peri-LN diverged in {int(e1.diverged(peri).sum())} of {len(peri)} runs")
         if "train_max_attn_logit" in got and pre.train_max_attn_logit.notna().any():
             numbers.append(f"largest attention logit, median: Pre-LN {two_digits(pre.train_max_attn_logit.median())}, "
                            f"Peri-LN {two_digits(peri.train_max_attn_logit.median())}")
@@ -256,8 +310,9 @@ def claim_divergence(x):
             numbers.append(f"{shared} E3 runs are E1 runs too (the same placement, Δt, wd, lr and seed)")
     return Claim("6. Pre-LN diverges more often, more so without weight decay; Peri-LN never",
                  f"E3 at Pre-LN's divergence edge and the lr above it (lr {lrs_text(lrs)}): Fisher's exact test of "
-                 "divergence (stopped, collapsed, or the last training loss above the first), 6a Pre- against Peri-LN "
-                 "at each lr (agreeing), 6b Pre-LN without against with weight decay",
+                 "divergence (stopped, a last training loss above its first ≈ ln V, or collapsed after a blow-up 1 "
+                 "nat above the initial loss), 6a Pre- against Peri-LN in each Δt (both lrs and wd; both strata the "
+                 "claimed way), 6b Pre-LN without against with weight decay",
                  [("6a", six_a), ("6b", six_b)], "; ".join(numbers) if len(got) else "no E3 run")
 
 

@@ -40,7 +40,7 @@ def load_experiments(docs):
     return argparse.Namespace(e1=e1_runs, e1_settings=e1_settings, e1_measured=e1.measure(e1_runs),
                               e1_layers=e1_tables.layers, matched=matched, matched_set=matched_set, e2=e2_runs,
                               e2_settings=e2_settings, e2_tables=e2_tables, e2_depth=e2.depth_fits(e2_runs, e2_tables),
-                              e2_fits=e2.within_fits(e2_runs, e2_tables), e2_diag=e2.diagnostics(e2_runs, e2_tables),
+                              e2_diag=e2.diagnostics(e2_runs, e2_tables),
                               e3=e3_runs, e3_settings=e3_settings)
 
 
@@ -105,10 +105,12 @@ primary tests*). The verdict:
   given: e.g. too few runs passed E2's gate); a test whose power is below 80% was declared
   *untestable at this scale* before the runs, and its inconclusive verdict says so.
 
-Every test that compares placements is made at E1's two matched learning rates (the two largest at
-which every Pre- and Peri-LN configuration learns) and its direction must agree at both: claimed
-at both or against at both, with the larger of the two p's; where they disagree, the verdict is
-inconclusive. A claim that needs several things at once (claims 2, 3 and 7) is an intersection:
+Every test that compares placements in E2 or E1's metrics (claims 1, 2, 3, 5, 7) is made at E1's
+two matched learning rates (the two largest at which every Pre- and Peri-LN configuration learns)
+and its direction must agree at both: claimed at both or against at both, with the larger of the
+two p's; where they disagree, the verdict is inconclusive. Claim 4's primary test is one fit over
+E1's learning rates (natural variation); claim 6's pools E3's two learning rates. A claim that
+needs several things at once (claims 2, 3, 6a and 7) is an intersection:
 its direction is claimed only when every part points the claimed way, and then its p is the
 largest of the parts'; otherwise its p is the smallest of the parts that point the other way.
 Each claim's numbers give its second-round test, each configuration at its own best learning

@@ -42,15 +42,28 @@ def failed(rows):
     return (rows.outcome != "ok") | short
 
 
+# A collapse counts as divergence when the run's loss rose at least BLOW_UP nats above its initial
+# (step-0) loss at some step: a blow-up, not a model that learned too little.
+BLOW_UP = 1.0
+
+
 def diverged(rows):
     """Per run (a boolean Series): did it diverge (claim 6's event, docs/experiments.md, *The third
-    round*)? ./train stopped it (diverged or nonfinite), it collapsed (finished with a final
-    validation loss at or above unigram_ce), or it never came back from a blow-up: its last logged
-    training loss is above its step-0 loss (≈ ln V). ./train's own rule waits for the end of
-    warmup; the last two stand in for a blow-up inside warmup that never recovers."""
+    round*)? ./train stopped it (diverged or nonfinite); its last logged training loss is above its
+    step-0 loss (≈ ln V: it ended worse than the uniform predictor); or it collapsed (a final
+    validation loss at or above unigram_ce) after a blow-up, its largest logged loss at least
+    BLOW_UP above its step-0 loss. ./train's own rule waits for the end of its first window; the
+    last two catch a blow-up inside warmup that never recovers."""
     stopped = rows.outcome.isin(["diverged", "nonfinite"])
     unrecovered = rows.final_train_loss > rows.first_train_loss
-    return stopped | (rows.outcome == "collapsed") | unrecovered
+    blew_up = rows.max_loss >= rows.first_train_loss + BLOW_UP
+    return stopped | unrecovered | ((rows.outcome == "collapsed") & blew_up)
+
+
+def broke(rows):
+    """Per run: claim 6's broad secondary event, diverged or any collapse (a collapse without a
+    blow-up is under-learning as often as instability)."""
+    return diverged(rows) | (rows.outcome == "collapsed")
 
 
 def learns_at(rows):
@@ -84,8 +97,21 @@ def divergence_edge(runs):
     edge = dict(stats.failure_edge({lr: list(flags[pre.lr == lr]) for lr in sorted(set(pre.lr))}, best), best=best)
     if edge["edge"] is None:
         return [], edge
+    return e3_lrs(edge, sorted(set(pre.lr))), edge
+
+
+def e3_lrs(edge, grid):
+    """[η_d, η_hi] of a bracketed divergence edge, η_d rounded to two significant digits and kept
+    off the bracket: rounded onto η_hi, the second lr is the grid's next above η_hi (η_hi itself
+    at the grid's end); rounded onto η_lo, η_d moves to the geometric midpoint of η_lo and η_hi."""
+    low, high = edge["low"], edge["high"]
     rounded = float(f"{edge['edge']:.2g}")
-    return sorted({rounded, edge["high"]}), edge
+    if rounded == high:
+        above = [lr for lr in grid if lr > high]
+        return [high, above[0]] if above else [high]
+    if rounded == low:
+        rounded = float(f"{math.sqrt(low * high):.2g}")
+    return [rounded, high]
 
 
 NATURAL_COLUMNS = ["quantity", "ln", "dt", "runs", "lrs", "slope", "low", "high", "p"]
@@ -326,8 +352,8 @@ def edge_lines(runs, lrs):
         lines += ["", "Pre-LN, both Δt together, fails in half its runs at " + edge_text(edge) + "."]
     found, edge = divergence_edge(runs)
     if edge is not None:
-        lines += ["", "Pre-LN, both Δt together, diverges (stopped, collapsed, or its last training loss above its "
-                  "first) in half its runs at " + edge_text(edge) +
+        lines += ["", "Pre-LN, both Δt together, diverges (stopped, its last training loss above its first, or "
+                  "collapsed after a blow-up) in half its runs at " + edge_text(edge) +
                   (f": E3 runs at {', '.join(map(fmt_num, found))}." if found else
                    ": E3 has no learning rates from this grid.")]
     matched, common = matched_lrs(runs)

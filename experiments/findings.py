@@ -50,7 +50,7 @@ def e1_lines(x):
     post = finished(x.e1[x.e1.ln == "post"])
     lines = [f"- **E1** (L = 8): the learning rate at which half the runs fail (bracket): {'; '.join(edges)}. "
              f"Pre-LN's two Δt together fail in half their runs at {fmt_num(failing) if failing else '—'} and "
-             f"diverge (stop, collapse, or end above their first loss) in half at "
+             f"diverge (stop, end above their first loss, or collapse after a blow-up) in half at "
              f"{e1.edge_text(div_edge) if div_edge else '—'}. Every Pre- and Peri-LN configuration learns at "
              f"{lrs_text(x.matched_set)}; the matched learning rates are {lrs_text(x.matched)}."]
     if len(post):
@@ -67,6 +67,7 @@ def e2_lines(x):
              f"{margin.min():.2f}–{margin.max():.2f} nats below unigram_ce (per configuration and depth, means "
              f"{cell_means(done).min():.2f}–{cell_means(done).max():.2f})."]
     final = e2_final(x)
+    final = final[final.gated.astype(bool)]
     deepest = final[final.depth == final.depth.max()] if len(final) else final
     if len(deepest):
         medians = [f"{label((ln, dt))} at lr {fmt_num(lr)} {two_digits(rows.mean_abs.median())}"

@@ -41,10 +41,18 @@ GROWTH = {"pre": dict(p=0.63, r=0.0096, sigma=0.059), "peri": dict(p=0.73, r=0.0
 # The power-law fits alone: (power, residual sd) of mean|X_L| and entry_var.
 POWERS = {"pre": {"mean_abs": (0.83, 0.099), "entry_var": (1.65, 0.197)},
           "peri": {"mean_abs": (0.73, 0.153), "entry_var": (1.51, 0.338)}}
-# Claim 3: ln(X_L(Δt = 1) / X_L(Δt = 0.1)) over the pairs: (mean, sd).
-DT_RATIO = {"mean_abs": (math.log(4.0), 0.69), "entry_var": (math.log(16.0), 1.47)}
-# Claim 4: the slope over blocks 2..L per checkpoint, (mean, sd); Peri-LN's is 0 by construction.
-SLOPE_DEEP = {"pre": (0.054, 0.045), "peri": (0.0, 1e-6)}
+# Claim 3: ln(X_L(Δt = 1) / X_L(Δt = 0.1)) over the pairs of each placement (E2 at each
+# configuration's own best lr: Pre-LN's pairs 1e-3 against 3e-3), (mean, sd). Peri-LN's is about
+# ln(1/Δt) by construction.
+DT_RATIO = {"pre": {"mean_abs": (0.74, 0.18), "entry_var": (1.38, 0.36)},
+            "peri": {"mean_abs": (2.05, 0.25), "entry_var": (4.10, 0.54)}}
+# Claim 4 (natural variation, E1's finished runs at Δt = 1 over 7 lrs × 3 seeds): per placement
+# ln mean|X_L| (mean, sd over the runs) and the line ln(largest block sensitivity) = a + b·ln mean|X_L|
+# with its residual sd.
+NATURAL = {"pre": dict(x=(3.92, 3.81), a=1.34, b=0.55, sigma=0.77),
+           "peri": dict(x=(2.33, 0.69), a=3.32, b=-0.77, sigma=0.95)}
+# E1's learning rates at which runs finish (the new grid's 3e-4 … 0.3), for claim 4's runs.
+NATURAL_LRS = 10
 # Claim 5: ln(Pre/Peri absolute amplification) at E1's matched lrs 1e-3 and 3e-3 (L = 8), (mean, sd):
 # Peri-LN's is the larger there, so the world of the claim is the mirror image.
 AMPLIFICATION = {1: (1.95, 0.46), 2: (0.18, 0.63)}
@@ -73,6 +81,9 @@ E1_PER_SEED = {("peri", 0.1): {"L*": (4.7347, 0.0045), "LR sensitivity": (0.2926
                ("peri", 1.0): {"L*": (5.1073, 0.0292), "LR sensitivity": (0.3558, 0.0251)}}
 # Claim 6 (the paper): divergence without and with weight decay, Pre- and Peri-LN.
 DIVERGENCE = {("pre", 0.0): 3 / 5, ("pre", 0.1): 1 / 5, ("peri", 0.0): 0.0, ("peri", 0.1): 0.0}
+# Claim 6b at the design's baseline: E3 runs where Pre-LN with weight decay diverges in about half its
+# runs; without weight decay 3 in 4.
+BASELINE = {0.0: 3 / 4, 0.1: 1 / 2}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,29 +124,32 @@ def claim_2(rng, seeds, null):
 
 
 def claim_3(rng, seeds, null):
-    """X_L(Δt = 1)/X_L(Δt = 0.1) log-normal at the pilot's mean and sd (null: mean 0), over the
-    pairs of two placements and five depths."""
+    """X_L(Δt = 1)/X_L(Δt = 0.1) log-normal at each placement's pilot mean and sd (null: mean 0),
+    over its pairs of five depths."""
     def pairs():
-        n = 2 * len(DEPTHS) * seeds
-        out = {}
-        for q, (mean, sd) in DT_RATIO.items():
-            out[f"{q}_large"] = np.ones(n)
-            out[f"{q}_small"] = np.exp(-((0.0 if null else mean) + sd * rng.standard_normal(n)))
-        return pd.DataFrame(out)
+        n = len(DEPTHS) * seeds
+        out = []
+        for ln, ratios in DT_RATIO.items():
+            frame = {"ln": [ln] * n}
+            for q, (mean, sd) in ratios.items():
+                frame[f"{q}_large"] = np.ones(n)
+                frame[f"{q}_small"] = np.exp(-((0.0 if null else mean) + sd * rng.standard_normal(n)))
+            out.append(pd.DataFrame(frame))
+        return pd.concat(out, ignore_index=True)
     return primary.agreeing({lr: primary.dt_tightens(pairs()) for lr in LRS})
 
 
 def claim_4(rng, seeds, null):
-    """The slopes over blocks 2..L, Pre-LN at the pilot's (null: Pre-LN with mean 0), over two Δt
-    and five depths."""
-    def slopes():
-        n = 2 * len(DEPTHS) * seeds
-        rows = []
-        for ln, (mean, sd) in SLOPE_DEEP.items():
-            mean = 0.0 if null else mean
-            rows += [dict(ln=ln, slope_deep=v) for v in mean + sd * rng.standard_normal(n)]
-        return pd.DataFrame(rows)
-    return primary.agreeing({lr: primary.slope_difference(slopes()) for lr in LRS})
+    """E1's finished runs at Δt = 1, NATURAL_LRS lrs × `seeds` per placement, each at the pilot's
+    ln mean|X_L| spread and line (null: Peri-LN's slope is Pre-LN's)."""
+    rows = []
+    n = NATURAL_LRS * seeds
+    for ln, law in NATURAL.items():
+        b = NATURAL["pre"]["b"] if null else law["b"]
+        x = rng.normal(*law["x"], size=n)
+        y = law["a"] + b * x + law["sigma"] * rng.standard_normal(n)
+        rows.append(pd.DataFrame(dict(ln=ln, mean_abs_L=np.exp(x), sens_mean_max=np.exp(y))))
+    return primary.natural_slopes(pd.concat(rows, ignore_index=True))
 
 
 def claim_5(rng, seeds, null):
@@ -150,30 +164,31 @@ def claim_5(rng, seeds, null):
     return primary.agreeing({lr: primary.amplification(pairs(lr)) for lr in LRS})
 
 
-def divergences(rng, seeds, ln, wd, null):
-    """Divergence flags of one E3 cell (two Δt) at the paper's rates (null: Peri-LN as Pre-LN)."""
-    rate = DIVERGENCE[("pre" if null else ln, wd)]
-    return rng.random(2 * seeds) < rate
-
-
 def claim_6a(rng, seeds, null):
-    per_lr = {}
-    for lr in LRS:
-        flags = {ln: np.concatenate([divergences(rng, seeds, ln, wd, null) for wd in (0.0, 0.1)])
-                 for ln in ("pre", "peri")}
-        per_lr[lr] = primary.more_often(flags["pre"], flags["peri"])
-    return primary.agreeing(per_lr)
+    """Per Δt stratum, both wd and both lrs: Pre- against Peri-LN, both strata the claimed way."""
+    strata = []
+    for _ in (1.0, 0.1):
+        flags = {ln: np.concatenate([rng.random(seeds) < DIVERGENCE[("pre" if null else ln, wd)]
+                                     for wd in (0.0, 0.1) for _ in LRS]) for ln in ("pre", "peri")}
+        strata.append(primary.more_often(flags["pre"], flags["peri"]))
+    return primary.both(strata)
+
+
+def pooled_wd(rng, seeds, rates, null):
+    """Pre-LN without against with weight decay, both lrs and Δt pooled, at `rates` {wd: rate}
+    (null: both at their mean)."""
+    if null:
+        rates = dict.fromkeys(rates, sum(rates.values()) / 2)
+    first, second = (rng.random(2 * 2 * seeds) < rates[wd] for wd in (0.0, 0.1))
+    return primary.more_often(first, second)
 
 
 def claim_6b(rng, seeds, null):
-    """Pre-LN without against with weight decay, both learning rates pooled (null: both at the
-    mean of the two rates)."""
-    if null:
-        rate = (DIVERGENCE[("pre", 0.0)] + DIVERGENCE[("pre", 0.1)]) / 2
-        first, second = (rng.random(2 * 2 * seeds) < rate for _ in range(2))
-        return primary.more_often(first, second)
-    flags = {wd: np.concatenate([divergences(rng, seeds, "pre", wd, False) for _ in LRS]) for wd in (0.0, 0.1)}
-    return primary.more_often(flags[0.0], flags[0.1])
+    return pooled_wd(rng, seeds, {wd: DIVERGENCE[("pre", wd)] for wd in (0.0, 0.1)}, null)
+
+
+def claim_6b_baseline(rng, seeds, null):
+    return pooled_wd(rng, seeds, BASELINE, null)
 
 
 LOWER_BETTER = {"val_loss": True, "ppl_seq": True, "accuracy": False, "rouge1_stem": False, "L*": True,
@@ -213,11 +228,12 @@ def claim_7(rng, seeds, null):
 # (claim, experiment whose seeds it uses, simulation, the effect in words)
 WORLDS = (("1", "E2", claim_1, "r_pre 0.0096/block (pilot), r_peri 0"),
           ("2", "E2", claim_2, "Peri-LN L^0.73, L^1.51 (pilot); Pre-LN L^1.17, L^2.35 (pilot mirrored)"),
-          ("3", "E2", claim_3, "×4 mean\\|X_L\\|, ×16 entry_var (pilot)"),
-          ("4", "E2", claim_4, "slope 0.054 ± 0.045 against 0 (pilot)"),
+          ("3", "E2", claim_3, "Pre-LN ×2.1 mean\\|X_L\\|, ×4.0 entry_var; Peri-LN ×7.8, ×60 (pilot)"),
+          ("4", "E1", claim_4, "b_pre 0.55, b_peri −0.77, residual sd 0.77, 0.95, 10 lrs (pilot)"),
           ("5", "E2", claim_5, "Pre/Peri ×7.0 and ×1.2 at the two lrs (pilot mirrored)"),
-          ("6a", "E3", claim_6a, "3/5 and 1/5 against 0/5 (paper)"),
+          ("6a", "E3", claim_6a, "3/5 and 1/5 against 0/5 (paper), per Δt"),
           ("6b", "E3", claim_6b, "3/5 against 1/5 (paper)"),
+          ("6b baseline", "E3", claim_6b_baseline, "3/4 against 1/2 (the design's baseline)"),
           ("7", "E1", claim_7, "each competitor worse by the pilot's distance on each metric"))
 
 

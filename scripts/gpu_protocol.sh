@@ -15,6 +15,9 @@
 #   TRAIN_BIN=... EVAL_BIN=... scripts/gpu_protocol.sh OUT    any others
 #   E1_SEEDS=1 E2_SEEDS=2 E3_SEEDS=3 scripts/gpu_protocol.sh ...   other seeds (disjoint, as the
 #                                                          sweep requires; default the presets')
+#   E1_LRS=1e-3,1e-2,0.3 E2_DEPTHS=2,3,4 scripts/gpu_protocol.sh ...   a smaller grid: gpu-e1 at
+#                                                          these lrs only (not extended), gpu-e2 at
+#                                                          these depths (test_sweep's tiny run)
 #   scripts/gpu_protocol.sh --device cpu OUT -- FLAGS...  on the CPU (one pass, no precision),
 #                                                          FLAGS added to every sweep (test_sweep
 #                                                          runs it so on a tiny model)
@@ -38,6 +41,10 @@ PRECISION=
 E1_SEEDS=${E1_SEEDS:-101-103}
 E2_SEEDS=${E2_SEEDS:-201 202 203}
 E3_SEEDS=${E3_SEEDS:-301-305}
+E1_GRID=()
+[ -z "${E1_LRS:-}" ] || E1_GRID=(--lr "$E1_LRS" --lr-extend 0)
+E2_GRID=()
+[ -z "${E2_DEPTHS:-}" ] || E2_GRID=(--depth "$E2_DEPTHS")
 PARTS=(e1)
 for seed in $E2_SEEDS; do PARTS+=("e2-s$seed"); done
 PARTS+=(e3 claims)
@@ -121,8 +128,8 @@ fi
 part() {
   local name=$1 precision=$2 runs=$OUT/$2/runs
   case $name in
-    e1) experiment e1 "$precision" --seeds "${E1_SEEDS// /,}" ;;
-    e2-s*) experiment e2 "$precision" --lr-from "$runs/e1" --seeds "${name#e2-s}" ;;
+    e1) experiment e1 "$precision" --seeds "${E1_SEEDS// /,}" "${E1_GRID[@]}" ;;
+    e2-s*) experiment e2 "$precision" --lr-from "$runs/e1" --seeds "${name#e2-s}" "${E2_GRID[@]}" ;;
     e3) experiment e3 "$precision" --lr-from "$runs/e1" --seeds "${E3_SEEDS// /,}" ;;
     claims)
       if python3 sweep.py --claims --docs "$OUT/$precision" > "$OUT/$precision/claims.log" 2>&1; then

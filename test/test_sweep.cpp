@@ -347,8 +347,9 @@ void write_successor_shard(const std::string& path, int n, uint64_t seed) {
     write_token_shard(path, {20240520, 1, n}, tokens);
 }
 
-// scripts/gpu_protocol.sh on the CPU on a tiny model, every part in order: E1 with its extension,
-// E2 with the intervention (one seed, disjoint from E1's), E3, the claims table of them; every
+// scripts/gpu_protocol.sh on the CPU on a tiny model and a small grid (E1_LRS, E2_DEPTHS: three lrs,
+// not extended, the extension being test_reports'; depths 2 to 4), every part in order: E1, E2
+// with the intervention (one seed, disjoint from E1's), E3, the claims table of them; every
 // file where the script says, every claim with its verdict by the rule's words. In 30 steps no
 // learning rate is learned by every configuration (the matched rule finds none), so E2 and E3
 // take each configuration's best lr here (--lr-from-rule best); the matched and divergence rules
@@ -360,6 +361,7 @@ TEST_F(Sweep, GpuProtocolRunsEndToEndOnTheCpu) {
     const std::string bin = bin_dir ? bin_dir : ".";
     const std::string out = dir + "/gpu", log = dir + "/gpu.out";
     const std::string cmd = "TRAIN_BIN=" + bin + "/train EVAL_BIN=" + bin + "/eval E1_SEEDS=1 E2_SEEDS=2 E3_SEEDS=3 "
+                            "E1_LRS=1e-3,3e-2,1 E2_DEPTHS=2,3,4 "
                             "scripts/gpu_protocol.sh --device cpu " +
                             out + " -- --init l2h2c16v96t16 --B 2 --T 8 --eval-B 2 --eval-batches 2 --eval-every 15 "
                             "--save-every 15 --stats-every 5 --steps 30 --warmup 3 --outcome-window 3 --lr-from-rule best "

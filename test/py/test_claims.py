@@ -110,6 +110,19 @@ class Rule(unittest.TestCase):
         self.assertIn("at lr 0.01: x", agreeing({1e-3: self.P(0.01, "claimed", "a"), 1e-2: primary.not_tested("x")}).why)
 
 
+    def test_claim_3_needs_both_placements(self):
+        # Pre-LN tighter at Δt = 0.1 in 12 of 12 pairs, Peri-LN looser in 12 of 12: against (either
+        # placement looser decides); both tighter: claimed, with the larger p.
+        def pairs(ln, factor):
+            return pd.DataFrame(dict(ln=[ln] * 12, mean_abs_large=1.0, entry_var_large=1.0,
+                                     mean_abs_small=factor, entry_var_small=factor ** 2))
+        mixed = primary.dt_tightens(pd.concat([pairs("pre", 0.2), pairs("peri", 2.0)]))
+        self.assertEqual((mixed.direction, mixed.p), ("opposite", stats.sign_test(0, 12)))
+        both_ways = primary.dt_tightens(pd.concat([pairs("pre", 0.2), pairs("peri", 0.5)]))
+        self.assertEqual(both_ways.direction, "claimed")
+        self.assertIn("no Peri-LN depth", primary.dt_tightens(pairs("pre", 0.2)).why)
+
+
 def noisy(rng, x, level=0.02):
     return x * (1 + level * rng.gauss(0, 1))
 
@@ -131,7 +144,9 @@ MATCHED = (1e-3, 1e-2)
 def synthetic_e1(folder, rng):
     """Every Pre- and Peri-LN configuration learns at 1e-3 and 1e-2 (the matched lrs); at 0.1 Pre-LN
     fails. Peri-LN Δt = 0.1 has the lowest loss, ppl_seq and the highest ROUGE-1, but a much lower
-    accuracy than Pre-LN Δt = 1 at every lr: "best on every metric" is contradicted at both."""
+    accuracy than Pre-LN Δt = 1 at every lr: "best on every metric" is contradicted at both.
+    mean|X_L| grows as √lr; Pre-LN's largest block sensitivity as mean|X_L|^0.8, Peri-LN's stays at 2
+    (10% noise on each): claim 4's slopes 0.8 against 0."""
     losses = {("peri", 0.1): (4.9, 4.5, 4.7), ("pre", 1.0): (4.95, 5.0, 5.7), ("pre", 0.1): (5.0, 4.95, 5.7),
               ("peri", 1.0): (5.0, 4.75, 5.2)}
     rows = []
@@ -140,7 +155,10 @@ def synthetic_e1(folder, rng):
             for seed in (1, 2, 3):
                 run = Run(ln, dt, 0.1, lr, None, None, seed, "/nowhere")
                 val = loss + 0.005 * rng.gauss(0, 1)
-                rows.append(result(run, val_loss=val, ppl_seq=1.1 * math.exp(val),
+                mean_abs = noisy(rng, (3.0 if ln == "pre" else 1.5) * (lr / 1e-3) ** 0.5, 0.1)
+                sensitivity = noisy(rng, 0.5 * mean_abs ** 0.8 if ln == "pre" else 2.0, 0.1)
+                rows.append(result(run, val_loss=val, ppl_seq=1.1 * math.exp(val), mean_abs_L=mean_abs,
+                                   sens_mean_max=sensitivity,
                                    accuracy=noisy(rng, 0.20 if (ln, dt) == ("peri", 0.1) else
                                                   0.25 if (ln, dt) == ("pre", 1.0) else 0.18, 0.005),
                                    rouge1_stem=noisy(rng, 0.25 if (ln, dt) == ("peri", 0.1) else 0.2, 0.005)))
@@ -196,10 +214,12 @@ def synthetic_e2(folder, rng, pre_law):
 
 
 def synthetic_e3(folder):
-    """At two learning rates: Pre-LN diverges (collapses) in 3 of 10 runs per Δt without weight
-    decay and 2 of 10 with it; a Pre-LN run that ends ok but whose last training loss stayed above
-    its first counts as diverged too (seed 10, Δt = 1, wd 0.1): 6b 12 of 40 against 10 of 40,
-    Fisher's p far from small. Peri-LN never diverges."""
+    """At two learning rates: Pre-LN diverges (collapses after a blow-up to 10.5, 2.2 nats above its
+    first loss) in 3 of 10 runs per Δt without weight decay and 2 of 10 with it; a Pre-LN run that
+    ends ok but whose last training loss stayed above its first counts as diverged too (seed 10,
+    Δt = 1, wd 0.1): 6a per Δt 12 of 40 (Δt = 1) and 10 of 40 against 0 of 40, 6b 12 of 40 against
+    10 of 40, Fisher's p far from small. Peri-LN never diverges; one Peri-LN run (seed 10, Δt = 0.1,
+    wd 0, each lr) collapses without a blow-up, under-learning: the broad event only."""
     rows = []
     for ln in ("pre", "peri"):
         for dt in (1.0, 0.1):
@@ -208,9 +228,12 @@ def synthetic_e3(folder):
                     for seed in range(1, 11):
                         fails = ln == "pre" and seed <= (3 if wd == 0 else 2)
                         unrecovered = ln == "pre" and (dt, wd, seed) == (1.0, 0.1, 10)
+                        slow = ln == "peri" and (dt, wd, seed) == (0.1, 0.0, 10)
                         run = Run(ln, dt, wd, lr, None, None, seed, "/nowhere")
-                        rows.append(result(run, outcome="collapsed" if fails else "ok", val_loss=5.85 if fails else 4.8,
-                                           final_train_loss=9.0 if unrecovered else 5.9 if fails else 4.8,
+                        rows.append(result(run, outcome="collapsed" if fails or slow else "ok",
+                                           val_loss=5.85 if fails or slow else 4.8,
+                                           final_train_loss=9.0 if unrecovered else 5.9 if fails or slow else 4.8,
+                                           max_loss=10.5 if fails or unrecovered else 8.3,
                                            train_max_attn_logit=80.0 if ln == "pre" else 6.0))
     write(folder, "e3_results.csv", rows, RESULT_COLUMNS)
     write(folder, "e3_layers.csv", [], ["run", "layer"])
@@ -248,10 +271,18 @@ class Synthetic(unittest.TestCase):
             r, low, high = map(float, found)
             self.assertTrue(0.06 <= low < r < high <= 0.1, rows[1][2])
         self.assertEqual(rows[1][2].count("r_pre − r_peri"), 2, rows[1][2])
-        self.assertIn("lr 0.01: mean_abs: smaller in 24 of 24 pairs, ×5", rows[3][2])
-        self.assertIn("entry_var: smaller in 24 of 24 pairs, ×25", rows[3][2])
+        self.assertIn("lr 0.01: Pre-LN mean_abs: smaller in 12 of 12 pairs, ×5", rows[3][2])
+        self.assertIn("Peri-LN entry_var: smaller in 12 of 12 pairs, ×25", rows[3][2])
+        self.assertIn("Peri-LN within its bounds", rows[2][2])
+        self.assertIn("Pre-LN outside them", rows[2][2])
+        # Claim 4: Pre-LN's sensitivity grows as mean|X_L|^0.8, Peri-LN's not at all.
+        d, low, high = map(float, re.search(r"b_pre − b_peri = ([-\d.]+) \(95% CI ([-\d.]+) to ([-\d.]+)\)",
+                                            rows[4][2]).groups())
+        self.assertTrue(0.6 < low < d < high < 1.0, rows[4][2])
         self.assertIn("worse on accuracy against Pre-LN Δt = 1", rows[7][2])
-        self.assertIn("lr 0.2: 11/40 against 0/40", rows[6][2])  # 10 collapsed + 1 unrecovered
+        self.assertIn("Δt = 1: 12/40 against 0/40", rows[6][2])  # 10 collapsed after a blow-up + 2 unrecovered
+        self.assertIn("Δt = 0.1: 10/40 against 0/40", rows[6][2])
+        self.assertIn("any collapse or stop (broad) Pre-LN 22/80, Peri-LN 2/80", rows[6][2])
         # The p column: raw → Holm, 8 primary tests (claim 6 has two). 6b's Fisher p (12 of 40
         # against 10 of 40, both lrs) is the largest of the eight, so Holm multiplies it by 1.
         self.assertTrue(rows[6][3].startswith("6a: "), rows[6][3])

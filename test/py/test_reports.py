@@ -111,7 +111,8 @@ class E1Edge(unittest.TestCase):
         runs = []
         for seed in (1, 2):
             runs += [("pre", 1.0, 0.1, 1e-3, seed, "ok", 4.9, 8.3, {}),
-                     ("pre", 1.0, 0.1, 1e-2, seed, "ok" if seed == 1 else "collapsed", 5.0 if seed == 1 else 5.9, 8.3, {}),
+                     ("pre", 1.0, 0.1, 1e-2, seed, "ok" if seed == 1 else "collapsed", 5.0 if seed == 1 else 5.9, 8.3,
+                      dict(max_loss=9.5)),
                      ("pre", 1.0, 0.1, 0.1, seed, "diverged", None, 8.3, dict(stopped_step=12)),
                      ("peri", 0.1, 0.1, 1e-3, seed, "ok", 5.0, 8.3, {}),
                      ("peri", 0.1, 0.1, 1e-2, seed, "ok", 4.6, 8.3, {}),
@@ -137,7 +138,7 @@ class E1Edge(unittest.TestCase):
         text = "\n".join(lines)
         self.assertIn("| Pre-LN Δt=1 | 0/2 | 1/2 | 2/2 |", lines, text)
         self.assertIn("| Pre-LN Δt=1 | 0.001 | 0.01 (0.001–0.01) |", lines, text)
-        self.assertIn("E3 runs at 0.01.", text)
+        self.assertIn("E3 runs at 0.01, 0.1.", text)  # the edge rounds onto η_hi: the grid's next lr beside it
         self.assertIn("(next: lr 0.0003, 0.3).", text)
         self.assertEqual(list(tables["lr.csv"].failed[tables["lr.csv"].ln == "pre"]), [False, False, True, False, True, True])
 
@@ -147,16 +148,24 @@ class E1Edge(unittest.TestCase):
         # (seed 1: collapsed, its last training loss 10.6 above its first 8.32). The analysis's
         # event counts it; a blow-up that recovers (seed 2) it does not; a stopped run (3) it
         # does; a finished run whose last training loss stayed above its first (4) it does; a run
-        # that learned too little (5) failed without diverging.
+        # that learned too little (5) failed without diverging; a collapse after a blow-up that
+        # came back below ln V (6: max_loss 9.5, 1.18 nats above its first) it does; a collapse
+        # without a blow-up (7: its loss never rose 1 nat above its first) is under-learning, in
+        # the broad secondary event only.
         runs = on_grid(*hand_made([
             ("pre", 1.0, 0.1, 0.1, 1, "collapsed", 5.95, 8.32, dict(final_train_loss=10.6, max_loss=11.2,
                                                                     max_loss_step=18)),
             ("pre", 1.0, 0.1, 0.1, 2, "ok", 5.2, 8.32, dict(final_train_loss=5.1, max_loss=11.0, max_loss_step=15)),
             ("pre", 1.0, 0.1, 0.1, 3, "diverged", None, 8.32, dict(final_train_loss=9.0, stopped_step=40)),
             ("pre", 1.0, 0.1, 0.1, 4, "ok", 5.3, 8.32, dict(final_train_loss=8.5)),
-            ("pre", 1.0, 0.1, 0.1, 5, "ok", 5.6, 8.32, dict(final_train_loss=5.5))]))
-        self.assertEqual(list(e1.diverged(runs)), [True, False, True, True, False])
-        self.assertEqual(list(e1.failed(runs)), [True, False, True, False, True])
+            ("pre", 1.0, 0.1, 0.1, 5, "ok", 5.6, 8.32, dict(final_train_loss=5.5)),
+            ("pre", 1.0, 0.1, 0.1, 6, "collapsed", 5.9, 8.32, dict(final_train_loss=5.9, max_loss=9.5,
+                                                                   max_loss_step=12)),
+            ("pre", 1.0, 0.1, 0.1, 7, "collapsed", 5.9, 8.32, dict(final_train_loss=5.9, max_loss=8.32,
+                                                                   max_loss_step=0))]))
+        self.assertEqual(list(e1.diverged(runs)), [True, False, True, True, False, True, False])
+        self.assertEqual(list(e1.broke(runs)), [True, False, True, True, False, True, True])
+        self.assertEqual(list(e1.failed(runs)), [True, False, True, False, True, True, True])
 
     def learning(self, fails):
         """Pre- and Peri-LN × Δt 1, 0.1 at lrs 1e-3, 1e-2, 0.1, 0.3 × seeds 1-3, and Post-LN failing
@@ -192,7 +201,7 @@ class E1Edge(unittest.TestCase):
             for seed in (1, 2):
                 runs += [("pre", dt, 0.1, 1e-3, seed, "ok", 5.0, 8.3, dict(final_train_loss=5.0)),
                          ("pre", dt, 0.1, 0.1, seed, "collapsed" if (dt, seed) == (1.0, 1) else "ok",
-                          5.9 if (dt, seed) == (1.0, 1) else 5.4, 8.3, dict(final_train_loss=5.4)),
+                          5.9 if (dt, seed) == (1.0, 1) else 5.4, 8.3, dict(final_train_loss=5.4, max_loss=9.6)),
                          ("pre", dt, 0.1, 0.3, seed, "ok" if (dt, seed) == (0.1, 2) else "diverged",
                           5.5 if (dt, seed) == (0.1, 2) else None, 8.3, dict(final_train_loss=5.5)),
                          ("peri", dt, 0.1, 0.1, seed, "diverged", None, 8.3, {})]
@@ -200,6 +209,15 @@ class E1Edge(unittest.TestCase):
         self.assertEqual(found, [0.17, 0.3])
         self.assertAlmostEqual(edge["edge"], math.sqrt(0.1 * 0.3), delta=1e-12)
         self.assertEqual(edge["rates"][0.1], (1, 4))
+
+    def test_e3_lrs_stay_off_the_bracket(self):
+        # η_d rounding onto η_hi: the second lr is the grid's next above it (or η_hi alone at the
+        # grid's end); onto η_lo: η_d moves to the geometric midpoint, √(0.1·0.3) = 0.173 → 0.17.
+        grid = [1e-3, 0.1, 0.3, 1.0]
+        self.assertEqual(e1.e3_lrs(dict(low=0.1, high=0.3, edge=0.2999), grid), [0.3, 1.0])
+        self.assertEqual(e1.e3_lrs(dict(low=0.3, high=1.0, edge=0.9999), grid), [1.0])
+        self.assertEqual(e1.e3_lrs(dict(low=0.1, high=0.3, edge=0.1001), grid), [0.17, 0.3])
+        self.assertEqual(e1.e3_lrs(dict(low=0.1, high=0.3, edge=0.2), grid), [0.2, 0.3])
 
     def test_no_experiment_repeats_a_run_of_the_one_it_takes_its_lrs_from(self):
         theirs = on_grid(*hand_made([("pre", 1.0, 0.1, 0.01, 1, "ok", 5.0, 8.3, {})]))
