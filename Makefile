@@ -390,9 +390,10 @@ BUNDLE_CUDA     := -L$(CUDA_LIBDIR) -Wl,-rpath,'$$ORIGIN:/usr/local/cuda/lib64' 
                    $(CUDA_LIBDIR)/libcudart_static.a -ldl -lrt
 BUNDLE_PROGRAMS := $(addprefix $(BUNDLE)/,train eval bench_gpu test_cli_cuda $(patsubst test/%.cu,%,$(CUDA_TEST_SOURCES)))
 BUNDLE_MAX_KIB  := 65536
-# llm.c's prebuilt trainer for scripts/torch_gpt2_bench.py's side-by-side, copied into the bundle
-# when it is beside the repository (the folder above does not travel to the GPU machine).
-ANCHORS         ?= ../shared/anchors
+# llm.c's prebuilt CUDA trainer for scripts/torch_gpt2_bench.py's side-by-side: `make gpu-bundle
+# ANCHORS=DIR` copies DIR/llmc/train_gpt2cu into the bundle (nothing beside the repository
+# travels to the GPU machine); without ANCHORS the side-by-side has no llm.c row.
+ANCHORS         ?=
 
 ifneq ($(CUDA_LINK),)
 gpu-bundle: $(BUNDLE_PROGRAMS) scripts/bundle_manifest.sh

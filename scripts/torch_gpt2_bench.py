@@ -235,6 +235,9 @@ def main():
         import torch  # lazily: the rest of the project needs no torch
         if args.device == "cuda" and not torch.cuda.is_available():
             torch_row = ("PyTorch", "skipped: torch sees no CUDA device here")
+        elif not hasattr(torch.nn.functional, "scaled_dot_product_attention"):  # added in torch 2.0
+            torch_row = ("PyTorch", f"skipped: torch {torch.__version__} has no scaled_dot_product_attention "
+                                    "(torch 2.0 or later)")
         else:
             try:
                 torch_seconds, mode = time_torch(torch, args, L, NH, C, Vp)

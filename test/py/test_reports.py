@@ -143,8 +143,8 @@ class E1Edge(unittest.TestCase):
         self.assertEqual(list(tables["lr.csv"].failed[tables["lr.csv"].ln == "pre"]), [False, False, True, False, True, True])
 
     def test_divergence_covers_a_blow_up_in_warmup_that_never_recovers(self):
-        # ./train's rule waits for the end of warmup (SPEC); a run that blows up inside warmup and
-        # stays up sits on its plateau afterwards, so nothing rises and ./train finishes it
+        # ./train's rule waits for the end of warmup (docs/experiments.md, *Run outcomes*); a run
+        # that blows up inside warmup and stays up sits on its plateau afterwards, so nothing rises and ./train finishes it
         # (seed 1: collapsed, its last training loss 10.6 above its first 8.32). The analysis's
         # event counts it; a blow-up that recovers (seed 2) it does not; a stopped run (3) it
         # does; a finished run whose last training loss stayed above its first (4) it does; a run

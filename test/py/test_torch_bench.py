@@ -30,8 +30,10 @@ def program(path, text):
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
 
 
-def torch_installed():
-    return subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
+def torch_with_sdpa_installed():
+    """torch 2.0 or later, whose scaled_dot_product_attention the PyTorch model uses."""
+    probe = "import torch; torch.nn.functional.scaled_dot_product_attention"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
 
 
 class SideBySide(unittest.TestCase):
@@ -91,7 +93,7 @@ class SideBySide(unittest.TestCase):
             self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
             self.assertFalse(os.path.exists(os.path.join(self.dir.name, "table.txt")))
 
-    @unittest.skipUnless(torch_installed(), "torch is not installed here")
+    @unittest.skipUnless(torch_with_sdpa_installed(), "torch 2.0 or later is not installed here")
     def test_tiny_pytorch_run_on_the_cpu(self):
         r = self.bench("--device", "cpu", "--init", "l2h2c32", "--B", "2", "--T", "32", "--steps", "2", "--warmup", "1",
                        "--no-compile", hide_torch=False)
