@@ -147,27 +147,18 @@ void adamw_update(float* params, T* copy, const float* grads, float* m, float* v
     });
 }
 
-// Traffic of adamw_update: params, grads, m, v read; params, m, v written, and the bf16 copy
-// when there is one; about 15 FLOPs per parameter.
-//
-// Its issue, a warp per 32 packs of ADAMW_PACK parameters, from the kernel's structure: 45 of
-// setup, index, bounds and alignment tests; the four 16-byte loads and three stores with their
-// addresses (14); per parameter its segment found (5 a segment passed: one here), and the
-// update (25: the moments, the two bias corrections and the step, with three divisions and a
-// square root); with the bf16 copy, the conversions, the store and its address (7).
-inline WarpWork adamw_work(bool copy) { return {0, 0, 45 + 14 + ADAMW_PACK * (5 + 25) + (copy ? ADAMW_PACK + 3.0 : 0.0)}; }
-template <typename T>
-Traffic adamw_update_traffic(size_t n, bool copy) {
-    return with_issue({"adamw_kernel", 16.0 * n, 12.0 * n + (copy ? (double)n * sizeof(T) : 0.0), 15.0 * n},
-                      adamw_work(copy).instructions(ceil_div(ceil_div(n, ADAMW_PACK), WARP_SIZE), 1, 0), 0, {256, 40, 0});
+// Blocks of sum_of_squares over n elements: one per SUMSQ_MIN_PER_THREAD elements a thread, at
+// most SUMSQ_MAX_BLOCKS.
+inline int sum_of_squares_blocks(size_t n) {
+    const size_t wanted = std::max<size_t>(1, ceil_div(n, SUMSQ_MIN_PER_THREAD * SUMSQ_THREADS));
+    return (int)std::min<size_t>(SUMSQ_MAX_BLOCKS, wanted);
 }
 
 // Σ x² over n elements: per-block fp32 sums on the device, added in order (in double) on the
 // host. `partial` is scratch of SUMSQ_MAX_BLOCKS floats. Waits for the result.
 template <typename T>
 double sum_of_squares(const T* x, size_t n, float* partial, cudaStream_t stream) {
-    const size_t wanted = std::max<size_t>(1, ceil_div(n, SUMSQ_MIN_PER_THREAD * SUMSQ_THREADS));
-    const int blocks = (int)std::min<size_t>(SUMSQ_MAX_BLOCKS, wanted);
+    const int blocks = sum_of_squares_blocks(n);
     sum_of_squares_kernel<T><<<blocks, SUMSQ_THREADS, 0, stream>>>(partial, x, n);
     cudaCheck(cudaGetLastError());
     std::vector<float> host(blocks);
@@ -176,27 +167,6 @@ double sum_of_squares(const T* x, size_t n, float* partial, cudaStream_t stream)
     double total = 0.0;
     for (float s : host) total += s;
     return total;
-}
-
-template <typename T>
-constexpr WarpWork sum_of_squares_work() {
-    return {6 + conversion<T>(), 0, 90};
-}
-
-// Traffic of sum_of_squares: x read, one partial per block written.
-template <typename T>
-Traffic sum_of_squares_traffic(size_t n) {
-    const size_t wanted = std::max<size_t>(1, ceil_div(n, SUMSQ_MIN_PER_THREAD * SUMSQ_THREADS));
-    const size_t blocks = std::min<size_t>(SUMSQ_MAX_BLOCKS, wanted);
-    // Its issue: a trip of the grid-stride loop is a load with its address, the conversion, the
-    // fma and the loop (7 + conversion); once 90 (setup, the block sum: two warp sums, two
-    // barriers, the shared store and read; the partial stored). Wavefronts: a store and a read
-    // per warp.
-    const double warps = blocks * SUMSQ_THREADS / WARP_SIZE;
-    const double trips = ceil_div(n, blocks * SUMSQ_THREADS);
-    return with_issue({"sum_of_squares_kernel", (double)n * sizeof(T), 4.0 * blocks, 2.0 * n},
-                      sum_of_squares_work<T>().instructions(warps, 1, trips), 2 * warps,
-                      {SUMSQ_THREADS, sizeof(T) == 4 ? 14 : 16, WARP_SIZE * 4});
 }
 
 }  // namespace gpu

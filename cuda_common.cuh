@@ -29,7 +29,6 @@
 #include <utility>
 
 #include "memory_plan.h"
-#include "traffic.h"
 
 // ---------------------------------------------------------------------------------------------
 // Errors: a failed CUDA or cuBLAS call is a bug or a broken device, never bad user input, so
@@ -118,13 +117,6 @@ __host__ __device__ inline bool aligned_for(const T* p) {
 template <typename... Ts>
 constexpr int pack_width() {
     return (int)(16 / std::max({sizeof(Ts)...}));
-}
-
-// Instructions that convert one element of type T to or from fp32 (cvt for bf16, none for
-// fp32): the cost model's count (traffic.h's WarpWork).
-template <typename T>
-constexpr double conversion() {
-    return sizeof(T) < 4 ? 1 : 0;
 }
 
 // Whether every pointer given is aligned for packs of K of its own type (a null pointer, one
@@ -288,31 +280,6 @@ inline void add_column_partials(float* out, const float* partial, int chunks, in
     cudaCheck(cudaGetLastError());
 }
 
-// The issue of sum_of_column_partials in one warp (a row y of the block), from its structure: a
-// trip over chunks y, y + 8, ... is a load, its address and the add (the loop unrolled by 4: its
-// test and branch amortised to one); around it, the tile-row sum (the store, two barriers, and
-// in row 0 eight loads and adds), the setup and the result; 32 + 8 shared wavefronts a block
-// (each row's store of 32 floats, row 0's eight reads of a row).
-constexpr WarpWork COLUMN_PARTIALS_WORK{4, 0, 70};
-constexpr double COLUMN_PARTIALS_WAVEFRONTS = TILE_ROWS + TILE_ROWS;
-// ptxas for sm_90: add_column_partials_kernel and layernorm_weight_gradients_kernel.
-constexpr KernelResources ADD_COLUMN_PARTIALS_RESOURCES{TILE_COLS * TILE_ROWS, 22, TILE_ROWS * TILE_COLS * 4};
-
-// The warp instructions and wavefronts of one stage-2 launch over `width` columns and `chunks`
-// partials: TILE_ROWS warps per block of 32 columns, each over every 8th chunk.
-inline Traffic column_partials_issue(Traffic t, int chunks, int width, KernelResources resources) {
-    const double blocks = ceil_div(width, TILE_COLS), trips = std::ceil(chunks / (double)TILE_ROWS);
-    return with_issue(t, COLUMN_PARTIALS_WORK.instructions(blocks * TILE_ROWS, 1, trips),
-                      blocks * COLUMN_PARTIALS_WAVEFRONTS, resources);
-}
-
-// Its traffic: the `chunks` partials of each column read, out read and written.
-inline Traffic add_column_partials_traffic(int chunks, int width) {
-    return column_partials_issue({"add_column_partials_kernel", 4.0 * width * (chunks + 1), 4.0 * width,
-                                  (double)width * chunks},
-                                 chunks, width, ADD_COLUMN_PARTIALS_RESOURCES);
-}
-
 // Grid of a stage-1 kernel over `width` columns and `chunks` row chunks.
 inline dim3 column_tiles(int width, int chunks) { return dim3((unsigned)ceil_div(width, TILE_COLS), (unsigned)chunks); }
 
@@ -353,21 +320,6 @@ void convert(TOut* out, const TIn* in, size_t n, cudaStream_t stream) {
         convert_kernel<TOut, TIn, I><<<ceil_div(threads, 256), 256, 0, stream>>>(out, in, (I)n);
         cudaCheck(cudaGetLastError());
     });
-}
-
-// Its issue, a warp per 32 packs, from the kernel's structure: 10 of setup, the index and the
-// exit test (6), the tests of a whole pack and alignment (6), the load and the store with their
-// addresses (6), the conversions of the pack's elements (and 1 to pack bf16 pairs).
-template <typename TOut, typename TIn>
-constexpr WarpWork convert_work() {
-    constexpr int S = convert_pack_size<TOut, TIn>();
-    return {0, 0, 10 + 6 + 6 + 6 + S * (conversion<TIn>() + conversion<TOut>()) + 1};
-}
-template <typename TOut, typename TIn>
-Traffic convert_traffic(size_t n) {
-    const double warps = ceil_div(ceil_div(n, convert_pack_size<TOut, TIn>()), WARP_SIZE);
-    return with_issue({"convert_kernel", (double)n * sizeof(TIn), (double)n * sizeof(TOut), 0},
-                      convert_work<TOut, TIn>().instructions(warps, 1, 0), 0, {256, 14, 0});
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,7 +22,6 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "cuda_common.cuh"
 
@@ -233,26 +232,6 @@ void encoder_forward(S* out, const int32_t* tokens, const W* wte, const W* wpe, 
     cudaCheck(cudaGetLastError());
 }
 
-// Traffic of encoder_forward: the tokens, one wte row per position (all distinct at worst) and
-// T rows of wpe read (W), out written (S).
-// Its issue, a warp per 32 packs of K (the model's rows are aligned), from the structure of
-// the kernel: 10 of setup, the index and the exit test (6), row, column and position (3
-// divisions and 3 of conversion), the token loaded (3 with its address), the wte and wpe packs
-// (4 each with their addresses), per element both converted and added, the store (2).
-template <typename S, typename W>
-constexpr WarpWork encoder_forward_work() {
-    constexpr int K = pack_width<S, W>();
-    return {0, 0, 10 + 6 + 6 + 3 + 2 * 4 + K * (2 * conversion<W>() + 1) + 2};
-}
-template <typename S, typename W>
-Traffic encoder_forward_traffic(int B, int T, int C) {
-    const double N = (double)B * T;
-    constexpr int K = pack_width<S, W>();
-    return with_issue({"encoder_forward_kernel", 4.0 * N + (N + T) * C * sizeof(W), N * C * sizeof(S), N * C},
-                      encoder_forward_work<S, W>().instructions(ceil_div(N * C / K, WARP_SIZE), 1, 0), 0,
-                      {256, 18, 0});
-}
-
 // Sorts the N tokens (device memory) with their positions into order.keys: the tiles built
 // and sorted in one launch, then for each stage k > tile the steps j ≥ tile one launch each and
 // the steps j < tile in one (with P = padded = 2^p and tile = 2^s: 1 + Σ_{q=s+1..p} (q − s + 1)
@@ -287,116 +266,6 @@ void encoder_backward(float* dwte, float* dwpe, const G* dout, const int32_t* to
     wte_run_sums_kernel<<<grid, 256, 0, stream>>>(dwte, order.heads.data(), order.tails.data(), order.keys.data(),
                                                  B * T, C);
     cudaCheck(cudaGetLastError());
-}
-
-// How a batch's tokens fall into the chunks of the wte gradient, from the tokens on the host
-// (what the traffic model needs; real text has long runs, random tokens short ones).
-struct TokenRuns {
-    int distinct = 0;     // distinct tokens
-    int whole = 0;        // runs inside one chunk (added to dwte by wte_chunk_sums)
-    int crossing = 0;     // runs over several chunks (added by wte_run_sums)
-    int heads = 0;        // chunks whose first piece continues a run
-    int tails = 0;        // chunks whose last piece begins a run that goes on (= crossing)
-    int longest = 0;      // positions of the most frequent token
-};
-
-inline TokenRuns token_runs(const int32_t* tokens, int N) {
-    std::vector<int32_t> sorted(tokens, tokens + N);
-    std::sort(sorted.begin(), sorted.end());
-    TokenRuns runs;
-    for (int i = 0; i < N;) {
-        int j = i;
-        while (j < N && sorted[j] == sorted[i]) j++;
-        const int first_chunk = i / WTE_CHUNK, last_chunk = (j - 1) / WTE_CHUNK;
-        runs.distinct++;
-        runs.longest = std::max(runs.longest, j - i);
-        if (first_chunk == last_chunk) runs.whole++;
-        else runs.crossing++, runs.tails++, runs.heads += last_chunk - first_chunk;
-        i = j;
-    }
-    return runs;
-}
-
-// Traffic of encoder_backward for a batch whose tokens fall as `runs` says: dwpe (T,C) from
-// dout; the tokens read and the sorted tiles written, then each later launch of the sort (all
-// keys read and written); the chunk sums read dout, every key and the dwte rows of whole runs
-// (read and written), and write the pieces of crossing runs; the run sums read the two keys at
-// each boundary between chunks, and for each crossing run its pieces and its dwte row (read and
-// written).
-//
-// The issue of each launch, from the kernels' structure (per warp):
-//   wpe_backward: a trip over b is a load with its address and the add (4); once 40 (setup,
-//     index and bound, dwpe loaded, added and stored, entering the loop unrolled by 4);
-//   a bitonic step in a tile: its pair's index (5), both keys loaded (4), the direction (3), the
-//     comparison and exchange (7), the barrier and the loop (5): 24; per stage 6; once the keys
-//     built from the tokens (16), stored to and read from shared memory and
-//     stored (12), and 15 of setup (with the keys loaded from device memory, 4). Shared
-//     wavefronts: per step both keys read, 2 a warp's 256 bytes, 4 where the pairs' distance
-//     j < 16 spreads them over 512 bytes, and stored where the pair is exchanged: taken as half
-//     of the reads (the count depends on the data);
-//   bitonic_step_kernel: 32 in a warp that exchanges, 10 in one whose pairs lie the other way;
-//   wte_chunk_sums: setup and the chunk's keys (30); in the warps with channels, per position of the chunk its key read,
-//     the row loaded with its address and selected (7) and the run test (key read, compared, the
-//     sum: 6), per piece its end (the tests, the store and for a whole run dwte loaded and added:
-//     15); wavefronts: the keys stored, per position 3 key reads (broadcasts), per piece 4. (Its
-//     PTX unrolls the chunk's 32 positions with a copy of the piece's end in each, so it is not
-//     checked against the PTX);
-//   wte_run_sums: 50 (indices, the keys at both ends, the tests), per chunk a run reaches its
-//     piece loaded and the next key tested (19, in the warps of the runs' channels).
-constexpr WarpWork WPE_BACKWARD_WORK{4, 0, 40}, BITONIC_STEP_WORK{0, 0, 32};
-inline WarpWork bitonic_tile_work(bool from_tokens) { return {24, 6, (from_tokens ? 16.0 : 4.0) + 12 + 15}; }
-constexpr WarpWork WTE_RUN_SUMS_WORK{19, 0, 50};
-inline double bitonic_tile_instructions(int steps, int stages, bool from_tokens) {
-    return bitonic_tile_work(from_tokens).instructions(1, stages, (double)steps / stages);
-}
-inline double bitonic_tile_wavefronts(int k_first, int k_last, int j_first) {
-    double waves = 2 * 2 + 2 * 2;  // the keys stored and read back, two wavefronts each
-    for (int k = k_first; k <= k_last; k *= 2)
-        for (int j = j_first > 0 ? j_first : k / 2; j > 0; j /= 2) waves += 3 * (j < 16 ? 4 : 2);
-    return waves;
-}
-constexpr KernelResources WPE_BACKWARD_RESOURCES{256, 32, 0}, BITONIC_STEP_RESOURCES{256, 14, 0};
-constexpr KernelResources WTE_CHUNK_SUMS_RESOURCES{256, 86, (WTE_CHUNK + 2) * 8}, WTE_RUN_SUMS_RESOURCES{256, 18, 0};
-inline KernelResources sort_tile_resources(int tile, bool from_tokens) {
-    return {tile / 2, from_tokens ? 20 : 22, SORT_TILE * 8};
-}
-
-template <typename G>
-Launches encoder_backward_traffic(int B, int T, int C, const TokenRuns& runs) {
-    const int N = B * T, P = TokenOrder::padded_size(N), tile = sort_tile(P), chunks = (int)ceil_div(N, WTE_CHUNK);
-    const double nc = (double)N * C, tc = (double)T * C, keys = 8.0 * P, row = 4.0 * C;
-    const double tile_warps = (double)(P / tile) * (tile / 2) / WARP_SIZE;
-    int tile_stages = 0, tile_steps = 0;
-    for (int k = 2; k <= tile; k *= 2) tile_stages++, tile_steps += tile_stages;
-    Launches out{with_issue({"wpe_backward_kernel", nc * sizeof(G) + 4.0 * tc, 4.0 * tc, nc},
-                            WPE_BACKWARD_WORK.instructions(ceil_div(tc, WARP_SIZE), 1, B), 0, WPE_BACKWARD_RESOURCES),
-                 with_issue({"sort_token_tiles_kernel", 4.0 * N, keys, 0},
-                            tile_warps * bitonic_tile_instructions(tile_steps, tile_stages, true),
-                            tile_warps * bitonic_tile_wavefronts(2, tile, 0), sort_tile_resources(tile, true))};
-    const double step_warps = (double)P / WARP_SIZE / 2;  // that exchange; as many skip
-    for (int k = 2 * tile; k <= P; k *= 2) {
-        for (int j = k / 2; j >= tile; j /= 2)
-            out.push_back(with_issue({"bitonic_step_kernel", keys, keys, 0}, step_warps * (BITONIC_STEP_WORK.once + 10), 0,
-                                     BITONIC_STEP_RESOURCES));
-        out.push_back(with_issue({"merge_token_tiles_kernel", keys, keys, 0},
-                                 tile_warps * bitonic_tile_instructions(tile_stages, 1, false),
-                                 tile_warps * bitonic_tile_wavefronts(k, k, tile / 2), sort_tile_resources(tile, false)));
-    }
-    const double channel_warps = ceil_div(C, 256) * 256.0 / WARP_SIZE;  // of a chunk's blocks
-    const double column_warps = ceil_div(C, WARP_SIZE);                  // of them, those with channels
-    const double pieces = runs.whole + runs.heads + runs.tails;
-    out.push_back(with_issue({"wte_chunk_sums_kernel", nc * sizeof(G) + 8.0 * N + row * runs.whole,
-                              row * (runs.whole + runs.heads + runs.tails), nc},
-                             channel_warps * chunks * 30 + column_warps * (chunks * 13.0 * WTE_CHUNK + 15 * pieces),
-                             chunks * (3.0 + column_warps * 3 * WTE_CHUNK) + column_warps * 4 * pieces,
-                             WTE_CHUNK_SUMS_RESOURCES));
-    out.push_back(with_issue({"wte_run_sums_kernel", 16.0 * (chunks - 1) + row * (runs.heads + runs.tails + runs.crossing),
-                              row * runs.crossing, row / 4 * runs.heads},
-                             channel_warps * chunks * WTE_RUN_SUMS_WORK.once +
-                                 ceil_div(C, WARP_SIZE) * WTE_RUN_SUMS_WORK.per_trip * runs.heads,
-                             0,
-                             WTE_RUN_SUMS_RESOURCES));
-    return out;
 }
 
 }  // namespace gpu

@@ -93,28 +93,6 @@ void bias_gelu_forward(T* out, T* pre, const T* bias, int N, int OC, cudaStream_
     cudaCheck(cudaGetLastError());
 }
 
-// A block of either GELU pass on an SM: 256 threads, ptxas's 30 registers (sm_90), no shared
-// memory.
-constexpr KernelResources GELU_PASS_RESOURCES{256, 30, 0};
-
-// Traffic of bias_gelu_forward: pre and bias read, pre and out written, about 11 FLOPs per
-// element.
-// Its issue, a warp per 32 packs of K (the model's rows are aligned), from the structure of the
-// kernel: 17 of setup, the index, the exit test and the three pack addresses; per element the
-// bias added (2), the tanh form's polynomial (4), tanhf (19: |u|, the exponential, its
-// reciprocal, the small-argument series, the sign) and the product with x (4).
-template <typename T>
-constexpr WarpWork bias_gelu_forward_work() {
-    return {0, 0, 17 + Pack16<T>::size * (2 + 4 + 19 + 4)};
-}
-template <typename T>
-Traffic bias_gelu_forward_traffic(int N, int OC) {
-    const double n = (double)N * OC;
-    return with_issue({"bias_gelu_forward_kernel", (n + OC) * sizeof(T), 2 * n * sizeof(T), 11.0 * n},
-                      bias_gelu_forward_work<T>().instructions(ceil_div(n / Pack16<T>::size, WARP_SIZE), 1, 0), 0,
-                      GELU_PASS_RESOURCES);
-}
-
 // d (N,OC) *= GELU'(pre) elementwise, in 16-byte packs where OC is a multiple of
 // Pack16<T>::size and both buffers are 16-byte aligned, else element by element.
 template <typename T>
@@ -130,22 +108,6 @@ void gelu_backward_inplace(T* d, const T* pre, int N, int OC, cudaStream_t strea
     cudaCheck(cudaGetLastError());
 }
 
-// Traffic of gelu_backward_inplace: d and pre read, d written, about 21 FLOPs per element.
-// Its issue, a warp per 32 packs of K: 14 of setup, the index, the exit test and the two pack
-// addresses; per element the tanh form's argument (4), tanhf (19), the derivative's two terms
-// (sech² = 1 − tanh², and x·u'·sech²: 10) and the product with d (2).
-template <typename T>
-constexpr WarpWork gelu_backward_inplace_work() {
-    return {0, 0, 14 + Pack16<T>::size * (4 + 19 + 10 + 2)};
-}
-template <typename T>
-Traffic gelu_backward_inplace_traffic(int N, int OC) {
-    const double n = (double)N * OC;
-    return with_issue({"gelu_backward_inplace_kernel", 2 * n * sizeof(T), n * sizeof(T), 21.0 * n},
-                      gelu_backward_inplace_work<T>().instructions(ceil_div(n / Pack16<T>::size, WARP_SIZE), 1, 0),
-                      0, GELU_PASS_RESOURCES);
-}
-
 // pre (N,OC) = inp (N,IC)·wᵀ + bias;  out (N,OC) = GELU(pre): in bf16 one cuBLASLt product
 // with the bias and GELU as its epilogue where it has an algorithm for it (GELU of the fp32
 // sum), else the product, then one pass for bias and GELU together (GELU of the stored pre).
@@ -157,17 +119,6 @@ void matmul_bias_gelu_forward(Blas& blas, T* out, T* pre, const T* inp, const T*
         return;
     matmul_forward(blas, pre, inp, w, (const T*)nullptr, N, IC, OC, stream);
     bias_gelu_forward(out, pre, bias, N, OC, stream);
-}
-
-// Traffic of matmul_bias_gelu_forward: the fused product where the precision and OC allow it,
-// else the product and the bias + GELU pass.
-template <typename T>
-Launches matmul_bias_gelu_forward_traffic(int N, int IC, int OC) {
-    if (gelu_epilogue_allowed<T>() && aux_stride_allowed(OC))
-        return {fused_gemm_traffic(Epilogue::BiasGelu, N, OC, IC, false, sizeof(T), sizeof(T))};
-    Launches out = matmul_forward_traffic<T>(N, IC, OC, false);
-    out.push_back(bias_gelu_forward_traffic<T>(N, OC));
-    return out;
 }
 
 // The backward of a linear layer whose input is inp = GELU(pre) (the MLP's fcproj):
@@ -184,19 +135,6 @@ void matmul_gelu_backward(Blas& blas, T* dpre, float* dw, float* dbias, const T*
         gelu_backward_inplace(dpre, pre, N, IC, stream);
     }
     weight_backward(blas, dw, dbias, dout, inp, N, IC, OC, partial, stream);
-}
-
-// Traffic of matmul_gelu_backward: the dpre product with GELU's derivative fused where the
-// precision and IC allow it, else the product and the pass; then weight_backward's.
-template <typename T>
-Launches matmul_gelu_backward_traffic(int N, int IC, int OC, bool bias) {
-    Launches out;
-    if (gelu_epilogue_allowed<T>() && aux_stride_allowed(IC))
-        out.push_back(fused_gemm_traffic(Epilogue::GeluGrad, N, IC, OC, false, sizeof(T), sizeof(T)));
-    else
-        out = {input_backward_traffic<T>(N, IC, OC, GradOut::Write), gelu_backward_inplace_traffic<T>(N, IC)};
-    append(out, weight_backward_traffic<T>(N, IC, OC, bias));
-    return out;
 }
 
 }  // namespace gpu

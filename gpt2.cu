@@ -44,6 +44,7 @@
 #include "encoder.cuh"
 #include "gelu.cuh"
 #include "gpt2.h"
+#include "kernel_costs.h"
 #include "layernorm.cuh"
 #include "loss.cuh"
 #include "matmul.cuh"

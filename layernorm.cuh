@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "cuda_common.cuh"
+#include "model.h"
 
 namespace gpu {
 
@@ -163,9 +164,6 @@ __global__ void layernorm_backward_kernel(D* dinp, F* dres, float dt, float* par
     }
 }
 
-// ptxas for sm_90 (its issue is add_column_partials_kernel's: cuda_common.cuh).
-constexpr KernelResources LAYERNORM_WEIGHT_GRADIENTS_RESOURCES{TILE_COLS * TILE_ROWS, 32, TILE_ROWS * TILE_COLS * 4};
-
 // dw, db stage 2: dw[c] += Σ_k partial[k·2C + c] and db[c] += Σ_k partial[k·2C + C + c] over
 // the `chunks` partials, both in one launch: a block per 32 of the 2C columns, each column
 // summed as add_column_partials does (cuda_common.cuh).
@@ -209,65 +207,12 @@ void layernorm_forward(O* out, float* mean, float* rstd, const X* inp, const W* 
     layernorm_forward_rows<false>(out, mean, rstd, (X*)nullptr, inp, (const X*)nullptr, 0.0f, w, b, N, C, stream);
 }
 
-// The issue of layernorm_forward_kernel in packs of K (the model's rows are aligned), one warp
-// per row, from its structure. A trip takes K columns through the three passes: per element,
-// the input (x converted, and with ADD_FIRST f converted, the fma and the rounding to S), then
-// pass 1's sum, pass 2's difference and square, pass 3's (s − m)·r·w + b with w and b converted
-// and the result converted to O; per pack, each pass's loads and stores and 3 of loop (index,
-// test, branch). Once: 60 of indices and setup, two warp sums (5 shuffles and adds: 20 each),
-// rstd (5), the stores of mean and rstd (6), entering the three loops (10 each).
-template <bool ADD_FIRST, int K, typename O, typename S, typename F, typename W>
-constexpr WarpWork layernorm_forward_work() {
-    const double add = ADD_FIRST ? conversion<F>() + 1 + 2 * conversion<S>() : 0, in = conversion<S>() + add;
-    const double loads = 1 + ADD_FIRST, loop = 3;
-    const double pass1 = K * (in + 1) + loads + ADD_FIRST + loop, pass2 = K * (in + 2) + loads + loop;
-    const double pass3 = K * (in + 3 + 2 * conversion<W>() + conversion<O>()) + loads + 2 + 1 + loop;
-    return {pass1 + pass2 + pass3, 0, 60 + 2 * 20 + 5 + 6 + 3 * 10};
-}
-
-// ptxas for sm_90: 32 registers (40 for the fp32 sum of two fp32 tensors), 8 warps a block.
-template <bool ADD_FIRST, typename O, typename S, typename F>
-constexpr KernelResources layernorm_forward_resources() {
-    const bool wide = ADD_FIRST && sizeof(O) == 4 && sizeof(S) == 4 && sizeof(F) == 4;
-    return {WARPS_PER_BLOCK * WARP_SIZE, wide ? 40 : 32, 0};
-}
-
-// `t` with the issue of a forward launch over N rows of C (no shared memory).
-template <bool ADD_FIRST, typename O, typename S, typename F, typename W>
-Traffic layernorm_forward_issue(Traffic t, int N, int C) {
-    constexpr int K = pack_width<O, S, F, W>();
-    const WarpWork work = layernorm_forward_work<ADD_FIRST, K, O, S, F, W>();
-    return with_issue(t, work.instructions(N, 1, ceil_div(C, WARP_SIZE * K)), 0,
-                      layernorm_forward_resources<ADD_FIRST, O, S, F>());
-}
-
-// Traffic of layernorm_forward: inp (N,C), w and b (C) read; out (N,C), mean and rstd (N)
-// written; about 8 FLOPs per element.
-template <typename O, typename X, typename W>
-Traffic layernorm_forward_traffic(int N, int C) {
-    const double nc = (double)N * C;
-    return layernorm_forward_issue<false, O, X, X, W>(
-        {"layernorm_forward_kernel", nc * sizeof(X) + 2.0 * C * sizeof(W), nc * sizeof(O) + 8.0 * N, 8.0 * nc}, N, C);
-}
-
 // sum (N,C) = x + Δt·f, then out (N,C), mean (N), rstd (N) = layernorm_forward of sum with w,
 // b (C): the same values as residual_forward (residual.cuh) followed by layernorm_forward.
 template <typename S, typename F, typename O, typename W>
 void residual_layernorm_forward(S* sum, O* out, float* mean, float* rstd, const S* x, const F* f, float dt, const W* w,
                                 const W* b, int N, int C, cudaStream_t stream) {
     layernorm_forward_rows<true>(out, mean, rstd, sum, x, f, dt, w, b, N, C, stream);
-}
-
-// Traffic of residual_layernorm_forward: x and f (N,C), w and b (C) read; sum and out (N,C),
-// mean and rstd (N) written; about 14 FLOPs per element (the add is redone in each of the
-// kernel's three passes over the row).
-template <typename S, typename F, typename O, typename W>
-Traffic residual_layernorm_forward_traffic(int N, int C) {
-    const double nc = (double)N * C;
-    return layernorm_forward_issue<true, O, S, F, W>({"layernorm_forward_kernel",
-                                                      nc * (sizeof(S) + sizeof(F)) + 2.0 * C * sizeof(W),
-                                                      nc * (sizeof(S) + sizeof(O)) + 8.0 * N, 14.0 * nc},
-                                                     N, C);
 }
 
 // The backward kernel's grid: a block for every 16 rows (two for each of 8 warps), and at most
@@ -285,6 +230,11 @@ inline int layernorm_backward_warps(int C) {
     return (int)std::clamp<size_t>(LAYERNORM_BACKWARD_SHARED / (8 * (size_t)C), 1, WARPS_PER_BLOCK);
 }
 
+// Dynamic shared memory of a backward block for C channels: each warp's two column sums.
+inline size_t layernorm_backward_shared_bytes(int C) {
+    return (size_t)layernorm_backward_warps(C) * 2 * C * sizeof(float);
+}
+
 // Floats of the `partial` scratch layernorm_backward needs for C channels.
 inline size_t layernorm_backward_scratch(int C) { return (size_t)LAYERNORM_BACKWARD_MAX_BLOCKS * 2 * C; }
 
@@ -295,7 +245,7 @@ void launch_layernorm_backward(D* dinp, F* dres, float dt, float* partial, const
                                const float* mean, const float* rstd, int N, int C, int blocks, bool add,
                                cudaStream_t stream) {
     const int warps = layernorm_backward_warps(C);
-    const size_t shared = (size_t)warps * 2 * C * sizeof(float);
+    const size_t shared = layernorm_backward_shared_bytes(C);
     if (shared > (48 << 10))
         cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<K, D, G, X, W, F>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
@@ -340,69 +290,6 @@ void layernorm_backward_residual(D* dinp, F* df, float dt, float* dw, float* db,
                                  const W* w, const float* mean, const float* rstd, int N, int C, float* partial,
                                  cudaStream_t stream, GradOut dinp_out = GradOut::Add) {
     layernorm_backward_rows(dinp, df, dt, dw, db, dout, inp, w, mean, rstd, N, C, partial, stream, dinp_out);
-}
-
-// The issue of layernorm_backward_kernel in packs of K, from its structure. A trip takes K
-// columns of a row through both passes: per element, pass 1's conversions of dout and w (and
-// x), g = dout·w, its sum, x̂ and the sum of g·x̂ (5); pass 2's conversions (dinp's too when it
-// is bf16), x̂ (2), the gradient (5), its add into dinp, the fmas of dw and db, and with dres
-// Δt·dinp converted to F; per pack, each access (3 in pass 1; dout, x, w, dinp, the two column
-// sums read and stored, dinp and dres stored in pass 2) with 2 of address, and 3 of loop per
-// pass. Per row: mean and rstd loaded, two warp sums (20 each), the divisions, entering the
-// loops (20 each) and the row loop (3). Once: 40 of setup, zeroing the warp's column sums (5 a
-// pack of each), and its share of the block's sums of the warps' columns (2C/256 columns a
-// thread, each `warps` loads and adds, its store: 2·warps + 6).
-template <int K, typename D, typename G, typename X, typename W, typename F>
-WarpWork layernorm_backward_work(int C, bool residual) {
-    const double cvt = conversion<G>() + conversion<X>() + conversion<W>();
-    const double pass1 = K * (cvt + 5) + 3 * 3 + 3;
-    const double dres = residual ? 1 + conversion<F>() + 2 * conversion<D>() : 0;
-    const double pass2 = K * (cvt + conversion<D>() + 2 + 5 + 3 + dres) + (8 + residual) * 3 + 3;
-    const int warps = layernorm_backward_warps(C);
-    const double zeroing = 2 * 5 * ceil_div(C, WARP_SIZE * K), sums = ceil_div(2 * C, warps * WARP_SIZE) * (2.0 * warps + 6);
-    return {pass1 + pass2, 4 + 2 * 20 + 2 + 2 * 20 + 3, 40 + zeroing + sums};
-}
-
-// ptxas for sm_90: 48 registers (76 for bf16 throughout), the column sums' dynamic shared memory.
-template <typename D, typename G, typename X>
-KernelResources layernorm_backward_resources(int C) {
-    const int warps = layernorm_backward_warps(C), all_bf16 = sizeof(D) == 2 && sizeof(G) == 2 && sizeof(X) == 2;
-    return {warps * WARP_SIZE, all_bf16 ? 76 : 48, warps * 2 * C * 4};
-}
-
-// The shared wavefronts of one warp of the backward kernel: its two column sums (4C bytes each,
-// C·4/128 wavefronts a pass over them) zeroed, then read and stored for each row, and its share
-// of the block's sums of the warps' columns (per 32 of the 2C columns, a wavefront from each
-// warp's sums: 2C/32 a warp on average).
-inline double layernorm_backward_wavefronts(int C, double rows) {
-    const double pass = ceil_div(4 * C, 128);
-    return 2 * pass + rows * 4 * pass + ceil_div(2 * C, WARP_SIZE);
-}
-
-// Traffic of layernorm_backward: dout, inp, w, mean, rstd read, and dinp when added into;
-// dinp and the partial column sums written; then the partials, dw and db read, dw and db written.
-// `F` is the type of dres (layernorm_backward_residual), which it writes only there.
-template <typename D, typename G, typename X, typename W, typename F = G>
-Launches layernorm_backward_traffic(int N, int C, GradOut dinp_out = GradOut::Add, bool residual = false) {
-    const double nc = (double)N * C;
-    const int blocks = layernorm_backward_blocks(N), warps = layernorm_backward_warps(C);
-    const double dinp_read = dinp_out == GradOut::Add ? sizeof(D) : 0;
-    constexpr int K = pack_width<D, G, X, W, F>();
-    const double rows = (double)N / (blocks * warps);  // per warp
-    const WarpWork work = layernorm_backward_work<K, D, G, X, W, F>(C, residual);
-    const Traffic pass{"layernorm_backward_kernel", nc * (sizeof(G) + sizeof(X) + dinp_read) + C * sizeof(W) + 8.0 * N,
-                       nc * (sizeof(D) + (residual ? sizeof(F) : 0)) + 8.0 * blocks * C, (17.0 + residual) * nc};
-    const Traffic sums{"layernorm_weight_gradients_kernel", 8.0 * C * (blocks + 1), 8.0 * C, 2.0 * C * blocks};
-    return {with_issue(pass, work.instructions((double)blocks * warps, rows, ceil_div(C, WARP_SIZE * K)),
-                       (double)blocks * warps * layernorm_backward_wavefronts(C, rows),
-                       layernorm_backward_resources<D, G, X>(C)),
-            column_partials_issue(sums, blocks, 2 * C, LAYERNORM_WEIGHT_GRADIENTS_RESOURCES)};
-}
-
-// Traffic of layernorm_backward_residual: that of layernorm_backward, and df (N,C) written.
-template <typename D, typename F, typename G, typename X, typename W>
-Launches layernorm_backward_residual_traffic(int N, int C, GradOut dinp_out = GradOut::Add) {
-    return layernorm_backward_traffic<D, G, X, W, F>(N, C, dinp_out, true);
 }
 
 }  // namespace gpu

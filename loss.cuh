@@ -84,8 +84,8 @@ constexpr int CE_THREADS = 1024;
 // (V·sizeof(T) bytes, under 227 KiB on an H100/H200 up to V = 58K in fp32 and 116K in bf16) and
 // every later pass (the maximum, Σ exp, the gradient) reads them there: the row crosses device
 // memory once in each direction. Without it (a row too long for shared memory) the passes
-// re-read the row from device memory, which the L2 cache serves only in part: the launcher's
-// traffic declaration, which counts distinct bytes, is then too optimistic.
+// re-read the row from device memory, which the L2 cache serves only in part: its traffic
+// declaration (kernel_costs.h), which counts distinct bytes, is then too optimistic.
 // Each thread writes the gradient of the columns it read itself, so the in-place store needs
 // only one barrier more than the reductions: thread 0 reads row[target] for the loss before
 // its owner may overwrite it (unstaged).
@@ -143,13 +143,6 @@ void crossentropy_forward(float* losses, const T* logits, const int32_t* targets
     cudaCheck(cudaGetLastError());
 }
 
-// Traffic of crossentropy_forward: the V real columns of each row and the targets read, the
-// losses written; about 4 FLOPs per logit (max, subtract, exp, add).
-template <typename T>
-Traffic crossentropy_forward_traffic(int N, int V, int Vp) {
-    return {"crossentropy_forward_kernel", (double)N * V * sizeof(T) + 4.0 * N, 4.0 * N, 4.0 * N * V};
-}
-
 // The most dynamic shared memory one block of this device may use (the opt-in limit, less the
 // kernel's static reduction scratch); asked once per process (the backend uses one device).
 inline size_t crossentropy_shared_limit() {
@@ -182,39 +175,6 @@ void crossentropy_forward_backward(float* losses, T* logits, const int32_t* targ
                                                                                        V, Vp, staged);
     }, logits);
     cudaCheck(cudaGetLastError());
-}
-
-// Traffic of crossentropy_forward_backward: the V real columns of each row and the targets read
-// once, all Vp columns and the losses written; about 8 FLOPs per logit (4 for the loss, 4 for
-// the gradient).
-//
-// Its issue, from the kernel's structure (rows staged in shared memory, in packs of K): a trip
-// takes a pack of a thread through the three passes: per element its conversion (and 0.5 of
-// unpacking bf16 pairs) in each pass, pass 1's maximum, pass 2's exp (the sub and 11 of expf)
-// and sum, pass 3's exp, target test (2), difference, product and conversion back; per pack the
-// three loads, the staged store and the gradient's store with 2 of address each, and 3 of loop
-// per pass. Once per warp: 200 (setup, 30; the two block reductions with their barriers, 50
-// each; the loss with its log, 25; entering the loops and the columns past the packs, 45).
-// Shared wavefronts: per row the staged store and the two reads of its V·sizeof(T) bytes, 128 a
-// wavefront; per warp 4 in the reductions.
-template <typename T>
-constexpr WarpWork crossentropy_forward_backward_work() {
-    constexpr int K = Pack16<T>::size;
-    const double cvt = conversion<T>() * 1.5;
-    return {K * ((cvt + 1) + (cvt + 13) + (cvt + 16 + conversion<T>())) + 5 * 3 + 3 * 3, 0, 200};
-}
-template <typename T>
-Traffic crossentropy_forward_backward_traffic(int N, int V, int Vp) {
-    constexpr int K = Pack16<T>::size;
-    const double trips = ceil_div(ceil_div(V, K), CE_THREADS);
-    const WarpWork work = crossentropy_forward_backward_work<T>();
-    const double warps = (double)N * CE_THREADS / WARP_SIZE;
-    const bool staged = V * sizeof(T) <= 227 * 1024 - WARP_SIZE * sizeof(float);  // the H200's limit
-    const double row_waves = staged ? 3 * std::ceil(V * sizeof(T) / 128.0) : 0;  // per row
-    return with_issue({"crossentropy_forward_backward_kernel", (double)N * V * sizeof(T) + 4.0 * N,
-                       (double)N * Vp * sizeof(T) + 4.0 * N, 8.0 * N * V},
-                      work.instructions(warps, 1, trips), N * row_waves + warps * 4,
-                      {CE_THREADS, 32, (int)(staged ? V * sizeof(T) : 0) + WARP_SIZE * 4});
 }
 
 }  // namespace gpu

@@ -29,6 +29,7 @@
 #include <tuple>
 
 #include "cuda_common.cuh"
+#include "model.h"
 
 namespace gpu {
 
@@ -45,14 +46,6 @@ void gemm(cublasHandle_t handle, bool transA, bool transB, int M, int N, int K, 
     cublasCheck(cublasGemmEx(handle, cublas_op(transB), cublas_op(transA), N, M, K, &alpha, B, cuda_data_type<TAB>(),
                              ldb, A, cuda_data_type<TAB>(), lda, &beta, C, cuda_data_type<TC>(), ldc,
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
-// Traffic of gemm with elements of sizes ab_bytes (A, B) and c_bytes (C): reads op(A) (M,K) and
-// op(B) (K,N), reads C only when beta ≠ 0, writes C (M,N), and does 2·M·N·K FLOPs.
-inline Traffic gemm_traffic(int M, int N, int K, bool beta_nonzero, size_t ab_bytes, size_t c_bytes) {
-    const double mn = (double)M * N;
-    return {"gemm", ((double)M * K + (double)K * N) * ab_bytes + (beta_nonzero ? mn * c_bytes : 0.0),
-            mn * c_bytes, 0, 2.0 * mn * K};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -259,24 +252,6 @@ private:
     std::map<Key, std::optional<cublasLtMatmulAlgo_t>> algos;
 };
 
-// Traffic of fused_gemm: gemm's, plus the bias read (Bias, BiasGelu) or written (BiasGrad, as
-// TC), and pre written (BiasGelu) or read (GeluGrad); the epilogue's FLOPs count as other FLOPs
-// (about 11 per element for GELU, 21 for its derivative, as the kernels they replace).
-inline Traffic fused_gemm_traffic(Epilogue e, int M, int N, int K, bool beta_nonzero, size_t ab_bytes,
-                                  size_t c_bytes) {
-    Traffic t = gemm_traffic(M, N, K, beta_nonzero, ab_bytes, c_bytes);
-    const double mn = (double)M * N;
-    switch (e) {
-        case Epilogue::Bias: t.bytes_read += (double)N * c_bytes; break;
-        case Epilogue::BiasGelu:
-            t.bytes_read += (double)N * c_bytes, t.bytes_written += mn * c_bytes, t.flops = 11.0 * mn;
-            break;
-        case Epilogue::GeluGrad: t.bytes_read += mn * c_bytes, t.flops = 21.0 * mn; break;
-        case Epilogue::BiasGrad: t.bytes_written += (double)M * c_bytes; break;
-    }
-    return t;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
@@ -337,13 +312,6 @@ void add_bias(T* out, const T* bias, int N, int OC, cudaStream_t stream) {
     cudaCheck(cudaGetLastError());
 }
 
-// Traffic of add_bias: out and bias read, out written, one FLOP per element.
-template <typename T>
-Traffic add_bias_traffic(int N, int OC) {
-    const double n = (double)N * OC;
-    return {"add_bias_kernel", (n + OC) * sizeof(T), n * sizeof(T), n};
-}
-
 // out (N,OC) = inp (N,IC)·wᵀ + bias; bias may be null (the tied lm head has none). The bias is
 // cuBLASLt's epilogue where it has an algorithm for it, else a pass of its own.
 template <typename T>
@@ -354,13 +322,6 @@ void matmul_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bias,
         return;
     gemm(blas.cublas, false, true, N, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC);
     if (bias) add_bias(out, bias, N, OC, stream);
-}
-
-// Traffic of matmul_forward: the product with its bias epilogue, or the product alone.
-template <typename T>
-Launches matmul_forward_traffic(int N, int IC, int OC, bool bias) {
-    if (bias) return {fused_gemm_traffic(Epilogue::Bias, N, OC, IC, false, sizeof(T), sizeof(T))};
-    return {gemm_traffic(N, OC, IC, false, sizeof(T), sizeof(T))};
 }
 
 // dw (OC,IC) += doutᵀ·inp (N,OC), (N,IC);  dbias (OC) += Σ_n dout (skipped when null): the
@@ -383,26 +344,12 @@ void weight_backward(Blas& blas, float* dw, float* dbias, const T* dout, const T
     add_column_partials(dbias, partial, chunks, OC, OC, stream);
 }
 
-// Traffic of weight_backward: the dw product (which accumulates, so its C is read) with the
-// bias gradient as its epilogue, then the one-row stage 2 that adds it to dbias.
-template <typename T>
-Launches weight_backward_traffic(int N, int IC, int OC, bool bias) {
-    if (!bias) return {gemm_traffic(OC, IC, N, true, sizeof(T), 4)};
-    return {fused_gemm_traffic(Epilogue::BiasGrad, OC, IC, N, true, sizeof(T), 4), add_column_partials_traffic(1, OC)};
-}
-
 // dinp (N,IC) += dout (N,OC)·w (OC,IC) (with GradOut::Write: =, beta = 0): the input half of a
 // linear layer's backward. dinp is T or fp32 (D).
 template <typename T, typename D>
 void input_backward(Blas& blas, D* dinp, const T* dout, const T* w, int N, int IC, int OC, GradOut dinp_out) {
     gemm(blas.cublas, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, dinp_out == GradOut::Write ? 0.0f : 1.0f, dinp,
          IC);
-}
-
-// Traffic of input_backward: the dinp product, its C read only when it adds.
-template <typename T, typename D = T>
-Traffic input_backward_traffic(int N, int IC, int OC, GradOut dinp_out) {
-    return gemm_traffic(N, IC, OC, dinp_out == GradOut::Add, sizeof(T), sizeof(D));
 }
 
 // dinp (N,IC) += dout·w (with GradOut::Write: =, beta = 0);  dw (OC,IC) += doutᵀ·inp;
@@ -413,14 +360,6 @@ void matmul_backward(Blas& blas, D* dinp, float* dw, float* dbias, const T* dout
                      int IC, int OC, float* partial, cudaStream_t stream, GradOut dinp_out = GradOut::Add) {
     input_backward(blas, dinp, dout, w, N, IC, OC, dinp_out);
     weight_backward(blas, dw, dbias, dout, inp, N, IC, OC, partial, stream);
-}
-
-// Traffic of matmul_backward: input_backward's, then weight_backward's.
-template <typename T, typename D = T>
-Launches matmul_backward_traffic(int N, int IC, int OC, bool bias, GradOut dinp_out = GradOut::Add) {
-    Launches out{input_backward_traffic<T, D>(N, IC, OC, dinp_out)};
-    append(out, weight_backward_traffic<T>(N, IC, OC, bias));
-    return out;
 }
 
 }  // namespace gpu

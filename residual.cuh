@@ -18,6 +18,7 @@
 // element. Indices are 32-bit where n allows (with_index_type, cuda_common.cuh).
 #pragma once
 #include "cuda_common.cuh"
+#include "model.h"
 
 namespace gpu {
 
@@ -87,12 +88,6 @@ void residual_forward(S* out, const S* x, const F* f, float dt, size_t n, cudaSt
     cudaCheck(cudaGetLastError());
 }
 
-// Traffic of residual_forward: x (S) and f (F) read, out (S) written.
-template <typename S, typename F>
-Traffic residual_forward_traffic(size_t n) {
-    return {"residual_forward_kernel", (double)n * (sizeof(S) + sizeof(F)), (double)n * sizeof(S), 2.0 * n};
-}
-
 // df (F) = Δt·ds (S) over n elements (GradOut::Write), or added into df (GradOut::Add):
 // packed where df and ds are aligned to their packs.
 template <typename F, typename S>
@@ -107,14 +102,6 @@ void residual_backward(F* df, const S* ds, float dt, size_t n, GradOut df_out, c
                                                                                          packed);
     });
     cudaCheck(cudaGetLastError());
-}
-
-// Traffic of residual_backward: ds (S) read, and df (F) when added into; df written.
-template <typename F, typename S>
-Traffic residual_backward_traffic(size_t n, GradOut df_out) {
-    const double df_read = df_out == GradOut::Add ? sizeof(F) : 0;
-    return {"residual_backward_kernel", (double)n * (sizeof(S) + df_read), (double)n * sizeof(F),
-            (df_out == GradOut::Add ? 2.0 : 1.0) * n};
 }
 
 }  // namespace gpu

@@ -1,11 +1,12 @@
 // traffic.h — what one kernel launch or cuBLAS call of the CUDA backend moves and computes
 // (docs/cuda.md, "The traffic model"); cost_model.h says how long that takes on an H200.
 //
-// Every launcher of the .cuh files has a `*_traffic` function beside it that returns one
-// Traffic per launch it makes, computed from the same sizes. The emulated build counts the
-// distinct global-memory bytes each launch really reads and writes (test/traffic_test.cu), so
-// the declarations cannot drift from the kernels. `./bench_gpu -model` adds them up over the
-// launches of one training step. Plain C++: no CUDA needed to include it.
+// Every launcher of the .cuh files has a `*_traffic` function in kernel_costs.h (one section
+// per kernel file) that returns one Traffic per launch it makes, computed from the same sizes.
+// The emulated build counts the distinct global-memory bytes each launch really reads and
+// writes (test/traffic_test.cu), so the declarations cannot drift from the kernels.
+// `./bench_gpu -model` adds them up over the launches of one training step. Plain C++: no CUDA
+// needed to include it (kernel_costs.h, which needs the kernel files, includes it).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +16,9 @@
 
 #include "model.h"
 
-// What one block of a kernel holds on an SM (ptxas's report for sm_90), for its occupancy.
+// What one block of a kernel holds on an SM, for its occupancy: its threads (checked against
+// the launch) and the registers and shared bytes ptxas reports for sm_90 (the dynamic shared
+// bytes added); test/traffic_test.cu checks each declaration.
 struct KernelResources {
     int threads_per_block = 0;
     int registers_per_thread = 0;

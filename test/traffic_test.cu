@@ -1,13 +1,17 @@
-// The traffic and cost model (traffic.h, cost_model.h) against what the kernels really do:
+// The traffic and cost model (traffic.h, cost_model.h) and the kernels' declarations
+// (kernel_costs.h) against what the kernels really do:
 //   * every launcher of the .cuh files runs at odd test sizes in the counting build of the SIMT
 //     layer (test/simt/counting.h), which records the distinct device bytes each launch reads and
 //     writes, and each launch must match its declaration in `*_traffic`: the same kernel, read
 //     and written bytes within 10%; where a kernel declares shared-memory wavefronts, they must
-//     match the emulator's count of every warp's shared requests, bank conflicts included;
+//     match the emulator's count of every warp's shared requests, bank conflicts included; where
+//     it declares the resources of a block, the launch's threads per block exactly, and shared
+//     bytes at least the launch's dynamic shared memory;
 //   * the warp instructions a kernel declares per trip of its loop (per tile of the attention
 //     kernels' walk) must match the loops of its sm_90 PTX, the rest the rest of the PTX, and
-//     its registers ptxas's report (build/ptx/, made by nvcc from test/ptx_kernels.cu, the CUDA
-//     backend; these checks skip without nvcc);
+//     the registers and static shared memory every kernel declares ptxas's report, exactly
+//     (build/ptx/, made by nvcc from test/ptx_kernels.cu, the CUDA backend; these checks skip
+//     without nvcc);
 //   * the model must rate the attention kernels the project had before its tensor-core ones
 //     (their costs recorded below) at several times their roofline time.
 // Built only for the emulator (build/emu/count/traffic_test), in fp32 and bf16.
@@ -35,6 +39,7 @@
 #include "matmul.cuh"
 #include "residual.cuh"
 #include "gpt2.cu"  // cuda_step_traffic: the CudaOps of one step with its recording runner
+#include "kernel_costs.h"
 #include "tensor_cores.cuh"
 #include "traffic.h"
 
@@ -77,7 +82,8 @@ std::vector<simt::CountedLaunch> counted(F run) {
 bool close(double a, size_t b) { return b == 0 ? a == 0 : std::fabs(a - (double)b) <= kTolerance * (double)b; }
 
 // Launch by launch: the declared kernel is the one launched (its name begins the launch
-// expression), and the declared bytes are the counted ones within kTolerance.
+// expression), and the declared bytes are the counted ones within kTolerance; a declared block
+// has the launch's threads and holds at least its dynamic shared memory.
 ::testing::AssertionResult agree(const Launches& declared, const std::vector<simt::CountedLaunch>& launches) {
     if (declared.size() != launches.size())
         return ::testing::AssertionFailure() << declared.size() << " launches declared, " << launches.size() << " made";
@@ -94,6 +100,13 @@ bool close(double a, size_t b) { return b == 0 ? a == 0 : std::fabs(a - (double)
         if (d.warp_instructions > 0 && std::fabs(d.shared_wavefronts - waves) > std::max(16.0, kWavefrontTolerance * waves))
             return ::testing::AssertionFailure() << "launch " << i << " (" << c.kernel << "): declared "
                                                  << d.shared_wavefronts << " shared wavefronts, counted " << waves;
+        const KernelResources& block = d.resources;
+        if (block.threads_per_block > 0 && ((size_t)block.threads_per_block != c.threads_per_block ||
+                                            (size_t)block.shared_bytes_per_block < c.dynamic_shared_bytes))
+            return ::testing::AssertionFailure()
+                   << "launch " << i << " (" << c.kernel << "): declared " << block.threads_per_block << " threads and "
+                   << block.shared_bytes_per_block << " shared bytes a block; launched " << c.threads_per_block
+                   << " threads with " << c.dynamic_shared_bytes << " dynamic shared bytes";
         if (d.round_trips > 0 && d.round_trips != (double)c.round_trips)
             return ::testing::AssertionFailure() << "launch " << i << " (" << c.kernel << "): declared " << d.round_trips
                                                  << " round trips to device memory, counted " << c.round_trips;
@@ -750,13 +763,12 @@ std::vector<PtxLoop> ptx_loops(const PtxFunction& f) {
 // place in ptx_loops) that make up one trip, each with the accesses one trip makes there (so a
 // loop nvcc unrolled by 4 counts a quarter), and the loops that run what the unrolling leaves
 // over or the columns past the packs; the rest of the PTX is what the warp does around its
-// trips. Registers from ptxas.
+// trips.
 struct StepKernel {
     const char* entry;
     WarpWork declared;
     std::vector<std::pair<size_t, double>> trip;  // loop, accesses per trip
     std::vector<size_t> leftover;
-    int registers;
 };
 
 // Every kernel the d12 training step launches in bf16 (Pre-LN), its GELU passes in fp32, and the bf16 copy of the
@@ -765,47 +777,35 @@ struct StepKernel {
 // the step uses: the declared instructions of a trip against the PTX loops of one trip (within
 // 20%), the declared instructions around the trips (per row and once) against the rest of the
 // PTX (within 35%: it holds paths a warp does not take, such as the tails of rows that are not
-// whole packs), and the declared registers against ptxas. Loop-free kernels: the whole kernel
+// whole packs). Loop-free kernels: the whole kernel
 // (AdamW's but its loop over single elements, for the parameters past the last pack).
 TEST(Ptx, StepKernelsAsDeclared) {
     const std::string ptx = read_file(kPtx), report = read_file(kPtxas);
     if (ptx.empty() || report.empty()) GTEST_SKIP() << kPtx << " or " << kPtxas << " not built (no nvcc)";
     const StepKernel kernels[] = {
-        {"_ZN3gpu22encoder_forward_kernelILi4Ef13__nv_bfloat16jEE", gpu::encoder_forward_work<float, bf16>(), {}, {},
-         18},
+        {"_ZN3gpu22encoder_forward_kernelILi4Ef13__nv_bfloat16jEE", gpu::encoder_forward_work<float, bf16>(), {}, {}},
         {"_ZN3gpu24layernorm_forward_kernelILb1ELi4E13__nv_bfloat16fS1_S1_EE",
-         gpu::layernorm_forward_work<true, 4, bf16, float, bf16, bf16>(), {{1, 3}, {3, 2}, {5, 5}}, {0, 2, 4},
-         gpu::layernorm_forward_resources<true, bf16, float, bf16>().registers_per_thread},
+         gpu::layernorm_forward_work<true, 4, bf16, float, bf16, bf16>(), {{1, 3}, {3, 2}, {5, 5}}, {0, 2, 4}},
         {"_ZN3gpu24layernorm_forward_kernelILb0ELi4E13__nv_bfloat16ffS1_EE",
-         gpu::layernorm_forward_work<false, 4, bf16, float, float, bf16>(), {{1, 1}, {3, 1}, {5, 4}}, {0, 2, 4},
-         gpu::layernorm_forward_resources<false, bf16, float, float>().registers_per_thread},
+         gpu::layernorm_forward_work<false, 4, bf16, float, float, bf16>(), {{1, 1}, {3, 1}, {5, 4}}, {0, 2, 4}},
         {"_ZN3gpu25layernorm_backward_kernelILi4Ef13__nv_bfloat16fS1_S1_EE",
-         gpu::layernorm_backward_work<4, float, bf16, float, bf16, bf16>(768, true), {{2, 3}, {3, 10}}, {},
-         gpu::layernorm_backward_resources<float, bf16, float>(768).registers_per_thread},
-        {"_ZN3gpu33layernorm_weight_gradients_kernel", COLUMN_PARTIALS_WORK, {{1, 1}}, {0},
-         gpu::LAYERNORM_WEIGHT_GRADIENTS_RESOURCES.registers_per_thread},
-        {"_Z26add_column_partials_kernel", COLUMN_PARTIALS_WORK, {{1, 1}}, {0},
-         ADD_COLUMN_PARTIALS_RESOURCES.registers_per_thread},
+         gpu::layernorm_backward_work<4, float, bf16, float, bf16, bf16>(768, true), {{2, 3}, {3, 10}}, {}},
+        {"_ZN3gpu33layernorm_weight_gradients_kernel", COLUMN_PARTIALS_WORK, {{1, 1}}, {0}},
+        {"_Z26add_column_partials_kernel", COLUMN_PARTIALS_WORK, {{1, 1}}, {0}},
         {"_ZN3gpu36crossentropy_forward_backward_kernelILi8E13__nv_bfloat16", gpu::crossentropy_forward_backward_work<bf16>(),
-         {{0, 2}, {4, 1}, {6, 2}}, {1, 2, 3, 5, 7, 8}, 32},
-        {"_ZN3gpu22attention_delta_kernelI13__nv_bfloat16", gpu::attention_delta_work<bf16>(), {{1, 2}}, {0}, 32},
-        {"_ZN3gpu19wpe_backward_kernelIfE", gpu::WPE_BACKWARD_WORK, {{0, 1}}, {1},
-         gpu::WPE_BACKWARD_RESOURCES.registers_per_thread},
-        {"_ZN3gpu23sort_token_tiles_kernel", gpu::bitonic_tile_work(true), {{0, 4}}, {},
-         gpu::sort_tile_resources(2048, true).registers_per_thread},
-        {"_ZN3gpu24merge_token_tiles_kernel", gpu::bitonic_tile_work(false), {{0, 4}}, {},
-         gpu::sort_tile_resources(2048, false).registers_per_thread},
-        {"_ZN3gpu19bitonic_step_kernel", gpu::BITONIC_STEP_WORK, {}, {}, gpu::BITONIC_STEP_RESOURCES.registers_per_thread},
-        {"_ZN3gpu19wte_run_sums_kernel", gpu::WTE_RUN_SUMS_WORK, {{0, 2}}, {},
-         gpu::WTE_RUN_SUMS_RESOURCES.registers_per_thread},
-        {"_ZN3gpu21sum_of_squares_kernelIfE", gpu::sum_of_squares_work<float>(), {{0, 1}}, {}, 14},
-        {"_ZN3gpu12adamw_kernelI13__nv_bfloat16jEE", gpu::adamw_work(true), {}, {4}, 40},  // 4: one by one
-        {"_Z14convert_kernelI13__nv_bfloat16fjEvPT_PKT0_T1_", convert_work<bf16, float>(), {}, {0, 1}, 14},
+         {{0, 2}, {4, 1}, {6, 2}}, {1, 2, 3, 5, 7, 8}},
+        {"_ZN3gpu22attention_delta_kernelI13__nv_bfloat16", gpu::attention_delta_work<bf16>(), {{1, 2}}, {0}},
+        {"_ZN3gpu19wpe_backward_kernelIfE", gpu::WPE_BACKWARD_WORK, {{0, 1}}, {1}},
+        {"_ZN3gpu23sort_token_tiles_kernel", gpu::bitonic_tile_work(true), {{0, 4}}, {}},
+        {"_ZN3gpu24merge_token_tiles_kernel", gpu::bitonic_tile_work(false), {{0, 4}}, {}},
+        {"_ZN3gpu19bitonic_step_kernel", gpu::BITONIC_STEP_WORK, {}, {}},
+        {"_ZN3gpu19wte_run_sums_kernel", gpu::WTE_RUN_SUMS_WORK, {{0, 2}}, {}},
+        {"_ZN3gpu21sum_of_squares_kernelIfE", gpu::sum_of_squares_work<float>(), {{0, 1}}, {}},
+        {"_ZN3gpu12adamw_kernelI13__nv_bfloat16jEE", gpu::adamw_work(true), {}, {4}},  // 4: one by one
+        {"_Z14convert_kernelI13__nv_bfloat16fjEvPT_PKT0_T1_", convert_work<bf16, float>(), {}, {0, 1}},
         // the GELU passes of the fp32 step (in bf16 the products' epilogues do their work)
-        {"_ZN3gpu24bias_gelu_forward_kernelILi4EfjEE", gpu::bias_gelu_forward_work<float>(), {}, {},
-         gpu::GELU_PASS_RESOURCES.registers_per_thread},
-        {"_ZN3gpu28gelu_backward_inplace_kernelILi4EfjEE", gpu::gelu_backward_inplace_work<float>(), {}, {},
-         gpu::GELU_PASS_RESOURCES.registers_per_thread},
+        {"_ZN3gpu24bias_gelu_forward_kernelILi4EfjEE", gpu::bias_gelu_forward_work<float>(), {}, {}},
+        {"_ZN3gpu28gelu_backward_inplace_kernelILi4EfjEE", gpu::gelu_backward_inplace_work<float>(), {}, {}},
     };
     for (const StepKernel& k : kernels) {
         SCOPED_TRACE(k.entry);
@@ -828,7 +828,71 @@ TEST(Ptx, StepKernelsAsDeclared) {
                     k.declared.per_trip, rest, declared_rest);
         EXPECT_NEAR(k.declared.per_trip, trip, 0.2 * trip);
         EXPECT_NEAR(declared_rest, rest, 0.35 * rest);
-        EXPECT_EQ(k.registers, ptxas_resources(report, k.entry).registers_per_thread);
+    }
+}
+
+// A kernel's declared block against ptxas: the entry (the instantiation whose registers the
+// declaration gives), the declared resources, and the dynamic shared bytes among them.
+struct DeclaredBlock {
+    const char* entry;
+    KernelResources declared;
+    size_t dynamic_shared_bytes;
+};
+
+// Every kernel that declares the resources of its blocks (but the tensor-core attention kernels,
+// checked above at every head size), in each instantiation of the step with its own count:
+// the declared registers are ptxas's, and the declared shared bytes less the dynamic ones are
+// the kernel's static shared memory in ptxas's report. (agree() checks the threads and the
+// dynamic shared memory against each launch.)
+TEST(Ptx, DeclaredResourcesAsPtxas) {
+    const std::string report = read_file(kPtxas);
+    if (report.empty()) GTEST_SKIP() << kPtxas << " not built (no nvcc)";
+    const int C = 768;  // d12's channels: the layer norm backward's block depends on them
+    const size_t ln_dynamic = gpu::layernorm_backward_shared_bytes(C);
+    const DeclaredBlock blocks[] = {
+        {"_Z14convert_kernelI13__nv_bfloat16fjE", CONVERT_RESOURCES, 0},
+        {"_Z26add_column_partials_kernel", ADD_COLUMN_PARTIALS_RESOURCES, 0},
+        {"_ZN3gpu22encoder_forward_kernelILi4EffjEE", gpu::ENCODER_FORWARD_RESOURCES, 0},
+        {"_ZN3gpu22encoder_forward_kernelILi4Ef13__nv_bfloat16jEE", gpu::ENCODER_FORWARD_RESOURCES, 0},
+        {"_ZN3gpu19wpe_backward_kernelIfE", gpu::WPE_BACKWARD_RESOURCES, 0},
+        {"_ZN3gpu23sort_token_tiles_kernel", gpu::sort_tile_resources(gpu::SORT_TILE, true), 0},
+        {"_ZN3gpu24merge_token_tiles_kernel", gpu::sort_tile_resources(gpu::SORT_TILE, false), 0},
+        {"_ZN3gpu19bitonic_step_kernel", gpu::BITONIC_STEP_RESOURCES, 0},
+        {"_ZN3gpu21wte_chunk_sums_kernelIfE", gpu::WTE_CHUNK_SUMS_RESOURCES, 0},
+        {"_ZN3gpu19wte_run_sums_kernel", gpu::WTE_RUN_SUMS_RESOURCES, 0},
+        {"_ZN3gpu24layernorm_forward_kernelILb0ELi4EffffEE", gpu::layernorm_forward_resources<false, float, float, float>(), 0},
+        {"_ZN3gpu24layernorm_forward_kernelILb1ELi4EffffEE", gpu::layernorm_forward_resources<true, float, float, float>(), 0},
+        {"_ZN3gpu24layernorm_forward_kernelILb1ELi4Eff13__nv_bfloat16S1_EE",
+         gpu::layernorm_forward_resources<true, float, float, bf16>(), 0},
+        {"_ZN3gpu24layernorm_forward_kernelILb0ELi4E13__nv_bfloat16ffS1_EE",
+         gpu::layernorm_forward_resources<false, bf16, float, float>(), 0},
+        {"_ZN3gpu24layernorm_forward_kernelILb1ELi4E13__nv_bfloat16fS1_S1_EE",
+         gpu::layernorm_forward_resources<true, bf16, float, bf16>(), 0},
+        {"_ZN3gpu25layernorm_backward_kernelILi4EfffffEE", gpu::layernorm_backward_resources<float, float, float>(C),
+         ln_dynamic},
+        {"_ZN3gpu25layernorm_backward_kernelILi4Ef13__nv_bfloat16fS1_S1_EE",
+         gpu::layernorm_backward_resources<float, bf16, float>(C), ln_dynamic},
+        {"_ZN3gpu25layernorm_backward_kernelILi8E13__nv_bfloat16S1_S1_S1_S1_EE",
+         gpu::layernorm_backward_resources<bf16, bf16, bf16>(C), ln_dynamic},
+        {"_ZN3gpu33layernorm_weight_gradients_kernel", gpu::LAYERNORM_WEIGHT_GRADIENTS_RESOURCES, 0},
+        {"_ZN3gpu22attention_delta_kernelIfE", gpu::ATTENTION_DELTA_RESOURCES, 0},
+        {"_ZN3gpu22attention_delta_kernelI13__nv_bfloat16E", gpu::ATTENTION_DELTA_RESOURCES, 0},
+        {"_ZN3gpu24bias_gelu_forward_kernelILi4EfjEE", gpu::GELU_PASS_RESOURCES, 0},
+        {"_ZN3gpu28gelu_backward_inplace_kernelILi4EfjEE", gpu::GELU_PASS_RESOURCES, 0},
+        {"_ZN3gpu36crossentropy_forward_backward_kernelILi4EfEE", gpu::crossentropy_forward_backward_resources(0), 0},
+        {"_ZN3gpu36crossentropy_forward_backward_kernelILi8E13__nv_bfloat16EE",
+         gpu::crossentropy_forward_backward_resources(0), 0},
+        {"_ZN3gpu21sum_of_squares_kernelIfEE", gpu::sum_of_squares_resources<float>(), 0},
+        {"_ZN3gpu21sum_of_squares_kernelI13__nv_bfloat16EE", gpu::sum_of_squares_resources<bf16>(), 0},
+        {"_ZN3gpu12adamw_kernelIfjEE", gpu::ADAMW_RESOURCES, 0},
+        {"_ZN3gpu12adamw_kernelI13__nv_bfloat16jEE", gpu::ADAMW_RESOURCES, 0},
+    };
+    for (const DeclaredBlock& b : blocks) {
+        SCOPED_TRACE(b.entry);
+        const KernelResources ptxas = ptxas_resources(report, b.entry);
+        ASSERT_GT(ptxas.registers_per_thread, 0) << "not in " << kPtxas;
+        EXPECT_EQ(b.declared.registers_per_thread, ptxas.registers_per_thread);
+        EXPECT_EQ(b.declared.shared_bytes_per_block - (int)b.dynamic_shared_bytes, ptxas.shared_bytes_per_block);
     }
 }
 
@@ -898,7 +962,8 @@ TEST(CostModel, RatesTheOldAttentionKernelsAtSeveralTimesTheirRoofline) {
 }
 
 // The comparison can fail: the forward declared as if it read only one of its inputs, the
-// forward declared with 15% fewer bytes read, and a launch left undeclared all disagree.
+// forward declared with 15% fewer bytes read, a launch left undeclared, and a conversion whose
+// declared block has half the threads launched all disagree.
 TYPED_TEST(TrafficTest, WrongDeclarationsDisagree) {
     using T = TypeParam;
     const size_t n = (size_t)N * 4 * C;
@@ -911,6 +976,13 @@ TYPED_TEST(TrafficTest, WrongDeclarationsDisagree) {
     short_read.bytes_read *= 0.85;
     EXPECT_FALSE(agree(short_read, launches));
     EXPECT_FALSE(agree(Launches{}, launches));  // a launch not declared at all
+    auto in = filled<float>(n);
+    DeviceArray<T> converted(n);
+    const auto conversion = counted([&] { convert(converted.data(), in.data(), n, kStream); });
+    Traffic half_block = convert_traffic<T, float>(n);
+    half_block.resources.threads_per_block /= 2;
+    EXPECT_TRUE(agree(convert_traffic<T, float>(n), conversion));
+    EXPECT_FALSE(agree(half_block, conversion));
 }
 
 }  // namespace

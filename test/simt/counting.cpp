@@ -143,7 +143,7 @@ std::vector<CountedLaunch> stop_counting() {
   return std::move(launches);
 }
 
-void begin_launch(const char* kernel) {
+void begin_launch(const char* kernel, std::size_t threads_per_block, std::size_t dynamic_shared_bytes) {
   if (!counting) return;
   in_launch = true;
   launch_kernel = kernel;
@@ -152,6 +152,8 @@ void begin_launch(const char* kernel) {
   requests.clear();
   thread_accesses.clear();
   shared_totals = CountedLaunch{};
+  shared_totals.threads_per_block = threads_per_block;
+  shared_totals.dynamic_shared_bytes = dynamic_shared_bytes;
   block_waiting_for_memory = 0;
 }
 

@@ -36,6 +36,10 @@ struct CountedLaunch {
   // read device memory itself, or waited (cp.async.wait_group) for copies it started with no
   // synchronisation point in between (nothing overlapped their latency).
   std::size_t round_trips = 0;
+  // The launch's threads per block and dynamic shared memory (0 for a cuBLAS call), which
+  // traffic_test compares with the block a kernel's declaration gives.
+  std::size_t threads_per_block = 0;
+  std::size_t dynamic_shared_bytes = 0;
 };
 
 // True when this binary's accesses reach the hooks (the counting build).
@@ -44,9 +48,9 @@ bool counting_compiled();
 void start_counting();
 std::vector<CountedLaunch> stop_counting();
 
-// Called by the scheduler around each grid and by the emulated cuBLAS and cuBLASLt around each
-// product.
-void begin_launch(const char* kernel);
+// Called by the scheduler around each grid (with its block's threads and dynamic shared bytes)
+// and by the emulated cuBLAS and cuBLASLt around each product.
+void begin_launch(const char* kernel, std::size_t threads_per_block = 0, std::size_t dynamic_shared_bytes = 0);
 void end_launch();
 
 }  // namespace simt

@@ -627,7 +627,8 @@ void run_grid(const LaunchConfig& config, void (*thread_body)(const void*), cons
   const DeviceMemoryAccess device_memory;
   block_dim = config.block;
   grid_dim = config.grid;
-  begin_launch(config.name);
+  begin_launch(config.name, (std::size_t)config.block.x * config.block.y * config.block.z,
+               config.dynamic_shared_bytes);
   for (const uint3& index : blocks_in_order(config.grid, schedule.order, random)) {
     block_index = index;
     Block block(config, index, schedule, thread_body, context);
