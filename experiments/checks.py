@@ -39,24 +39,23 @@ def check_numbers(s):
 
 
 def check_grid(s):
-    """The runs of the grid (make_grid), every value of its axes one that its ./train flag takes
-    (and ./eval's, for a precision): placements (those of ln/Δt=lr entries first), Δt, weight
-    decays, learning rates, precisions, seeds."""
-    for setting in ("lr", "post_lr"):
-        for entry in parse_list(getattr(s, setting), "lr", "--lr") if getattr(s, setting) else []:
+    """Every value of the grid's axes one that its ./train flag takes (and ./eval's, for a
+    precision): the placements of ln/Δt=lr entries first, then each run's placement, Δt, weight
+    decay, learning rate, precision and seed."""
+    for name in ("lr", "post_lr"):
+        where = "--" + name.replace("_", "-")
+        for entry in parse_list(getattr(s, name), "lr", where) if getattr(s, name) else []:
             if isinstance(entry, tuple):
-                check_value(s.train_bin, "-ln", entry[0], "--" + setting.replace("_", "-"))
-    runs = make_grid(s)
-    for run in runs:
-        post = "post-" if run.ln == "post" and s.post_lr else ""
+                check_value(s.train_bin, "-ln", entry[0], where)
+    for run in make_grid(s):
+        own = run.ln == "post"  # Post-LN's lrs and seeds may be its own (--post-lr, --post-seeds)
         for value, flag, where in ((run.ln, "-ln", "--ln"), (run.dt, "-dt", "--dt"), (run.wd, "-wd", "--wd"),
-                                   (run.lr, "-lr", "--" + post + "lr"),
-                                   (run.seed, "-seed", "--post-seeds" if run.ln == "post" and s.post_seeds else "--seeds")):
+                                   (run.lr, "-lr", "--post-lr" if own and s.post_lr else "--lr"),
+                                   (run.seed, "-seed", "--post-seeds" if own and s.post_seeds else "--seeds")):
             check_value(s.train_bin, flag, value, where)
         if run.precision:
             check_value(s.train_bin, "-precision", run.precision, "--precision")
             check_value(s.eval_bin, "-precision", run.precision, "--precision")
-    return runs
 
 
 def resolve_warmup(s):

@@ -57,9 +57,9 @@ class SettingsAgainstThePrograms(unittest.TestCase):
         train, evaluate = flag_table.flag_table(TRAIN), flag_table.flag_table(EVAL)
         for s in SETTINGS:
             if s.train:
-                self.assertIn(s.train[1:], train, f"--{s.name}: ./train has no flag {s.train}")
+                self.assertTrue(s.train[1:] in train, f"--{s.name}: ./train has no flag {s.train}")
             if s.eval:
-                self.assertIn(s.eval[1:], evaluate, f"--{s.name}: ./eval has no flag {s.eval}")
+                self.assertTrue(s.eval[1:] in evaluate, f"--{s.name}: ./eval has no flag {s.eval}")
             if s.default is PROGRAM_DEFAULT:
                 self.assertTrue(s.train or s.eval, f"--{s.name}: a program's default, but no flag")
 
