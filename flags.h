@@ -6,7 +6,8 @@
 //               the option it sets, its values, default, help, whether it defines the run (and
 //               so must match on -resume 1) and the config.json member that records it. From
 //               the table come the parsing (read_flags), the usage text (usage_text), the
-//               markdown tables of README and docs/cli.md (markdown_table, `make docs`), and
+//               markdown tables of README and docs/cli.md (markdown_table, `make docs`), the
+//               JSON of `-flags_json 1` that the sweep's settings read (flags_json), and
 //               ./train's config.json record and resume check (run_config.h).
 //
 // Every problem is an InputError naming the flag, raised before any work starts, so the program
@@ -50,10 +51,11 @@ inline bool flags_json_requested(int argc, char** argv) {
 }
 
 // The body of a program's main(): prints `usage` for -h/--help, or `flags_json` for -flags_json 1
-// (when the program has a table of flags to print), else runs `body` (returning the exit status). Bad input (InputError) is one line "program: message" on stderr and status 2;
-// running out of memory (a model or batch too large for this machine) and a failed collective
-// between ranks (CollectiveError) are one line and status 1; a failed write of an output
-// (OutputError) is one line and status 4.
+// (when the program has a table of flags to print), else runs `body` (returning the exit status).
+// Bad input (InputError) is one line "program: message" on stderr and status 2; running out of
+// memory (a model or batch too large for this machine) and a failed collective between ranks
+// (CollectiveError) are one line and status 1; a failed write of an output (OutputError) is one
+// line and status 4.
 template <typename Body>
 int run_program(const char* program, const std::string& usage, int argc, char** argv, Body body,
                 const std::string& flags_json = "") {
@@ -419,6 +421,11 @@ std::string usage_text(const std::string& synopsis, const std::vector<Flag<Optio
     return out + footer;
 }
 
+// What -resume 1 asks of a flag, in the words of the docs' tables and of flags_json.
+inline const char* on_resume_text(OnResume r) {
+    return r == OnResume::MustMatch ? "must match" : r == OnResume::MustMatchIfGiven ? "must match when given" : "may change";
+}
+
 // The markdown table of `table` (README and docs/cli.md hold it between marker comments, and
 // `make docs` writes it there): flag, values, default, what -resume 1 asks, meaning.
 template <typename Options>
@@ -451,11 +458,6 @@ std::string markdown_table(const std::vector<Flag<Options>>& table) {
     return out;
 }
 
-// What -resume 1 asks of a flag, in the words of the docs' tables and of flags_json.
-inline const char* on_resume_text(OnResume r) {
-    return r == OnResume::MustMatch ? "must match" : r == OnResume::MustMatchIfGiven ? "must match when given" : "may change";
-}
-
 // The values of one flag as a JSON object: their kind and range or choices.
 inline Json values_json(const FlagValues& v) {
     Json out = Json::object();
@@ -481,9 +483,9 @@ inline Json values_json(const FlagValues& v) {
     return out;
 }
 
-// The table of flags as JSON, what `./train -flags_json 1` and `./eval -flags_json 1` print (docs/cli.md
-// §1) for the tools that pass these flags (experiments/settings.py): {"program": ..., "flags": [...]},
-// one object per flag in the table's order with
+// The table of flags as JSON, what `./train -flags_json 1` and `./eval -flags_json 1` print
+// (docs/cli.md §1) for the tools that pass these flags (experiments/settings.py):
+// {"program": ..., "flags": [...]}, one object per flag in the table's order with
 //   name, syntax     the flag without its dash, and its values as -h writes them ("X in (0, 10]");
 //   values           kind (integer, real, choice, text) with min/max, lo/hi/lo_open/hi_open or choices;
 //   default          as -h shows it ("6e-4", "lr/10"; "" for none);
