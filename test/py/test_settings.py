@@ -29,7 +29,8 @@ BIN = os.environ.get("GPT2_BIN_DIR", REPO)  # where ./train and ./eval are
 TRAIN, EVAL = os.path.join(BIN, "train"), os.path.join(BIN, "eval")
 # The grid's axes and the ./train flag each value is passed as (runner.train_command).
 GRID_FLAGS = {"ln": ("ln", "-ln"), "dt": ("dt", "-dt"), "wd": ("wd", "-wd"), "lr": ("lr", "-lr"),
-              "seeds": ("int", "-seed"), "precision": ("precision", "-precision")}
+              "seeds": ("int", "-seed"), "precision": ("precision", "-precision"), "post_lr": ("lr", "-lr"),
+              "post_seeds": ("int", "-seed")}
 
 
 def passed_values(settings):
