@@ -2,7 +2,7 @@
 // (docs/formats.md):
 //   * model checkpoints model_%08d.bin: the configuration and the parameters (§2);
 //   * optimiser state files state_%08d.bin: AdamW moments, steps done, data position, seed (§3);
-//   * writing any file whole or not at all (§4).
+//   (writing any file whole or not at all, §4, is paths.h's write_file_atomically).
 // Token shards are read by dataloader.h (§1).
 #pragma once
 #include <array>
@@ -16,32 +16,7 @@
 #include "dataloader.h"
 #include "errors.h"
 #include "model.h"
-
-// ---------------------------------------------------------------------------------------------
-// Whole-or-nothing writes (docs/formats.md §4)
-
-// Writes `bytes` pieces to `path` so the file appears whole or not at all: everything goes to
-// path.tmp, which is flushed and renamed over path only when complete.
-struct FilePiece { const void* data; size_t bytes; };
-inline void write_file_atomically(const std::string& path, const std::vector<FilePiece>& pieces) {
-    std::string tmp = path + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) throw InputError(tmp + ": cannot open for writing");
-    bool ok = true;
-    for (const FilePiece& p : pieces)  // (an empty piece may have no data pointer: fwrite must not see it)
-        ok = ok && (p.bytes == 0 || std::fwrite(p.data, 1, p.bytes, f) == p.bytes);
-    ok = (std::fflush(f) == 0) && ok;
-    ok = (std::fclose(f) == 0) && ok;
-    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw InputError(path + ": write failed (disk full or not writable?)");
-    }
-}
-
-// Writes `text` to `path` the same way: whole or not at all.
-inline void write_text_atomically(const std::string& path, const std::string& text) {
-    write_file_atomically(path, {{text.data(), text.size()}});
-}
+#include "paths.h"  // write_file_atomically
 
 // ---------------------------------------------------------------------------------------------
 // Model checkpoints (docs/formats.md §2): int32 header[256] then float32 parameters in file

@@ -689,5 +689,5 @@ int main(int argc, char** argv) {
         flush_subnormals_to_zero();
         set_threads(opt.threads);
         return evaluate(opt);
-    });
+    }, flags_json("eval", eval_flags()));
 }

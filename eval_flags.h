@@ -9,8 +9,7 @@
 
 #include "errors.h"
 #include "flags.h"
-#include "safetensors.h"  // is_safetensors_name
-#include "setup.h"    // DEFAULT_TRAIN_DATA, DEFAULT_VAL_DATA, DEFAULT_TOKENIZER
+#include "paths.h"  // DEFAULT_TRAIN_DATA, DEFAULT_VAL_DATA, DEFAULT_TOKENIZER, is_safetensors_name
 
 // Every setting of an evaluation, one member per flag. A member whose default is worked out at
 // start-up keeps its initial value here until then: 0 or empty.

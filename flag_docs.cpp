@@ -6,9 +6,9 @@
 #include <iterator>
 #include <string>
 
-#include "checkpoint.h"  // write_text_atomically
 #include "flag_docs.h"
 #include "flags.h"
+#include "paths.h"  // write_text_atomically
 
 static std::string read_text(const std::string& path) {
     std::ifstream in(path, std::ios::binary);

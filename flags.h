@@ -6,7 +6,8 @@
 //               the option it sets, its values, default, help, whether it defines the run (and
 //               so must match on -resume 1) and the config.json member that records it. From
 //               the table come the parsing (read_flags), the usage text (usage_text), the
-//               markdown tables of README and docs/cli.md (markdown_table, `make docs`), and
+//               markdown tables of README and docs/cli.md (markdown_table, `make docs`), the
+//               JSON of `-flags_json 1` that the sweep's settings read (flags_json), and
 //               ./train's config.json record and resume check (run_config.h).
 //
 // Every problem is an InputError naming the flag, raised before any work starts, so the program
@@ -39,13 +40,25 @@ inline bool help_requested(int argc, char** argv) {
     return false;
 }
 
-// The body of a program's main(): prints `usage` for -h/--help, else runs `body` (returning the
-// exit status). Bad input (InputError) is one line "program: message" on stderr and status 2;
-// running out of memory (a model or batch too large for this machine) and a failed collective
-// between ranks (CollectiveError) are one line and status 1; a failed write of an output
-// (OutputError) is one line and status 4.
+// True when the arguments ask for the program's table of flags as JSON: `-flags_json 1`, alone
+// (an InputError when -flags_json stands beside other flags or with another value).
+inline bool flags_json_requested(int argc, char** argv) {
+    bool named = false;
+    for (int i = 1; i < argc; i += 2) named = named || std::string(argv[i]) == "-flags_json";
+    if (named && (argc != 3 || std::string(argv[2]) != "1"))
+        throw InputError("flag -flags_json: give it alone, as -flags_json 1 (it prints the table of flags and exits)");
+    return named;
+}
+
+// The body of a program's main(): prints `usage` for -h/--help, or `flags_json` for -flags_json 1
+// (when the program has a table of flags to print), else runs `body` (returning the exit status).
+// Bad input (InputError) is one line "program: message" on stderr and status 2; running out of
+// memory (a model or batch too large for this machine) and a failed collective between ranks
+// (CollectiveError) are one line and status 1; a failed write of an output (OutputError) is one
+// line and status 4.
 template <typename Body>
-int run_program(const char* program, const std::string& usage, int argc, char** argv, Body body) {
+int run_program(const char* program, const std::string& usage, int argc, char** argv, Body body,
+                const std::string& flags_json = "") {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress shows at once through a pipe (| tee) too
     if (help_requested(argc, argv)) {
         std::fputs(usage.c_str(), stdout);
@@ -53,6 +66,10 @@ int run_program(const char* program, const std::string& usage, int argc, char** 
     }
     const char* out_of_memory = "%s: out of memory: the model or batch is too large for this machine\n";
     try {
+        if (!flags_json.empty() && flags_json_requested(argc, argv)) {
+            std::fputs(flags_json.c_str(), stdout);
+            return 0;
+        }
         return body();
     } catch (const InputError& e) {
         std::fprintf(stderr, "%s: %s\n", program, e.what());
@@ -404,6 +421,11 @@ std::string usage_text(const std::string& synopsis, const std::vector<Flag<Optio
     return out + footer;
 }
 
+// What -resume 1 asks of a flag, in the words of the docs' tables and of flags_json.
+inline const char* on_resume_text(OnResume r) {
+    return r == OnResume::MustMatch ? "must match" : r == OnResume::MustMatchIfGiven ? "must match when given" : "may change";
+}
+
 // The markdown table of `table` (README and docs/cli.md hold it between marker comments, and
 // `make docs` writes it there): flag, values, default, what -resume 1 asks, meaning.
 template <typename Options>
@@ -430,13 +452,80 @@ std::string markdown_table(const std::vector<Flag<Options>>& table) {
         const std::string fallback = !f.fallback.value.empty() ? code(f.fallback.text)
                                      : f.fallback.text.empty() ? "–"
                                                                : cell(f.fallback.text);
-        const char* resume = f.on_resume == OnResume::MustMatch          ? "must match | "
-                             : f.on_resume == OnResume::MustMatchIfGiven ? "must match when given | "
-                                                                         : "may change | ";
-        out += "| `-" + f.name + "` | " + values(f.values) + " | " + fallback + " | " + (resumable ? resume : "") +
-               cell(f.help) + " |\n";
+        const std::string resume = resumable ? on_resume_text(f.on_resume) + std::string(" | ") : "";
+        out += "| `-" + f.name + "` | " + values(f.values) + " | " + fallback + " | " + resume + cell(f.help) + " |\n";
     }
     return out;
+}
+
+// The values of one flag as a JSON object: their kind and range or choices.
+inline Json values_json(const FlagValues& v) {
+    Json out = Json::object();
+    switch (v.kind) {
+        case FlagValues::Kind::Integer:
+            out.set("kind", Json::string("integer"));
+            out.set("min", Json::integer(v.min));
+            out.set("max", Json::integer(v.max));
+            break;
+        case FlagValues::Kind::Real:
+            out.set("kind", Json::string("real"));
+            out.set("lo", Json::number(v.lo));
+            out.set("hi", Json::number(v.hi));
+            out.set("lo_open", Json::boolean(v.lo_open));
+            out.set("hi_open", Json::boolean(v.hi_open));
+            break;
+        case FlagValues::Kind::Choice:
+            out.set("kind", Json::string("choice"));
+            out.set("choices", Json::array_of(v.choices));
+            break;
+        case FlagValues::Kind::Text: out.set("kind", Json::string("text")); break;
+    }
+    return out;
+}
+
+// The table of flags as JSON, what `./train -flags_json 1` and `./eval -flags_json 1` print
+// (docs/cli.md §1) for the tools that pass these flags (experiments/settings.py):
+// {"program": ..., "flags": [...]}, one object per flag in the table's order with
+//   name, syntax     the flag without its dash, and its values as -h writes them ("X in (0, 10]");
+//   values           kind (integer, real, choice, text) with min/max, lo/hi/lo_open/hi_open or choices;
+//   default          as -h shows it ("6e-4", "lr/10"; "" for none);
+//   default_value    the value the default stands for, as a given value's text; null when it is
+//                    worked out at start-up or there is none;
+//   default_number   that value as a number, for an integer or real flag; else null;
+//   help             the help line;
+// and for ./train, whose table says what -resume 1 asks:
+//   on_resume        "must match", "must match when given" or "may change";
+//   defines_run      true for a flag the usage marks with a star (it defines the run);
+//   recorded_as      the config.json member that records it; null when config.json does not.
+template <typename Options>
+std::string flags_json(const std::string& program, const std::vector<Flag<Options>>& table) {
+    bool resumable = false;  // ./train's table (as in markdown_table)
+    for (const Flag<Options>& f : table) resumable = resumable || f.on_resume != OnResume::MayChange;
+    std::string flags;
+    for (const Flag<Options>& f : table) {
+        const bool has_value = !f.fallback.value.empty();
+        const bool numeric = f.values.kind == FlagValues::Kind::Integer || f.values.kind == FlagValues::Kind::Real;
+        Json number;  // null
+        if (has_value && numeric) {
+            const FlagValue v = check_flag_value(f.name, f.values, f.fallback.value);
+            number = f.values.kind == FlagValues::Kind::Integer ? Json::integer(v.integer) : Json::number(v.real);
+        }
+        Json row = Json::object();
+        row.set("name", Json::string(f.name));
+        row.set("syntax", Json::string(values_text(f.values)));
+        row.set("values", values_json(f.values));
+        row.set("default", Json::string(f.fallback.text));
+        row.set("default_value", has_value ? Json::string(f.fallback.value) : Json());
+        row.set("default_number", number);
+        row.set("help", Json::string(f.help));
+        if (resumable) {
+            row.set("on_resume", Json::string(on_resume_text(f.on_resume)));
+            row.set("defines_run", Json::boolean(f.on_resume != OnResume::MayChange));
+            row.set("recorded_as", f.record.name.empty() ? Json() : Json::string(f.record.name));
+        }
+        flags += (flags.empty() ? "\n    " : ",\n    ") + row.str();
+    }
+    return "{\n  \"program\": " + json_string(program) + ",\n  \"flags\": [" + flags + "\n  ]\n}\n";
 }
 
 // `doc` with the text between the lines "<!-- BEGIN name -->" and "<!-- END name -->" replaced

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "errors.h"
-#include "tokenizer.h"  // decode_utf8
+#include "utf8.h"
 
 // A number: %.9g round-trips a float; non-finite values become null.
 inline std::string json_number(double x) {
@@ -51,8 +51,8 @@ inline std::string json_array(const std::vector<double>& v, size_t offset = 0, s
 inline std::string json_string(const std::string& bytes) {
     std::string s = "\"";
     for (size_t i = 0; i < bytes.size();) {
-        const gpt2_bpe::Utf8Char ch = gpt2_bpe::decode_utf8(bytes, i);
-        if (ch.code_point == gpt2_bpe::kInvalidByte) {
+        const Utf8Char ch = decode_utf8(bytes, i);
+        if (ch.code_point == kInvalidByte) {
             s += "\xEF\xBF\xBD";
         } else if (ch.code_point == '"' || ch.code_point == '\\') {
             s += '\\';
@@ -320,8 +320,8 @@ private:
             if (c == '"') return s;
             if (c < 0x20) fail("control character in a string");
             if (c >= 0x80) {  // the bytes of one UTF-8 character
-                const gpt2_bpe::Utf8Char ch = gpt2_bpe::decode_utf8(text_, pos_ - 1);
-                if (ch.code_point == gpt2_bpe::kInvalidByte) fail("invalid UTF-8 in a string");
+                const Utf8Char ch = decode_utf8(text_, pos_ - 1);
+                if (ch.code_point == kInvalidByte) fail("invalid UTF-8 in a string");
                 s.append(text_, pos_ - 1, ch.length);
                 pos_ += ch.length - 1;
                 continue;

@@ -8,7 +8,10 @@
 //   check_can_create():   an output can be written whole (docs/formats.md §4): a file is created
 //                         beside it, under the name the whole-file writers use (PATH.tmp), and
 //                         removed again. Creating is the test, not access(), which root passes
-//                         for folders no one can write into (/sys, a read-only mount).
+//                         for folders no one can write into (/sys, a read-only mount);
+//   write_file_atomically(): a file written whole or not at all (docs/formats.md §4);
+// and the file names both programs know: the default data and tokenizer, and which model files
+// are safetensors.
 #pragma once
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,6 +19,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -91,4 +95,46 @@ inline void check_can_create(const std::string& path, const std::string& name) {
     if (fd < 0) throw InputError(name + ": cannot create a file there (" + std::strerror(errno) + ")");
     close(fd);
     if (created) unlink(tmp.c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole-or-nothing writes (docs/formats.md §4)
+
+// Writes `bytes` pieces to `path` so the file appears whole or not at all: everything goes to
+// path.tmp, which is flushed and renamed over path only when complete.
+struct FilePiece { const void* data; size_t bytes; };
+inline void write_file_atomically(const std::string& path, const std::vector<FilePiece>& pieces) {
+    std::string tmp = path + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) throw InputError(tmp + ": cannot open for writing");
+    bool ok = true;
+    for (const FilePiece& p : pieces)  // (an empty piece may have no data pointer: fwrite must not see it)
+        ok = ok && (p.bytes == 0 || std::fwrite(p.data, 1, p.bytes, f) == p.bytes);
+    ok = (std::fflush(f) == 0) && ok;
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        throw InputError(path + ": write failed (disk full or not writable?)");
+    }
+}
+
+// Writes `text` to `path` the same way: whole or not at all.
+inline void write_text_atomically(const std::string& path, const std::string& text) {
+    write_file_atomically(path, {{text.data(), text.size()}});
+}
+
+// ---------------------------------------------------------------------------------------------
+// File names both programs know
+
+// The bundled corpus (prepare_data.py default) and GPT-2's tokenizer: what ./train and ./eval
+// read when no -train_data / -val_data / -tokenizer is given (train_flags.h, eval_flags.h).
+constexpr const char* DEFAULT_TRAIN_DATA = "data/mobydick_train_*.bin";
+constexpr const char* DEFAULT_VAL_DATA = "data/mobydick_val_*.bin";
+constexpr const char* DEFAULT_TOKENIZER = "data/gpt2_tokenizer.bin";
+
+// True for a file name ending in ".safetensors": GPT-2 weights in Hugging Face's layout
+// (safetensors.h), else a checkpoint (checkpoint.h).
+inline bool is_safetensors_name(const std::string& path) {
+    const std::string end = ".safetensors";
+    return path.size() > end.size() && path.compare(path.size() - end.size(), end.size(), end) == 0;
 }

@@ -354,12 +354,6 @@ inline void write_gpt2_safetensors(const std::string& path, const ModelConfig& m
     write_file_atomically(path, {{length, 8}, {header.data(), header.size()}, {data.data(), data.size()}});
 }
 
-// True for a file name ending in ".safetensors".
-inline bool is_safetensors_name(const std::string& path) {
-    const std::string end = ".safetensors";
-    return path.size() > end.size() && path.compare(path.size() - end.size(), end.size(), end) == 0;
-}
-
 // A model file as ./train -init and ./eval -model take it: GPT-2 safetensors for a name ending in
 // .safetensors, else a checkpoint (checkpoint.h).
 inline ModelConfig read_model_file(const std::string& path, std::vector<float>* params) {

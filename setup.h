@@ -1,5 +1,5 @@
-// setup.h — start-up shared by ./train and ./eval: choosing the backend (-device), the default
-// data files, and printing what a run uses.
+// setup.h — start-up shared by ./train and ./eval: choosing the backend (-device) and printing
+// what a run uses.
 #pragma once
 #include <omp.h>
 
@@ -17,12 +17,6 @@
 #if defined(__SSE__)
 #include <xmmintrin.h>
 #endif
-
-// The bundled corpus (prepare_data.py default) and GPT-2's tokenizer: used when no -train_data /
-// -val_data / -tokenizer is given.
-constexpr const char* DEFAULT_TRAIN_DATA = "data/mobydick_train_*.bin";
-constexpr const char* DEFAULT_VAL_DATA = "data/mobydick_val_*.bin";
-constexpr const char* DEFAULT_TOKENIZER = "data/gpt2_tokenizer.bin";
 
 // Makes this thread, and the OpenMP threads it starts later, treat subnormal floats (below
 // about 1.2e-38 in magnitude) as zero on x86 (the FTZ and DAZ bits of MXCSR). A network whose

@@ -466,7 +466,7 @@ int main(int argc, char** argv) {
             together = true;
             throw;
         }
-    });
+    }, flags_json("train", train_flags()));
     if (status != 0 && !together && group->size() > 1) group->abort(status);
     return group->finish(status);
 }

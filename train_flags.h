@@ -13,10 +13,10 @@
 
 #include "errors.h"
 #include "flags.h"
-#include "setup.h"  // DEFAULT_TRAIN_DATA, DEFAULT_VAL_DATA, DEFAULT_TOKENIZER
+#include "paths.h"  // DEFAULT_TRAIN_DATA, DEFAULT_VAL_DATA, DEFAULT_TOKENIZER
 
 // Every setting of a run, one member per flag. A member whose default is worked out at start-up
-// (run_start.h) keeps its initial value here until then: 0 or empty.
+// (prepare_run, resume.h) keeps its initial value here until then: 0 or empty.
 struct TrainOptions {
     std::string ln;  // pre | post | peri
     float dt = 0;

@@ -10,27 +10,52 @@ import subprocess
 
 import numpy as np
 
-from .grid import CUSTOM_SIZE, InputError, fmt_num, header_word, is_model_size, model_vocab
-from .settings import SETTINGS, default_warmup
+from .grid import CUSTOM_SIZE, InputError, fmt_num, header_word, is_model_size, make_grid, model_vocab, parse_list
+from .flag_table import check_value, flag_row
+from .settings import SETTINGS, ZERO_MEANS_DEFAULT, default_warmup
 
 SHARD_MAGIC, TOKENIZER_MAGIC = 20240520, 20240328
 TOKENS_CHECKED = 1 << 24  # per data glob: enough to see a vocabulary that does not fit; ./train checks all
 
 
 def check_numbers(s):
-    """Every number setting finite and within the range the settings table gives."""
+    """Every number setting finite, and within the range of the flag it is passed as, in the table
+    of the ./train or ./eval binary the sweep runs (flag_table.py); a setting without a flag within
+    its own range; a choice among its flag's choices."""
     for setting in SETTINGS:
         value = getattr(s, setting.name)
-        if setting.kind not in (int, float) or value is None:
+        if setting.kind == "list" or value is None or (value == 0 and setting.name in ZERO_MEANS_DEFAULT):
             continue
-        flag = "--" + setting.name.replace("_", "-")
-        if not math.isfinite(value):
-            raise InputError(f"{flag}: {value} is not a finite number")
-        if setting.low is not None and (value < setting.low or (setting.low_open and value == setting.low)):
-            raise InputError(f"{flag}: {fmt_num(value)} is out of range (must be "
-                             f"{'>' if setting.low_open else '≥'} {fmt_num(setting.low)})")
+        where = "--" + setting.name.replace("_", "-")
+        if setting.kind in (int, float) and not math.isfinite(value):
+            raise InputError(f"{where}: {value} is not a finite number")
+        for binary, flag in ((s.train_bin, setting.train), (s.eval_bin, setting.eval)):
+            if flag and (setting.kind in (int, float) or flag_row(binary, flag)["values"]["kind"] == "choice"):
+                check_value(binary, flag, value, where)
+        if setting.low is not None and value < setting.low:
+            raise InputError(f"{where}: {fmt_num(value)} is out of range (must be ≥ {fmt_num(setting.low)})")
         if setting.high is not None and value >= setting.high:
-            raise InputError(f"{flag}: {fmt_num(value)} is out of range (must be < {fmt_num(setting.high)})")
+            raise InputError(f"{where}: {fmt_num(value)} is out of range (must be < {fmt_num(setting.high)})")
+
+
+def check_grid(s):
+    """Every value of the grid's axes one that its ./train flag takes (and ./eval's, for a
+    precision): the placements of ln/Δt=lr entries first, then each run's placement, Δt, weight
+    decay, learning rate, precision and seed."""
+    for name in ("lr", "post_lr"):
+        where = "--" + name.replace("_", "-")
+        for entry in parse_list(getattr(s, name), "lr", where) if getattr(s, name) else []:
+            if isinstance(entry, tuple):
+                check_value(s.train_bin, "-ln", entry[0], where)
+    for run in make_grid(s):
+        own = run.ln == "post"  # Post-LN's lrs and seeds may be its own (--post-lr, --post-seeds)
+        for value, flag, where in ((run.ln, "-ln", "--ln"), (run.dt, "-dt", "--dt"), (run.wd, "-wd", "--wd"),
+                                   (run.lr, "-lr", "--post-lr" if own and s.post_lr else "--lr"),
+                                   (run.seed, "-seed", "--post-seeds" if own and s.post_seeds else "--seeds")):
+            check_value(s.train_bin, flag, value, where)
+        if run.precision:
+            check_value(s.train_bin, "-precision", run.precision, "--precision")
+            check_value(s.eval_bin, "-precision", run.precision, "--precision")
 
 
 def resolve_warmup(s):

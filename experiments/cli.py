@@ -14,8 +14,8 @@ from .grid import InputError, fmt_num, make_grid, parse_list, value_text
 from .results import ResultsError, load, read_json
 from .tables import on_grid, recorded
 from .runner import use_private_binaries, write_slurm_script
-from .settings import BY_NAME, DEFAULTS, EXECUTION, EVALUATION, GRID, GRID_SETTINGS, PRESETS, SETTINGS, TRAINING, \
-    TRAINING_SETTINGS
+from .settings import BY_NAME, EXECUTION, EVALUATION, GRID, GRID_SETTINGS, PRESETS, PROGRAM_DEFAULT, SETTINGS, \
+    TRAINING, TRAINING_SETTINGS, defaults, own_defaults
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATH_SETTINGS = ("out", "train_data", "val_data", "tokenizer", "publish", "lr_from")
@@ -44,7 +44,7 @@ def parser(doc):
         kind = s.kind if s.kind in (int, float) else str
         groups[s.group].add_argument("--" + s.name.replace("_", "-"), dest=s.name, type=kind, metavar=s.name.upper(),
                                      choices=choices(s.name),
-                                     help=s.help + ("" if s.default is None else f" (default {s.default})"))
+                                     help=s.help + default_help(s))
     x = groups[EXECUTION]
     x.add_argument("--gpus", type=int, default=0, metavar="N", help="runs at once, one per GPU (CUDA_VISIBLE_DEVICES)")
     x.add_argument("--slurm", metavar="FILE", help="write a Slurm job-array script, one task per run; run nothing")
@@ -55,15 +55,23 @@ def parser(doc):
 
 
 def choices(name):
-    return {"device": ("cpu", "cuda", "auto"), "experiment": tuple(reports.EXPERIMENTS),
-            "lr_from_rule": ("edge", "best", "matched", "divergence")}.get(name)
+    """The values of a setting that is the sweep's own (a flag's choices are checked against the
+    program's table, checks.check_numbers)."""
+    return {"experiment": tuple(reports.EXPERIMENTS), "lr_from_rule": ("edge", "best", "matched", "divergence")}.get(name)
+
+
+def default_help(s):
+    if s.default is PROGRAM_DEFAULT:
+        return f" (default: {'./train' if s.train else './eval'}'s {s.train or s.eval})"
+    return "" if s.default is None else f" (default {s.default})"
 
 
 def settings_of(a, given):
-    """The settings: DEFAULTS, then the saved settings of --report OUT or the preset, then the
+    """The settings: the defaults (settings.defaults, from the binaries' tables where they are the
+    programs'), then the saved settings of --report OUT or the preset, then the
     flags given. Relative paths are from the current folder when given here, from the
     repository when they come from a preset or the defaults."""
-    values = dict(DEFAULTS)
+    values = defaults(a.train_bin, a.eval_bin)
     if a.report and os.path.isdir(a.report):
         saved = read_json(os.path.join(a.report, "sweep.json"))
         if saved is None:
@@ -97,7 +105,7 @@ def check(s, a, given):
     s.warmup = checks.resolve_warmup(s)
     if s.lr is None:
         s.lr = lr_from_e1(s)
-    make_grid(s)
+    checks.check_grid(s)
     if not s.run:
         checks.check_binaries(s)
     s.tokenizer = checks.data_tokenizer(s)
@@ -106,7 +114,7 @@ def check(s, a, given):
     if s.slurm and not os.path.isdir(os.path.dirname(os.path.abspath(s.slurm))):
         raise InputError(f"--slurm {s.slurm}: the folder {os.path.dirname(os.path.abspath(s.slurm))} does not exist")
     # A preset publishes its own experiment only: a grid changed by flags keeps its results in OUT.
-    preset = {**DEFAULTS, **PRESETS.get(a.preset, {})}
+    preset = {**defaults(s.train_bin, s.eval_bin), **PRESETS.get(a.preset, {})}
     changed = [k for k in given if BY_NAME[k].group != EXECUTION and getattr(a, k) != preset[k]]
     if a.preset and "publish" not in given and s.publish and changed:
         print(f"sweep: not publishing to {s.publish}_*: {', '.join('--' + k.replace('_', '-') for k in changed)} "
@@ -224,7 +232,7 @@ def e1_runs(folder):
     if not os.path.isfile(os.path.join(folder, "results.csv")):
         raise InputError(f"--lr-from {folder}: no results.csv yet (let its sweep finish, or "
                          f"python3 sweep.py --report {folder})")
-    return on_grid(make_grid(argparse.Namespace(**{**DEFAULTS, **saved, "out": folder})), load(folder).results)
+    return on_grid(make_grid(argparse.Namespace(**{**own_defaults(), **saved, "out": folder})), load(folder).results)
 
 
 def best_entries(s, runs, skip):
@@ -256,7 +264,7 @@ def check_disjoint(grid, runs, folder):
 def saved_settings(s):
     """The settings to keep in OUT/sweep.json; refuses when OUT holds runs made with other
     training settings. The grid kept is the union of OUT's and this one."""
-    mine = {k: getattr(s, k) for k in DEFAULTS}
+    mine = {k: getattr(s, k) for k in BY_NAME}
     saved = read_json(os.path.join(s.out, "sweep.json"))
     # Settings of an OUT where no run has started (./train refused them, say) may be replaced.
     if saved is None or not glob.glob(os.path.join(s.out, "runs", "*", "log.jsonl")):
@@ -277,7 +285,8 @@ def saved_settings(s):
 def union(axis, old, new):
     """The values of grid axis `axis` in either comma list (each once, the old ones first), as a
     comma list; None when both are empty."""
-    kind = {"ln": "ln", "precision": "precision", "seeds": "int", "depth": "int", "lr": "lr"}.get(axis, "float")
+    kind = {"ln": "ln", "precision": "precision", "seeds": "int", "post_seeds": "int", "depth": "int", "lr": "lr",
+            "post_lr": "lr"}.get(axis, "float")
     values = []
     for text in (old, new):
         if text:

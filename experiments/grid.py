@@ -4,9 +4,10 @@ import math
 import os
 import re
 
+# ./train -ln's placements in the order of the figures and tables, with their labels (a test ties
+# them to ./train's table of flags; checks.check_grid checks a grid against that table).
 PLACEMENTS = ("pre", "post", "peri")
 PLACEMENT_LABEL = {"pre": "Pre-LN", "post": "Post-LN", "peri": "Peri-LN"}
-PRECISIONS = ("bf16", "fp32")
 
 # ./train -init's fresh sizes (model.h): the named ones and l{L}h{NH}c{C}[v{V}][t{maxT}]. A size
 # spelling wins over a file of that name, in ./train and here.
@@ -45,10 +46,11 @@ def finite(text, flag):
 
 
 def parse_list(text, kind, flag):
-    """The values of a comma list: placements, precisions, integers (with ranges lo-hi), numbers,
-    or learning rates (kind "lr": a number for every configuration, or ln/Δt=lr for one
+    """The values of a comma list: words (placements, precisions), integers (with ranges lo-hi),
+    numbers, or learning rates (kind "lr": a number for every configuration, or ln/Δt=lr for one
     configuration only, as the tuple (ln, Δt, lr)). Refuses an unreadable item, an empty list and
-    a value given twice (two runs would share one folder)."""
+    a value given twice (two runs would share one folder); whether ./train takes each value is
+    checks.check_grid's question."""
     values = []
     for item in (x.strip() for x in str(text).split(",")):
         if not item:
@@ -57,8 +59,6 @@ def parse_list(text, kind, flag):
             if kind == "lr" and "=" in item:
                 config, lr = item.split("=")
                 ln, dt = config.split("/")
-                if ln not in PLACEMENTS:
-                    raise ValueError
                 values.append((ln, finite(dt, flag), finite(lr, flag)))
             elif kind == "int" and "-" in item[1:]:
                 lo, hi = (int(x) for x in item.split("-"))
@@ -68,14 +68,11 @@ def parse_list(text, kind, flag):
             elif kind == "int":
                 values.append(int(item))
             elif kind in ("ln", "precision"):
-                if item not in (PLACEMENTS if kind == "ln" else PRECISIONS):
-                    raise ValueError
                 values.append(item)
             else:
                 values.append(finite(item, flag))
         except ValueError:
-            choices = {"ln": "pre, post or peri", "precision": "bf16 or fp32",
-                       "lr": "a number, or ln/Δt=number for one configuration"}.get(kind, "a number")
+            choices = {"lr": "a number, or ln/Δt=number for one configuration"}.get(kind, "a number")
             raise InputError(f"{flag}: cannot read '{item}' ({choices})")
     if not values:
         raise InputError(f"{flag}: empty list")
@@ -90,12 +87,11 @@ def refuse_repeats(values, where, after=""):
         raise InputError(f"{where}: {', '.join(twice)} given twice{after} (each value is one run folder)")
 
 
-def check_range(values, flag, low, low_open=False, high=None):
-    """Refuses a value below `low` (or equal to it when `low_open`) or above `high`."""
+def check_range(values, flag, low):
+    """Refuses a value below `low`."""
     for v in values:
-        if v < low or (low_open and v == low) or (high is not None and v > high):
-            bounds = f"{'>' if low_open else '≥'} {fmt_num(low)}" + (f" and ≤ {fmt_num(high)}" if high is not None else "")
-            raise InputError(f"{flag}: {fmt_num(v)} is out of range (must be {bounds})")
+        if v < low:
+            raise InputError(f"{flag}: {fmt_num(v)} is out of range (must be ≥ {fmt_num(low)})")
 
 
 class Run:
@@ -118,25 +114,23 @@ def init_for(init, depth):
 
 
 def make_grid(s):
-    """The runs of settings `s`, in grid order (placement, Δt, wd, lr, depth, precision, seed)."""
+    """The runs of settings `s`, in grid order (placement, Δt, wd, lr, depth, precision, seed).
+    Post-LN's runs take --post-lr and --post-seeds where given, instead of --lr and --seeds."""
     depths = parse_list(s.depth, "int", "--depth") if s.depth else [None]
     if s.depth:
         check_range(depths, "--depth", 1)
         if not CUSTOM_SIZE.fullmatch(s.init):
             raise InputError(f"--depth needs --init of the form l{{L}}h{{NH}}c{{C}}..., not {s.init}")
     precisions = parse_list(s.precision, "precision", "--precision") if s.precision else [None]
-    axes = []
-    for name, low_open, high in (("dt", True, 1000), ("wd", False, 10), ("lr", True, 10)):  # ./train's ranges
-        values = parse_list(getattr(s, name), name, "--" + name)
-        check_range([v[2] if isinstance(v, tuple) else v for v in values], "--" + name, 0, low_open, high)
-        axes.append(values)
-    dts, wds, lrs = axes
-    seeds = parse_list(s.seeds, "int", "--seeds")
-    check_range(seeds, "--seeds", 0)
+    dts, wds = (parse_list(getattr(s, name), name, "--" + name) for name in ("dt", "wd"))
+    lrs, seeds = parse_list(s.lr, "lr", "--lr"), parse_list(s.seeds, "int", "--seeds")
+    post_lrs = parse_list(s.post_lr, "lr", "--post-lr") if s.post_lr else lrs
+    post_seeds = parse_list(s.post_seeds, "int", "--post-seeds") if s.post_seeds else seeds
     placements = parse_list(s.ln, "ln", "--ln")
     return [Run(ln, dt, wd, lr, depth, precision, seed, s.out)
-            for ln in placements for dt in dts for wd in wds for lr in config_lrs(lrs, ln, dt)
-            for depth in depths for precision in precisions for seed in seeds]
+            for ln in placements for dt in dts for wd in wds
+            for lr in config_lrs(post_lrs if ln == "post" else lrs, ln, dt)
+            for depth in depths for precision in precisions for seed in (post_seeds if ln == "post" else seeds)]
 
 
 def config_lrs(lrs, ln, dt):

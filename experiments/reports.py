@@ -10,8 +10,10 @@ from .collect import write_csv
 from .files import copy_whole, write_text
 from .grid import fmt_num
 from .results import load, read_json
-from .settings import DEFAULTS, EXECUTION_SETTINGS, PRESETS, default_warmup
+from .settings import BY_NAME, EXECUTION_SETTINGS, PRESETS, default_warmup, defaults, own_defaults
 from .tables import on_grid
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # One report module per experiment: report(s, runs, tables) → (markdown lines, {CSV name: DataFrame}),
 # FILES (what it writes besides experiment.md) and, when it draws one, figure(plt, runs, tables, path).
@@ -27,7 +29,10 @@ def published(prefix, preset):
     grid is the one of the table (every value of each axis that its runs have, so the learning
     rates an E1 added and the one an E3 took from E1 are there)."""
     tables = load(prefix)
-    s = argparse.Namespace(**{**DEFAULTS, **PRESETS[preset], **(read_json(prefix + "_sweep.json") or {})})
+    values = {**own_defaults(), **PRESETS[preset], **(read_json(prefix + "_sweep.json") or {})}
+    if set(BY_NAME) - set(values):  # no sweep.json: the programs' defaults, from the repository's binaries
+        values = {**defaults(os.path.join(REPO, "train"), os.path.join(REPO, "eval")), **values}
+    s = argparse.Namespace(**values)
     results = tables.results
     s.lr = lr_axis(results)
     for axis, column in (("ln", "ln"), ("dt", "dt"), ("wd", "wd"), ("depth", "depth"), ("precision", "precision"),
@@ -39,6 +44,9 @@ def published(prefix, preset):
             setattr(s, axis, ",".join(str(int(v)) for v in present) if present else None)
         else:
             setattr(s, axis, ",".join(fmt_num(v) for v in present))
+    post = results[results.ln == "post"]  # its own lrs and seeds, where E1 gave it a smaller grid
+    s.post_lr = lr_axis(post) if len(post) else None
+    s.post_seeds = ",".join(str(int(v)) for v in dict.fromkeys(post.seed.dropna())) if len(post) else None
     if s.warmup is None:
         s.warmup = default_warmup(s.steps)
     return s, tables

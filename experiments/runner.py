@@ -21,12 +21,10 @@ from .collect import FINISHED
 from .files import copy_whole, identity, write_text
 from .grid import init_for
 from .results import log_records, read_json, ResultsError
-from .settings import SETTINGS
+from .settings import SETTINGS, ZERO_MEANS_DEFAULT
 
 # How a Slurm script written by sweep.py begins (a --slurm FILE that exists must begin so).
 SLURM_HEAD = "#!/bin/bash\n# Written by sweep.py"
-# Settings whose value 0 means "the program's default": not passed at all.
-ZERO_MEANS_DEFAULT = ("total_batch", "threads")
 
 
 def flags(values, program):

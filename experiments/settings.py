@@ -1,56 +1,79 @@
-"""Every setting of a sweep, named once: its default, its type and range, the ./train or ./eval
-flag it becomes, and its help line; and the presets, each one flat dictionary.
+"""Every setting of a sweep, named once: its default, its type, the ./train or ./eval flag it
+becomes, and its help line; and the presets, each one flat dictionary.
 
-A sweep's settings are DEFAULTS, then a preset's values, then the flags given (sweep.py
+What the programs declare is not typed again here: a setting passed as a flag takes that flag's
+range and choices, and, where it keeps the program's default (PROGRAM_DEFAULT), that default,
+from the program's own table of flags (flag_table.py, `./train -flags_json 1`). What is the
+experiments' own stays here: the settings without a flag, the defaults of a sweep that differ
+from the programs' (300 steps, not 1000), the presets and the grid.
+
+A sweep's settings are defaults(...), then a preset's values, then the flags given (sweep.py
 --help lists them all). OUT/sweep.json keeps them, so a rerun into OUT can be checked against
 the runs already there.
 """
 from collections import namedtuple
 
-# name: the sweep's name (its flag is --name, with - for _); kind: str, int, float or "list" (a
-# grid axis, a comma list); train, eval: the ./train and ./eval flag it is passed as, if any;
-# low, high: the range of a number as ./train checks it (high excluded; low too when low_open).
-Setting = namedtuple("Setting", "name default kind group help train eval low high low_open",
-                     defaults=(None, None, None, None, False))
+from .flag_table import default_of, flag_row
 
+# name: the sweep's name (its flag is --name, with - for _); kind: str, int, float or "list" (a
+# grid axis, a comma list); train, eval: the ./train and ./eval flag it is passed as, if any (its
+# range and choices are that flag's); low, high: the range of a setting without a flag (high
+# excluded).
+Setting = namedtuple("Setting", "name default kind group help train eval low high", defaults=(None, None, None, None))
+
+
+class ProgramDefault:
+    """The default of a setting is its flag's default in the program's own table."""
+    def __repr__(self):
+        return "the program's default"
+
+
+PROGRAM_DEFAULT = ProgramDefault()
 GRID, TRAINING, EVALUATION, EXECUTION = "grid", "training", "evaluation", "execution"
 COMPACT_DATA = dict(train_data="data/mobydick_v4096_train_*.bin", val_data="data/mobydick_v4096_val_*.bin",
                     tokenizer="data/mobydick_v4096_tokenizer.bin")
+# Settings whose value 0 means "the program's default": not passed at all (below the flag's range).
+ZERO_MEANS_DEFAULT = ("total_batch", "threads")
 
 SETTINGS = [
     # The grid: comma lists, every combination is a run.
-    Setting("ln", "pre,peri,post", "list", GRID, "LayerNorm placements: pre, post, peri", "-ln"),
-    Setting("dt", "1,0.1", "list", GRID, "residual steps Δt (> 0)", "-dt"),
-    Setting("wd", "0.1", "list", GRID, "weight decays (≥ 0)", "-wd"),
-    Setting("lr", "6e-4", "list", GRID, "peak learning rates (> 0)", "-lr"),
+    Setting("ln", "pre,peri,post", "list", GRID, "LayerNorm placements (./train -ln)", "-ln"),
+    Setting("dt", "1,0.1", "list", GRID, "residual steps Δt", "-dt"),
+    Setting("wd", PROGRAM_DEFAULT, "list", GRID, "weight decays", "-wd"),
+    Setting("lr", PROGRAM_DEFAULT, "list", GRID, "peak learning rates", "-lr"),
     Setting("depth", None, "list", GRID, "numbers of blocks L, replacing the L of --init l{L}h{NH}c{C}..."),
-    Setting("precision", None, "list", GRID, "CUDA precisions: bf16, fp32", "-precision", "-precision"),
+    Setting("precision", None, "list", GRID, "CUDA precisions (./train -precision)", "-precision", "-precision"),
     Setting("seeds", "1-3", "list", GRID, "seeds, as a list and ranges (1-5,8)", "-seed"),
+    Setting("post_lr", None, "list", GRID, "Post-LN's learning rates, instead of --lr's (E1: the half decades only)",
+            "-lr"),
+    Setting("post_seeds", None, "list", GRID, "Post-LN's seeds, instead of --seeds (E1: three)", "-seed"),
     # ./train's settings, shared by every run.
     Setting("init", "l8h2c64v4096", str, TRAINING,
             "model: d6|d12|d24|d36|d48, a size l{L}h{NH}c{C}[v{V}][t{maxT}] or a checkpoint FILE", "-init"),
-    Setting("steps", 300, int, TRAINING, "optimiser steps", "-steps", low=1),
-    Setting("warmup", None, int, TRAINING, "warmup steps (default as ./train's: min(20, steps/10))", "-warmup", low=0),
-    Setting("lr_min_ratio", 0.1, float, TRAINING, "the cosine ends at lr_min = ratio × lr", low=0),
-    Setting("B", 4, int, TRAINING, "micro-batch (sequences)", "-B", low=1),
-    Setting("T", 64, int, TRAINING, "sequence length (tokens), in ./train and ./eval", "-T", "-T", low=1),
+    Setting("steps", 300, int, TRAINING, "optimiser steps", "-steps"),
+    Setting("warmup", None, int, TRAINING, "warmup steps (default as ./train's: min(20, steps/10))", "-warmup"),
+    Setting("lr_min_ratio", 0.1, float, TRAINING, "the cosine ends at lr_min = ratio × lr (./train's default: lr/10)",
+            low=0),
+    Setting("B", 4, int, TRAINING, "micro-batch (sequences)", "-B"),
+    Setting("T", 64, int, TRAINING, "sequence length (tokens), in ./train and ./eval", "-T", "-T"),
     Setting("total_batch", 0, int, TRAINING, "tokens per step (0 = B × T; more = gradient accumulation)",
-            "-total_batch", low=0),
-    Setting("clip", 1.0, float, TRAINING, "gradient clipping norm (0 = off)", "-clip", low=0),
-    Setting("beta2", 0.95, float, TRAINING, "AdamW β2", "-beta2", low=0, high=1),
-    Setting("outcome_window", 20, int, TRAINING, "run outcomes: steps W of the mean loss (README, Run outcomes)",
-            "-outcome_window", low=1),
-    Setting("diverge_rise", 1.0, float, TRAINING, "run outcomes: the rise (nats) that is a divergence",
-            "-diverge_rise", low=0, low_open=True),
-    Setting("spike_rise", 1.0, float, TRAINING, "run outcomes: the rise (nats) that is a spike", "-spike_rise",
-            low=0, low_open=True),
-    Setting("eval_every", 100, int, TRAINING, "validation every N steps (0 = at the end only)", "-eval_every", low=0),
+            "-total_batch"),
+    Setting("clip", PROGRAM_DEFAULT, float, TRAINING, "gradient clipping norm (0 = off)", "-clip"),
+    Setting("beta2", PROGRAM_DEFAULT, float, TRAINING, "AdamW β2", "-beta2"),
+    Setting("outcome_window", PROGRAM_DEFAULT, int, TRAINING,
+            "run outcomes: steps W of the mean loss (README, Run outcomes)", "-outcome_window"),
+    Setting("diverge_rise", PROGRAM_DEFAULT, float, TRAINING, "run outcomes: the rise (nats) that is a divergence",
+            "-diverge_rise"),
+    Setting("spike_rise", PROGRAM_DEFAULT, float, TRAINING, "run outcomes: the rise (nats) that is a spike",
+            "-spike_rise"),
+    Setting("eval_every", PROGRAM_DEFAULT, int, TRAINING, "validation every N steps (0 = at the end only)",
+            "-eval_every"),
     Setting("eval_batches", 16, int, TRAINING, "validation batches, in ./train and ./eval", "-eval_batches",
-            "-eval_batches", low=1),
+            "-eval_batches"),
     Setting("save_every", 100, int, TRAINING, "checkpoint every N steps (a run resumes from the last)",
-            "-save_every", low=0),
+            "-save_every"),
     Setting("stats_every", 50, int, TRAINING, "./train's per-layer statistics every N steps (0 = off)",
-            "-stats_every", low=0),
+            "-stats_every"),
     Setting("train_data", COMPACT_DATA["train_data"], str, TRAINING, "training shards (a glob)", "-train_data",
             "-train_data"),
     Setting("val_data", COMPACT_DATA["val_data"], str, TRAINING, "validation shards (a glob)", "-val_data",
@@ -68,28 +91,28 @@ SETTINGS = [
             "1 = after the runs, E2's intervention on every finished run: its branch outputs scaled by k, ./eval "
             "again (intervention.csv)", low=0, high=2),
     # ./eval's settings.
-    Setting("eval_B", 8, int, EVALUATION, "./eval's batch (sequences of T tokens)", None, "-B", low=1),
-    Setting("diag_batches", 1, int, EVALUATION, "batches of the per-layer diagnostics", None, "-diag_batches", low=0),
-    Setting("directions", 4, int, EVALUATION, "random directions per block for the sensitivity", None,
-            "-directions", low=1),
+    Setting("eval_B", 8, int, EVALUATION, "./eval's batch (sequences of T tokens)", None, "-B"),
+    Setting("diag_batches", PROGRAM_DEFAULT, int, EVALUATION, "batches of the per-layer diagnostics", None,
+            "-diag_batches"),
+    Setting("directions", PROGRAM_DEFAULT, int, EVALUATION, "random directions per block for the sensitivity", None,
+            "-directions"),
     Setting("sigma", None, float, EVALUATION, "absolute noise σ on X_0 (default: ./eval's relative one)", None,
-            "-sigma", low=0, low_open=True),
-    Setting("noise_samples", 4, int, EVALUATION, "noise draws per diagnostic batch", None, "-noise_samples", low=1),
+            "-sigma"),
+    Setting("noise_samples", PROGRAM_DEFAULT, int, EVALUATION, "noise draws per diagnostic batch", None,
+            "-noise_samples"),
     Setting("tokenizer", None, str, EVALUATION,
             "the data's tokenizer; its V must be the model's, ROUGE decodes with it (default: NAME_tokenizer.bin "
             "beside NAME_train_*.bin, else ./eval's, GPT-2's); ./train's config.json records it", "-tokenizer",
             "-tokenizer"),
     # Where and how fast runs go; they do not change what a run computes.
-    Setting("device", "cpu", str, EXECUTION, "cpu, cuda or auto", "-device", "-device"),
-    Setting("threads", 1, int, EXECUTION, "-threads of each run (0 = the programs' default)", "-threads", "-threads",
-            low=0),
+    Setting("device", "cpu", str, EXECUTION, "the programs' -device", "-device", "-device"),
+    Setting("threads", 1, int, EXECUTION, "-threads of each run (0 = the programs' default)", "-threads", "-threads"),
     Setting("jobs", 0, int, EXECUTION, "runs at once (0 = cores / threads)", low=0),
     Setting("out", "runs/sweep", str, EXECUTION, "output folder"),
     Setting("publish", None, str, EXECUTION, "also copy the tables and figures to PREFIX_NAME"),
     Setting("experiment", None, str, EXECUTION, "also write this experiment's report: e1, e2 or e3"),
 ]
 BY_NAME = {s.name: s for s in SETTINGS}
-DEFAULTS = {s.name: s.default for s in SETTINGS}
 GRID_SETTINGS = tuple(s.name for s in SETTINGS if s.group == GRID)
 EXECUTION_SETTINGS = tuple(s.name for s in SETTINGS if s.group == EXECUTION)
 # What a run computes: a rerun into the same OUT must keep these (the grid may grow).
@@ -97,8 +120,30 @@ TRAINING_SETTINGS = ("init", "lr_min_ratio", "warmup", "steps", "B", "T", "total
                      "outcome_window", "diverge_rise", "spike_rise", "train_data", "val_data")
 
 
+def program_of(setting, train_bin, eval_bin):
+    """(binary, flag) of the program a setting is passed to: ./train's flag where it has one."""
+    return (train_bin, setting.train) if setting.train else (eval_bin, setting.eval)
+
+
+def own_defaults():
+    """{name: default} of the settings whose default is the sweep's own (not PROGRAM_DEFAULT)."""
+    return {s.name: s.default for s in SETTINGS if s.default is not PROGRAM_DEFAULT}
+
+
+def defaults(train_bin, eval_bin):
+    """{name: default} of every setting: its own, or (PROGRAM_DEFAULT) its flag's default in the
+    table of the ./train or ./eval binary that the sweep runs (a grid axis as its comma list)."""
+    out = own_defaults()
+    for s in SETTINGS:
+        if s.default is PROGRAM_DEFAULT:
+            row = flag_row(*program_of(s, train_bin, eval_bin))
+            out[s.name] = row["default_value"] if s.kind == "list" else s.kind(default_of(row))
+    return {s.name: out[s.name] for s in SETTINGS}
+
+
 def default_warmup(steps):
-    """./train's default warmup for `steps` steps."""
+    """./train's default warmup for `steps` steps: -warmup's default in its table, min(20, steps/10),
+    which test_settings ties to this line."""
     return min(20, steps // 10)
 
 
@@ -115,6 +160,9 @@ PROTOCOL = dict(COMPACT_DATA, init="l8h2c64v4096", wd="0.1", warmup=30, steps=60
 # E1's learning rates before its extension (lr_extend): half decades from 3e-4 to 1, and three more
 # between 0.1 and 0.3 (equal steps of ln lr), where the placements part.
 E1_LRS = "3e-4,1e-3,3e-3,1e-2,3e-2,0.1,0.13,0.17,0.23,0.3,1"
+# E1's Post-LN, which enters no primary test (docs/experiments.md, *E1, refined where the
+# placements part*, the review's decision): the half decades only, three seeds.
+E1_POST_LRS, E1_POST_SEEDS = "3e-4,1e-3,3e-3,1e-2,3e-2,0.1,0.3,1", "101-103"
 # Each experiment's seeds, disjoint from the others' and from the second round's (1-10): no run of
 # one experiment is a run of another (cli.check_disjoint refuses one that would be).
 E1_SEEDS, E2_SEEDS, E3_SEEDS = "101-105", "201-203", "301-312"
@@ -132,9 +180,9 @@ PAPER = dict(ln="pre,peri,post", dt="1,0.1", wd="0.1,0", seeds="1-3", lr="6e-4",
              threads=0, jobs=1)
 PRESETS = {
     # E1: learning-rate sensitivity of every placement and Δt, the grid extended until it brackets
-    # every Pre- and Peri-LN edge.
+    # every Pre- and Peri-LN edge; Post-LN on its smaller grid.
     "e1": dict(PROTOCOL, experiment="e1", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS, lr_extend=1, seeds=E1_SEEDS,
-               out="runs/e1", publish="docs/e1"),
+               post_lr=E1_POST_LRS, post_seeds=E1_POST_SEEDS, out="runs/e1", publish="docs/e1"),
     # E2: growth with depth on trained models at E1's two matched learning rates (and each
     # configuration's own best beside them), 1500 steps (about 2.7 epochs); then the intervention
     # on every finished checkpoint.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "eval_flags.h"
+#include "model.h"  // ModelConfig, model_size
 #include "run_counts.h"
 #include "train_flags.h"
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "json.h"
 #include "loop_fixture.h"
 #include "rng.h"
 #include "test_files.h"
@@ -331,6 +332,22 @@ TEST_F(Cli, EvalRefusesUnknownFlagAndMissingModel) {
     r = run("./eval", "-model " + dir + "/missing.bin");
     EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.err.find("missing.bin"), std::string::npos) << r.err;
+}
+
+// -flags_json 1 prints the table of flags as JSON (docs/cli.md §1), and only that (stdout is one
+// JSON document), and exits 0; beside other flags, or as -flags_json 0, it is refused as bad input.
+TEST_F(Cli, FlagsJsonPrintsTheTableAndExits) {
+    for (const std::string program : {"./train", "./eval"}) {
+        const Result r = run(program, "-flags_json 1");
+        EXPECT_EQ(r.status, 0) << program << ": " << r.err;
+        EXPECT_EQ(r.err, "") << program;
+        Json table;
+        ASSERT_NO_THROW(table = read_json(r.out, program)) << r.out;
+        EXPECT_EQ("./" + table.get("program")->text(), program);
+        EXPECT_GT(table.get("flags")->items().size(), 10u) << r.out;
+    }
+    expect_refused(train("-flags_json 1"), "-flags_json");
+    expect_refused(run("./train", "-flags_json 0 -out " + dir + "/out"), "-flags_json");
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 //   test_claims   README's claims table and docs/claims.md against what `sweep.py --claims` writes;
 //                 the primary tests and verdicts on synthetic experiments with known answers
 //   test_intervene  claim 4's intervention tool on tiny checkpoints (needs ./train and ./eval)
+//   test_settings experiments/settings.py against ./train's and ./eval's tables of flags (-flags_json 1):
+//                 every flag it passes exists, every default and preset value in range (needs ./train, ./eval)
 //   test_input    every bad input to sweep.py and plot.py: one line, exit status 2, nothing written
 //   test_sweep_runs  signals to a running sweep (checkpoints, the rerun alike), ./eval -run of a sweep run
 //   test_safetensors_torch  ./eval -export against Python writers; imported GPT-2 safetensors
@@ -38,7 +40,7 @@ TEST_P(PythonModule, Passes) {
 
 INSTANTIATE_TEST_SUITE_P(Experiments, PythonModule,
                          ::testing::Values("test_stats", "test_reports", "test_results", "test_claims", "test_intervene",
-                                           "test_input", "test_sweep_runs", "test_safetensors_torch",
+                                           "test_settings", "test_input", "test_sweep_runs", "test_safetensors_torch",
                                            "test_torch_bench"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 

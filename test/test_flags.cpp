@@ -236,6 +236,96 @@ TEST(FlagTables, DocsHoldTheTablesOfTheCode) {
     }
 }
 
+// The flags named in the usage text `usage` (its lines "  -name VALUES ..."), in order.
+std::vector<std::string> usage_flag_names(const std::string& usage) {
+    std::vector<std::string> names;
+    std::stringstream in(usage);
+    for (std::string line; std::getline(in, line);)
+        if (line.compare(0, 3, "  -") == 0) names.push_back(line.substr(3, line.find(' ', 3) - 3));
+    return names;
+}
+
+// `-flags_json 1`'s JSON of `table` parses, and lists exactly the flags the parser takes and the
+// usage names: each one's range or choices, accepted at its ends by read_flags and refused just
+// beyond; its default, the value the parser takes when the flag is absent; its star.
+template <typename Options>
+void check_flags_json(const std::string& program, const std::vector<Flag<Options>>& table, const std::string& usage) {
+    const Json doc = read_json(flags_json(program, table), program + " -flags_json 1");
+    ASSERT_EQ(doc.get("program")->text(), program);
+    const std::vector<Json>& rows = doc.get("flags")->items();
+    std::vector<std::string> names;
+    for (const Json& row : rows) names.push_back(row.get("name")->text());
+    EXPECT_EQ(names, usage_flag_names(usage));
+    ASSERT_EQ(rows.size(), table.size());
+    EXPECT_NE(refusal(table, "not_a_flag", "1"), "") << "the parser takes a flag the JSON does not list";
+    const Options absent = read(table, {});
+    for (size_t i = 0; i < rows.size(); i++) {
+        const Json& row = rows[i];
+        const Json& values = *row.get("values");
+        const Flag<Options>& f = table[i];
+        const std::string kind = values.get("kind")->text();
+        if (kind == "integer") {
+            const long long lo = std::stoll(values.get("min")->text()), hi = std::stoll(values.get("max")->text());
+            EXPECT_EQ(refusal(table, f.name, std::to_string(lo)), "") << f.name;
+            EXPECT_EQ(refusal(table, f.name, std::to_string(hi)), "") << f.name;
+            EXPECT_NE(refusal(table, f.name, std::to_string(lo - 1)), "") << f.name;
+            EXPECT_NE(refusal(table, f.name, std::to_string(hi + 1)), "") << f.name;
+        } else if (kind == "real") {
+            const double lo = values.get("lo")->as_number(), hi = values.get("hi")->as_number();
+            const bool lo_open = values.get("lo_open")->text() == "true", hi_open = values.get("hi_open")->text() == "true";
+            EXPECT_EQ(refusal(table, f.name, exact(lo)) == "", !lo_open) << f.name;
+            EXPECT_EQ(refusal(table, f.name, exact(hi)) == "", !hi_open) << f.name;
+            EXPECT_NE(refusal(table, f.name, exact(std::nextafter(lo, -DBL_MAX))), "") << f.name;
+            EXPECT_NE(refusal(table, f.name, exact(std::nextafter(hi, DBL_MAX))), "") << f.name;
+        } else if (kind == "choice") {
+            for (const Json& c : values.get("choices")->items()) EXPECT_EQ(refusal(table, f.name, c.text()), "") << f.name;
+            EXPECT_NE(refusal(table, f.name, "not_a_choice"), "") << f.name;
+        } else {
+            EXPECT_EQ(kind, "text") << f.name;
+            EXPECT_EQ(refusal(table, f.name, "some/path"), "") << f.name;
+        }
+        const Json& value = *row.get("default_value");
+        if (value.kind() == Json::Kind::Null) continue;  // worked out at start-up, or none
+        const Options given = read(table, {"-" + f.name, value.text()});
+        EXPECT_EQ(f.json(given).str(), f.json(absent).str()) << "-" << f.name << "'s default is not " << value.text();
+        const Json& number = *row.get("default_number");
+        if (kind == "integer" || kind == "real") {
+            EXPECT_EQ(number.as_number(), std::strtod(value.text().c_str(), nullptr)) << f.name;
+        } else {
+            EXPECT_EQ(number.kind(), Json::Kind::Null) << f.name;
+        }
+    }
+}
+
+TEST(FlagTables, FlagsJsonListsExactlyTheParsersFlags) {
+    check_flags_json("train", train_flags(), train_usage());
+    check_flags_json("eval", eval_flags(), eval_usage());
+    const Json train = read_json(flags_json("train", train_flags()), "train");
+    const std::string usage = train_usage();
+    for (const Json& row : train.get("flags")->items()) {  // the star of -h, and config.json's member
+        const std::string name = row.get("name")->text();
+        const std::string left = "\n  -" + name + " " + row.get("syntax")->text();
+        const size_t at = usage.find(left);
+        ASSERT_NE(at, std::string::npos) << left;
+        const bool star = usage.compare(usage.find_first_not_of(" \n", at + left.size()), 2, "* ") == 0;
+        EXPECT_EQ(row.get("defines_run")->text() == "true", star) << name;
+        EXPECT_NE(row.get("recorded_as"), nullptr) << name;
+    }
+    const Json eval = read_json(flags_json("eval", eval_flags()), "eval");
+    EXPECT_EQ(eval.get("flags")->items()[0].get("recorded_as"), nullptr);  // ./eval writes no config.json
+}
+
+TEST(FlagTables, FlagsJsonIsAskedForAlone) {
+    auto asked = [](const std::vector<std::string>& words) {
+        return with_args(words, [](int argc, char** argv) { return flags_json_requested(argc, argv); });
+    };
+    EXPECT_TRUE(asked({"-flags_json", "1"}));
+    EXPECT_FALSE(asked({}));
+    EXPECT_FALSE(asked({"-out", "-flags_json"}));  // a value, not the flag
+    EXPECT_THROW(asked({"-flags_json", "0"}), InputError);
+    EXPECT_THROW(asked({"-lr", "1", "-flags_json", "1"}), InputError);
+}
+
 TEST(FlagTables, MarkersAreFoundOnceEach) {
     const std::string doc = "a\n<!-- BEGIN t -->\nold\n<!-- END t -->\nb\n";
     EXPECT_EQ(replace_between_markers(doc, "t", "new\n"), "a\n<!-- BEGIN t -->\nnew\n<!-- END t -->\nb\n");

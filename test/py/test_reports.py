@@ -24,8 +24,13 @@ from experiments.reports import EXPERIMENTS as REPORTS  # noqa: E402
 from experiments.collect import RESULT_COLUMNS  # noqa: E402
 from experiments.grid import Run  # noqa: E402
 from experiments.results import Sweep  # noqa: E402
-from experiments.settings import DEFAULTS  # noqa: E402
+from experiments.settings import defaults  # noqa: E402
 from experiments.tables import on_grid  # noqa: E402
+
+
+def sweep_defaults():
+    """A sweep's defaults, with those of the programs from the repository's ./train and ./eval."""
+    return defaults(os.path.join(REPO, "train"), os.path.join(REPO, "eval"))
 
 
 def hand_made(runs):
@@ -287,7 +292,7 @@ class LrFrom(unittest.TestCase):
         shutil.rmtree(self.folder)
 
     def lrs(self, rule, seeds):
-        s = argparse.Namespace(**{**DEFAULTS, "ln": "pre,peri", "dt": "1,0.1", "seeds": seeds, "lr_from": self.folder,
+        s = argparse.Namespace(**{**sweep_defaults(), "ln": "pre,peri", "dt": "1,0.1", "seeds": seeds, "lr_from": self.folder,
                                   "lr_from_rule": rule, "out": "/nowhere"})
         with contextlib.redirect_stdout(io.StringIO()):
             return cli.lr_from_e1(s)
@@ -431,7 +436,7 @@ class Summary(unittest.TestCase):
                                                           grad_norm_scaled_L=4.0, ppl_seq=150.0)),
             ("pre", 1.0, 0.1, 1e-3, 2, "diverged", None, 8.0, dict(stopped_step=40)),
             ("pre", 1.0, 0.1, 1e-3, 3, None, None, None, {})])
-        s = argparse.Namespace(**dict(DEFAULTS, warmup=20))
+        s = argparse.Namespace(**dict(sweep_defaults(), warmup=20))
         text = summary.results_markdown(s, on_grid(grid, results))
         # 2 recorded runs: 1 ok, 1 diverged; val − unigram 5.0 − 5.8; growth 0.1 → 0.5 (×5); ratio 2/4.
         self.assertIn("| Pre-LN | 1 | 0.1 | 0.001 | 8 | 2 | 1 | 0 | 1 | 0 | 0 | 5.000 (1) | -0.800 (1) | 150.0 (1) | — | — "
