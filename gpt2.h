@@ -20,11 +20,12 @@
 //   Acc       master weights, their gradients, LayerNorm statistics and losses (CPU: Real;
 //             CUDA: fp32);
 //   Array<U>  an owning buffer of U (std::vector on the CPU, DeviceArray on the GPU).
-// Two more types are Acc in every backend, so the model names them itself:
+// Two more are Acc in every backend, so the model does not ask the ops for them:
 //   Stream    the residual stream X, the residual sums, the after-add LayerNorm's output and
 //             the stream's gradients (fp32 on CUDA in both precisions, docs/cuda.md §2);
-//   what attention keeps for its backward, Ops::attention_saved_size(B, T, NH) of Acc (CPU: the
-//             probabilities (B,NH,T,T); CUDA: the log-sum-exp per row (B,NH,T)).
+//   att       what attention keeps for its backward (BlockActs::att), attention_saved_size(B, T,
+//             NH) values (CPU: the probabilities (B,NH,T,T); CUDA: the log-sum-exp per row
+//             (B,NH,T)).
 //
 // All buffers are allocated once, for micro-batches of shape (B, T); N = B·T positions. Before
 // each group of allocations the model tells the ops its MemoryCategory (memory_plan.h), so the

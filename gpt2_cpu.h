@@ -160,10 +160,10 @@ struct FastOps : HostMemory<float> {
     }
 
     // The reductions of the diagnostics (diagnostics.h), in double.
-    static constexpr auto sum_of_squares = ::sum_of_squares<float>;                    // the reference
-    static constexpr auto stream_statistics = ::stream_statistics<float>;              // the reference
-    static constexpr auto attention_logit_max = diag::attention_logit_max<float>;      // the reference
-    static constexpr auto logit_statistics = diag::logit_statistics<float>;            // the reference
+    static constexpr auto sum_of_squares = ::sum_of_squares<float>;                // the reference
+    static constexpr auto stream_statistics = ::stream_statistics<float>;          // the reference
+    static constexpr auto attention_logit_max = diag::attention_logit_max<float>;  // the reference
+    static constexpr auto logit_statistics = diag::logit_statistics<float>;        // the reference
 };
 
 // The two tables offer the same ops, under the same names and with the same types (in float):
