@@ -1,6 +1,8 @@
-// backend.h — what ./train and ./eval need from a backend (CPU or CUDA), so the training loop
-// is written once: the model's passes (Network), its diagnostics (Diagnostics) and the rest of
-// a training step (Backend: AdamW, the parameters in and out, data parallelism).
+// backend.h — Backend, the one interface between ./train, ./eval, the benchmarks and tests and a
+// backend (CPU or CUDA), so the training loop is written once: the model's passes, its
+// diagnostics and the rest of a training step (AdamW, the parameters in and out, data
+// parallelism). CpuBackend (gpt2_cpu.h) and CudaBackend (gpt2.cu) implement it, each method in
+// one line where it hands the call to the model.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -16,28 +18,6 @@
 struct LogitStats {
     double logit_max = 0;   // the largest logit
     double log_z_mean = 0;  // mean over positions of log Σ_{v<V} exp(logit_v)
-};
-
-// The passes of the model, as a training step and an evaluation call them. Gpt2<Ops> (gpt2.h)
-// implements them for every op set, so a call lands in the model itself.
-class Network {
-public:
-    virtual ~Network() = default;
-    // Forward pass of one micro-batch: inputs, targets (B·T token ids). Keeps what backward
-    // needs and returns the mean cross-entropy over the B·T positions (evaluation: the logits
-    // are kept).
-    virtual double forward(const int32_t* inputs, const int32_t* targets) = 0;
-    // The forward pass of a training step: as forward, but it stops at the logits; the loss is
-    // computed by backward, in the same pass over the logits as its gradient.
-    virtual void forward_to_logits(const int32_t* inputs, const int32_t* targets) = 0;
-    // Sets every gradient to zero.
-    virtual void zero_grad() = 0;
-    // Backward pass of the last forward (either one): gradients of loss_weight · (mean loss) are
-    // ADDED to the parameter gradients (loss_weight = 1 / micro-steps for gradient
-    // accumulation). Returns the mean cross-entropy over the B·T positions.
-    virtual double backward(double loss_weight) = 0;
-    // Global L2 norm of all parameter gradients.
-    virtual double grad_norm() = 0;
 };
 
 // What a `stats` record and ./eval report of the last forward of one micro-batch (README
@@ -56,11 +36,33 @@ struct ForwardStats {
     LogitStats logits;                   // of the output logits
 };
 
-// The diagnostics of a backend's model, one object for ./train and ./eval (diagnostics.h
-// implements it once for every model).
-class Diagnostics {
+// What ./train, ./eval, the benchmarks and the tests call on a backend (CPU or CUDA), so the
+// training loop is written once. A backend owns the model (parameters, their gradients, the activations of one
+// micro-batch of fixed shape (B, T)) and the AdamW moments.
+class Backend {
 public:
-    virtual ~Diagnostics() = default;
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;  // e.g. "cpu (fp32, 2 threads)"
+    virtual const ModelConfig& config() const = 0;
+
+    // ---- the model's passes (Gpt2, gpt2.h) ----
+    // Forward pass of one micro-batch: inputs, targets (B·T token ids). Keeps what backward
+    // needs and returns the mean cross-entropy over the B·T positions (evaluation: the logits
+    // are kept).
+    virtual double forward(const int32_t* inputs, const int32_t* targets) = 0;
+    // The forward pass of a training step: as forward, but it stops at the logits; the loss is
+    // computed by backward, in the same pass over the logits as its gradient.
+    virtual void forward_to_logits(const int32_t* inputs, const int32_t* targets) = 0;
+    // Sets every gradient to zero.
+    virtual void zero_grad() = 0;
+    // Backward pass of the last forward (either one): gradients of loss_weight · (mean loss) are
+    // ADDED to the parameter gradients (loss_weight = 1 / micro-steps for gradient
+    // accumulation). Returns the mean cross-entropy over the B·T positions.
+    virtual double backward(double loss_weight) = 0;
+    // Global L2 norm of all parameter gradients.
+    virtual double grad_norm() = 0;
+
+    // ---- the diagnostics of the model (diagnostics.h) ----
     // Of the last forward; call it before backward, which overwrites the logits.
     virtual ForwardStats forward_stats() = 0;
     // When on, backward also records ‖∂loss/∂X‖ (Frobenius, over the micro-batch) at the
@@ -70,20 +72,8 @@ public:
     // Per block, the norm of the gradient of its W_fcproj (the MLP's output projection weight)
     // as accumulated since zero_grad.
     virtual std::vector<double> fcproj_grad_norms() = 0;
-};
 
-// What ./train and ./eval need from a backend (CPU or CUDA), so the training loop is written
-// once. A backend owns the model (parameters, their gradients, the activations of one
-// micro-batch of fixed shape (B, T)) and the AdamW moments.
-class Backend {
-public:
-    virtual ~Backend() = default;
-    virtual std::string name() const = 0;  // e.g. "cpu (fp32, 2 threads)"
-    virtual const ModelConfig& config() const = 0;
-    // The model's passes and its diagnostics.
-    virtual Network& network() = 0;
-    virtual Diagnostics& diagnostics() = 0;
-
+    // ---- the rest of a training step ----
     // AdamW update at step t (1-based), gradients multiplied by grad_scale first (clipping);
     // weight decay on the 2-D tensors only (docs/model.md §5).
     virtual void update(const AdamWHyper& h, int t, double grad_scale) = 0;

@@ -123,14 +123,13 @@ void train_step(CpuBackend<>& be, const int32_t* tokens, int step, double* phase
         phase_ms[phase] += (now - t) * 1e3;
         t = now;
     };
-    Network& model = be.network();
-    model.zero_grad();
+    be.zero_grad();
     lap(0);
-    model.forward_to_logits(tokens, tokens + 1);
+    be.forward_to_logits(tokens, tokens + 1);
     lap(1);
-    model.backward(1.0);
+    be.backward(1.0);
     lap(2);
-    const double norm = model.grad_norm();
+    const double norm = be.grad_norm();
     lap(3);
     const AdamWHyper h{3e-4, 0.9, 0.95, 1e-8, 0.1};
     be.update(h, step, norm > 1.0 ? 1.0 / norm : 1.0);
@@ -200,7 +199,7 @@ double time_op(const std::function<void()>& op, int reps) {
 std::vector<OpRow> op_breakdown(const ModelConfig& cfg, int B, int T, int reps) {
     const int C = cfg.C, L = cfg.L, NH = cfg.NH, Vp = cfg.Vp, V = cfg.V;
     const int N = B * T;
-    using Ops = CpuOps<float>;  // the ops CpuModel<float> trains with
+    using Ops = FastOps;  // the ops CpuModel<float> trains with
     const size_t NC = (size_t)N * C;
     Rng rng(7);
     auto buf = [&](size_t n, float scale) {

@@ -180,11 +180,10 @@ std::vector<std::vector<int32_t>> bench_batches(const ModelConfig& cfg, const Op
 
 // One training step on one micro-batch; returns the loss.
 float train_step(Backend& backend, const std::vector<int32_t>& batch, int t) {
-    Network& model = backend.network();
-    model.zero_grad();
-    model.forward_to_logits(batch.data(), batch.data() + 1);
-    const float loss = (float)model.backward(1.0);
-    const double norm = model.grad_norm();
+    backend.zero_grad();
+    backend.forward_to_logits(batch.data(), batch.data() + 1);
+    const float loss = (float)backend.backward(1.0);
+    const double norm = backend.grad_norm();
     backend.update(AdamWHyper{6e-4, 0.9, 0.95, 1e-8, 0.1}, t, norm > 1.0 ? 1.0 / norm : 1.0);
     return loss;
 }

@@ -7,7 +7,8 @@
 //     tokens; root_mean_square; sequence_perplexity_sum, Σ over sequences of exp(that
 //     sequence's mean token loss); block_norms_by, the norm of each block's part of a
 //     parameter-shaped buffer (the block parameter norms, their gradients' norms);
-//   * ModelDiagnostics: all of a `stats` record from any model, CPU or CUDA, through its ops.
+//   * forward_stats and fcproj_grad_norms: all of a `stats` record from any model, CPU or CUDA,
+//     through its ops (the backends' methods of the same names call them).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -114,52 +115,48 @@ inline std::vector<double> products(const std::vector<double>& a, const std::vec
     return out;
 }
 
-}  // namespace diag
-
 // ---------------------------------------------------------------------------------------------
 // The diagnostics of any model Gpt2<Ops> (gpt2.h), written once for every op set: the
 // reductions come from its ops (sum_of_squares, stream_statistics, attention_logit_max,
 // logit_statistics: the functions above on the CPU, the kernels of stats.cuh and
-// diagnostics.cuh on CUDA), the tensors from its accessors. Backend::diagnostics() hands one
-// out; ./eval uses one on its CPU model.
+// diagnostics.cuh on CUDA), the tensors from its accessors. Both backends' forward_stats and
+// fcproj_grad_norms call these; ./eval and the tests call them on a CPU model.
+
+// sqrt(mean x²) over n elements of the model's memory.
+template <class Model, typename E>
+double model_rms(Model& m, const E* x, size_t n) {
+    return std::sqrt(m.ops.sum_of_squares(x, n) / (double)n);
+}
+
+// All of a `stats` record of the last forward (backend.h, ForwardStats); call it before
+// backward, which overwrites the logits.
 template <class Model>
-class ModelDiagnostics final : public Diagnostics {
-public:
-    explicit ModelDiagnostics(Model& model) : m(model) {}
-
-    ForwardStats forward_stats() override {
-        const int L = m.cfg.L, C = m.cfg.C;
-        ForwardStats f;
-        for (int j = 0; j <= 2 * L; j++) {
-            f.stream.push_back(m.ops.stream_statistics(m.half_stream(j), m.N, C));
-            f.rms.push_back(rms(m.half_stream(j), (size_t)m.N * C));
-        }
-        for (int l = 0; l < L; l++) {
-            const auto& a = m.block_activations(l);
-            f.attn_logit_max.push_back(m.ops.attention_logit_max(a.qkv.data(), m.B, m.T, C, m.cfg.NH));
-            f.mlp_hidden_rms.push_back(rms(a.gelu.data(), a.gelu.size()));
-        }
-        f.param_norm =
-            diag::block_norms_by(m.cfg, [&](size_t o, size_t n) { return m.ops.sum_of_squares(m.params.data() + o, n); });
-        f.logits = m.ops.logit_statistics(m.logits_data(), m.N, m.cfg.V, m.cfg.Vp);
-        return f;
+ForwardStats forward_stats(Model& m) {
+    const int L = m.cfg.L, C = m.cfg.C;
+    ForwardStats f;
+    for (int j = 0; j <= 2 * L; j++) {
+        f.stream.push_back(m.ops.stream_statistics(m.half_stream(j), m.N, C));
+        f.rms.push_back(model_rms(m, m.half_stream(j), (size_t)m.N * C));
     }
-    void record_stream_grads(bool on) override { m.record_stream_grads = on; }
-    std::vector<double> stream_grad_norms() override { return m.stream_grad_norm; }
-    // ‖∂loss/∂W_fcproj‖ of each block: the MLP's output projection weight (4C×C, bias excluded).
-    std::vector<double> fcproj_grad_norms() override {
-        const size_t size = (size_t)4 * m.cfg.C * m.cfg.C;
-        std::vector<double> out;
-        for (int l = 0; l < m.cfg.L; l++) out.push_back(std::sqrt(m.ops.sum_of_squares(m.g.fcprojw + l * size, size)));
-        return out;
+    for (int l = 0; l < L; l++) {
+        const auto& a = m.block_activations(l);
+        f.attn_logit_max.push_back(m.ops.attention_logit_max(a.qkv.data(), m.B, m.T, C, m.cfg.NH));
+        f.mlp_hidden_rms.push_back(model_rms(m, a.gelu.data(), a.gelu.size()));
     }
+    f.param_norm =
+        block_norms_by(m.cfg, [&](size_t o, size_t n) { return m.ops.sum_of_squares(m.params.data() + o, n); });
+    f.logits = m.ops.logit_statistics(m.logits_data(), m.N, m.cfg.V, m.cfg.Vp);
+    return f;
+}
 
-private:
-    Model& m;
+// ‖∂loss/∂W_fcproj‖ of each block: the MLP's output projection weight (4C×C, bias excluded),
+// as accumulated since zero_grad.
+template <class Model>
+std::vector<double> fcproj_grad_norms(Model& m) {
+    const size_t size = (size_t)4 * m.cfg.C * m.cfg.C;
+    std::vector<double> out;
+    for (int l = 0; l < m.cfg.L; l++) out.push_back(std::sqrt(m.ops.sum_of_squares(m.g.fcprojw + l * size, size)));
+    return out;
+}
 
-    // sqrt(mean x²) over n elements of the model's memory.
-    template <typename E>
-    double rms(const E* x, size_t n) {
-        return std::sqrt(m.ops.sum_of_squares(x, n) / (double)n);
-    }
-};
+}  // namespace diag

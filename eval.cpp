@@ -93,7 +93,7 @@ static int catch_all_id(const Tokenizer* tok, int V) {
 // Loss (on the backend), accuracy and ROUGE (on the CPU reference) over the first eval_batches.
 // Accuracy counts the positions whose target is not the catch-all id: predicting "some other
 // token" names no token.
-static void evaluate_metrics(const EvalOptions& o, Network& net, CpuModel<float>& ref, bool same_model,
+static void evaluate_metrics(const EvalOptions& o, Backend& backend, CpuModel<float>& ref, bool same_model,
                              DataLoader& val, const Tokenizer* tok, Results& r, Progress& progress) {
     const int B = ref.B, T = ref.T, V = ref.cfg.V;
     double loss_sum = 0, ppl_sum = 0, log_z_sum = 0;
@@ -105,7 +105,7 @@ static void evaluate_metrics(const EvalOptions& o, Network& net, CpuModel<float>
     for (int i = 0; i < o.eval_batches; i++) {
         progress.update("evaluation: batch " + std::to_string(i + 1) + " of " + std::to_string(o.eval_batches));
         val.next_batch();
-        loss_sum += net.forward(val.inputs(), val.targets());
+        loss_sum += backend.forward(val.inputs(), val.targets());
         if (!same_model) ref.forward(val.inputs(), val.targets());
         ppl_sum += diag::sequence_perplexity_sum(ref.losses_data(), B, T);
         const LogitStats z = diag::logit_statistics(ref.logits_data(), ref.N, V, ref.cfg.Vp);
@@ -157,7 +157,6 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
                                  Progress& progress) {
     r.diag_batches = o.diag_batches;
     if (o.diag_batches == 0) return;
-    ModelDiagnostics<CpuModel<float>> diagnostics(m);
     Rng directions(o.seed), noise(o.seed + 1);
     stability::Sensitivity sens;
     stability::Uncertainty unc;
@@ -167,7 +166,7 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         progress.update("diagnostics: batch " + std::to_string(i + 1) + " of " + std::to_string(o.diag_batches));
         val.next_batch();
         m.forward(val.inputs(), val.targets());
-        const ForwardStats f = diagnostics.forward_stats();
+        const ForwardStats f = diag::forward_stats(m);
         std::vector<double> mean_abs, entry_var, data_var;
         for (const StreamStats& s : f.stream) {
             mean_abs.push_back(s.mean_abs);
@@ -202,14 +201,14 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         for (double& x : sq) x *= x;
         accumulate(unc.w2_bound, sq);  // mean of squares, rooted below
         m.zero_grad();
-        diagnostics.record_stream_grads(true);
+        m.record_stream_grads = true;
         m.backward(1.0);
-        diagnostics.record_stream_grads(false);
-        const std::vector<double> grad_norms = diagnostics.stream_grad_norms();
+        m.record_stream_grads = false;
+        const std::vector<double> grad_norms = m.stream_grad_norm;
         accumulate(r.grad_norm, grad_norms);
         accumulate(r.grad_norm_scaled, diag::products(grad_norms, rms));
         accumulate(r.param_grad_norm, stability::block_param_grad_norms(m));
-        accumulate(r.fcproj_grad_norm, diagnostics.fcproj_grad_norms());
+        accumulate(r.fcproj_grad_norm, diag::fcproj_grad_norms(m));
     }
     progress.end();
     const double inv = 1.0 / o.diag_batches;
@@ -651,7 +650,7 @@ static int evaluate(EvalOptions o) {
     // as null, and the exit status 3 (README "Exit status").
     Progress progress("eval", o.progress);
     const size_t nonfinite_weights = count_nonfinite(params);
-    if (nonfinite_weights == 0) evaluate_metrics(o, backend->network(), *ref, same_model, val, tok.get(), r, progress);
+    if (nonfinite_weights == 0) evaluate_metrics(o, *backend, *ref, same_model, val, tok.get(), r, progress);
     const bool finite = nonfinite_weights == 0 && std::isfinite(r.val_loss);
     if (finite) {
         evaluate_diagnostics(o, *ref, val, r, progress);

@@ -386,7 +386,7 @@ template <typename Act>
 class CudaBackend : public Backend {
 public:
     CudaBackend(const ModelConfig& cfg, int B, int T, const std::string& device, std::shared_ptr<NcclComm> comm = nullptr)
-        : model(cfg, B, T), model_diagnostics(model), range{0, model.params.size()}, m(moment_buffer(range.size())),
+        : model(cfg, B, T), range{0, model.params.size()}, m(moment_buffer(range.size())),
           v(moment_buffer(range.size())), device(device), comm(std::move(comm)) {
         model.ops.finish();
     }
@@ -396,8 +396,19 @@ public:
         return std::string("cuda (") + precision + ", " + device + ", " + RANK_COLLECTIVES + ")";
     }
     const ModelConfig& config() const override { return model.cfg; }
-    Network& network() override { return model; }
-    Diagnostics& diagnostics() override { return model_diagnostics; }
+
+    // The model's passes and its diagnostics (backend.h).
+    double forward(const int32_t* inputs, const int32_t* targets) override { return model.forward(inputs, targets); }
+    void forward_to_logits(const int32_t* inputs, const int32_t* targets) override {
+        model.forward_to_logits(inputs, targets);
+    }
+    void zero_grad() override { model.zero_grad(); }
+    double backward(double loss_weight) override { return model.backward(loss_weight); }
+    double grad_norm() override { return model.grad_norm(); }
+    ForwardStats forward_stats() override { return diag::forward_stats(model); }
+    void record_stream_grads(bool on) override { model.record_stream_grads = on; }
+    std::vector<double> stream_grad_norms() override { return model.stream_grad_norm; }
+    std::vector<double> fcproj_grad_norms() override { return diag::fcproj_grad_norms(model); }
 
     // Every tensor of the optimiser range in one launch; m and v hold that range only.
     void update(const AdamWHyper& h, int t, double grad_scale) override {
@@ -459,7 +470,6 @@ public:
     CudaModel<Act> model;
 
 private:
-    ModelDiagnostics<CudaModel<Act>> model_diagnostics;
     Range range;              // the optimiser range (set_optimizer_range)
     DeviceArray<float> m, v;  // AdamW moments of that range, file order
     std::string device;       // the GPU's description

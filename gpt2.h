@@ -14,17 +14,18 @@
 // sum, and for a LayerNorm's backward and the Δt scaling of its output (gpt2.cu, CudaOps);
 // ops.flush() finishes an op held back for that, where the model hands a result out without
 // another op after it (run_blocks_from). The CPU ops run every op as it comes.
-// Ops also names the element types and the array type:
+// Ops also names the types that differ between backends, and nothing else:
 //   Act       activations and the weights the passes read (CPU: Real, the op set's float or
 //             double; CUDA: float or bf16);
 //   Acc       master weights, their gradients, LayerNorm statistics and losses (CPU: Real;
 //             CUDA: fp32);
+//   Array<U>  an owning buffer of U (std::vector on the CPU, DeviceArray on the GPU).
+// Two more are Acc in every backend, so the model does not ask the ops for them:
 //   Stream    the residual stream X, the residual sums, the after-add LayerNorm's output and
-//             the stream's gradients (CPU: Real; CUDA: fp32 in both precisions, docs/cuda.md §2);
-//   Array<U>  an owning buffer of U (std::vector on the CPU, DeviceArray on the GPU);
-//   AttentionSaved  what attention keeps for its backward, attention_saved_size(B, T, NH) of them
-//             (CPU: the probabilities (B,NH,T,T) in Real; CUDA: the log-sum-exp per row (B,NH,T),
-//             fp32).
+//             the stream's gradients (fp32 on CUDA in both precisions, docs/cuda.md §2);
+//   att       what attention keeps for its backward (BlockActs::att), attention_saved_size(B, T,
+//             NH) values (CPU: the probabilities (B,NH,T,T); CUDA: the log-sum-exp per row
+//             (B,NH,T)).
 //
 // All buffers are allocated once, for micro-batches of shape (B, T); N = B·T positions. Before
 // each group of allocations the model tells the ops its MemoryCategory (memory_plan.h), so the
@@ -34,19 +35,17 @@
 #include <type_traits>
 #include <vector>
 
-#include "backend.h"
 #include "memory_plan.h"
 #include "model.h"
 
 template <class Ops>
-class Gpt2 final : public Network {
+class Gpt2 {
 public:
     using Act = typename Ops::Act;
     using Acc = typename Ops::Acc;
-    using Stream = typename Ops::Stream;
     template <class U>
     using Array = typename Ops::template Array<U>;
-    using AttentionSaved = typename Ops::AttentionSaved;
+    using Stream = Acc;
     // True when the stream is kept in another type than the activations (CUDA bf16).
     static constexpr bool separate_stream = !std::is_same<Act, Stream>::value;
 
@@ -72,7 +71,7 @@ public:
     struct BlockActs {
         StepActs attn_step, mlp_step;
         Array<Act> qkv;          // u·Wqkvᵀ + bqkv = [q | k | v]                           (N,3C)
-        Array<AttentionSaved> att;  // what attention keeps for its backward (see above)
+        Array<Acc> att;          // what attention keeps for its backward (see above)
         Array<Act> heads;        // the heads' outputs, before the projection             (N,C)
         Array<Act> fc;           // u·Wfcᵀ + bfc, before GELU                             (N,4C)
         Array<Act> gelu;         // GELU(fc)                                              (N,4C)
@@ -112,7 +111,7 @@ public:
                 if (plan.after_add) alloc_norm(s->after);
             }
             a.qkv = alloc<Act>(act, 3 * NC);
-            a.att = alloc<AttentionSaved>(MemoryCategory::AttentionState, Ops::attention_saved_size(B, T, cfg.NH));
+            a.att = alloc<Acc>(MemoryCategory::AttentionState, Ops::attention_saved_size(B, T, cfg.NH));
             a.heads = alloc<Act>(act, NC);
             a.fc = alloc<Act>(act, 4 * NC);
             a.gelu = alloc<Act>(act, 4 * NC);
@@ -151,7 +150,7 @@ public:
     // gradient in one pass over the logits).
     //   X_0 = wte[token] + wpe[t];   X_{l+1} = block_l(X_l), its two residual steps;
     //   logits = LNf(X_L)·wteᵀ
-    void forward_to_logits(const int32_t* host_tokens, const int32_t* host_targets) override {
+    void forward_to_logits(const int32_t* host_tokens, const int32_t* host_targets) {
         const int C = cfg.C;
         ops.load_batch(tokens, targets, host_tokens, host_targets);
         ops.encoder_forward(embedded.data(), tokens.data(), p.wte, p.wpe, B, T, C);
@@ -165,13 +164,13 @@ public:
 
     // Forward pass with the loss (evaluation): forward_to_logits, then the per-position losses;
     // the logits are kept. Returns the mean cross-entropy, loss = CE(logits, target).
-    double forward(const int32_t* host_tokens, const int32_t* host_targets) override {
+    double forward(const int32_t* host_tokens, const int32_t* host_targets) {
         forward_to_logits(host_tokens, host_targets);
         ops.crossentropy_forward(losses.data(), logits.data(), targets.data(), N, cfg.V, cfg.Vp);
         return ops.mean(losses);
     }
 
-    void zero_grad() override { ops.zero(grads); }
+    void zero_grad() { ops.zero(grads); }
 
     // Backward pass of the last forward (either one): grads += loss_weight · d(mean loss)/d(params).
     // Its first op computes the per-position losses and, in the same pass over the logits, turns
@@ -179,7 +178,7 @@ public:
     // scratch buffer is written by the op that produces it first (GradOut::Write, or an op that
     // always stores, as attention's backward does d_qkv) and added into by the later ones, so
     // none is zeroed (docs/block.md §2).
-    double backward(double loss_weight) override {
+    double backward(double loss_weight) {
         const int C = cfg.C;
         ops.crossentropy_forward_backward(losses.data(), logits.data(), targets.data(), (Acc)loss_weight / N, N,
                                           cfg.V, cfg.Vp);
@@ -200,7 +199,7 @@ public:
     }
 
     // Global L2 norm of all parameter gradients.
-    double grad_norm() override { return ops.norm(grads); }
+    double grad_norm() { return ops.norm(grads); }
 
     // ---- one residual step -------------------------------------------------------------------
     //
@@ -358,9 +357,11 @@ private:
         return n.out.data();
     }
     // Its backward: given dout (N,C), the forward's input x and what it kept in n, writes or
-    // adds (dx_out) dx (N,C) and adds the gradients of its gain and bias into dw.
-    template <class D, class G, class X, class E>
-    void layernorm_backward(D* dx, const G* dout, const X* x, const NormActs<E>& n, NormWeights<Act> w,
+    // adds (dx_out) dx (N,C) and adds the gradients of its gain and bias into dw. A gradient has
+    // the type of what it is the gradient of: dx that of the input X (the stream, or Act for
+    // LN_out), dout that of the output E.
+    template <class X, class E>
+    void layernorm_backward(X* dx, const E* dout, const X* x, const NormActs<E>& n, NormWeights<Act> w,
                             NormWeights<Acc> dw, GradOut dx_out) {
         ops.layernorm_backward(dx, dw.w, dw.b, dout, x, w.w, n.mean.data(), n.rstd.data(), N, cfg.C, dx_out);
     }

@@ -5,9 +5,11 @@
 //                       ./train -cpu_ops reference (ReferenceOps<float>);
 //   FastOps             the fast ops of cpu_fast_ops.h where they exist, else the reference:
 //                       CpuModel<float> (training, ./eval, the benchmarks).
-// An op set is a table: each op is one of those functions under the name the model calls.
-// test/test_fast_ops.cpp checks the two sets against each other, op by op and as whole models;
-// test_cli trains with each (./train -cpu_ops).
+// An op set is one table, read top to bottom: every op the model calls, each one of those
+// functions under the name the model calls; FastOps names the reference functions it reuses.
+// Neither inherits the other; both keep their buffers in HostMemory. A static_assert after the
+// tables checks that they offer the same ops; test/test_fast_ops.cpp checks the two sets against
+// each other, op by op and as whole models; test_cli trains with each (./train -cpu_ops).
 #pragma once
 #include <omp.h>
 
@@ -24,24 +26,18 @@
 #include "gpt2.h"
 #include "model.h"
 
-// The reference CPU ops as the model calls them: the functions of cpu_ops.h on std::vector
-// buffers of Real, everything (activations, the stream, gradients, statistics) in Real. Every
-// op runs when called.
+// Where both CPU op sets keep their buffers: std::vector of Real, everything (activations, the
+// stream, gradients, statistics) in Real. Host memory is not planned (memory_category), and no
+// op is held back (finish, flush do nothing). Not an op set: no op of the model is here.
 template <typename Real>
-struct ReferenceOps {
+struct HostMemory {
     using Act = Real;
     using Acc = Real;
-    using Stream = Real;
     template <class U>
     using Array = std::vector<U>;
-    // Attention keeps its probabilities (B,NH,T,T) for its backward.
-    using AttentionSaved = Real;
-    static size_t attention_saved_size(int B, int T, int NH) { return (size_t)B * NH * T * T; }
 
-    ReferenceOps(const ModelConfig&, int, int) {}
+    HostMemory(const ModelConfig&, int, int) {}
 
-    // Buffers and copies. Host memory is not planned (memory_category), nothing is held back
-    // (flush).
     static void memory_category(MemoryCategory) {}
     template <class U>
     static Array<U> alloc(size_t n) { return Array<U>(n); }  // zero-filled
@@ -55,14 +51,22 @@ struct ReferenceOps {
         std::copy(host_tokens, host_tokens + tokens.size(), tokens.begin());
         std::copy(host_targets, host_targets + targets.size(), targets.begin());
     }
+};
 
+// The reference CPU ops: every op the model calls, the textbook functions of cpu_ops.h in Real.
+template <typename Real>
+struct ReferenceOps : HostMemory<Real> {
+    using HostMemory<Real>::HostMemory;
+
+    // Attention keeps its probabilities (B,NH,T,T) for its backward.
+    static size_t attention_saved_size(int B, int T, int NH) { return (size_t)B * NH * T * T; }
     // The mean of the per-position losses; the L2 norm of the gradients.
-    static Real mean(const Array<Real>& losses) {
+    static Real mean(const std::vector<Real>& losses) {
         Real total = 0;
         for (Real l : losses) total += l;
         return total / (Real)losses.size();
     }
-    static double norm(const Array<Real>& a) { return std::sqrt(::sum_of_squares(a.data(), a.size())); }
+    static double norm(const std::vector<Real>& a) { return std::sqrt(::sum_of_squares(a.data(), a.size())); }
 
     // The model's ops (cpu_ops.h).
     static constexpr auto encoder_forward = ::encoder_forward<Real>;
@@ -105,19 +109,25 @@ struct ReferenceOps {
         ::crossentropy_backward_inplace(logits, targets, dloss, N, V, Vp);
     }
 
-    // The reductions of the diagnostics (diagnostics.h), in double, for both op sets.
+    // The reductions of the diagnostics (diagnostics.h), in double.
     static constexpr auto sum_of_squares = ::sum_of_squares<Real>;
     static constexpr auto stream_statistics = ::stream_statistics<Real>;
     static constexpr auto attention_logit_max = diag::attention_logit_max<Real>;
     static constexpr auto logit_statistics = diag::logit_statistics<Real>;
 };
 
-// The fast CPU ops (float): those of cpu_fast_ops.h in place of their reference; the rest as
-// ReferenceOps<float> has them.
-struct FastOps : ReferenceOps<float> {
-    using ReferenceOps<float>::ReferenceOps;
+// The fast CPU ops (float): every op the model calls, the fast function of cpu_fast_ops.h where
+// there is one, else the reference one of cpu_ops.h, named here ("the reference").
+struct FastOps : HostMemory<float> {
+    using HostMemory<float>::HostMemory;
 
-    static double norm(const Array<float>& a) { return std::sqrt(fast::sum_of_squares(a.data(), a.size())); }
+    static constexpr auto attention_saved_size = ReferenceOps<float>::attention_saved_size;  // the reference
+    static constexpr auto mean = ReferenceOps<float>::mean;                                  // the reference
+    static double norm(const std::vector<float>& a) { return std::sqrt(fast::sum_of_squares(a.data(), a.size())); }
+
+    // The model's ops.
+    static constexpr auto encoder_forward = ::encoder_forward<float>;    // the reference
+    static constexpr auto encoder_backward = ::encoder_backward<float>;  // the reference
     static constexpr auto layernorm_forward = fast::layernorm_forward;
     static constexpr auto layernorm_backward = fast::layernorm_backward;
     static constexpr auto matmul_forward = fast::matmul_forward;
@@ -129,7 +139,10 @@ struct FastOps : ReferenceOps<float> {
     }
     static constexpr auto gelu_forward = fast::gelu_forward;
     static constexpr auto gelu_backward = fast::gelu_backward;
+    static constexpr auto residual_forward = ::residual_forward<float>;    // the reference
+    static constexpr auto residual_backward = ::residual_backward<float>;  // the reference
     static constexpr auto crossentropy_forward = fast::crossentropy_forward;
+    // Ops that are two of the above in turn, as ReferenceOps has them.
     static void matmul_gelu_forward(float* out, float* pre, const float* inp, const float* w, const float* bias, int N,
                                     int IC, int OC) {
         fast::matmul_forward(pre, inp, w, bias, N, IC, OC);
@@ -145,40 +158,77 @@ struct FastOps : ReferenceOps<float> {
         fast::crossentropy_forward(losses, logits, targets, N, V, Vp);
         fast::crossentropy_backward_inplace(logits, targets, dloss, N, V, Vp);
     }
+
+    // The reductions of the diagnostics (diagnostics.h), in double.
+    static constexpr auto sum_of_squares = ::sum_of_squares<float>;                // the reference
+    static constexpr auto stream_statistics = ::stream_statistics<float>;          // the reference
+    static constexpr auto attention_logit_max = diag::attention_logit_max<float>;  // the reference
+    static constexpr auto logit_statistics = diag::logit_statistics<float>;        // the reference
 };
 
-// The ops a CpuModel<Real> runs on: the reference, and for float the fast ops. (A class
-// template rather than an alias, so functions taking a CpuModel<Real> can deduce Real.)
-template <typename Real>
-struct CpuOps : ReferenceOps<Real> {
-    using ReferenceOps<Real>::ReferenceOps;
-};
-template <>
-struct CpuOps<float> : FastOps {
-    using FastOps::FastOps;
-};
+// The two tables offer the same ops, under the same names and with the same types (in float):
+// an op missing from either, or typed differently, stops the build here.
+#define CPU_OP_SETS_AGREE_ON(op)                                                                    \
+    static_assert(std::is_same<decltype(+ReferenceOps<float>::op), decltype(+FastOps::op)>::value, \
+                  "ReferenceOps and FastOps differ in " #op)
+CPU_OP_SETS_AGREE_ON(attention_saved_size);
+CPU_OP_SETS_AGREE_ON(mean);
+CPU_OP_SETS_AGREE_ON(norm);
+CPU_OP_SETS_AGREE_ON(encoder_forward);
+CPU_OP_SETS_AGREE_ON(encoder_backward);
+CPU_OP_SETS_AGREE_ON(layernorm_forward);
+CPU_OP_SETS_AGREE_ON(layernorm_backward);
+CPU_OP_SETS_AGREE_ON(matmul_forward);
+CPU_OP_SETS_AGREE_ON(matmul_backward);
+CPU_OP_SETS_AGREE_ON(attention_forward);
+CPU_OP_SETS_AGREE_ON(attention_backward);
+CPU_OP_SETS_AGREE_ON(gelu_forward);
+CPU_OP_SETS_AGREE_ON(gelu_backward);
+CPU_OP_SETS_AGREE_ON(residual_forward);
+CPU_OP_SETS_AGREE_ON(residual_backward);
+CPU_OP_SETS_AGREE_ON(crossentropy_forward);
+CPU_OP_SETS_AGREE_ON(matmul_gelu_forward);
+CPU_OP_SETS_AGREE_ON(matmul_gelu_backward);
+CPU_OP_SETS_AGREE_ON(crossentropy_forward_backward);
+CPU_OP_SETS_AGREE_ON(sum_of_squares);
+CPU_OP_SETS_AGREE_ON(stream_statistics);
+CPU_OP_SETS_AGREE_ON(attention_logit_max);
+CPU_OP_SETS_AGREE_ON(logit_statistics);
+#undef CPU_OP_SETS_AGREE_ON
 
+// The CPU model: on the fast ops in float (training, ./eval, sampling, the benchmarks), on the
+// reference ops in double (the gradient checks, the stability tests).
 template <typename Real>
-using CpuModel = Gpt2<CpuOps<Real>>;
+using CpuModel = Gpt2<std::conditional_t<std::is_same<Real, float>::value, FastOps, ReferenceOps<Real>>>;
 
 // The CPU model as a Backend for ./train and ./eval: the model on the op set Ops (the fast ops
 // unless ./train -cpu_ops reference) plus AdamW moments.
-template <class Ops = CpuOps<float>>
+template <class Ops = FastOps>
 class CpuBackend final : public Backend {
     static_assert(std::is_same<typename Ops::Acc, float>::value, "the backend's parameters are fp32");
 
 public:
     CpuBackend(const ModelConfig& cfg, int B, int T)
-        : model(cfg, B, T), model_diagnostics(model), range{0, model.params.size()}, m(model.params.size()),
-          v(model.params.size()) {}
+        : model(cfg, B, T), range{0, model.params.size()}, m(model.params.size()), v(model.params.size()) {}
 
     std::string name() const override {
-        const char* ops = std::is_same<Ops, CpuOps<float>>::value ? "" : "the textbook ops of cpu_ops.h, ";
+        const char* ops = std::is_same<Ops, FastOps>::value ? "" : "the textbook ops of cpu_ops.h, ";
         return std::string("cpu (fp32, ") + ops + counted(omp_get_max_threads(), "thread") + ")";
     }
     const ModelConfig& config() const override { return model.cfg; }
-    Network& network() override { return model; }
-    Diagnostics& diagnostics() override { return model_diagnostics; }
+
+    // The model's passes and its diagnostics (backend.h).
+    double forward(const int32_t* inputs, const int32_t* targets) override { return model.forward(inputs, targets); }
+    void forward_to_logits(const int32_t* inputs, const int32_t* targets) override {
+        model.forward_to_logits(inputs, targets);
+    }
+    void zero_grad() override { model.zero_grad(); }
+    double backward(double loss_weight) override { return model.backward(loss_weight); }
+    double grad_norm() override { return model.grad_norm(); }
+    ForwardStats forward_stats() override { return diag::forward_stats(model); }
+    void record_stream_grads(bool on) override { model.record_stream_grads = on; }
+    std::vector<double> stream_grad_norms() override { return model.stream_grad_norm; }
+    std::vector<double> fcproj_grad_norms() override { return diag::fcproj_grad_norms(model); }
 
     // AdamW over the optimiser range; m and v hold that range only.
     void update(const AdamWHyper& h, int t, double grad_scale) override {
@@ -212,7 +262,6 @@ public:
     Gpt2<Ops> model;
 
 private:
-    ModelDiagnostics<Gpt2<Ops>> model_diagnostics;
     Range range;              // the optimiser range (set_optimizer_range)
     std::vector<float> m, v;  // AdamW moments of that range, file order
 };

@@ -1,5 +1,7 @@
 // stability.h — the forward- and backward-stability diagnostics that ./eval reports, computed on
-// the CPU reference model (CpuModel<Real>) at one batch of data:
+// the CPU reference model (CpuModel<Real>) at one batch of data (a function whose only model
+// argument names its type takes a Gpt2<Ops>: the compiler cannot deduce Real through the alias
+// CpuModel<Real>):
 //
 //   * the norm of each block's parameter gradient (the hidden-state statistics, ‖∂loss/∂X_i‖,
 //     the per-block parameter norms, ‖∂loss/∂W_fcproj‖ and the MLP's hidden RMS are in
@@ -216,8 +218,9 @@ struct Sensitivity {
 // with `directions` random directions per block (and per step) drawn from rng in this order:
 // for each block l, for each direction k: V (used for the block and its attention step), then
 // V' (for its MLP step).
-template <typename Real>
-Sensitivity local_sensitivity(const CpuModel<Real>& m, int directions, Rng& rng) {
+template <class Ops>
+Sensitivity local_sensitivity(const Gpt2<Ops>& m, int directions, Rng& rng) {
+    using Real = typename Gpt2<Ops>::Act;
     const int L = m.cfg.L, N = m.N, C = m.cfg.C;
     const size_t NC = (size_t)N * C;
     TangentScratch<Real> scratch(NC);
@@ -262,8 +265,9 @@ struct Uncertainty {
 
 // Uses and then restores the residual streams of the model's last forward (the blocks' saved
 // activations end up as those of the clean forward again).
-template <typename Real>
-Uncertainty output_uncertainty(CpuModel<Real>& m, double sigma, int samples, Rng& rng) {
+template <class Ops>
+Uncertainty output_uncertainty(Gpt2<Ops>& m, double sigma, int samples, Rng& rng) {
+    using Real = typename Gpt2<Ops>::Act;
     const int L = m.cfg.L, N = m.N, C = m.cfg.C;
     const size_t NC = (size_t)N * C;
     std::vector<std::vector<Real>> clean(L + 1);
@@ -305,8 +309,8 @@ Uncertainty output_uncertainty(CpuModel<Real>& m, double sigma, int samples, Rng
 // (w2_bound) is a norm over a token's C channels, so W2_i/√C is per entry like RMS and σ; at
 // i = 0 the ratio is the sample RMS of the unit draws (≈ 1), and a block that only rescales its
 // input leaves it unchanged. Uses and then restores the model's last forward.
-template <typename Real>
-Uncertainty relative_output_uncertainty(CpuModel<Real>& m, double sigma_rel, int samples, Rng& rng) {
+template <class Ops>
+Uncertainty relative_output_uncertainty(Gpt2<Ops>& m, double sigma_rel, int samples, Rng& rng) {
     const int L = m.cfg.L, C = m.cfg.C;
     const size_t NC = (size_t)m.N * C;
     std::vector<double> rms;
@@ -321,8 +325,8 @@ Uncertainty relative_output_uncertainty(CpuModel<Real>& m, double sigma_rel, int
 // Gradient norms
 
 // ‖gradient‖ of the parameters of each block l (every per-layer tensor's slice l), from m.grads.
-template <typename Real>
-std::vector<double> block_param_grad_norms(const CpuModel<Real>& m) {
+template <class Ops>
+std::vector<double> block_param_grad_norms(const Gpt2<Ops>& m) {
     return diag::block_norms(m.grads.data(), m.cfg);
 }
 

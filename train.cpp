@@ -104,7 +104,7 @@ static double evaluate(Backend& model, DataLoader& val, int batches, ProcessGrou
     double sum = 0;
     for (int i = group.rank(); i < batches && !stop_request::requested(); i += group.size()) {
         val.next_batch();
-        sum += model.network().forward(val.inputs(), val.targets());
+        sum += model.forward(val.inputs(), val.targets());
     }
     return group.sum(sum) / batches;
 }
@@ -123,28 +123,26 @@ static int train_step(Training& t, int step) {
     const auto start = Clock::now();
     const bool stats_step = o.stats_every > 0 && step % o.stats_every == 0;
     ForwardStats stats;
-    Network& net = t.model.network();
-    Diagnostics& diagnostics = t.model.diagnostics();
-    net.zero_grad();
+    t.model.zero_grad();
     double loss = 0;
     for (int micro = 0; micro < t.r.grad_accum; micro++) {
         t.progress->update("step " + std::to_string(step) + ": micro-step " + std::to_string(micro + 1) + " of " +
                            std::to_string(t.r.grad_accum));
         t.train_data.next_batch();
-        net.forward_to_logits(t.train_data.inputs(), t.train_data.targets());
-        if (stats_step && micro == 0) stats = diagnostics.forward_stats();  // reads the logits
-        diagnostics.record_stream_grads(stats_step && micro == 0);
-        loss += net.backward(1.0f / micro_steps);  // the loss comes with its gradient
+        t.model.forward_to_logits(t.train_data.inputs(), t.train_data.targets());
+        if (stats_step && micro == 0) stats = t.model.forward_stats();  // reads the logits
+        t.model.record_stream_grads(stats_step && micro == 0);
+        loss += t.model.backward(1.0f / micro_steps);  // the loss comes with its gradient
     }
     t.model.sum_grads(t.group);
     loss = t.group.sum(loss) / micro_steps;
     if (stats_step) {  // of rank 0's first micro-batch, the step's first
-        std::vector<double> grad_norms = diagnostics.stream_grad_norms();  // of loss / micro_steps
+        std::vector<double> grad_norms = t.model.stream_grad_norms();  // of loss / micro_steps
         for (double& g : grad_norms) g *= micro_steps;
-        t.record(stats_record(step, stats, grad_norms, diagnostics.fcproj_grad_norms()));
+        t.record(stats_record(step, stats, grad_norms, t.model.fcproj_grad_norms()));
         t.outcome.observe_stats(stats.attn_logit_max, stats.stream.back().mean_abs);
     }
-    const double norm = net.grad_norm();
+    const double norm = t.model.grad_norm();
     if (step == 0) t.r.state.first_loss = loss;
     const std::string reason = t.outcome.observe(loss, norm);
     if (t.group.max(t.group.is_root() && !reason.empty())) {  // rank 0 alone has the whole history

@@ -190,15 +190,14 @@ void CudaModelTest::check_one_training_step() {
     std::vector<double> stream_grad_norms[2];
     Backend* backends[2] = {cpu.get(), cuda.get()};
     for (int k = 0; k < 2; k++) {
-        Network& net = backends[k]->network();
-        Diagnostics& diagnostics = backends[k]->diagnostics();
-        diagnostics.record_stream_grads(true);
-        net.zero_grad();
-        net.forward_to_logits(batch.data(), batch.data() + 1);
-        stats[k] = diagnostics.forward_stats().stream;
-        losses[k] = (float)net.backward(1.0);
-        norms[k] = net.grad_norm();
-        stream_grad_norms[k] = diagnostics.stream_grad_norms();
+        Backend& backend = *backends[k];
+        backend.record_stream_grads(true);
+        backend.zero_grad();
+        backend.forward_to_logits(batch.data(), batch.data() + 1);
+        stats[k] = backend.forward_stats().stream;
+        losses[k] = (float)backend.backward(1.0);
+        norms[k] = backend.grad_norm();
+        stream_grad_norms[k] = backend.stream_grad_norms();
     }
     EXPECT_LT(relative_error(losses[1], losses[0]), tol) << "loss " << losses[1] << " vs " << losses[0];
     report("loss", relative_error(losses[1], losses[0]));
@@ -276,11 +275,11 @@ TEST_P(CudaTrainingRun, TenSteps) {
         float losses[2];
         Backend* backends[2] = {cpu.get(), cuda.get()};
         for (int k = 0; k < 2; k++) {
-            Network& net = backends[k]->network();
-            net.zero_grad();
-            net.forward_to_logits(batches[s].data(), batches[s].data() + 1);
-            losses[k] = (float)net.backward(1.0);
-            backends[k]->update(h, s + 1, clip_factor(net.grad_norm(), 1.0));
+            Backend& backend = *backends[k];
+            backend.zero_grad();
+            backend.forward_to_logits(batches[s].data(), batches[s].data() + 1);
+            losses[k] = (float)backend.backward(1.0);
+            backend.update(h, s + 1, clip_factor(backend.grad_norm(), 1.0));
         }
         const double err = relative_error(losses[1], losses[0]);
         EXPECT_LT(err, tol) << "loss at step " << s << ": " << losses[1] << " vs " << losses[0];

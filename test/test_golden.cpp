@@ -46,11 +46,11 @@ protected:
 TEST_P(Golden, LossAndEveryGradient) {
     CpuBackend backend(cfg, expect.B, expect.T);
     backend.set_params(initial.data());
-    backend.network().zero_grad();
-    const float loss = backend.network().forward(batch(0), batch(0) + 1);
+    backend.zero_grad();
+    const float loss = backend.forward(batch(0), batch(0) + 1);
     EXPECT_NEAR(loss, expect.loss0, 1e-5);
     // backward recomputes the losses with their gradient: on the CPU the same ops, the same bits.
-    EXPECT_EQ(backend.network().backward(1.0f), loss);
+    EXPECT_EQ(backend.backward(1.0f), loss);
     const auto sizes = param_sizes(cfg);
     const auto offsets = param_offsets(cfg);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
@@ -65,10 +65,10 @@ TEST_P(Golden, FiveAdamWStepsWithClipping) {
     CpuBackend backend(cfg, expect.B, expect.T);
     backend.set_params(initial.data());
     for (int s = 0; s < expect.steps; s++) {
-        backend.network().zero_grad();
-        backend.network().forward_to_logits(batch(s), batch(s) + 1);  // as ./train runs a step
-        const float loss = backend.network().backward(1.0f);
-        const double norm = backend.network().grad_norm();
+        backend.zero_grad();
+        backend.forward_to_logits(batch(s), batch(s) + 1);  // as ./train runs a step
+        const float loss = backend.backward(1.0f);
+        const double norm = backend.grad_norm();
         const double lr = learning_rate(s, expect.steps, kGoldenLr, kGoldenLrMin, kGoldenWarmup);
         EXPECT_NEAR(loss, expect.step_loss[s], 1e-4) << "step " << s;
         EXPECT_NEAR(norm, expect.step_grad_norm[s], 1e-4 * expect.step_grad_norm[s]) << "step " << s;

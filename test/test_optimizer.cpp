@@ -111,7 +111,7 @@ TEST(CpuBackendUpdate, DecayTouchesOnlyTheTwoDimensionalTensors) {
     const size_t n = num_parameters(cfg);
     const std::vector<float> p0 = random_params(n, 1);  // non-zero everywhere, biases and gains too
     backend.set_params(p0.data());
-    backend.network().zero_grad();
+    backend.zero_grad();
     const double lr = 0.01, wd = 0.1;
     backend.update(AdamWHyper{lr, 0.9, 0.95, 1e-8, wd}, 1, 1.0);
     std::vector<float> p1(n), m(n), v(n);
@@ -189,9 +189,9 @@ TEST(CpuBackendGradNorm, IsTheL2NormOfAllGradients) {
     std::copy(g.begin(), g.end(), backend.model.grads.begin());
     double sq = 0;
     for (float x : g) sq += (double)x * x;
-    EXPECT_NEAR(backend.network().grad_norm(), std::sqrt(sq), 1e-12 * std::sqrt(sq));
-    backend.network().zero_grad();
-    EXPECT_EQ(backend.network().grad_norm(), 0.0);
+    EXPECT_NEAR(backend.grad_norm(), std::sqrt(sq), 1e-12 * std::sqrt(sq));
+    backend.zero_grad();
+    EXPECT_EQ(backend.grad_norm(), 0.0);
 }
 
 // A model with more than 65536 parameters (every real one), with the default OpenMP threads:
@@ -208,7 +208,7 @@ TEST(CpuBackendGradNorm, LargerModelWithDefaultThreads) {
             std::copy(g.begin(), g.end(), backend.model.grads.begin());
             double sq = 0;
             for (float x : g) sq += (double)x * x;
-            const double norm = backend.network().grad_norm();
+            const double norm = backend.grad_norm();
             std::exit(std::fabs(norm - std::sqrt(sq)) <= 1e-12 * std::sqrt(sq) ? 0 : 1);
         },
         ::testing::ExitedWithCode(0), "");
