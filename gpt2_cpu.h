@@ -40,8 +40,7 @@ struct ReferenceOps {
 
     ReferenceOps(const ModelConfig&, int, int) {}
 
-    // Buffers and copies. Host memory is not planned (memory_category), nothing is held back
-    // (flush).
+    // Buffers and copies. Host memory is not planned (memory_category).
     static void memory_category(MemoryCategory) {}
     template <class U>
     static Array<U> alloc(size_t n) { return Array<U>(n); }  // zero-filled
@@ -49,7 +48,6 @@ struct ReferenceOps {
     static void zero(Array<U>& a) { std::fill(a.begin(), a.end(), U(0)); }
     static void copy(Real* dst, const Real* src, size_t n) { std::copy(src, src + n, dst); }
     static void finish() {}
-    static void flush() {}
     static void load_batch(Array<int32_t>& tokens, Array<int32_t>& targets, const int32_t* host_tokens,
                            const int32_t* host_targets) {
         std::copy(host_tokens, host_tokens + tokens.size(), tokens.begin());
@@ -104,6 +102,20 @@ struct ReferenceOps {
         ::crossentropy_forward(losses, logits, targets, N, V, Vp);
         ::crossentropy_backward_inplace(logits, targets, dloss, N, V, Vp);
     }
+    // The two pairs the CUDA ops fuse into one kernel (docs/cuda.md §3); the CPU runs them unfused.
+    // s (N,C) = x + Δt·f, then out = LayerNorm(s): residual_forward, then layernorm_forward.
+    static void residual_layernorm_forward(Real* s, Real* out, Real* mean, Real* rstd, const Real* x, const Real* f,
+                                           Real dt, const Real* w, const Real* b, int N, int C) {
+        ::residual_forward(s, x, f, dt, (size_t)N * C);
+        ::layernorm_forward(out, mean, rstd, s, w, b, N, C);
+    }
+    // layernorm_backward into dx, then residual_backward: df (N,C) = Δt·dx (written).
+    static void layernorm_backward_residual(Real* dx, Real* df, Real dt, Real* dw, Real* db, const Real* dout,
+                                            const Real* x, const Real* w, const Real* mean, const Real* rstd, int N,
+                                            int C, GradOut dx_out) {
+        ::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out);
+        ::residual_backward(df, dx, dt, (size_t)N * C, GradOut::Write);
+    }
 
     // The reductions of the diagnostics (diagnostics.h), in double, for both op sets.
     static constexpr auto sum_of_squares = ::sum_of_squares<Real>;
@@ -144,6 +156,18 @@ struct FastOps : ReferenceOps<float> {
                                               int V, int Vp) {
         fast::crossentropy_forward(losses, logits, targets, N, V, Vp);
         fast::crossentropy_backward_inplace(logits, targets, dloss, N, V, Vp);
+    }
+    // The two fused pairs, unfused, with the fast LayerNorms (see ReferenceOps).
+    static void residual_layernorm_forward(float* s, float* out, float* mean, float* rstd, const float* x,
+                                           const float* f, float dt, const float* w, const float* b, int N, int C) {
+        ::residual_forward(s, x, f, dt, (size_t)N * C);
+        fast::layernorm_forward(out, mean, rstd, s, w, b, N, C);
+    }
+    static void layernorm_backward_residual(float* dx, float* df, float dt, float* dw, float* db, const float* dout,
+                                            const float* x, const float* w, const float* mean, const float* rstd,
+                                            int N, int C, GradOut dx_out) {
+        fast::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out);
+        ::residual_backward(df, dx, dt, (size_t)N * C, GradOut::Write);
     }
 };
 

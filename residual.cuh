@@ -6,11 +6,11 @@
 // (float or bf16; in bf16 mode S is float: the add happens, and is stored, in fp32). The
 // arithmetic is fp32. The backward's other term, dx = ds, has no kernel: the model keeps the
 // stream gradient in place (docs/block.md §2, line 4).
-// In a training step neither kernel runs: the CUDA ops fuse the add with the LayerNorm that
-// reads its sum (residual_layernorm_forward, layernorm.cuh) and df = Δt·ds with the LayerNorm
-// backward that finishes ds (layernorm_backward_residual), gpt2.cu; these kernels compute the
-// add or the scaling when no LayerNorm is next to it (the end of run_blocks_from, a recorded
-// stream gradient norm between the two).
+// In a training step neither kernel runs: the model (gpt2.h) calls the add with the LayerNorm
+// that reads its sum as one op (residual_layernorm_forward, layernorm.cuh) and df = Δt·ds with
+// the LayerNorm backward that finishes ds (layernorm_backward_residual: layernorm_backward with
+// its dres). residual_forward forms the last sum of run_blocks_from, which no LayerNorm reads
+// there; residual_backward is in no pass of the model (the tests compare the fused op with it).
 //
 // Access pattern: where every buffer is aligned to its pack, each thread handles
 // E = pack_width<S, F>() consecutive elements (4 for an fp32 stream) with one load or store
