@@ -223,7 +223,8 @@ public:
     }
     void matmul_forward(Act* out, const Act* inp, const Act* w, const Act* bias, int N, int IC, int OC) {
         if (observer)
-            observer->begin(matmul_layer(IC, OC) + " fwd", gpu::matmul_forward_traffic<Act>(N, IC, OC, bias != nullptr));
+            observer->begin(matmul_layer(IC, OC) + " fwd",
+                            gpu::matmul_forward_traffic<Act>(N, IC, OC, bias != nullptr));
         if (launching()) gpu::matmul_forward(*blas, out, inp, w, bias, N, IC, OC, stream);
         end_op();
     }

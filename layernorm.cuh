@@ -27,7 +27,7 @@
 namespace gpu {
 
 // ---------------------------------------------------------------------------------------------
-// Packs of K elements: pack_width, with_packs, load_pack, store_pack (cuda_common.cuh).
+// Packs of K elements: pack_width, rows_in_packs, load_pack, store_pack (cuda_common.cuh).
 
 // ---------------------------------------------------------------------------------------------
 // Kernels
