@@ -357,7 +357,7 @@ TEST(CudaMixedPrecision, Fp32StreamKeepsSmallStepsOfLargeStates) {
         std::vector<float> x = start;
         for (int l = 0; l < cfg.L; l++)
             for (Half half : {Half::Attention, Half::Mlp}) {
-                const float* y = cpu.model.step_forward(l, half, x.data());
+                const float* y = cpu.model.run_step(l, half, x.data());
                 x = round_to_bf16(std::vector<float>(y, y + NC));
             }
         const double bf16_stream_err = relative_error(difference(x, start).data(), want.data(), NC);
