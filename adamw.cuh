@@ -138,13 +138,13 @@ void adamw_update(float* params, T* copy, const float* grads, float* m, float* v
     if (hi <= lo) return;
     const AdamWStep step{(float)h.lr, (float)h.beta1, (float)h.beta2, (float)h.eps, (float)h.weight_decay,
                          (float)(1.0 - std::pow(h.beta1, t)), (float)(1.0 - std::pow(h.beta2, t)), (float)grad_scale};
-    with_index_type(hi, [&](auto index) {
-        using I = decltype(index);
-        const size_t threads = ceil_div(hi - lo, ADAMW_PACK);
-        adamw_kernel<T, I><<<ceil_div(threads, 256), 256, 0, stream>>>(params, copy, grads, m, v, (I)lo, (I)hi, table,
-                                                                          step);
-        cudaCheck(cudaGetLastError());
-    });
+    const size_t blocks = ceil_div(ceil_div(hi - lo, ADAMW_PACK), 256);
+    if (narrow_index(hi))
+        adamw_kernel<T, unsigned><<<blocks, 256, 0, stream>>>(params, copy, grads, m, v, (unsigned)lo, (unsigned)hi,
+                                                              table, step);
+    else
+        adamw_kernel<T, size_t><<<blocks, 256, 0, stream>>>(params, copy, grads, m, v, lo, hi, table, step);
+    cudaCheck(cudaGetLastError());
 }
 
 // Blocks of sum_of_squares over n elements: one per SUMSQ_MIN_PER_THREAD elements a thread, at

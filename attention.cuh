@@ -194,25 +194,21 @@ __global__ void attention_delta_kernel(float* delta, const T* dout, const T* out
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
-// Calls launch(hs) with hs = std::integral_constant<int, HS> when T is bf16, C/NH is a head size
-// with a tensor-core kernel and every pointer given is aligned for its row loads; returns whether
-// it did (else the exact kernels run).
-template <typename T, class F, typename... P>
-bool with_mma_head_size(int C, int NH, F launch, const P*... p) {
-    if constexpr (std::is_same<T, bf16>::value) {
-        auto fits = [&](auto hs) {
-            constexpr int HS = decltype(hs)::value;
-            if (C / NH != HS || C % NH != 0) return false;
-            if (!((reinterpret_cast<uintptr_t>(p) % HeadShape<HS>::load_bytes == 0) && ...)) return false;
-            launch(hs);
-            return true;
-        };
-        return fits(std::integral_constant<int, 64>{}) || fits(std::integral_constant<int, 8>{}) ||
-               fits(std::integral_constant<int, 12>{}) || fits(std::integral_constant<int, 16>{});
-    } else {
-        ((void)p, ...);
-        return false;
+// The head size of the tensor-core kernels for these shapes and pointers, or 0 where the exact
+// kernels run: C/NH when T is bf16, C/NH is a head size with a tensor-core kernel (64, 8, 12 or
+// 16) and every pointer given is aligned for its row loads.
+template <typename T, typename... P>
+int mma_head_size(int C, int NH, const P*... p) {
+    if (!std::is_same<T, bf16>::value || C % NH != 0) return 0;
+    size_t load_bytes = 0;
+    switch (C / NH) {
+        case 64: load_bytes = HeadShape<64>::load_bytes; break;
+        case 8: load_bytes = HeadShape<8>::load_bytes; break;
+        case 12: load_bytes = HeadShape<12>::load_bytes; break;
+        case 16: load_bytes = HeadShape<16>::load_bytes; break;
+        default: return 0;
     }
+    return ((reinterpret_cast<uintptr_t>(p) % load_bytes == 0) && ...) ? C / NH : 0;
 }
 
 // Grid of the tensor-core kernels: (NH, B, ⌈T/64⌉), the tile the slowest index (attention_mma.cuh).
@@ -224,47 +220,63 @@ inline size_t attention_row_blocks(int B, int Tn, int NH) {
     return ceil_div(attention_saved_size(B, Tn, NH), WARPS_PER_BLOCK);
 }
 
-// out (B,T,C) and lse (attention_saved_size(B,T,NH) floats) from qkv (B,T,3C).
+// out (B,T,C) and lse (attention_saved_size(B,T,NH) floats) from qkv (B,T,3C): the tensor-core
+// kernel of the head size where there is one (mma_head_size), else the exact kernel.
 template <typename T>
 void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH, cudaStream_t stream) {
-    const bool mma = with_mma_head_size<T>(
-        C, NH,
-        [&](auto hs) {
-            attention_forward_mma_kernel<decltype(hs)::value>
-                <<<attention_tiles(B, Tn, NH), ATTENTION_WARPS * WARP_SIZE, 0, stream>>>(out, lse, qkv, Tn, C, NH);
-        },
-        out, qkv);
-    if (!mma)
+    const int hs = mma_head_size<T>(C, NH, out, qkv);
+    if constexpr (std::is_same<T, bf16>::value) {
+        const dim3 tiles = attention_tiles(B, Tn, NH);
+        const int threads = ATTENTION_WARPS * WARP_SIZE;
+        switch (hs) {
+            case 64: attention_forward_mma_kernel<64><<<tiles, threads, 0, stream>>>(out, lse, qkv, Tn, C, NH); break;
+            case 8: attention_forward_mma_kernel<8><<<tiles, threads, 0, stream>>>(out, lse, qkv, Tn, C, NH); break;
+            case 12: attention_forward_mma_kernel<12><<<tiles, threads, 0, stream>>>(out, lse, qkv, Tn, C, NH); break;
+            case 16: attention_forward_mma_kernel<16><<<tiles, threads, 0, stream>>>(out, lse, qkv, Tn, C, NH); break;
+        }
+    }
+    if (hs == 0)
         attention_forward_rows_kernel<T><<<attention_row_blocks(B, Tn, NH), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
             out, lse, qkv, B, Tn, C, NH);
     cudaCheck(cudaGetLastError());
 }
 
 // dqkv (B,T,3C) = the gradient of attention_forward given dout (B,T,C), its qkv, out and lse
-// (stored: dqkv is not read). delta is scratch of attention_saved_size(B,T,NH) floats.
+// (stored: dqkv is not read). delta is scratch of attention_saved_size(B,T,NH) floats. First
+// delta, then dq, then dk and dv: with the tensor-core kernels of the head size where there
+// are, else the exact ones.
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, float* delta, int B,
                         int Tn, int C, int NH, cudaStream_t stream) {
-    attention_delta_kernel<T><<<attention_row_blocks(B, Tn, NH), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
-        delta, dout, out, B, Tn, C, NH);
+    const size_t blocks = attention_row_blocks(B, Tn, NH);
+    attention_delta_kernel<T><<<blocks, WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(delta, dout, out, B, Tn, C, NH);
     cudaCheck(cudaGetLastError());
-    const bool mma = with_mma_head_size<T>(
-        C, NH,
-        [&](auto hs) {
-            constexpr int HS = decltype(hs)::value;
-            const dim3 grid = attention_tiles(B, Tn, NH);
-            attention_backward_dq_mma_kernel<HS>
-                <<<grid, ATTENTION_WARPS * WARP_SIZE, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
-            cudaCheck(cudaGetLastError());
-            attention_backward_dkdv_mma_kernel<HS>
-                <<<grid, ATTENTION_WARPS * WARP_SIZE, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
-        },
-        dqkv, dout, qkv);
-    if (!mma) {
-        const size_t blocks = attention_row_blocks(B, Tn, NH);
+    const int hs = mma_head_size<T>(C, NH, dqkv, dout, qkv);
+    if constexpr (std::is_same<T, bf16>::value) {
+        const dim3 g = attention_tiles(B, Tn, NH);
+        const int th = ATTENTION_WARPS * WARP_SIZE;
+        switch (hs) {  // dq, then dk and dv
+            case 64:
+                attention_backward_dq_mma_kernel<64><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
+                attention_backward_dkdv_mma_kernel<64><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
+                break;
+            case 8:
+                attention_backward_dq_mma_kernel<8><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
+                attention_backward_dkdv_mma_kernel<8><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
+                break;
+            case 12:
+                attention_backward_dq_mma_kernel<12><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
+                attention_backward_dkdv_mma_kernel<12><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
+                break;
+            case 16:
+                attention_backward_dq_mma_kernel<16><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
+                attention_backward_dkdv_mma_kernel<16><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
+                break;
+        }
+    }
+    if (hs == 0) {
         attention_backward_dq_rows_kernel<T><<<blocks, WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
             dqkv, dout, qkv, lse, delta, B, Tn, C, NH);
-        cudaCheck(cudaGetLastError());
         attention_backward_dkdv_rows_kernel<T><<<blocks, WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
             dqkv, dout, qkv, lse, delta, B, Tn, C, NH);
     }

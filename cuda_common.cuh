@@ -148,31 +148,10 @@ __device__ inline void store_pack(T* p, const float (&v)[K]) {
     *reinterpret_cast<Pack<T, K>*>(p) = pack;
 }
 
-// Calls launch(I{}) with the narrowest index type I for a launch over n elements: unsigned
-// (32-bit arithmetic) when n stays 2^16 below 2^32, so that the first index of the last,
-// partly idle block's last pack does not wrap either, else size_t.
-template <class F>
-void with_index_type(size_t n, F launch) {
-    if (n < ((size_t)1 << 32) - ((size_t)1 << 16)) launch(0u);
-    else launch(size_t{0});
-}
-
-// Calls launch(pack) for a kernel that moves K consecutive elements of a row of `width` per
-// access: pack is std::integral_constant<int, K>, K = S where the rows can be read in packs of S
-// from every pointer given (rows_in_packs), else 1.
-template <int S, class F, typename... P>
-void with_packs(int width, F launch, const P*... p) {
-    if (rows_in_packs<S>(width, p...)) launch(std::integral_constant<int, S>{});
-    else launch(std::integral_constant<int, 1>{});
-}
-
-// Calls launch(pack, index) for a kernel over the n elements of rows of `width` that moves K
-// consecutive elements of a row per thread: pack as with_packs gives it; index is of the index
-// type for n elements (with_index_type).
-template <int S, class F, typename... P>
-void with_row_packs(size_t n, int width, F launch, const P*... p) {
-    with_index_type(n, [&](auto index) { with_packs<S>(width, [&](auto pack) { launch(pack, index); }, p...); });
-}
+// Whether a launch over n elements indexes them in 32 bits (unsigned: cheaper arithmetic) rather
+// than size_t: when n stays 2^16 below 2^32, so that the first index of the last, partly idle
+// block's last pack does not wrap either. A launcher picks the index type I of its kernel with it.
+inline bool narrow_index(size_t n) { return n < ((size_t)1 << 32) - ((size_t)1 << 16); }
 
 // ---------------------------------------------------------------------------------------------
 // Reductions in fp32. A warp is 32 lanes; blocks that use block_sum or block_max are 1-D with a
@@ -314,12 +293,10 @@ __global__ void convert_kernel(TOut* out, const TIn* in, I n) {
 template <typename TOut, typename TIn>
 void convert(TOut* out, const TIn* in, size_t n, cudaStream_t stream) {
     if (n == 0) return;
-    with_index_type(n, [&](auto index) {
-        using I = decltype(index);
-        const size_t threads = ceil_div(n, convert_pack_size<TOut, TIn>());
-        convert_kernel<TOut, TIn, I><<<ceil_div(threads, 256), 256, 0, stream>>>(out, in, (I)n);
-        cudaCheck(cudaGetLastError());
-    });
+    const size_t blocks = ceil_div(ceil_div(n, convert_pack_size<TOut, TIn>()), 256);
+    if (narrow_index(n)) convert_kernel<TOut, TIn, unsigned><<<blocks, 256, 0, stream>>>(out, in, (unsigned)n);
+    else convert_kernel<TOut, TIn, size_t><<<blocks, 256, 0, stream>>>(out, in, n);
+    cudaCheck(cudaGetLastError());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ inline int sort_tile(int padded) { return std::min(SORT_TILE, padded); }
 // out[n, c] = wte[tokens[n], c] + wpe[t, c] over the n·C elements of out, row n = b·T + t.
 // Thread k handles the K elements [k·K, k·K + K), which lie in one row (K divides C), with one
 // access per buffer: K = pack_width<S, W>() (16 bytes of the fp32 stream) where the launcher
-// found the rows aligned, else K = 1. I is the index type (with_index_type).
+// found the rows aligned, else K = 1. I is the index type (narrow_index).
 template <int K, typename S, typename W, typename I>
 __global__ void encoder_forward_kernel(S* out, const int32_t* tokens, const W* wte, const W* wpe, I n, I T, I C) {
     const I first = ((I)blockIdx.x * blockDim.x + threadIdx.x) * K;
@@ -222,13 +222,19 @@ void encoder_forward(S* out, const int32_t* tokens, const W* wte, const W* wpe, 
                      cudaStream_t stream) {
     const size_t n = (size_t)B * T * C;
     if (n == 0) return;
-    auto launch = [&](auto pack, auto index) {
-        constexpr int K = decltype(pack)::value;
-        using I = decltype(index);
-        encoder_forward_kernel<K, S, W, I><<<ceil_div(ceil_div(n, K), 256), 256, 0, stream>>>(out, tokens, wte, wpe,
-                                                                                               (I)n, (I)T, (I)C);
-    };
-    with_row_packs<pack_width<S, W>()>(n, C, launch, out, wte, wpe);
+    constexpr int K = pack_width<S, W>();
+    const bool packed = rows_in_packs<K>(C, out, wte, wpe);
+    const size_t blocks = ceil_div(ceil_div(n, packed ? K : 1), 256);
+    const unsigned n32 = (unsigned)n, T32 = (unsigned)T, C32 = (unsigned)C;
+    const size_t T64 = T, C64 = C;
+    if (packed && narrow_index(n))
+        encoder_forward_kernel<K, S, W, unsigned><<<blocks, 256, 0, stream>>>(out, tokens, wte, wpe, n32, T32, C32);
+    else if (packed)
+        encoder_forward_kernel<K, S, W, size_t><<<blocks, 256, 0, stream>>>(out, tokens, wte, wpe, n, T64, C64);
+    else if (narrow_index(n))
+        encoder_forward_kernel<1, S, W, unsigned><<<blocks, 256, 0, stream>>>(out, tokens, wte, wpe, n32, T32, C32);
+    else
+        encoder_forward_kernel<1, S, W, size_t><<<blocks, 256, 0, stream>>>(out, tokens, wte, wpe, n, T64, C64);
     cudaCheck(cudaGetLastError());
 }
 

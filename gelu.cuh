@@ -46,7 +46,7 @@ __device__ inline float gelu_derivative(float x) {
 // same as a bias pass followed by a GELU pass. Thread k handles the K elements [k·K, k·K + K)
 // of the n = N·OC elements, which lie in one row (K divides OC), with one access per buffer:
 // K = Pack16<T>::size (16 bytes) where the launcher found the rows aligned, else K = 1. I is
-// the index type (with_index_type).
+// the index type (narrow_index).
 template <int K, typename T, typename I>
 __global__ void bias_gelu_forward_kernel(T* out, T* pre, const T* bias, I n, I OC) {
     const I first = ((I)blockIdx.x * blockDim.x + threadIdx.x) * K;
@@ -61,7 +61,7 @@ __global__ void bias_gelu_forward_kernel(T* out, T* pre, const T* bias, I n, I O
 // d[e] *= GELU'(pre[e]) over the n elements of d, each product rounded to T as it is stored:
 // the pass of GELU's backward over a product's result. Thread k handles the K elements
 // [k·K, k·K + K) with one access per buffer: K = Pack16<T>::size where the launcher found the
-// buffers aligned, else K = 1. I is the index type (with_index_type).
+// buffers aligned, else K = 1. I is the index type (narrow_index).
 template <int K, typename T, typename I>
 __global__ void gelu_backward_inplace_kernel(T* d, const T* pre, I n) {
     const I first = ((I)blockIdx.x * blockDim.x + threadIdx.x) * K;
@@ -83,13 +83,18 @@ template <typename T>
 void bias_gelu_forward(T* out, T* pre, const T* bias, int N, int OC, cudaStream_t stream) {
     const size_t n = (size_t)N * OC;
     if (n == 0) return;
-    auto launch = [&](auto pack, auto index) {
-        constexpr int K = decltype(pack)::value;
-        using I = decltype(index);
-        bias_gelu_forward_kernel<K, T, I><<<ceil_div(ceil_div(n, K), 256), 256, 0, stream>>>(out, pre, bias, (I)n,
-                                                                                              (I)OC);
-    };
-    with_row_packs<Pack16<T>::size>(n, OC, launch, out, pre, bias);
+    constexpr int K = Pack16<T>::size;
+    const bool packed = rows_in_packs<K>(OC, out, pre, bias);
+    const size_t blocks = ceil_div(ceil_div(n, packed ? K : 1), 256);
+    const unsigned n32 = (unsigned)n, OC32 = (unsigned)OC;
+    if (packed && narrow_index(n))
+        bias_gelu_forward_kernel<K, T, unsigned><<<blocks, 256, 0, stream>>>(out, pre, bias, n32, OC32);
+    else if (packed)
+        bias_gelu_forward_kernel<K, T, size_t><<<blocks, 256, 0, stream>>>(out, pre, bias, n, (size_t)OC);
+    else if (narrow_index(n))
+        bias_gelu_forward_kernel<1, T, unsigned><<<blocks, 256, 0, stream>>>(out, pre, bias, n32, OC32);
+    else
+        bias_gelu_forward_kernel<1, T, size_t><<<blocks, 256, 0, stream>>>(out, pre, bias, n, (size_t)OC);
     cudaCheck(cudaGetLastError());
 }
 
@@ -99,12 +104,17 @@ template <typename T>
 void gelu_backward_inplace(T* d, const T* pre, int N, int OC, cudaStream_t stream) {
     const size_t n = (size_t)N * OC;
     if (n == 0) return;
-    auto launch = [&](auto pack, auto index) {
-        constexpr int K = decltype(pack)::value;
-        using I = decltype(index);
-        gelu_backward_inplace_kernel<K, T, I><<<ceil_div(ceil_div(n, K), 256), 256, 0, stream>>>(d, pre, (I)n);
-    };
-    with_row_packs<Pack16<T>::size>(n, OC, launch, d, pre);
+    constexpr int K = Pack16<T>::size;
+    const bool packed = rows_in_packs<K>(OC, d, pre);
+    const size_t blocks = ceil_div(ceil_div(n, packed ? K : 1), 256);
+    if (packed && narrow_index(n))
+        gelu_backward_inplace_kernel<K, T, unsigned><<<blocks, 256, 0, stream>>>(d, pre, (unsigned)n);
+    else if (packed)
+        gelu_backward_inplace_kernel<K, T, size_t><<<blocks, 256, 0, stream>>>(d, pre, n);
+    else if (narrow_index(n))
+        gelu_backward_inplace_kernel<1, T, unsigned><<<blocks, 256, 0, stream>>>(d, pre, (unsigned)n);
+    else
+        gelu_backward_inplace_kernel<1, T, size_t><<<blocks, 256, 0, stream>>>(d, pre, n);
     cudaCheck(cudaGetLastError());
 }
 

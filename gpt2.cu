@@ -3,7 +3,9 @@
 //
 // CudaModel<T> is the same Gpt2 as CpuModel (gpt2_cpu.h): the same block, residual step and
 // modules, the same order of gradient accumulation. Only the ops differ: here they are the
-// kernels of the .cuh files (namespace gpu) and cuBLAS.
+// kernels of the .cuh files (namespace gpu) and cuBLAS, each launched when the model calls its
+// op; the two ops the model calls for a pair of adjacent equations, residual_layernorm_forward
+// and layernorm_backward_residual, are one kernel each (docs/cuda.md §3).
 //
 // T is the element type of the weights the passes read and of the activations between them:
 //   bf16 (the default): mixed precision as PyTorch's autocast does it (docs/cuda.md §2): bf16
@@ -52,57 +54,39 @@
 #include "residual.cuh"
 #include "stats.cuh"
 
-// An op's name in ./bench_gpu's tables: `op`, then `pass` ("qkv matmul", " fwd"). A null op is
-// a transfer between host and device or a diagnostic, which is no launch of the training step.
-struct OpName {
-    OpName(const char* op, const char* pass = "") : op(op), pass(pass) {}
-    const char* op;
-    const char* pass;
-    std::string str() const { return std::string(op) + pass; }
-};
+// What watches the ops of a training step for ./bench_gpu: step_timing.cuh's Timer records CUDA
+// events around each op, step_traffic.cuh's Recorder notes the launches each declares (traffic.h).
+// CudaOps tells it an op's name ("qkv matmul fwd") and declared launches before launching them,
+// and the op's end after. Transfers between host and device and the diagnostics are not told.
+struct OpObserver {
+    virtual void begin(const std::string& op, Launches launches) = 0;
+    virtual void end() = 0;
 
-// How CudaOps runs each op (every op goes through CudaOps::run): Launch, the backend's, runs it;
-// step_timing.cuh's runner records CUDA events around it and step_traffic.cuh's notes its
-// launches instead of running it (./bench_gpu). `traffic` returns the launches the op makes
-// (traffic.h).
-struct Launch {
-    template <class Kernels, class Traffic>
-    void operator()(const OpName& /*name*/, Kernels kernels, Traffic /*traffic*/, cudaStream_t /*stream*/) {
-        kernels();
-    }
+protected:
+    ~OpObserver() = default;
 };
 
 // The CUDA ops as the model calls them: the kernels on DeviceArray buffers, activations in Act,
 // the residual stream, statistics, losses and parameter gradients in fp32. The object owns the
 // stream every op runs on, the cuBLAS and cuBLASLt handles (gpu::Blas) and the scratch memory
 // the kernels need between and within ops. Built while device memory is being counted
-// (cuda_common.cuh), it only counts: no stream, no handle, no launch.
+// (cuda_common.cuh), it only counts: no stream, no handle, no launch (launching()).
 //
-// Two pairs of adjacent ops run as one kernel, because each pair would otherwise write a
-// stream-sized tensor and read it straight back (docs/cuda.md §3):
-//   * residual_forward, s = x + Δt·f, and the LayerNorm that reads s (the next step's LN_in,
-//     Post-LN's LN_after, LNf): residual_layernorm_forward;
-//   * a LayerNorm backward that finishes ds, and residual_backward, df = Δt·ds:
-//     layernorm_backward_residual.
-// So residual_forward and layernorm_backward are held back (`held`) until the next op: the
-// partner above runs the fused kernel; any other op first runs the held one alone (flush).
-// Every op goes through run(), which flushes first, so no kernel ever reads a sum or a
-// gradient that is still held back.
-template <typename Activation, class Runner = Launch>
+// Every op is the same few lines: its name and declared launches (the launcher's `*_traffic`
+// function) to the observer, if there is one; the launcher of the .cuh file, unless device
+// memory is only being counted; the op's end to the observer.
+template <typename Activation>
 class CudaOps {
 public:
     using Act = Activation;
     using Acc = float;
-    using Stream = float;
     template <class U>
     using Array = DeviceArray<U>;
-    // Attention keeps the log-sum-exp of each (b, h, t) row, fp32 (attention.cuh).
-    using AttentionSaved = float;
     static size_t attention_saved_size(int B, int T, int NH) { return gpu::attention_saved_size(B, T, NH); }
 
     cudaStream_t stream = nullptr;
     std::unique_ptr<gpu::Blas> blas;  // cuBLAS and cuBLASLt on `stream`
-    Runner runner;
+    OpObserver* observer = nullptr;   // null in training
 
     CudaOps(const ModelConfig& cfg, int B, int T)
         : cfg(cfg), attention_delta(gpu::attention_saved_size(B, T, cfg.NH)), token_order(B * T, cfg.C),
@@ -110,7 +94,7 @@ public:
           norm_partial(gpu::SUMSQ_MAX_BLOCKS), stats_scratch(gpu::stream_statistics_scratch(B * T, cfg.C)),
           diag_scratch(std::max<size_t>(gpu::diagnostics_scratch(B, T, cfg.NH), gpu::SUMSQ_MAX_BLOCKS)),
           blas_workspace(gpu::Blas::LT_WORKSPACE_BYTES) {
-        if (counting_device_memory()) return;
+        if (!launching()) return;
         cudaCheck(cudaStreamCreate(&stream));
         blas = std::make_unique<gpu::Blas>(stream, blas_workspace.data(), blas_workspace.size());
     }
@@ -121,59 +105,65 @@ public:
     CudaOps(const CudaOps&) = delete;
     CudaOps& operator=(const CudaOps&) = delete;
 
+    // Whether ops run on the device: not while device memory is only counted (step_traffic.cuh).
+    static bool launching() { return !counting_device_memory(); }
+
     // Buffers and copies. The buffers the model allocates next count under `category`.
     void memory_category(MemoryCategory category) { device_ledger().category = category; }
     template <class U>
     Array<U> alloc(size_t n) {  // zero-filled
         Array<U> a(n);
-        if (!counting_device_memory()) cudaCheck(cudaMemsetAsync(a.data(), 0, n * sizeof(U), stream));
+        if (launching()) cudaCheck(cudaMemsetAsync(a.data(), 0, n * sizeof(U), stream));
         return a;
     }
     template <class U>
     void zero(Array<U>& a) {
-        run("memset (gradients)", [&] { cudaCheck(cudaMemsetAsync(a.data(), 0, a.size() * sizeof(U), stream)); },
-            [&] { return Launches{{"memset", 0, (double)a.size() * sizeof(U)}}; });
+        if (observer) observer->begin("memset (gradients)", {{"memset", 0, (double)a.size() * sizeof(U)}});
+        if (launching()) cudaCheck(cudaMemsetAsync(a.data(), 0, a.size() * sizeof(U), stream));
+        end_op();
     }
     template <class U>
     void copy(U* dst, const U* src, size_t n) {
-        run("copy", [&] { cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(U), cudaMemcpyDeviceToDevice, stream)); },
-            [&] { return Launches{{"copy", (double)n * sizeof(U), (double)n * sizeof(U)}}; });
+        if (observer) observer->begin("copy", {{"copy", (double)n * sizeof(U), (double)n * sizeof(U)}});
+        if (launching()) cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(U), cudaMemcpyDeviceToDevice, stream));
+        end_op();
     }
     // Waits until every op so far has run on the device.
     void finish() {
-        flush();
-        if (!counting_device_memory()) cudaCheck(cudaStreamSynchronize(stream));
+        if (launching()) cudaCheck(cudaStreamSynchronize(stream));
     }
     // dst = src rounded to T (the bf16 weights from params, a matrix product's input from the stream).
     void convert(Act* dst, const float* src, size_t n) {
-        run("convert", [&] { ::convert(dst, src, n, stream); },
-            [&] { return Launches{convert_traffic<Act, float>(n)}; });
+        if (observer) observer->begin("convert", {convert_traffic<Act, float>(n)});
+        if (launching()) ::convert(dst, src, n, stream);
+        end_op();
     }
     // Uploads the batch.
     void load_batch(Array<int32_t>& tokens, Array<int32_t>& targets, const int32_t* host_tokens,
                     const int32_t* host_targets) {
-        run(nullptr, [&] {
+        if (launching()) {
             tokens.upload(host_tokens, stream);
             targets.upload(host_targets, stream);
-        }, no_launches);
+        }
         host_batch.assign(host_tokens, host_tokens + tokens.size());
     }
 
     // The mean of the per-position losses (summed on the host in double); the L2 norm of a buffer.
     float mean(const Array<float>& losses) {
         double total = 0;
-        run(nullptr, [&] {
+        if (launching()) {
             std::vector<float> host(losses.size());
             losses.download(host.data(), stream);
             for (float l : host) total += l;
-        }, no_launches);
+        }
         return (float)(total / losses.size());
     }
     template <class U>
     double norm(const Array<U>& a) {
         double sum = 0;
-        run("grad norm", [&] { sum = gpu::sum_of_squares(a.data(), a.size(), norm_partial.data(), stream); },
-            [&] { return Launches{gpu::sum_of_squares_traffic<U>(a.size())}; });
+        if (observer) observer->begin("grad norm", {gpu::sum_of_squares_traffic<U>(a.size())});
+        if (launching()) sum = gpu::sum_of_squares(a.data(), a.size(), norm_partial.data(), stream);
+        end_op();
         return std::sqrt(sum);
     }
 
@@ -181,155 +171,140 @@ public:
     // output and their gradients) is float; a LayerNorm's input, output and their gradients are
     // the stream's or the activations' type, whichever the model hands it (I, O, D, G below).
     void encoder_forward(float* out, const int32_t* tokens, const Act* wte, const Act* wpe, int B, int T, int C) {
-        run("encoder fwd", [&] { gpu::encoder_forward(out, tokens, wte, wpe, B, T, C, stream); },
-            [&] { return Launches{gpu::encoder_forward_traffic<float, Act>(B, T, C)}; });
+        if (observer) observer->begin("encoder fwd", {gpu::encoder_forward_traffic<float, Act>(B, T, C)});
+        if (launching()) gpu::encoder_forward(out, tokens, wte, wpe, B, T, C, stream);
+        end_op();
     }
     // tokens: the batch of the last load_batch (device memory), sorted by token on the device.
     void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) {
-        run("encoder bwd", [&] { gpu::encoder_backward(dwte, dwpe, dout, tokens, token_order, B, T, C, stream); },
-            [&] { return gpu::encoder_backward_traffic<float>(B, T, C, gpu::token_runs(host_batch.data(), B * T)); });
+        if (observer)
+            observer->begin("encoder bwd", gpu::encoder_backward_traffic<float>(
+                                                B, T, C, gpu::token_runs(host_batch.data(), B * T)));
+        if (launching()) gpu::encoder_backward(dwte, dwpe, dout, tokens, token_order, B, T, C, stream);
+        end_op();
     }
     template <class O, class I>
     void layernorm_forward(O* out, float* mean, float* rstd, const I* x, const Act* w, const Act* b, int N, int C) {
-        if constexpr (std::is_same<I, float>::value) {
-            if (held.add.sum == x) {  // s = x + Δt·f and LayerNorm(s) in one kernel
-                const HeldAdd add = held.add;
-                held = {};
-                run("residual + layernorm fwd",
-                    [&] { gpu::residual_layernorm_forward(add.sum, out, mean, rstd, add.x, add.f, add.dt, w, b, N, C,
-                                                          stream); },
-                    [&] { return Launches{gpu::residual_layernorm_forward_traffic<float, Act, O, Act>(N, C)}; });
-                return;
-            }
-        }
-        run("layernorm fwd", [&] { gpu::layernorm_forward(out, mean, rstd, x, w, b, N, C, stream); },
-            [&] { return Launches{gpu::layernorm_forward_traffic<O, I, Act>(N, C)}; });
+        if (observer) observer->begin("layernorm fwd", {gpu::layernorm_forward_traffic<O, I, Act>(N, C)});
+        if (launching()) gpu::layernorm_forward(out, mean, rstd, x, w, b, N, C, stream);
+        end_op();
     }
-    // Held back: run by the next op, fused with it when that is residual_backward of dx.
+    // s (N,C) = x + Δt·f, then out = LayerNorm(s), in one kernel: s is not read back from memory.
+    template <class O>
+    void residual_layernorm_forward(float* s, O* out, float* mean, float* rstd, const float* x, const Act* f,
+                                    float dt, const Act* w, const Act* b, int N, int C) {
+        if (observer)
+            observer->begin("residual + layernorm fwd",
+                            {gpu::residual_layernorm_forward_traffic<float, Act, O, Act>(N, C)});
+        if (launching()) gpu::residual_layernorm_forward(s, out, mean, rstd, x, f, dt, w, b, N, C, stream);
+        end_op();
+    }
     template <class D, class G, class I>
     void layernorm_backward(D* dx, float* dw, float* db, const G* dout, const I* x, const Act* w, const float* mean,
                             const float* rstd, int N, int C, GradOut dx_out) {
-        flush();
-        float* scratch = partial.data();
-        held.norm_backward_dx = dx;
-        held.norm_backward = [=](Act* df, float dt) {
-            if (df)  // and df (N,C) = Δt·dx, written in the same pass
-                run("layernorm + residual bwd",
-                    [&] { gpu::layernorm_backward_residual(dx, df, dt, dw, db, dout, x, w, mean, rstd, N, C, scratch,
-                                                           stream, dx_out); },
-                    [&] { return gpu::layernorm_backward_residual_traffic<D, Act, G, I, Act>(N, C, dx_out); });
-            else
-                run("layernorm bwd",
-                    [&] { gpu::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, scratch, stream, dx_out); },
-                    [&] { return gpu::layernorm_backward_traffic<D, G, I, Act>(N, C, dx_out); });
-        };
+        if (observer) observer->begin("layernorm bwd", gpu::layernorm_backward_traffic<D, G, I, Act>(N, C, dx_out));
+        if (launching())
+            gpu::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, partial.data(), stream, dx_out);
+        end_op();
+    }
+    // layernorm_backward, and df (N,C) = Δt·dx (written) in the same pass: dx is not read back.
+    template <class D, class G, class I>
+    void layernorm_backward_residual(D* dx, Act* df, float dt, float* dw, float* db, const G* dout, const I* x,
+                                     const Act* w, const float* mean, const float* rstd, int N, int C,
+                                     GradOut dx_out) {
+        if (observer)
+            observer->begin("layernorm + residual bwd",
+                            gpu::layernorm_backward_residual_traffic<D, Act, G, I, Act>(N, C, dx_out));
+        if (launching())
+            gpu::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, partial.data(), stream, dx_out, df, dt);
+        end_op();
     }
     void matmul_forward(Act* out, const Act* inp, const Act* w, const Act* bias, int N, int IC, int OC) {
-        run({matmul_layer(IC, OC), " fwd"}, [&] { gpu::matmul_forward(*blas, out, inp, w, bias, N, IC, OC, stream); },
-            [&] { return gpu::matmul_forward_traffic<Act>(N, IC, OC, bias != nullptr); });
+        if (observer)
+            observer->begin(matmul_layer(IC, OC) + " fwd",
+                            gpu::matmul_forward_traffic<Act>(N, IC, OC, bias != nullptr));
+        if (launching()) gpu::matmul_forward(*blas, out, inp, w, bias, N, IC, OC, stream);
+        end_op();
     }
     // dinp is T, or float where it is the stream's gradient (a module without an input LayerNorm).
     template <class D>
     void matmul_backward(D* dinp, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w, int N, int IC,
                          int OC, GradOut dinp_out) {
-        run({matmul_layer(IC, OC), " bwd"},
-            [&] { gpu::matmul_backward(*blas, dinp, dw, dbias, dout, inp, w, N, IC, OC, partial.data(), stream,
-                                       dinp_out); },
-            [&] { return gpu::matmul_backward_traffic<Act, D>(N, IC, OC, dbias != nullptr, dinp_out); });
+        if (observer)
+            observer->begin(matmul_layer(IC, OC) + " bwd",
+                            gpu::matmul_backward_traffic<Act, D>(N, IC, OC, dbias != nullptr, dinp_out));
+        if (launching())
+            gpu::matmul_backward(*blas, dinp, dw, dbias, dout, inp, w, N, IC, OC, partial.data(), stream, dinp_out);
+        end_op();
     }
     void attention_forward(Act* out, float* lse, const Act* qkv, int B, int T, int C, int NH) {
-        run("attention fwd", [&] { gpu::attention_forward(out, lse, qkv, B, T, C, NH, stream); },
-            [&] { return gpu::attention_forward_traffic<Act>(B, T, C, NH); });
+        if (observer) observer->begin("attention fwd", gpu::attention_forward_traffic<Act>(B, T, C, NH));
+        if (launching()) gpu::attention_forward(out, lse, qkv, B, T, C, NH, stream);
+        end_op();
     }
     void attention_backward(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B, int T,
                             int C, int NH) {
-        run("attention bwd",
-            [&] { gpu::attention_backward(dqkv, dout, qkv, out, lse, attention_delta.data(), B, T, C, NH, stream); },
-            [&] { return gpu::attention_backward_traffic<Act>(B, T, C, NH); });
+        if (observer) observer->begin("attention bwd", gpu::attention_backward_traffic<Act>(B, T, C, NH));
+        if (launching())
+            gpu::attention_backward(dqkv, dout, qkv, out, lse, attention_delta.data(), B, T, C, NH, stream);
+        end_op();
     }
     void matmul_gelu_forward(Act* out, Act* pre, const Act* inp, const Act* w, const Act* bias, int N, int IC, int OC) {
-        run("fc matmul + bias + gelu fwd",
-            [&] { gpu::matmul_bias_gelu_forward(*blas, out, pre, inp, w, bias, N, IC, OC, stream); },
-            [&] { return gpu::matmul_bias_gelu_forward_traffic<Act>(N, IC, OC); });
+        if (observer)
+            observer->begin("fc matmul + bias + gelu fwd", gpu::matmul_bias_gelu_forward_traffic<Act>(N, IC, OC));
+        if (launching()) gpu::matmul_bias_gelu_forward(*blas, out, pre, inp, w, bias, N, IC, OC, stream);
+        end_op();
     }
     void matmul_gelu_backward(Act* dpre, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w,
                               const Act* pre, int N, int IC, int OC) {
-        run({matmul_layer(IC, OC), " + gelu bwd"},
-            [&] { gpu::matmul_gelu_backward(*blas, dpre, dw, dbias, dout, inp, w, pre, N, IC, OC, partial.data(),
-                                            stream); },
-            [&] { return gpu::matmul_gelu_backward_traffic<Act>(N, IC, OC, dbias != nullptr); });
+        if (observer)
+            observer->begin(matmul_layer(IC, OC) + " + gelu bwd",
+                            gpu::matmul_gelu_backward_traffic<Act>(N, IC, OC, dbias != nullptr));
+        if (launching())
+            gpu::matmul_gelu_backward(*blas, dpre, dw, dbias, dout, inp, w, pre, N, IC, OC, partial.data(), stream);
+        end_op();
     }
-    // Held back: run by the next op, fused with it when that is a LayerNorm of s.
+    // s = x + Δt·f alone, where no LayerNorm reads s (the end of run_blocks_from).
     void residual_forward(float* s, const float* x, const Act* f, float dt, size_t n) {
-        flush();
-        held.add = {s, x, f, dt, n};
-    }
-    void residual_backward(Act* df, const float* ds, float dt, size_t n, GradOut df_out) {
-        if (held.norm_backward && held.norm_backward_dx == ds && df_out == GradOut::Write) {
-            const auto norm_backward = std::move(held.norm_backward);
-            held = {};
-            norm_backward(df, dt);
-            return;
-        }
-        run("residual bwd", [&] { gpu::residual_backward(df, ds, dt, n, df_out, stream); },
-            [&] { return Launches{gpu::residual_backward_traffic<Act, float>(n, df_out)}; });
+        if (observer) observer->begin("residual fwd", {gpu::residual_forward_traffic<float, Act>(n)});
+        if (launching()) gpu::residual_forward(s, x, f, dt, n, stream);
+        end_op();
     }
     void crossentropy_forward(float* losses, const Act* logits, const int32_t* targets, int N, int V, int Vp) {
-        run("crossentropy fwd", [&] { gpu::crossentropy_forward(losses, logits, targets, N, V, Vp, stream); },
-            [&] { return Launches{gpu::crossentropy_forward_traffic<Act>(N, V, Vp)}; });
+        if (observer) observer->begin("crossentropy fwd", {gpu::crossentropy_forward_traffic<Act>(N, V, Vp)});
+        if (launching()) gpu::crossentropy_forward(losses, logits, targets, N, V, Vp, stream);
+        end_op();
     }
     void crossentropy_forward_backward(float* losses, Act* logits, const int32_t* targets, float dloss, int N, int V,
                                        int Vp) {
-        run("crossentropy fwd+bwd",
-            [&] { gpu::crossentropy_forward_backward(losses, logits, targets, dloss, N, V, Vp, stream); },
-            [&] { return Launches{gpu::crossentropy_forward_backward_traffic<Act>(N, V, Vp)}; });
+        if (observer)
+            observer->begin("crossentropy fwd+bwd", {gpu::crossentropy_forward_backward_traffic<Act>(N, V, Vp)});
+        if (launching()) gpu::crossentropy_forward_backward(losses, logits, targets, dloss, N, V, Vp, stream);
+        end_op();
     }
 
     // AdamW over [lo, hi) of the parameters (CudaBackend::update), refreshing their copy in T.
     void adamw_update(float* params, Act* copy, const float* grads, float* m, float* v, size_t lo, size_t hi,
                       const AdamWHyper& h, int t, double grad_scale) {
-        run("adamw",
-            [&] { gpu::adamw_update(params, copy, grads, m, v, gpu::adamw_table(cfg), lo, hi, h, t, grad_scale,
-                                    stream); },
-            [&] { return Launches{gpu::adamw_update_traffic<Act>(hi - lo, copy != nullptr)}; });
-    }
-
-    // Runs the op held back, if any, on its own.
-    void flush() {
-        if (held.add.sum) {
-            const HeldAdd add = held.add;
-            held = {};
-            run("residual fwd", [&] { gpu::residual_forward(add.sum, add.x, add.f, add.dt, add.n, stream); },
-                [&] { return Launches{gpu::residual_forward_traffic<float, Act>(add.n)}; });
-        } else if (held.norm_backward) {
-            const auto norm_backward = std::move(held.norm_backward);
-            held = {};
-            norm_backward(nullptr, 0.0f);
-        }
+        if (observer) observer->begin("adamw", {gpu::adamw_update_traffic<Act>(hi - lo, copy != nullptr)});
+        if (launching())
+            gpu::adamw_update(params, copy, grads, m, v, gpu::adamw_table(cfg), lo, hi, h, t, grad_scale, stream);
+        end_op();
     }
 
     // The reductions of the diagnostics (diagnostics.h); each waits for its result.
     template <class U>
     double sum_of_squares(const U* x, size_t n) {
-        double sum = 0;
-        run(nullptr, [&] { sum = gpu::sum_of_squares(x, n, diag_scratch.data(), stream); }, no_launches);
-        return sum;
+        return gpu::sum_of_squares(x, n, diag_scratch.data(), stream);
     }
     StreamStats stream_statistics(const float* x, int N, int C) {
-        StreamStats st;
-        run(nullptr, [&] { st = gpu::stream_statistics(x, N, C, stats_scratch.data(), stream); }, no_launches);
-        return st;
+        return gpu::stream_statistics(x, N, C, stats_scratch.data(), stream);
     }
     double attention_logit_max(const Act* qkv, int B, int T, int C, int NH) {
-        double best = 0;
-        run(nullptr, [&] { best = gpu::attention_logit_max(qkv, B, T, C, NH, diag_scratch.data(), stream); },
-            no_launches);
-        return best;
+        return gpu::attention_logit_max(qkv, B, T, C, NH, diag_scratch.data(), stream);
     }
     LogitStats logit_statistics(const Act* logits, int N, int V, int Vp) {
-        LogitStats st;
-        run(nullptr, [&] { st = gpu::logit_statistics(logits, N, V, Vp, diag_scratch.data(), stream); }, no_launches);
-        return st;
+        return gpu::logit_statistics(logits, N, V, Vp, diag_scratch.data(), stream);
     }
 
 private:
@@ -337,19 +312,6 @@ private:
     // The last load_batch's tokens on the host (B·T): how they repeat decides the traffic of the
     // embedding backward (the traffic model's; no kernel reads them).
     std::vector<int32_t> host_batch;
-    // The op held back (see the top of the class): at most one at a time.
-    struct HeldAdd {
-        float* sum = nullptr;  // s = x + Δt·f, n elements
-        const float* x = nullptr;
-        const Act* f = nullptr;
-        float dt = 0;
-        size_t n = 0;
-    };
-    struct Held {
-        HeldAdd add;                                         // residual_forward, when add.sum is set
-        const void* norm_backward_dx = nullptr;              // layernorm_backward's dx, when it is held,
-        std::function<void(Act* df, float dt)> norm_backward;  // and what runs it (with df: fused)
-    } held;
 
     DeviceArray<float> attention_delta;  // (B,NH,T) Σ dout·out per row, for attention_backward
     gpu::TokenOrder token_order;        // the batch's positions sorted by token, for the wte gradient
@@ -359,17 +321,13 @@ private:
     DeviceArray<float> diag_scratch;    // the other diagnostics: sums of squares, per-row maxima
     DeviceArray<unsigned char> blas_workspace;  // cuBLASLt's, for the fused products
 
-    static Launches no_launches() { return {}; }
-
-    // Every op: first the op held back, then this one, through the runner.
-    template <class Kernels, class Traffic>
-    void run(const OpName& name, Kernels kernels, Traffic traffic) {
-        flush();
-        runner(name, kernels, traffic, stream);
+    // Tells the observer, if any, that the op just launched has ended.
+    void end_op() {
+        if (observer) observer->end();
     }
 
     // The linear layer a matrix product (N,IC)·(OC,IC)ᵀ belongs to, told apart by its shape.
-    const char* matmul_layer(int IC, int OC) const {
+    std::string matmul_layer(int IC, int OC) const {
         if (OC == cfg.Vp) return "lm head matmul";
         if (OC == 3 * cfg.C) return "qkv matmul";
         if (OC == 4 * cfg.C) return "fc matmul";

@@ -9,11 +9,11 @@
 //     (CpuModel<float>, for training);
 //   * the CUDA ops (gpt2.cu): the kernels of the .cuh files and cuBLAS; the ops object holds
 //     the cuBLAS handle, the stream and the scratch memory the kernels need.
-// The model calls one op per equation of docs/block.md. An ops object may run two adjacent
-// ops as one kernel: the CUDA ops do, for the residual add and the LayerNorm that reads its
-// sum, and for a LayerNorm's backward and the Δt scaling of its output (gpt2.cu, CudaOps);
-// ops.flush() finishes an op held back for that, where the model hands a result out without
-// another op after it (run_blocks_from). The CPU ops run every op as it comes.
+// The model calls one op per equation of docs/block.md, except for two pairs of adjacent
+// equations it calls as one op, which the CUDA ops run as one kernel (docs/cuda.md §3) and the
+// CPU ops as the two ops in turn: residual_layernorm_forward, the residual add s = x + Δt·f and
+// the LayerNorm that reads s next, and layernorm_backward_residual, a LayerNorm backward that
+// finishes ds and the step's df = Δt·ds. Every op runs when the model calls it.
 // Ops also names the types that differ between backends, and nothing else:
 //   Act       activations and the weights the passes read (CPU: Real, the op set's float or
 //             double; CUDA: float or bf16);
@@ -77,6 +77,13 @@ public:
         Array<Act> gelu;         // GELU(fc)                                              (N,4C)
         const StepActs& step(Half half) const { return half == Half::Attention ? attn_step : mlp_step; }
         StepActs& step(Half half) { return half == Half::Attention ? attn_step : mlp_step; }
+    };
+
+    // A LayerNorm that reads the stream, a step's LN_in or LNf: what it keeps, and its gain and
+    // bias (step_forward runs it with the add before it).
+    struct StreamNorm {
+        NormActs<Act>* norm = nullptr;
+        NormWeights<Act> w{};
     };
 
     Ops ops;  // declared first: built before, and destroyed after, every buffer it allocates
@@ -148,17 +155,18 @@ public:
     // Forward pass up to the logits, as a training step runs it: tokens, targets (B·T, host
     // memory; the targets are kept for backward, which computes the loss together with its
     // gradient in one pass over the logits).
-    //   X_0 = wte[token] + wpe[t];   X_{l+1} = block_l(X_l), its two residual steps;
-    //   logits = LNf(X_L)·wteᵀ
+    //   X_0 = wte[token] + wpe[t];   X_{l+1} = block_l(X_l), its two residual steps, X_j at
+    //   half-block point j (half_stream);   logits = LNf(X_L)·wteᵀ
+    // Pre-/Peri-LN: the LayerNorm that reads X_j (the next step's LN_in, LNf after the last step)
+    // runs in one op with the add that makes X_j (step_forward); only X_0's runs alone. Post-LN:
+    // each step's LN_after runs with its add, and LNf reads X_L alone.
     void forward_to_logits(const int32_t* host_tokens, const int32_t* host_targets) {
         const int C = cfg.C;
         ops.load_batch(tokens, targets, host_tokens, host_targets);
         ops.encoder_forward(embedded.data(), tokens.data(), p.wte, p.wpe, B, T, C);
-        for (int l = 0; l < cfg.L; l++) {
-            const Stream* h = step_forward(l, Half::Attention, stream(l));
-            step_forward(l, Half::Mlp, h);
-        }
-        layernorm_forward(final_norm, stream(cfg.L), {p.lnfw, p.lnfb});
+        if (plan.input) layernorm_forward(stream_norm(0), embedded.data());  // u = LN_in(X_0) of the first step
+        for (int j = 0; j < 2 * cfg.L; j++) step_forward(j / 2, Half(j % 2), half_stream(j), stream_norm(j + 1));
+        if (plan.after_add) layernorm_forward(stream_norm(2 * cfg.L), stream(cfg.L));  // LNf(X_L), Post-LN
         ops.matmul_forward(logits.data(), final_norm.out.data(), p.wte, (const Act*)nullptr, N, C, cfg.Vp);
     }
 
@@ -184,14 +192,20 @@ public:
                                           cfg.V, cfg.Vp);
         ops.matmul_backward(d_u.data(), g.wte, (Acc*)nullptr, logits.data(), final_norm.out.data(), p.wte, N, C,
                             cfg.Vp, GradOut::Write);
-        layernorm_backward(d_stream.data(), d_u.data(), stream(cfg.L), final_norm, {p.lnfw, p.lnfb},
-                           {g.lnfw, g.lnfb}, GradOut::Write);  // d_stream = ∂loss/∂X_L
+        // d_stream = ∂loss/∂X_L = LNf'(d_u); Pre-/Peri-LN: and the last step's d_f = Δt·d_stream, in one op
+        const Acc *mean = final_norm.mean.data(), *rstd = final_norm.rstd.data();
+        if (plan.after_add)
+            ops.layernorm_backward(d_stream.data(), g.lnfw, g.lnfb, d_u.data(), stream(cfg.L), p.lnfw, mean, rstd, N,
+                                   C, GradOut::Write);
+        else
+            ops.layernorm_backward_residual(d_stream.data(), d_f.data(), cfg.dt, g.lnfw, g.lnfb, d_u.data(),
+                                            stream(cfg.L), p.lnfw, mean, rstd, N, C, GradOut::Write);
         if (record_stream_grads) stream_grad_norm.assign(2 * cfg.L + 1, 0.0);
         for (int l = cfg.L - 1; l >= 0; l--) {
             record_stream_grad(2 * l + 2);
-            step_backward(l, Half::Mlp, step_output(blocks[l].attn_step));
+            step_backward(l, Half::Mlp, step_output(blocks[l].attn_step), true);
             record_stream_grad(2 * l + 1);
-            step_backward(l, Half::Attention, stream(l));
+            step_backward(l, Half::Attention, stream(l), l > 0);
         }
         record_stream_grad(0);
         ops.encoder_backward(g.wte, g.wpe, d_stream.data(), tokens.data(), B, T, C);
@@ -213,48 +227,77 @@ public:
     //   u = LN_in(x)?    F = module(u)    f = LN_out(F)?    s = x + Δt·f    x' = LN_after(s)?
 
     // One residual step of block l forward on its input x (N,C); returns x' (N,C) and keeps what
-    // backward needs in blocks[l].step(half). The next op reads x' (on CUDA the sum may still be
-    // held back until then: see the top of this file).
-    const Stream* step_forward(int l, Half half, const Stream* x) {
+    // backward needs in blocks[l].step(half). `next` is the LayerNorm that reads the step's sum
+    // next where the step has no LN_after (the next step's LN_in, or LNf; none: nothing reads it
+    // here): the step runs it in one op with the add (docs/block.md §1). So the step's own LN_in
+    // has already run, with the add of the step before or on its own before the first step.
+    const Stream* step_forward(int l, Half half, const Stream* x, const StreamNorm& next) {
         StepActs& a = blocks[l].step(half);
-        const Act* u = plan.input ? layernorm_forward(a.in, x, norm_weights(l, half, StepNorm::Input))
-                                  : unnormalised_input(a, x);
+        const int C = cfg.C;
+        const Act* u = plan.input ? a.in.out.data() : unnormalised_input(a, x);  // u = LN_in(x), done before
         Act* F = a.module_out.data();
         if (half == Half::Attention) attention_forward(l, u, F);
         else mlp_forward(l, u, F);
-        const Act* f = plan.output ? layernorm_forward(a.out, F, norm_weights(l, half, StepNorm::Output)) : F;
-        ops.residual_forward(a.sum.data(), x, f, cfg.dt, (size_t)N * cfg.C);  // s = x + Δt·f
-        return plan.after_add ? layernorm_forward(a.after, a.sum.data(), norm_weights(l, half, StepNorm::AfterAdd))
-                              : a.sum.data();
+        const Act* f = F;
+        if (plan.output) {  // f = LN_out(F)
+            const NormWeights<Act> w = norm_weights(l, half, StepNorm::Output);
+            ops.layernorm_forward(a.out.out.data(), a.out.mean.data(), a.out.rstd.data(), F, w.w, w.b, N, C);
+            f = a.out.out.data();
+        }
+        Stream* s = a.sum.data();
+        if (plan.after_add) {  // s = x + Δt·f and x' = LN_after(s), in one op
+            const NormWeights<Act> w = norm_weights(l, half, StepNorm::AfterAdd);
+            ops.residual_layernorm_forward(s, a.after.out.data(), a.after.mean.data(), a.after.rstd.data(), x, f,
+                                           cfg.dt, w.w, w.b, N, C);
+            return a.after.out.data();
+        }
+        if (next.norm)  // s = x + Δt·f and the LayerNorm that reads it next, in one op
+            ops.residual_layernorm_forward(s, next.norm->out.data(), next.norm->mean.data(), next.norm->rstd.data(),
+                                           x, f, cfg.dt, next.w.w, next.w.b, N, C);
+        else
+            ops.residual_forward(s, x, f, cfg.dt, (size_t)N * C);  // s = x + Δt·f
+        return s;
     }
 
     // One residual step of block l backward, on the same input x (N,C) as its forward: d_stream
     // (N,C) holds dx' and becomes dx, in place. The forward's lines in reverse (docs/block.md §2):
     //   ds = LN_after'(dx')?   df = Δt·ds   dF = LN_out'(df)?   du = F'(dF)   dx = ds + LN_in'(du)?
-    // The add's identity branch, dx = ds + ..., costs nothing: ds stays in d_stream and the
-    // module's path adds into it.
-    void step_backward(int l, Half half, const Stream* x) {
+    // df = Δt·ds is formed in one op with the LayerNorm backward that finishes ds: the step's
+    // LN_after' (Post-LN), else the LN_in' of the step after or LNf', which left it in d_f before
+    // this step; so where `step_before`, the step's own LN_in' also forms the d_f of the step
+    // before it. The add's identity branch, dx = ds + ..., costs nothing: ds stays in d_stream
+    // and the module's path adds into it.
+    void step_backward(int l, Half half, const Stream* x, bool step_before) {
         const StepActs& a = blocks[l].step(half);
-        const size_t NC = (size_t)N * cfg.C;
-        if (plan.after_add) {  // ds is a new tensor: written into d_sum, which then becomes d_stream
-            layernorm_backward(d_sum.data(), d_stream.data(), a.sum.data(), a.after,
-                               norm_weights(l, half, StepNorm::AfterAdd), norm_grads(l, half, StepNorm::AfterAdd),
-                               GradOut::Write);
+        const int C = cfg.C;
+        if (plan.after_add) {  // ds = LN_after'(dx') into d_sum, which then becomes d_stream, and df = Δt·ds
+            const NormWeights<Act> w = norm_weights(l, half, StepNorm::AfterAdd);
+            const NormWeights<Acc> dw = norm_grads(l, half, StepNorm::AfterAdd);
+            ops.layernorm_backward_residual(d_sum.data(), d_f.data(), cfg.dt, dw.w, dw.b, d_stream.data(),
+                                            a.sum.data(), w.w, a.after.mean.data(), a.after.rstd.data(), N, C,
+                                            GradOut::Write);
             d_stream.swap(d_sum);
         }
-        ops.residual_backward(d_f.data(), d_stream.data(), cfg.dt, NC, GradOut::Write);  // df = Δt·ds
         const Act* dF = d_f.data();
-        if (plan.output) {
-            layernorm_backward(d_mod.data(), d_f.data(), a.module_out.data(), a.out,
-                               norm_weights(l, half, StepNorm::Output), norm_grads(l, half, StepNorm::Output),
-                               GradOut::Write);
+        if (plan.output) {  // dF = LN_out'(df)
+            const NormWeights<Act> w = norm_weights(l, half, StepNorm::Output);
+            const NormWeights<Acc> dw = norm_grads(l, half, StepNorm::Output);
+            ops.layernorm_backward(d_mod.data(), dw.w, dw.b, d_f.data(), a.module_out.data(), w.w, a.out.mean.data(),
+                                   a.out.rstd.data(), N, C, GradOut::Write);
             dF = d_mod.data();
         }
-        if (plan.input) {  // du into d_u, then dx = ds + LN_in'(du)
+        if (plan.input) {  // du into d_u, then dx = ds + LN_in'(du), and the step before's df = Δt·dx
             if (half == Half::Attention) attention_backward(l, a.in.out.data(), dF, d_u.data(), GradOut::Write);
             else mlp_backward(l, a.in.out.data(), dF, d_u.data(), GradOut::Write);
-            layernorm_backward(d_stream.data(), d_u.data(), x, a.in, norm_weights(l, half, StepNorm::Input),
-                               norm_grads(l, half, StepNorm::Input), GradOut::Add);
+            const NormWeights<Act> w = norm_weights(l, half, StepNorm::Input);
+            const NormWeights<Acc> dw = norm_grads(l, half, StepNorm::Input);
+            const Acc *mean = a.in.mean.data(), *rstd = a.in.rstd.data();
+            if (step_before)
+                ops.layernorm_backward_residual(d_stream.data(), d_f.data(), cfg.dt, dw.w, dw.b, d_u.data(), x, w.w,
+                                                mean, rstd, N, C, GradOut::Add);
+            else
+                ops.layernorm_backward(d_stream.data(), dw.w, dw.b, d_u.data(), x, w.w, mean, rstd, N, C,
+                                       GradOut::Add);
         } else {  // u = x: du is the rest of dx, added straight into d_stream
             const Act* u = module_input(a, x);
             if (half == Half::Attention) attention_backward(l, u, dF, d_stream.data(), GradOut::Add);
@@ -291,11 +334,16 @@ public:
     // losses are left as they were.
     void run_blocks_from(const Stream* x0) {
         ops.copy(embedded.data(), x0, (size_t)N * cfg.C);
-        for (int l = 0; l < cfg.L; l++) {
-            const Stream* h = step_forward(l, Half::Attention, stream(l));
-            step_forward(l, Half::Mlp, h);
-        }
-        ops.flush();
+        if (plan.input) layernorm_forward(stream_norm(0), embedded.data());
+        for (int j = 0; j < 2 * cfg.L; j++)
+            step_forward(j / 2, Half(j % 2), half_stream(j), j + 1 < 2 * cfg.L ? stream_norm(j + 1) : StreamNorm{});
+    }
+
+    // One residual step of block l alone on x (N,C), as the stability tests run it: its LN_in,
+    // the step, its sum formed on its own. Returns x' (N,C), valid until the step runs again.
+    const Stream* run_step(int l, Half half, const Stream* x) {
+        if (plan.input) layernorm_forward(stream_norm(2 * l + (int)half), x);
+        return step_forward(l, half, x, StreamNorm{});
     }
 
 private:
@@ -342,28 +390,24 @@ private:
         if (record_stream_grads) stream_grad_norm[j] = ops.norm(d_stream);
     }
 
+    // The LayerNorm that reads X_j (half-block point j, half_stream) in Pre- and Peri-LN: the LN_in
+    // of the step from X_j, or LNf for j = 2L.
+    StreamNorm stream_norm(int j) {
+        if (j == 2 * cfg.L) return {&final_norm, {p.lnfw, p.lnfb}};
+        const Half half = Half(j % 2);
+        return {&blocks[j / 2].step(half).in, norm_weights(j / 2, half, StepNorm::Input)};
+    }
+    // n = that LayerNorm of x (N,C), run alone.
+    void layernorm_forward(const StreamNorm& n, const Stream* x) {
+        ops.layernorm_forward(n.norm->out.data(), n.norm->mean.data(), n.norm->rstd.data(), x, n.w.w, n.w.b, N, cfg.C);
+    }
+
     // Gain and bias of LayerNorm `which` of one half of block l, and their gradients.
     NormWeights<Act> norm_weights(int l, Half half, StepNorm which) const {
         return step_norm(p, l, cfg.C, half, which);
     }
     NormWeights<Acc> norm_grads(int l, Half half, StepNorm which) const {
         return step_norm(g, l, cfg.C, half, which);
-    }
-
-    // n = LayerNorm of x (N,C) with gain and bias w; returns its output (N,C).
-    template <class E, class X>
-    const E* layernorm_forward(NormActs<E>& n, const X* x, NormWeights<Act> w) {
-        ops.layernorm_forward(n.out.data(), n.mean.data(), n.rstd.data(), x, w.w, w.b, N, cfg.C);
-        return n.out.data();
-    }
-    // Its backward: given dout (N,C), the forward's input x and what it kept in n, writes or
-    // adds (dx_out) dx (N,C) and adds the gradients of its gain and bias into dw. A gradient has
-    // the type of what it is the gradient of: dx that of the input X (the stream, or Act for
-    // LN_out), dout that of the output E.
-    template <class X, class E>
-    void layernorm_backward(X* dx, const E* dout, const X* x, const NormActs<E>& n, NormWeights<Act> w,
-                            NormWeights<Acc> dw, GradOut dx_out) {
-        ops.layernorm_backward(dx, dw.w, dw.b, dout, x, w.w, n.mean.data(), n.rstd.data(), N, cfg.C, dx_out);
     }
 
     // The module's input u = x when the step has no LN_in: x itself, or x rounded to Act when

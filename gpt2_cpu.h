@@ -28,7 +28,7 @@
 
 // Where both CPU op sets keep their buffers: std::vector of Real, everything (activations, the
 // stream, gradients, statistics) in Real. Host memory is not planned (memory_category), and no
-// op is held back (finish, flush do nothing). Not an op set: no op of the model is here.
+// op is held back (finish does nothing). Not an op set: no op of the model is here.
 template <typename Real>
 struct HostMemory {
     using Act = Real;
@@ -45,7 +45,6 @@ struct HostMemory {
     static void zero(Array<U>& a) { std::fill(a.begin(), a.end(), U(0)); }
     static void copy(Real* dst, const Real* src, size_t n) { std::copy(src, src + n, dst); }
     static void finish() {}
-    static void flush() {}
     static void load_batch(Array<int32_t>& tokens, Array<int32_t>& targets, const int32_t* host_tokens,
                            const int32_t* host_targets) {
         std::copy(host_tokens, host_tokens + tokens.size(), tokens.begin());
@@ -108,6 +107,20 @@ struct ReferenceOps : HostMemory<Real> {
         ::crossentropy_forward(losses, logits, targets, N, V, Vp);
         ::crossentropy_backward_inplace(logits, targets, dloss, N, V, Vp);
     }
+    // The two pairs the CUDA ops fuse into one kernel (docs/cuda.md §3); the CPU runs them unfused.
+    // s (N,C) = x + Δt·f, then out = LayerNorm(s): residual_forward, then layernorm_forward.
+    static void residual_layernorm_forward(Real* s, Real* out, Real* mean, Real* rstd, const Real* x, const Real* f,
+                                           Real dt, const Real* w, const Real* b, int N, int C) {
+        ::residual_forward(s, x, f, dt, (size_t)N * C);
+        ::layernorm_forward(out, mean, rstd, s, w, b, N, C);
+    }
+    // layernorm_backward into dx, then residual_backward: df (N,C) = Δt·dx (written).
+    static void layernorm_backward_residual(Real* dx, Real* df, Real dt, Real* dw, Real* db, const Real* dout,
+                                            const Real* x, const Real* w, const Real* mean, const Real* rstd, int N,
+                                            int C, GradOut dx_out) {
+        ::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out);
+        ::residual_backward(df, dx, dt, (size_t)N * C, GradOut::Write);
+    }
 
     // The reductions of the diagnostics (diagnostics.h), in double.
     static constexpr auto sum_of_squares = ::sum_of_squares<Real>;
@@ -159,6 +172,19 @@ struct FastOps : HostMemory<float> {
         fast::crossentropy_backward_inplace(logits, targets, dloss, N, V, Vp);
     }
 
+    // The two pairs the CUDA ops fuse, unfused, with the fast LayerNorms (see ReferenceOps).
+    static void residual_layernorm_forward(float* s, float* out, float* mean, float* rstd, const float* x,
+                                           const float* f, float dt, const float* w, const float* b, int N, int C) {
+        ::residual_forward(s, x, f, dt, (size_t)N * C);
+        fast::layernorm_forward(out, mean, rstd, s, w, b, N, C);
+    }
+    static void layernorm_backward_residual(float* dx, float* df, float dt, float* dw, float* db, const float* dout,
+                                            const float* x, const float* w, const float* mean, const float* rstd,
+                                            int N, int C, GradOut dx_out) {
+        fast::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C, dx_out);
+        ::residual_backward(df, dx, dt, (size_t)N * C, GradOut::Write);
+    }
+
     // The reductions of the diagnostics (diagnostics.h), in double.
     static constexpr auto sum_of_squares = ::sum_of_squares<float>;                // the reference
     static constexpr auto stream_statistics = ::stream_statistics<float>;          // the reference
@@ -190,6 +216,8 @@ CPU_OP_SETS_AGREE_ON(crossentropy_forward);
 CPU_OP_SETS_AGREE_ON(matmul_gelu_forward);
 CPU_OP_SETS_AGREE_ON(matmul_gelu_backward);
 CPU_OP_SETS_AGREE_ON(crossentropy_forward_backward);
+CPU_OP_SETS_AGREE_ON(residual_layernorm_forward);
+CPU_OP_SETS_AGREE_ON(layernorm_backward_residual);
 CPU_OP_SETS_AGREE_ON(sum_of_squares);
 CPU_OP_SETS_AGREE_ON(stream_statistics);
 CPU_OP_SETS_AGREE_ON(attention_logit_max);

@@ -435,7 +435,7 @@ inline double attention_pairs(int B, int Tn, int NH) { return (double)B * NH * T
 // Whether attention_forward and attention_backward run the tensor-core kernels.
 template <typename T>
 bool attention_uses_mma(int C, int NH) {
-    return with_mma_head_size<T>(C, NH, [](auto) {});
+    return mma_head_size<T>(C, NH) != 0;
 }
 
 // The cost model's view of a tensor-core kernel (cost_model.h), from its structure in

@@ -1,6 +1,6 @@
 // layernorm.cuh — LayerNorm over the C channels of each of N = B·T rows. Every LayerNorm of every placement (ln1/ln2 on a module's input in Pre- and
 // Peri-LN, after the add in Post-LN, ln1o/ln2o on a module's output in Peri-LN, the final lnf)
-// is this one op applied to a different tensor; gpt2.cu decides which.
+// is this one op applied to a different tensor; gpt2.h decides which.
 //
 //   layernorm forward:  out (N,C) = (x − mean)·rstd·w + b,  rstd = 1/sqrt(var + 1e-5), var
 //                       biased; mean and rstd (N) are kept, in fp32, for the backward pass.
@@ -28,7 +28,7 @@
 namespace gpu {
 
 // ---------------------------------------------------------------------------------------------
-// Packs of K elements: pack_width, with_packs, load_pack, store_pack (cuda_common.cuh).
+// Packs of K elements: pack_width, rows_in_packs, load_pack, store_pack (cuda_common.cuh).
 
 // ---------------------------------------------------------------------------------------------
 // Kernels
@@ -180,31 +180,22 @@ __global__ void layernorm_weight_gradients_kernel(float* dw, float* db, const fl
 // ---------------------------------------------------------------------------------------------
 // Launchers
 
-// One of the forward kernels over N rows, in packs of K.
-template <bool ADD_FIRST, int K, typename O, typename S, typename F, typename W>
-void launch_layernorm_forward(O* out, float* mean, float* rstd, S* sum, const S* inp, const F* f, float dt, const W* w,
-                              const W* b, int N, int C, cudaStream_t stream) {
-    layernorm_forward_kernel<ADD_FIRST, K, O, S, F, W>
-        <<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(out, mean, rstd, sum, inp, f, dt, w,
-                                                                                   b, N, C);
-    cudaCheck(cudaGetLastError());
-}
-
-// The forward kernel for these pointers: in packs where the rows allow, else element by element.
-template <bool ADD_FIRST, typename O, typename S, typename F, typename W>
-void layernorm_forward_rows(O* out, float* mean, float* rstd, S* sum, const S* inp, const F* f, float dt, const W* w,
-                            const W* b, int N, int C, cudaStream_t stream) {
-    with_packs<pack_width<O, S, F, W>()>(C, [&](auto pack) {
-        launch_layernorm_forward<ADD_FIRST, decltype(pack)::value>(out, mean, rstd, sum, inp, f, dt, w, b, N, C,
-                                                                   stream);
-    }, out, sum, inp, f, w, b);
-}
-
-// out (N,C), mean (N), rstd (N) from inp (N,C), w (C), b (C).
+// out (N,C), mean (N), rstd (N) = LayerNorm of inp (N,C) with w, b (C): one warp per row, in
+// packs where the rows allow, else element by element.
 template <typename O, typename X, typename W>
 void layernorm_forward(O* out, float* mean, float* rstd, const X* inp, const W* w, const W* b, int N, int C,
                        cudaStream_t stream) {
-    layernorm_forward_rows<false>(out, mean, rstd, (X*)nullptr, inp, (const X*)nullptr, 0.0f, w, b, N, C, stream);
+    constexpr int K = pack_width<O, X, W>();
+    const int blocks = ceil_div(N, WARPS_PER_BLOCK), threads = WARPS_PER_BLOCK * WARP_SIZE;
+    X* no_sum = nullptr;
+    const X* no_f = nullptr;
+    if (rows_in_packs<K>(C, out, inp, w, b))
+        layernorm_forward_kernel<false, K, O, X, X, W><<<blocks, threads, 0, stream>>>(out, mean, rstd, no_sum, inp,
+                                                                                      no_f, 0.0f, w, b, N, C);
+    else
+        layernorm_forward_kernel<false, 1, O, X, X, W><<<blocks, threads, 0, stream>>>(out, mean, rstd, no_sum, inp,
+                                                                                      no_f, 0.0f, w, b, N, C);
+    cudaCheck(cudaGetLastError());
 }
 
 // sum (N,C) = x + Δt·f, then out (N,C), mean (N), rstd (N) = layernorm_forward of sum with w,
@@ -212,7 +203,15 @@ void layernorm_forward(O* out, float* mean, float* rstd, const X* inp, const W* 
 template <typename S, typename F, typename O, typename W>
 void residual_layernorm_forward(S* sum, O* out, float* mean, float* rstd, const S* x, const F* f, float dt, const W* w,
                                 const W* b, int N, int C, cudaStream_t stream) {
-    layernorm_forward_rows<true>(out, mean, rstd, sum, x, f, dt, w, b, N, C, stream);
+    constexpr int K = pack_width<O, S, F, W>();
+    const int blocks = ceil_div(N, WARPS_PER_BLOCK), threads = WARPS_PER_BLOCK * WARP_SIZE;
+    if (rows_in_packs<K>(C, out, sum, x, f, w, b))
+        layernorm_forward_kernel<true, K, O, S, F, W><<<blocks, threads, 0, stream>>>(out, mean, rstd, sum, x, f, dt, w,
+                                                                                     b, N, C);
+    else
+        layernorm_forward_kernel<true, 1, O, S, F, W><<<blocks, threads, 0, stream>>>(out, mean, rstd, sum, x, f, dt, w,
+                                                                                     b, N, C);
+    cudaCheck(cudaGetLastError());
 }
 
 // The backward kernel's grid: a block for every 16 rows (two for each of 8 warps), and at most
@@ -238,58 +237,40 @@ inline size_t layernorm_backward_shared_bytes(int C) {
 // Floats of the `partial` scratch layernorm_backward needs for C channels.
 inline size_t layernorm_backward_scratch(int C) { return (size_t)LAYERNORM_BACKWARD_MAX_BLOCKS * 2 * C; }
 
-// The backward kernel in packs of K, on `blocks` blocks; above the default 48 KiB of dynamic
-// shared memory the kernel's limit is raised first.
-template <int K, typename D, typename G, typename X, typename W, typename F>
-void launch_layernorm_backward(D* dinp, F* dres, float dt, float* partial, const G* dout, const X* inp, const W* w,
-                               const float* mean, const float* rstd, int N, int C, int blocks, bool add,
-                               cudaStream_t stream) {
-    const int warps = layernorm_backward_warps(C);
+// dinp (N,C) += ... (= with GradOut::Write); dw, db (C) += ... given dout (N,C) and the
+// forward's inp, w, mean, rstd: one pass over the rows for dinp and the chunks' partial column
+// sums, in packs where the rows allow, then one launch that adds them up into dw and db.
+// `partial` is scratch of layernorm_backward_scratch(C) floats. With dres (N,C), the pass also
+// stores dres = Δt·dinp as stored (written): when dinp is the gradient of a residual sum
+// s = x + Δt·f, the residual step's backward for f (docs/block.md §2) without another pass over
+// the stream gradient (layernorm_backward_residual, gpt2.cu). Above the default 48 KiB of
+// dynamic shared memory the pass's limit is raised first.
+template <typename D, typename G, typename X, typename W, typename F = G>
+void layernorm_backward(D* dinp, float* dw, float* db, const G* dout, const X* inp, const W* w, const float* mean,
+                        const float* rstd, int N, int C, float* partial, cudaStream_t stream,
+                        GradOut dinp_out = GradOut::Add, F* dres = nullptr, float dt = 0.0f) {
+    constexpr int K = pack_width<D, G, X, W, F>();
+    const int blocks = layernorm_backward_blocks(N), threads = layernorm_backward_warps(C) * WARP_SIZE;
     const size_t shared = layernorm_backward_shared_bytes(C);
-    if (shared > (48 << 10))
+    const bool add = dinp_out == GradOut::Add;
+    if (shared > (48 << 10)) {  // both variants' limit
         cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<K, D, G, X, W, F>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
-    layernorm_backward_kernel<K, D, G, X, W, F><<<blocks, warps * WARP_SIZE, shared, stream>>>(
-        dinp, dres, dt, partial, dout, inp, w, mean, rstd, N, C, add);
+        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<1, D, G, X, W, F>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+    }
+    if (rows_in_packs<K>(C, dinp, dres, dout, inp, w))
+        layernorm_backward_kernel<K, D, G, X, W, F><<<blocks, threads, shared, stream>>>(
+            dinp, dres, dt, partial, dout, inp, w, mean, rstd, N, C, add);
+    else
+        layernorm_backward_kernel<1, D, G, X, W, F><<<blocks, threads, shared, stream>>>(
+            dinp, dres, dt, partial, dout, inp, w, mean, rstd, N, C, add);
     cudaCheck(cudaGetLastError());
-}
-
-// The whole backward for these pointers (dres null: none): the pass over the rows, in packs
-// where the rows allow, then the launch that adds the chunks' partials into dw and db.
-template <typename D, typename G, typename X, typename W, typename F>
-void layernorm_backward_rows(D* dinp, F* dres, float dt, float* dw, float* db, const G* dout, const X* inp,
-                             const W* w, const float* mean, const float* rstd, int N, int C, float* partial,
-                             cudaStream_t stream, GradOut dinp_out) {
-    const int blocks = layernorm_backward_blocks(N);
-    const bool add = dinp_out == GradOut::Add;
-    with_packs<pack_width<D, G, X, W, F>()>(C, [&](auto pack) {
-        launch_layernorm_backward<decltype(pack)::value>(dinp, dres, dt, partial, dout, inp, w, mean, rstd, N, C,
-                                                         blocks, add, stream);
-    }, dinp, dres, dout, inp, w);
     layernorm_weight_gradients_kernel<<<column_tiles(2 * C, 1), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
         dw, db, partial, blocks, C);
     cudaCheck(cudaGetLastError());
 }
 
-// dinp (N,C) += ... (= with GradOut::Write); dw, db (C) += ... given dout (N,C) and the
-// forward's inp, w, mean, rstd: one pass over the rows for dinp and the chunks' partial
-// column sums, then one launch that adds them up into dw and db. `partial` is scratch of
-// layernorm_backward_scratch(C) floats.
-template <typename D, typename G, typename X, typename W>
-void layernorm_backward(D* dinp, float* dw, float* db, const G* dout, const X* inp, const W* w, const float* mean,
-                        const float* rstd, int N, int C, float* partial, cudaStream_t stream,
-                        GradOut dinp_out = GradOut::Add) {
-    layernorm_backward_rows(dinp, (G*)nullptr, 0.0f, dw, db, dout, inp, w, mean, rstd, N, C, partial, stream, dinp_out);
-}
-
-// layernorm_backward, and in the same pass df (N,C) = Δt·dinp as stored (written): when dinp is
-// the gradient of a residual sum s = x + Δt·f, the residual step's backward for f
-// (docs/block.md §2, line 4) without another pass over the stream gradient.
-template <typename D, typename F, typename G, typename X, typename W>
-void layernorm_backward_residual(D* dinp, F* df, float dt, float* dw, float* db, const G* dout, const X* inp,
-                                 const W* w, const float* mean, const float* rstd, int N, int C, float* partial,
-                                 cudaStream_t stream, GradOut dinp_out = GradOut::Add) {
-    layernorm_backward_rows(dinp, df, dt, dw, db, dout, inp, w, mean, rstd, N, C, partial, stream, dinp_out);
 }
 
 }  // namespace gpu

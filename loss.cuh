@@ -135,11 +135,12 @@ template <typename T>
 void crossentropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V, int Vp,
                           cudaStream_t stream) {
     if (N == 0) return;
-    with_packs<Pack16<T>::size>(Vp, [&](auto pack) {
-        crossentropy_forward_kernel<decltype(pack)::value, T>
-            <<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(losses, logits, targets, N, V,
-                                                                                       Vp);
-    }, logits);
+    constexpr int K = Pack16<T>::size;
+    const int blocks = ceil_div(N, WARPS_PER_BLOCK), threads = WARPS_PER_BLOCK * WARP_SIZE;
+    if (rows_in_packs<K>(Vp, logits))
+        crossentropy_forward_kernel<K, T><<<blocks, threads, 0, stream>>>(losses, logits, targets, N, V, Vp);
+    else
+        crossentropy_forward_kernel<1, T><<<blocks, threads, 0, stream>>>(losses, logits, targets, N, V, Vp);
     cudaCheck(cudaGetLastError());
 }
 
@@ -166,14 +167,19 @@ void crossentropy_forward_backward(float* losses, T* logits, const int32_t* targ
     const size_t row_bytes = (size_t)V * sizeof(T);
     const bool staged = row_bytes <= crossentropy_shared_limit();
     const size_t shared = staged ? row_bytes : 0;
-    with_packs<Pack16<T>::size>(Vp, [&](auto pack) {
-        constexpr int K = decltype(pack)::value;
-        if (shared > 0)
-            cudaCheck(cudaFuncSetAttribute(crossentropy_forward_backward_kernel<K, T>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+    constexpr int K = Pack16<T>::size;
+    if (shared > 0) {  // both variants' limit
+        cudaCheck(cudaFuncSetAttribute(crossentropy_forward_backward_kernel<K, T>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+        cudaCheck(cudaFuncSetAttribute(crossentropy_forward_backward_kernel<1, T>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+    }
+    if (rows_in_packs<K>(Vp, logits))
         crossentropy_forward_backward_kernel<K, T><<<N, CE_THREADS, shared, stream>>>(losses, logits, targets, dloss,
                                                                                        V, Vp, staged);
-    }, logits);
+    else
+        crossentropy_forward_backward_kernel<1, T><<<N, CE_THREADS, shared, stream>>>(losses, logits, targets, dloss,
+                                                                                       V, Vp, staged);
     cudaCheck(cudaGetLastError());
 }
 

@@ -269,7 +269,7 @@ __device__ inline void load_plus_bias(float (&v)[K], const T* x, const T* bias) 
 // out[n, o] += bias[o] over the n = N·OC elements of out. Thread k handles the K elements
 // [k·K, k·K + K), which lie in one row (K divides OC), with one access per buffer: K =
 // Pack16<T>::size (16 bytes) where the launcher found the rows aligned, else K = 1. I is the
-// index type (with_index_type).
+// index type (narrow_index).
 template <int K, typename T, typename I>
 __global__ void add_bias_kernel(T* out, const T* bias, I n, I OC) {
     const I first = ((I)blockIdx.x * blockDim.x + threadIdx.x) * K;
@@ -303,12 +303,18 @@ template <typename T>
 void add_bias(T* out, const T* bias, int N, int OC, cudaStream_t stream) {
     const size_t n = (size_t)N * OC;
     if (n == 0) return;
-    auto launch = [&](auto pack, auto index) {
-        constexpr int K = decltype(pack)::value;
-        using I = decltype(index);
-        add_bias_kernel<K, T, I><<<ceil_div(ceil_div(n, K), 256), 256, 0, stream>>>(out, bias, (I)n, (I)OC);
-    };
-    with_row_packs<Pack16<T>::size>(n, OC, launch, out, bias);
+    constexpr int K = Pack16<T>::size;
+    const bool packed = rows_in_packs<K>(OC, out, bias);
+    const size_t blocks = ceil_div(ceil_div(n, packed ? K : 1), 256);
+    const unsigned n32 = (unsigned)n, OC32 = (unsigned)OC;
+    if (packed && narrow_index(n))
+        add_bias_kernel<K, T, unsigned><<<blocks, 256, 0, stream>>>(out, bias, n32, OC32);
+    else if (packed)
+        add_bias_kernel<K, T, size_t><<<blocks, 256, 0, stream>>>(out, bias, n, (size_t)OC);
+    else if (narrow_index(n))
+        add_bias_kernel<1, T, unsigned><<<blocks, 256, 0, stream>>>(out, bias, n32, OC32);
+    else
+        add_bias_kernel<1, T, size_t><<<blocks, 256, 0, stream>>>(out, bias, n, (size_t)OC);
     cudaCheck(cudaGetLastError());
 }
 

@@ -6,16 +6,16 @@
 // (float or bf16; in bf16 mode S is float: the add happens, and is stored, in fp32). The
 // arithmetic is fp32. The backward's other term, dx = ds, has no kernel: the model keeps the
 // stream gradient in place (docs/block.md §2, line 4).
-// In a training step neither kernel runs: the CUDA ops fuse the add with the LayerNorm that
-// reads its sum (residual_layernorm_forward, layernorm.cuh) and df = Δt·ds with the LayerNorm
-// backward that finishes ds (layernorm_backward_residual), gpt2.cu; these kernels compute the
-// add or the scaling when no LayerNorm is next to it (the end of run_blocks_from, a recorded
-// stream gradient norm between the two).
+// In a training step neither kernel runs: the model (gpt2.h) calls the add with the LayerNorm
+// that reads its sum as one op (residual_layernorm_forward, layernorm.cuh) and df = Δt·ds with
+// the LayerNorm backward that finishes ds (layernorm_backward_residual: layernorm_backward with
+// its dres). residual_forward forms the last sum of run_blocks_from, which no LayerNorm reads
+// there; residual_backward is in no pass of the model (the tests compare the fused op with it).
 //
 // Access pattern: where every buffer is aligned to its pack, each thread handles
 // E = pack_width<S, F>() consecutive elements (4 for an fp32 stream) with one load or store
 // per buffer: 16 bytes of S and E·sizeof F bytes of F (8 for bf16); otherwise one thread per
-// element. Indices are 32-bit where n allows (with_index_type, cuda_common.cuh).
+// element. Indices are 32-bit where n allows (narrow_index, cuda_common.cuh).
 #pragma once
 #include "cuda_common.cuh"
 #include "model.h"
@@ -27,7 +27,7 @@ __device__ inline float residual_sum(float x, float f, float dt) { return x + dt
 
 // ---------------------------------------------------------------------------------------------
 // Kernels. With `packed`, thread k handles elements [k·E, k·E + E) (the last thread fewer);
-// without, element k. I is the index type (with_index_type).
+// without, element k. I is the index type (narrow_index).
 
 // out = x + Δt·f.
 template <int E, typename S, typename F, typename I>
@@ -81,10 +81,11 @@ void residual_forward(S* out, const S* x, const F* f, float dt, size_t n, cudaSt
     constexpr int E = pack_width<S, F>();
     const bool packed = aligned_to_packs<E>(out, x, f);
     const size_t threads = packed ? ceil_div(n, (size_t)E) : n;
-    with_index_type(n, [&](auto index) {
-        using I = decltype(index);
-        residual_forward_kernel<E, S, F, I><<<ceil_div(threads, 256), 256, 0, stream>>>(out, x, f, dt, (I)n, packed);
-    });
+    if (narrow_index(n))
+        residual_forward_kernel<E, S, F, unsigned><<<ceil_div(threads, 256), 256, 0, stream>>>(out, x, f, dt,
+                                                                                             (unsigned)n, packed);
+    else
+        residual_forward_kernel<E, S, F, size_t><<<ceil_div(threads, 256), 256, 0, stream>>>(out, x, f, dt, n, packed);
     cudaCheck(cudaGetLastError());
 }
 
@@ -96,11 +97,12 @@ void residual_backward(F* df, const S* ds, float dt, size_t n, GradOut df_out, c
     const bool packed = aligned_to_packs<E>(df, ds);
     const size_t threads = packed ? ceil_div(n, (size_t)E) : n;
     const bool add = df_out == GradOut::Add;
-    with_index_type(n, [&](auto index) {
-        using I = decltype(index);
-        residual_backward_kernel<E, F, S, I><<<ceil_div(threads, 256), 256, 0, stream>>>(df, ds, dt, (I)n, add,
-                                                                                         packed);
-    });
+    if (narrow_index(n))
+        residual_backward_kernel<E, F, S, unsigned><<<ceil_div(threads, 256), 256, 0, stream>>>(df, ds, dt, (unsigned)n,
+                                                                                              add, packed);
+    else
+        residual_backward_kernel<E, F, S, size_t><<<ceil_div(threads, 256), 256, 0, stream>>>(df, ds, dt, n, add,
+                                                                                            packed);
     cudaCheck(cudaGetLastError());
 }
 

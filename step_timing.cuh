@@ -1,9 +1,9 @@
 // step_timing.cuh — the measured time of each op of a training step, for `make bench`'s table of
 // measured beside modelled time (bench_gpu.cpp, docs/cuda.md "The traffic model").
 //
-// CudaOps<T, Timer> is CudaOps (gpt2.cu) whose runner records a pair of CUDA events on the stream
-// around every op, under the op names step_traffic.cuh's model uses, so both tables group the
-// same launches. Included by gpt2.cu after CudaOps.
+// The Timer observes CudaOps (gpt2.cu): it records a pair of CUDA events on the stream around
+// every op, under the op names step_traffic.cuh's model uses, so both tables group the same
+// launches. Included by gpt2.cu after CudaOps.
 #pragma once
 #include <map>
 #include <string>
@@ -11,16 +11,17 @@
 
 namespace step_timing {
 
-// The runner of CudaOps that times each op between two events, in `marks`. Transfers between
-// host and device (no op name) run untimed, as they are no launch of the traffic model.
-struct Timer {
+// Times each op between two events, in `marks`. Transfers between host and device are not
+// told to it (they are no launch of the traffic model), so they run untimed.
+class Timer : public OpObserver {
+public:
     struct Mark {
         std::string op;
         cudaEvent_t start, end;
     };
     std::vector<Mark> marks;
 
-    Timer() = default;
+    explicit Timer(cudaStream_t stream) : stream(stream) {}
     Timer(const Timer&) = delete;
     Timer& operator=(const Timer&) = delete;
     ~Timer() { clear(); }
@@ -31,24 +32,24 @@ struct Timer {
         marks.clear();
     }
 
-    template <class Kernels, class Traffic>
-    void operator()(const OpName& name, Kernels kernels, Traffic /*traffic*/, cudaStream_t stream) {
-        if (!name.op) return kernels();
-        Mark m{name.str(), nullptr, nullptr};
+    void begin(const std::string& op, Launches /*launches*/) override {
+        Mark m{op, nullptr, nullptr};
         cudaCheck(cudaEventCreate(&m.start));
         cudaCheck(cudaEventCreate(&m.end));
         cudaCheck(cudaEventRecord(m.start, stream));
-        kernels();
-        cudaCheck(cudaEventRecord(m.end, stream));
         marks.push_back(m);
     }
+    void end() override { cudaCheck(cudaEventRecord(marks.back().end, stream)); }
+
+private:
+    cudaStream_t stream;
 };
 
-// What `measure` allocates on the device: the model on CudaOps<T, Timer> and its AdamW moments.
+// What `measure` allocates on the device: the model on CudaOps<T> and its AdamW moments.
 // Built while counting (cuda_common.cuh), it is the plan of the timing (bench_gpu -plan).
 template <typename T>
 struct TimedStep {
-    Gpt2<CudaOps<T, Timer>> model;
+    Gpt2<CudaOps<T>> model;
     DeviceArray<float> m, v;
     TimedStep(const ModelConfig& cfg, int B, int T_) : model(cfg, B, T_) {
         model.ops.memory_category(MemoryCategory::Parameters);
@@ -64,6 +65,8 @@ std::map<std::string, double> measure(const ModelConfig& cfg, int B, int T_, int
     TimedStep<T> timed(cfg, B, T_);
     auto& model = timed.model;
     DeviceArray<float>&m = timed.m, &v = timed.v;
+    Timer timer(model.ops.stream);
+    model.ops.observer = &timer;
     std::vector<float> host(model.params.size());
     init_parameters(cfg, host.data(), 1337);
     model.params.upload(host.data(), model.ops.stream);
@@ -71,7 +74,7 @@ std::map<std::string, double> measure(const ModelConfig& cfg, int B, int T_, int
     model.ops.zero(m), model.ops.zero(v);
     std::map<std::string, double> ms;
     for (int s = 0; s <= steps; s++) {
-        model.ops.runner.clear();
+        timer.clear();
         model.zero_grad();
         model.forward_to_logits(tokens, tokens + 1);
         model.backward(1.0);
@@ -81,7 +84,7 @@ std::map<std::string, double> measure(const ModelConfig& cfg, int B, int T_, int
                                norm > 1.0 ? 1.0 / norm : 1.0);
         model.ops.finish();
         if (s == 0) continue;  // warm-up
-        for (const Timer::Mark& mark : model.ops.runner.marks) {
+        for (const Timer::Mark& mark : timer.marks) {
             float elapsed = 0;
             cudaCheck(cudaEventElapsedTime(&elapsed, mark.start, mark.end));
             ms[mark.op] += elapsed / steps;

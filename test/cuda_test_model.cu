@@ -356,7 +356,7 @@ TEST(CudaMixedPrecision, Fp32StreamKeepsSmallStepsOfLargeStates) {
         std::vector<float> x = start;
         for (int l = 0; l < cfg.L; l++)
             for (Half half : {Half::Attention, Half::Mlp}) {
-                const float* y = cpu.model.step_forward(l, half, x.data());
+                const float* y = cpu.model.run_step(l, half, x.data());
                 x = round_to_bf16(std::vector<float>(y, y + NC));
             }
         const double bf16_stream_err = relative_error(difference(x, start).data(), want.data(), NC);
@@ -371,13 +371,12 @@ TEST(CudaMixedPrecision, Fp32StreamKeepsSmallStepsOfLargeStates) {
     }
 }
 
-// ---- the ops CudaOps holds back (gpt2.cu) ------------------------------------------------------
+// ---- the two fused ops of CudaOps (gpt2.cu) -----------------------------------------------------
 
-// CudaOps holds residual_forward and layernorm_backward back to fuse each with the op after it.
-// Whatever comes next, no kernel may read a sum or gradient still held back, and the fused pair
-// must give the values of the two ops run one after the other. Results are read straight from
-// the device (DeviceArray::download), not through an op that would run what is held first.
-class CudaHeldOps : public ::testing::Test {
+// CudaOps runs two pairs of adjacent ops as one kernel each: residual_layernorm_forward and
+// layernorm_backward_residual. Each must give, bit for bit, the values of its two ops run one
+// after the other. Results are read straight from the device (DeviceArray::download).
+class CudaFusedOps : public ::testing::Test {
 protected:
     static constexpr int N = 8, C = 64;
     static constexpr size_t NC = (size_t)N * C;
@@ -405,72 +404,46 @@ protected:
     }
 };
 
-TEST_F(CudaHeldOps, AnotherOpFirstRunsTheHeldAdd) {
-    DeviceArray<float> x = random_array(NC), f = random_array(NC), other = random_array(NC), w = random_array(C),
-                       b = random_array(C);
-    DeviceArray<float> s = zeros(NC), copied = zeros(NC), out = zeros(NC),
-                       mean = zeros(N), rstd = zeros(N);
-    ops().residual_forward(s.data(), x.data(), f.data(), dt, NC);
-    ops().copy(copied.data(), s.data(), NC);  // reads s
-    const std::vector<float> hx = read(x), hf = read(f), hs = read(copied);
-    for (size_t i = 0; i < NC; i++) ASSERT_NEAR(hs[i], hx[i] + dt * hf[i], 1e-6f * (1 + std::fabs(hs[i]))) << i;
-    // A LayerNorm of another tensor is no partner of the add: the sum is computed on its own.
-    DeviceArray<float> s2 = zeros(NC);
-    ops().residual_forward(s2.data(), x.data(), f.data(), dt, NC);
-    ops().layernorm_forward(out.data(), mean.data(), rstd.data(), other.data(), w.data(), b.data(), N, C);
-    EXPECT_EQ(read(s2), read(s));
-}
-
-TEST_F(CudaHeldOps, FusedAddAndLayerNormEqualTheTwoOps) {
+TEST_F(CudaFusedOps, AddAndLayerNormEqualTheTwoOps) {
     DeviceArray<float> x = random_array(NC), f = random_array(NC), w = random_array(C), b = random_array(C);
     DeviceArray<float> s[2], out[2], mean[2], rstd[2];
-    for (int k = 0; k < 2; k++) {  // 0: fused; 1: an op in between, so the add runs alone
-        s[k] = zeros(NC), out[k] = zeros(NC);
-        mean[k] = zeros(N), rstd[k] = zeros(N);
-        ops().residual_forward(s[k].data(), x.data(), f.data(), dt, NC);
-        if (k == 1) ops().norm(w);
-        ops().layernorm_forward(out[k].data(), mean[k].data(), rstd[k].data(), s[k].data(), w.data(), b.data(), N, C);
-    }
+    for (int k = 0; k < 2; k++) s[k] = zeros(NC), out[k] = zeros(NC), mean[k] = zeros(N), rstd[k] = zeros(N);
+    ops().residual_layernorm_forward(s[0].data(), out[0].data(), mean[0].data(), rstd[0].data(), x.data(), f.data(),
+                                     dt, w.data(), b.data(), N, C);
+    ops().residual_forward(s[1].data(), x.data(), f.data(), dt, NC);
+    ops().layernorm_forward(out[1].data(), mean[1].data(), rstd[1].data(), s[1].data(), w.data(), b.data(), N, C);
+    const std::vector<float> hx = read(x), hf = read(f), hs = read(s[0]);
+    for (size_t i = 0; i < NC; i++) ASSERT_NEAR(hs[i], hx[i] + dt * hf[i], 1e-6f * (1 + std::fabs(hs[i]))) << i;
     EXPECT_EQ(read(s[0]), read(s[1]));
     EXPECT_EQ(read(out[0]), read(out[1]));
     EXPECT_EQ(read(mean[0]), read(mean[1]));
     EXPECT_EQ(read(rstd[0]), read(rstd[1]));
 }
 
-TEST_F(CudaHeldOps, FusedLayerNormBackwardAndScalingEqualTheTwoOps) {
+TEST_F(CudaFusedOps, LayerNormBackwardAndScalingEqualTheTwoOps) {
     DeviceArray<float> x = random_array(NC), dout = random_array(NC), w = random_array(C), b = random_array(C);
     DeviceArray<float> y = zeros(NC), mean = zeros(N), rstd = zeros(N);
     ops().layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
-    DeviceArray<float> dx[3], df[3], dw[3], db[3];
-    for (int k = 0; k < 3; k++) {  // 0: fused; 1: an op that reads dx in between; 2: no scaling after
-        dx[k] = zeros(NC), df[k] = zeros(NC), dw[k] = zeros(C);
-        db[k] = zeros(C);
-        ops().layernorm_backward(dx[k].data(), dw[k].data(), db[k].data(), dout.data(), x.data(), w.data(), mean.data(),
-                               rstd.data(), N, C, GradOut::Write);
-        if (k == 1) ops().copy(df[k].data(), dx[k].data(), NC);  // reads dx; overwritten next
-        if (k < 2) ops().residual_backward(df[k].data(), dx[k].data(), dt, NC, GradOut::Write);
-        else ops().copy(df[k].data(), dx[k].data(), NC);  // reads dx
+    for (GradOut mode : {GradOut::Write, GradOut::Add}) {
+        SCOPED_TRACE(mode == GradOut::Add ? "added" : "written");
+        const std::vector<float> dx_start = read(random_array(NC));
+        DeviceArray<float> dx[2], df[2], dw[2], db[2];
+        for (int k = 0; k < 2; k++) {
+            dx[k] = zeros(NC), df[k] = random_array(NC), dw[k] = zeros(C), db[k] = zeros(C);
+            dx[k].upload(dx_start.data(), ops().stream);
+        }
+        ops().layernorm_backward_residual(dx[0].data(), df[0].data(), dt, dw[0].data(), db[0].data(), dout.data(),
+                                          x.data(), w.data(), mean.data(), rstd.data(), N, C, mode);
+        ops().layernorm_backward(dx[1].data(), dw[1].data(), db[1].data(), dout.data(), x.data(), w.data(),
+                                 mean.data(), rstd.data(), N, C, mode);
+        gpu::residual_backward(df[1].data(), dx[1].data(), dt, NC, GradOut::Write, ops().stream);
+        EXPECT_EQ(read(dx[0]), read(dx[1]));
+        EXPECT_EQ(read(dw[0]), read(dw[1]));
+        EXPECT_EQ(read(db[0]), read(db[1]));
+        EXPECT_EQ(read(df[0]), read(df[1]));
+        const std::vector<float> grad = read(dx[0]), scaled = read(df[0]);
+        for (size_t i = 0; i < NC; i++) ASSERT_EQ(scaled[i], dt * grad[i]) << i;
     }
-    for (int k = 1; k < 3; k++) {
-        EXPECT_EQ(read(dx[k]), read(dx[0])) << k;
-        EXPECT_EQ(read(dw[k]), read(dw[0])) << k;
-        EXPECT_EQ(read(db[k]), read(db[0])) << k;
-    }
-    EXPECT_EQ(read(df[1]), read(df[0]));
-    const std::vector<float> grad = read(dx[0]), scaled = read(df[0]);
-    for (size_t i = 0; i < NC; i++) ASSERT_EQ(scaled[i], dt * grad[i]) << i;
-    EXPECT_EQ(read(df[2]), grad);  // the copy read the finished dx
-}
-
-TEST_F(CudaHeldOps, FinishRunsTheHeldOp) {
-    DeviceArray<float> x = random_array(NC), f = random_array(NC);
-    DeviceArray<float> s = zeros(NC), copied = zeros(NC);
-    ops().residual_forward(s.data(), x.data(), f.data(), dt, NC);
-    ops().copy(copied.data(), s.data(), NC);
-    DeviceArray<float> s2 = zeros(NC);
-    ops().residual_forward(s2.data(), x.data(), f.data(), dt, NC);
-    ops().finish();
-    EXPECT_EQ(read(s2), read(copied));
 }
 
 // ---- the memory plan (docs/cuda.md §4) ---------------------------------------------------------

@@ -167,13 +167,11 @@ double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 // One residual step of block l (half 0 attention, 1 MLP), or the whole block, of the model on
-// x (N,C), through the model's own step_forward; the output (N,C) is valid until that step runs
+// x (N,C), through the model's own run_step; the output (N,C) is valid until that step runs
 // again.
 template <typename T>
 const T* run_step(CpuModel<T>& m, int l, int half, const T* x) {
-    const T* out = m.step_forward(l, (Half)half, x);
-    m.ops.flush();
-    return out;
+    return m.run_step(l, (Half)half, x);
 }
 template <typename T>
 const T* run_block(CpuModel<T>& m, int l, const T* x) {

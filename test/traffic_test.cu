@@ -295,9 +295,9 @@ TYPED_TEST(TrafficTest, LayerNorm) {
                               })))
                 << (mode == GradOut::Add ? "added" : "written") << ", offset " << offset;
         EXPECT_TRUE(agree(gpu::layernorm_backward_residual_traffic<float, T, T, float, T>(N, C), counted([&] {
-                              gpu::layernorm_backward_residual(dx.data(), df.data(), 0.3f, dw.data(), db.data(),
-                                                               out.data(), x.data() + offset, w.data(), mean.data(),
-                                                               rstd.data(), N, C, partial.data(), kStream);
+                              gpu::layernorm_backward(dx.data(), dw.data(), db.data(), out.data(), x.data() + offset,
+                                                      w.data(), mean.data(), rstd.data(), N, C, partial.data(),
+                                                      kStream, GradOut::Add, df.data(), 0.3f);
                           })))
             << "with the residual gradient, offset " << offset;
     }
