@@ -13,7 +13,11 @@ LDLIBS   += -lm
 BUILD    := build
 
 BINARIES := train eval tokenize
-HEADERS  := $(wildcard *.h)
+# The machinery lives in folders beside the model (README "Code map"); every #include names a
+# file by its path from the repository root, hence -I. for the files in folders.
+SOURCE_DIRS := util run flags distributed measure bench
+HEADERS  := $(wildcard *.h $(addsuffix /*.h,$(SOURCE_DIRS)))
+CXXFLAGS += -I.
 
 # ---- CUDA backend ----
 # When nvcc is found, CUDA_OBJ holds the nvcc-compiled backend linked into train and eval,
@@ -36,8 +40,8 @@ endif
 GPU_ARCH     ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
                 -gencode arch=compute_90,code=compute_90
 NVCCFLAGS    ?= -O3
-NVCCFLAGS    += -std=c++17 -Xcompiler -fopenmp,-Wall,-Wextra,-Wno-unused-parameter
-CUDA_HEADERS := $(wildcard *.cuh)
+NVCCFLAGS    += -I. -std=c++17 -Xcompiler -fopenmp,-Wall,-Wextra,-Wno-unused-parameter
+CUDA_HEADERS := $(wildcard *.cuh $(addsuffix /*.cuh,$(SOURCE_DIRS)))
 ifneq ($(NVCC),)
 NVCC_PATHS   := $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n
 NVCC_INCLUDE := $(shell $(NVCC_PATHS) 's/^\#\$$ INCLUDES="-I\([^"]*\)".*/\1/p')
@@ -128,11 +132,11 @@ clean:
 
 # ---- docs ----
 # `make docs` writes the tables of flags of README.md and docs/cli.md from the programs' own
-# tables (train_flags.h, eval_flags.h), between marker comments (flag_docs.h); test_flags fails
+# tables (flags/train_flags.h, flags/eval_flags.h), between marker comments (flags/flag_docs.h); test_flags fails
 # when a table in the docs differs from the code's. docs/ is a folder, so the target is phony.
-$(BUILD)/flag_docs: flag_docs.cpp $(HEADERS)
+$(BUILD)/flag_docs: flags/flag_docs.cpp $(HEADERS)
 	@mkdir -p $(BUILD)
-	$(CXX) $(CXXFLAGS) -o $@ flag_docs.cpp $(LDLIBS)
+	$(CXX) $(CXXFLAGS) -o $@ flags/flag_docs.cpp $(LDLIBS)
 
 docs: $(BUILD)/flag_docs
 	./$(BUILD)/flag_docs
@@ -180,9 +184,9 @@ $(MOBY_DICK):
 # Options go through BENCH_ARGS, e.g. make bench-cpu BENCH_ARGS="-threads 1 -models d12".
 BENCH_ARGS ?=
 
-$(BUILD)/bench_cpu: bench_cpu.cpp $(HEADERS)
+$(BUILD)/bench_cpu: bench/bench_cpu.cpp $(HEADERS)
 	@mkdir -p $(BUILD)
-	$(CXX) $(CXXFLAGS) -o $@ bench_cpu.cpp $(LDLIBS)
+	$(CXX) $(CXXFLAGS) -o $@ bench/bench_cpu.cpp $(LDLIBS)
 
 bench-cpu: $(BUILD)/bench_cpu
 	./$(BUILD)/bench_cpu $(BENCH_ARGS)
@@ -203,7 +207,7 @@ all: $(BUILD)/bench_cpu  # built (not run) by make, so a compile error shows in 
 SIMT_ORDERS ?= forward reverse shuffle:1 warps
 
 CUDA_TEST_SOURCES := $(wildcard test/cuda_test_*.cu)
-CUDA_SOURCES      := $(wildcard *.cu *.cuh *.h test/*.cuh test/*.h)
+CUDA_SOURCES      := $(wildcard *.cu *.cuh *.h test/*.cuh test/*.h $(foreach d,$(SOURCE_DIRS),$(d)/*.cuh $(d)/*.h))
 
 # Emulated build. It is compiled without -fopenmp: kernels run on one core anyway, and OpenMP
 # workers spinning next to the emulator made it several times slower on 2 cores. The CPU
@@ -270,8 +274,10 @@ $(EMU)/gpt2_cuda.o: $(EMU_SRC)/gpt2.cu $(EMU_SOURCES) $(wildcard $(SIMT)/*.h) $(
 
 # The emulated ./train has MPI too (test_distributed runs it under mpirun).
 $(EMU)/train: EMU_MPI_DEFS := $(MPI_DEFS)
-$(EMU_PROGRAMS): $(EMU)/%: %.cpp $(HEADERS) $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) $(EMU_NCCL_OBJ)
-	$(EMU_CXX) $(EMU_CXXFLAGS) -DUSE_CUDA $(EMU_MPI_DEFS) -I. $< $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) $(EMU_NCCL_OBJ) \
+$(EMU)/bench_gpu: bench/bench_gpu.cpp
+$(EMU)/train $(EMU)/eval: $(EMU)/%: %.cpp
+$(EMU_PROGRAMS): $(HEADERS) $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) $(EMU_NCCL_OBJ)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -DUSE_CUDA $(EMU_MPI_DEFS) -I. $(filter %.cpp,$^) $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) $(EMU_NCCL_OBJ) \
 	    -o $@ -lgomp -pthread $(LDLIBS) $(if $(EMU_NCCL_OBJ),$(MPI_LIBS))
 
 # The emulated NCCL's own test (test/simt/nccl/nccl_test.cpp), which test_distributed runs
@@ -345,9 +351,9 @@ $(BUILD)/gpt2_cuda.o: gpt2.cu $(CUDA_HEADERS) $(HEADERS)
 	$(NVCC) $(NVCCFLAGS) $(NCCL_DEFS) $(GPU_ARCH) -c -o $@ gpt2.cu
 
 ifneq ($(CUDA_LINK),)
-$(BUILD)/bench_gpu: bench_gpu.cpp $(HEADERS) $(CUDA_OBJ)
+$(BUILD)/bench_gpu: bench/bench_gpu.cpp $(HEADERS) $(CUDA_OBJ)
 	@mkdir -p $(BUILD)
-	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -I$(CUDA_INCLUDE) -o $@ bench_gpu.cpp $(CUDA_OBJ) $(LDLIBS) $(CUDA_LIBS)
+	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -I$(CUDA_INCLUDE) -o $@ bench/bench_gpu.cpp $(CUDA_OBJ) $(LDLIBS) $(CUDA_LIBS)
 
 bench: $(BUILD)/bench_gpu
 	./$(BUILD)/bench_gpu $(BENCH_GPU_ARGS)
@@ -380,8 +386,8 @@ endif
 BUNDLE          := $(BUILD)/gpu-bundle
 BUNDLE_OBJ      := $(BUILD)/gpu-bundle-obj
 BUNDLE_ARCH     := -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-BUNDLE_CXXFLAGS := -O3 -march=x86-64-v3 -std=c++17 -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-parameter
-BUNDLE_NVCC     := $(NVCC) -O3 -std=c++17 -Xcompiler -fopenmp,-march=x86-64-v3,-Wall,-Wextra,-Wno-unused-parameter \
+BUNDLE_CXXFLAGS := -I. -O3 -march=x86-64-v3 -std=c++17 -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-parameter
+BUNDLE_NVCC     := $(NVCC) -I. -O3 -std=c++17 -Xcompiler -fopenmp,-march=x86-64-v3,-Wall,-Wextra,-Wno-unused-parameter \
                    $(BUNDLE_ARCH)
 BUNDLE_GTEST    := $(shell $(CXX) -print-file-name=libgtest.a) $(shell $(CXX) -print-file-name=libgtest_main.a)
 # Linked without -fopenmp, which would add the shared libgomp.
@@ -423,7 +429,7 @@ $(BUNDLE)/train $(BUNDLE)/eval: $(BUNDLE)/%: %.cpp $(HEADERS) $(BUNDLE_OBJ)/gpt2
 	$(CXX) $(BUNDLE_CXXFLAGS) -DUSE_CUDA -c -o $(BUNDLE_OBJ)/$*.o $<
 	$(CXX) -o $@ $(BUNDLE_OBJ)/$*.o $(BUNDLE_OBJ)/gpt2_cuda.o $(BUNDLE_CUDA) $(BUNDLE_LINK) -lm
 
-$(BUNDLE)/bench_gpu: bench_gpu.cpp $(HEADERS) $(BUNDLE_OBJ)/gpt2_cuda.o
+$(BUNDLE)/bench_gpu: bench/bench_gpu.cpp $(HEADERS) $(BUNDLE_OBJ)/gpt2_cuda.o
 	@mkdir -p $(@D)
 	$(CXX) $(BUNDLE_CXXFLAGS) -DUSE_CUDA -I$(CUDA_INCLUDE) -c -o $(BUNDLE_OBJ)/bench_gpu.o $<
 	$(CXX) -o $@ $(BUNDLE_OBJ)/bench_gpu.o $(BUNDLE_OBJ)/gpt2_cuda.o $(BUNDLE_CUDA) $(BUNDLE_LINK) -lm

@@ -32,9 +32,9 @@
 #include <string>
 #include <vector>
 
-#include "errors.h"
-#include "paths.h"
-#include "rng.h"
+#include "util/errors.h"
+#include "util/paths.h"
+#include "util/rng.h"
 
 // The shard header's words (docs/formats.md §1): magic, version, and which word records the tokenizer.
 constexpr int32_t kShardMagic = 20240520;

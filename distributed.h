@@ -3,7 +3,7 @@
 // operations ./train needs on flat host buffers. The model knows nothing of it.
 //
 //   SingleProcess  one process (a build without MPI, or ./train started without mpirun);
-//   MpiGroup       the processes mpirun (or srun) started, over MPI_COMM_WORLD (mpi_group.h,
+//   MpiGroup       the processes mpirun (or srun) started, over MPI_COMM_WORLD (distributed/mpi_group.h,
 //                  compiled only where the Makefile found mpicxx: USE_MPI defined).
 //
 // Every sum runs in rank order, (x_0 + x_1) + x_2 + ..., the same on every rank and in every
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "errors.h"
+#include "util/errors.h"
 
 // A contiguous range [lo, hi) of a flat array.
 struct Range {

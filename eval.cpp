@@ -1,7 +1,7 @@
 // eval.cpp — ./eval: loads a checkpoint and reports, on validation shards, its loss and
 // perplexity (of the mean loss and per sequence), the output logits' maximum and mean
 // log-partition, teacher-forced next-token accuracy, ROUGE of the argmax predictions against the
-// targets, and the stability diagnostics of stability.h and diagnostics.h (hidden-state
+// targets, and the stability diagnostics of measure/stability.h and diagnostics.h (hidden-state
 // statistics, raw and scale-free gradient norms, attention-logit maxima, block norms, local
 // sensitivity and output uncertainty, per layer); optionally text pairs for external scorers
 // and sampled continuations.
@@ -30,24 +30,24 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
+#include "run/checkpoint.h"
 #include "dataloader.h"
-#include "eval_flags.h"
-#include "flags.h"
-#include "json.h"
+#include "flags/eval_flags.h"
+#include "flags/flags.h"
+#include "util/json.h"
 #include "gpt2_cpu.h"
 #include "model.h"
-#include "paths.h"
-#include "progress.h"
-#include "rouge.h"
-#include "run_counts.h"
-#include "run_dir.h"
-#include "safetensors.h"
-#include "sampling.h"
-#include "setup.h"
-#include "stability.h"
+#include "util/paths.h"
+#include "util/progress.h"
+#include "measure/rouge.h"
+#include "run/run_counts.h"
+#include "run/run_dir.h"
+#include "run/safetensors.h"
+#include "measure/sampling.h"
+#include "run/setup.h"
+#include "measure/stability.h"
 #include "tokenizer.h"
-#include "baselines.h"
+#include "measure/baselines.h"
 
 // ---------------------------------------------------------------------------------------------
 // Results
@@ -56,7 +56,7 @@ struct Results {
     double val_loss = 0, accuracy = 0;
     int catch_all = -1;               // the compact vocabulary's "other" id accuracy leaves out; -1: none
     long long accuracy_tokens = 0;    // the evaluated tokens whose target is not that id
-    BaselineLoss baselines;  // unigram_ce, bigram_ce of the evaluated tokens (baselines.h)
+    BaselineLoss baselines;  // unigram_ce, bigram_ce of the evaluated tokens (measure/baselines.h)
     double ppl_seq = 0;  // mean over sequences of exp(the sequence's mean token loss)
     LogitStats logits;   // over every evaluated position
     long long tokens = 0;
@@ -225,7 +225,7 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
     r.uncertainty = unc;
 }
 
-// Sampled continuations (sampling.h): prompt i is the first prompt_len tokens of validation
+// Sampled continuations (measure/sampling.h): prompt i is the first prompt_len tokens of validation
 // sequence i (row i % B of batch i / B), continued by sample_len tokens in a (1, prompt_len +
 // sample_len) window.
 static void generate_samples(const EvalOptions& o, int T, const ModelConfig& cfg, const std::vector<float>& params,
@@ -459,7 +459,7 @@ static std::string batches_read(const EvalOptions& o, uint64_t distinct) {
 }
 
 // The files this evaluation reads: the checkpoint, the tokenizer and the shards of -val_data and
-// -train_data, each as messages name it and by identity (paths.h).
+// -train_data, each as messages name it and by identity (util/paths.h).
 static std::vector<CommandInput> eval_inputs(const EvalOptions& o) {
     std::vector<CommandInput> inputs = {{"the -model file " + o.model_path, file_id(o.model_path)},
                                         {"the -tokenizer file " + o.tokenizer_path, file_id(o.tokenizer_path)}};
@@ -470,8 +470,8 @@ static std::vector<CommandInput> eval_inputs(const EvalOptions& o) {
 }
 
 // Refuses, before any work, an output (-json, -pairs) that is one of the files read, that would
-// replace a file of a ./train run folder (run_dir.h), that both name, or that cannot be created
-// (paths.h).
+// replace a file of a ./train run folder (run/run_dir.h), that both name, or that cannot be created
+// (util/paths.h).
 static void check_outputs(const EvalOptions& o) {
     std::vector<CommandInput> inputs = eval_inputs(o);
     for (const auto& [flag, path] : {std::pair{"-json", o.json_path}, std::pair{"-pairs", o.pairs_path},

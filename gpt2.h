@@ -305,7 +305,7 @@ public:
         }
     }
 
-    // ---- what the diagnostics read (diagnostics.h, stability.h, ./eval) -------------------------
+    // ---- what the diagnostics read (diagnostics.h, measure/stability.h, ./eval) -------------------------
 
     // Residual stream X_i (N,C) of the last forward: i = 0 after the embedding, i = l after block l.
     const Stream* stream(int i) const { return i == 0 ? embedded.data() : step_output(blocks[i - 1].mlp_step); }
@@ -322,7 +322,7 @@ public:
     const Stream* step_input(int l, Half half) const {
         return half == Half::Attention ? stream(l) : half_stream(2 * l + 1);
     }
-    // What block l kept in the last forward (the tangent pass of stability.h reads it).
+    // What block l kept in the last forward (the tangent pass of measure/stability.h reads it).
     const BlockActs& block_activations(int l) const { return blocks[l]; }
     // Logits (N,Vp) of the last forward (backward overwrites them with their gradient).
     const Act* logits_data() const { return logits.data(); }

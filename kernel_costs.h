@@ -3,7 +3,7 @@
 // with, one Traffic (traffic.h) per launch the launcher makes (the kernel, the distinct bytes read
 // and written, the FLOPs), and for the project's own kernels their issue (a WarpWork from the
 // kernel's structure, the shared-memory wavefronts, and the threads, registers and shared bytes
-// of a block). cost_model.h turns them into time; `./bench_gpu -model` adds them up over the
+// of a block). bench/cost_model.h turns them into time; `./bench_gpu -model` adds them up over the
 // launches of a step (step_traffic.cuh). The kernel files hold the kernels and their launchers
 // only; this file includes them for their constants (block sizes, tiles, packs) and size helpers.
 //
@@ -438,7 +438,7 @@ bool attention_uses_mma(int C, int NH) {
     return mma_head_size<T>(C, NH) != 0;
 }
 
-// The cost model's view of a tensor-core kernel (cost_model.h), from its structure in
+// The cost model's view of a tensor-core kernel (bench/cost_model.h), from its structure in
 // attention_mma.cuh: per warp, the warp instructions and shared-memory wavefronts of one tile
 // of its walk off the diagonal (the loop), and of everything else a block does once (the tile on
 // the diagonal with its mask, loading its own rows, storing the results); the resources of a block.

@@ -12,7 +12,7 @@
 #include <functional>
 #include <string>
 
-#include "errors.h"
+#include "util/errors.h"
 
 enum class MemoryCategory {
     Parameters,      // master weights, their gradients, AdamW moments, the rounded weight copy

@@ -6,7 +6,7 @@
 //     (docs/model.md §5);
 //   * fresh initialisation (docs/model.md §3);
 //   * StreamStats, the hidden-state statistics every backend reports (docs/statistics.md §1).
-// The files that store a model are read and written by checkpoint.h.
+// The files that store a model are read and written by run/checkpoint.h.
 // Shapes use B (batch), T (time), C (channels), NH (heads), L (layers), V (vocabulary),
 // Vp (vocabulary padded for the embedding table), maxT (longest sequence).
 #pragma once
@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "errors.h"
-#include "rng.h"
+#include "util/errors.h"
+#include "util/rng.h"
 
 // ---------------------------------------------------------------------------------------------
 // Configuration

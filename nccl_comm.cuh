@@ -25,7 +25,7 @@
 
 #include "cuda_common.cuh"
 #include "distributed.h"
-#include "errors.h"
+#include "util/errors.h"
 
 // Throws CollectiveError naming the NCCL call when it failed (not the user's input; under
 // mpirun it must end every rank: ./train aborts the job on it).

@@ -1,5 +1,5 @@
 // step_timing.cuh — the measured time of each op of a training step, for `make bench`'s table of
-// measured beside modelled time (bench_gpu.cpp, docs/cuda.md "The traffic model").
+// measured beside modelled time (bench/bench_gpu.cpp, docs/cuda.md "The traffic model").
 //
 // The Timer observes CudaOps (gpt2.cu): it records a pair of CUDA events on the stream around
 // every op, under the op names step_traffic.cuh's model uses, so both tables group the same
@@ -59,7 +59,7 @@ struct TimedStep {
 };
 
 // Milliseconds per op, summed over the op's marks of one step and averaged over `steps` steps
-// (after one untimed step) of the step bench_gpu.cpp times, on the batch `tokens` (B·T + 1).
+// (after one untimed step) of the step bench/bench_gpu.cpp times, on the batch `tokens` (B·T + 1).
 template <typename T>
 std::map<std::string, double> measure(const ModelConfig& cfg, int B, int T_, int steps, const int32_t* tokens) {
     TimedStep<T> timed(cfg, B, T_);

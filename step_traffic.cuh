@@ -26,7 +26,7 @@ struct Recorder : OpObserver {
     void end() override {}
 };
 
-// One step as bench_gpu.cpp's train_step runs it, on the batch `tokens` (B·T): zero_grad,
+// One step as bench/bench_gpu.cpp's train_step runs it, on the batch `tokens` (B·T): zero_grad,
 // forward to the logits, backward (from the fused cross-entropy on), gradient norm, AdamW over
 // every parameter tensor.
 template <typename T>

@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
+#include "run/checkpoint.h"
 #include "dataloader.h"
-#include "errors.h"
-#include "flags.h"
-#include "paths.h"
+#include "util/errors.h"
+#include "flags/flags.h"
+#include "util/paths.h"
 #include "tokenizer.h"
 
 // What the command line asks for.

@@ -36,10 +36,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "errors.h"
-#include "paths.h"
-#include "unicode_tables.h"
-#include "utf8.h"
+#include "util/errors.h"
+#include "util/paths.h"
+#include "util/unicode_tables.h"
+#include "util/utf8.h"
 
 namespace gpt2_bpe {
 

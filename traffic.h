@@ -1,5 +1,5 @@
 // traffic.h — what one kernel launch or cuBLAS call of the CUDA backend moves and computes
-// (docs/cuda.md, "The traffic model"); cost_model.h says how long that takes on an H200.
+// (docs/cuda.md, "The traffic model"); bench/cost_model.h says how long that takes on an H200.
 //
 // Every launcher of the .cuh files has a `*_traffic` function in kernel_costs.h (one section
 // per kernel file) that returns one Traffic per launch it makes, computed from the same sizes.
@@ -26,7 +26,7 @@ struct KernelResources {
 };
 
 // One kernel launch, cuBLAS call, memset or device copy. warp_instructions, shared_wavefronts,
-// resources and mma_sync are declared by every kernel of the project (cost_model.h counts its
+// resources and mma_sync are declared by every kernel of the project (bench/cost_model.h counts its
 // issue); 0 for cuBLAS, memset and copies. round_trips is declared by the kernels that walk tiles
 // through shared memory (attention_mma.cuh), 0 elsewhere.
 struct Traffic {

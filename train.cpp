@@ -6,9 +6,9 @@
 //   ./train -config runs/x/config.json -seed 43 -out runs/y     x's settings, another seed
 //   ./train -init gpt2/model.safetensors -lr 1e-4 -out ft        from OpenAI's GPT-2 weights
 //
-// Reading order: main() reads the flags (train_flags.h) and prepares the run: the model resumed,
-// loaded or fresh, the batch shape (resume.h); train() starts the data and the model on every
-// rank, writes config.json (run_config.h) and loops over the steps; train_step() is one
+// Reading order: main() reads the flags (flags/train_flags.h) and prepares the run: the model resumed,
+// loaded or fresh, the batch shape (run/resume.h); train() starts the data and the model on every
+// rank, writes config.json (run/run_config.h) and loops over the steps; train_step() is one
 // optimiser step: the micro-steps, the gradients summed, clipping, the update, the log record.
 //
 // Exit status (README "Exit status"): 0 done, 1 out of memory, 2 bad input (one line naming the
@@ -23,24 +23,24 @@
 #include <vector>
 
 #include "backend.h"
-#include "baselines.h"
+#include "measure/baselines.h"
 #include "dataloader.h"
 #include "distributed.h"
-#include "errors.h"
-#include "flags.h"
-#include "json.h"
-#include "log_records.h"
-#include "mpi_group.h"
-#include "progress.h"
-#include "rank_agreement.h"
-#include "resume.h"
-#include "run_config.h"
-#include "run_dir.h"
-#include "sampling.h"
-#include "setup.h"
-#include "signals.h"
+#include "util/errors.h"
+#include "flags/flags.h"
+#include "util/json.h"
+#include "run/log_records.h"
+#include "distributed/mpi_group.h"
+#include "util/progress.h"
+#include "distributed/rank_agreement.h"
+#include "run/resume.h"
+#include "run/run_config.h"
+#include "run/run_dir.h"
+#include "measure/sampling.h"
+#include "run/setup.h"
+#include "run/signals.h"
 #include "tokenizer.h"
-#include "train_flags.h"
+#include "flags/train_flags.h"
 #include "training.h"
 
 using Clock = std::chrono::steady_clock;
@@ -164,7 +164,7 @@ static int train_step(Training& t, int step) {
     return 0;
 }
 
-// The checkpoint pair of the steps done (resume.h), then, with -keep_checkpoints K, the pairs
+// The checkpoint pair of the steps done (run/resume.h), then, with -keep_checkpoints K, the pairs
 // beyond the newest K removed except the final one (rank 0; README "Run folders").
 static void save(Training& t) {
     save_checkpoint(t.model, t.r, t.r.state, t.train_data, t.group);

@@ -33,7 +33,7 @@
 #include "loss.cuh"
 #include "residual.cuh"
 #include "matmul.cuh"
-#include "rng.h"
+#include "util/rng.h"
 #include "stats.cuh"
 
 namespace {

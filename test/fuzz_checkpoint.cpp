@@ -1,8 +1,8 @@
-// Fuzz target: the model checkpoint reader (checkpoint.h). Any bytes must either load as a model whose
+// Fuzz target: the model checkpoint reader (run/checkpoint.h). Any bytes must either load as a model whose
 // sizes are valid and whose every parameter tensor lies inside the buffer read, or be refused
 // with an InputError.
 #include "fuzz_input.h"
-#include "checkpoint.h"
+#include "run/checkpoint.h"
 #include "model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,4 +1,4 @@
-// Fuzz target: config.json as -resume 1 reads it (json.h's reader, run_config.h's check). The
+// Fuzz target: config.json as -resume 1 reads it (util/json.h's reader, run/run_config.h's check). The
 // input is the file's text: it must be read as JSON and written back as the same value (on one
 // line, and an object also one member per line, config.json's layout), or be refused with an
 // InputError; a JSON object then goes through the resume check against the config.json of a
@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "json.h"
-#include "run_config.h"
-#include "train_flags.h"
+#include "util/json.h"
+#include "run/run_config.h"
+#include "flags/train_flags.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string text(reinterpret_cast<const char*>(data), size);

@@ -1,14 +1,14 @@
-// Fuzz target: the flag parser (flags.h) through ./train's and ./eval's tables of flags
-// (train_flags.h, eval_flags.h). The input is split at NUL bytes into arguments; every argument
+// Fuzz target: the flag parser (flags/flags.h) through ./train's and ./eval's tables of flags
+// (flags/train_flags.h, flags/eval_flags.h). The input is split at NUL bytes into arguments; every argument
 // list must either parse into settings within their ranges or be refused with an InputError
 // (never a crash, a hang or another exception).
 #include <string>
 #include <vector>
 
-#include "eval_flags.h"
+#include "flags/eval_flags.h"
 #include "model.h"  // ModelConfig, model_size
-#include "run_counts.h"
-#include "train_flags.h"
+#include "run/run_counts.h"
+#include "flags/train_flags.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<std::string> words = {"./train"};
@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (o.steps < 1 || o.warmup > o.steps || o.beta1 >= 1 || o.beta2 >= 1 || !(o.dt > 0) || !(o.eps > 0)) std::abort();
         ModelConfig cfg;
         if (!o.init.empty()) model_size(o.init, &cfg);
-        // The counts of the sizes given (run_counts.h): exact or refused, never wrapped.
+        // The counts of the sizes given (run/run_counts.h): exact or refused, never wrapped.
         const StepCounts c = step_counts(o.B ? o.B : 8, o.T ? o.T : 256, 1, o.total_batch ? o.total_batch : 2048, o.steps);
         if (c.positions < 1 || c.grad_accum < 1 || (long long)c.grad_accum * c.micro_tokens != (o.total_batch ? o.total_batch : 2048) ||
             c.run_tokens / o.steps != (o.total_batch ? o.total_batch : 2048))

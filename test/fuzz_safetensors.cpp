@@ -1,10 +1,10 @@
-// Fuzz target: the GPT-2 safetensors reader (safetensors.h). Any bytes must either load as a
+// Fuzz target: the GPT-2 safetensors reader (run/safetensors.h). Any bytes must either load as a
 // model whose sizes are valid, with one float per parameter, that exports and loads back as the
 // same floats bit for bit; or be refused with an InputError.
 #include <cstring>
 
 #include "fuzz_input.h"
-#include "safetensors.h"
+#include "run/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const InputFile input(data, size);

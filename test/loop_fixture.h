@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "golden.h"
-#include "checkpoint.h"
+#include "run/checkpoint.h"
 #include "test_files.h"
 
 // The clipping threshold and AdamW ε the loop case used (the other settings are the kGolden*

@@ -1,4 +1,4 @@
-// The baselines of baselines.h on corpora small enough to work out by hand: add-one unigram and
+// The baselines of measure/baselines.h on corpora small enough to work out by hand: add-one unigram and
 // Witten–Bell bigram probabilities, their cross-entropies over evaluated (input, target) pairs,
 // pairs not crossing shard boundaries, the evaluated tokens read through a DataLoader as ./train
 // and ./eval read them, and bad shards refused.
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "baselines.h"
+#include "measure/baselines.h"
 #include "test_files.h"
 
 namespace {

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "rng.h"
+#include "run/checkpoint.h"
+#include "util/rng.h"
 
 namespace {
 

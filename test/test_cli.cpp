@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "json.h"
+#include "run/checkpoint.h"
+#include "util/json.h"
 #include "loop_fixture.h"
-#include "rng.h"
+#include "util/rng.h"
 #include "test_files.h"
 
 namespace {

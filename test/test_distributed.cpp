@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint.h"
+#include "run/checkpoint.h"
 #include "test_files.h"
 
 namespace {

@@ -15,6 +15,7 @@
 //   test_sweep_runs  signals to a running sweep (checkpoints, the rerun alike), ./eval -run of a sweep run
 //   test_safetensors_torch  ./eval -export against Python writers; imported GPT-2 safetensors
 //                 against PyTorch models (skips those without torch; needs ./eval)
+//   test_layout   the layout of the sources: includes from the root, one way, no cycle; the code map
 //   test_torch_bench  scripts/torch_gpt2_bench.py's table from fake programs, without torch (and a
 //                 tiny CPU run where torch is installed)
 #include <gtest/gtest.h>
@@ -40,7 +41,7 @@ TEST_P(PythonModule, Passes) {
 
 INSTANTIATE_TEST_SUITE_P(Experiments, PythonModule,
                          ::testing::Values("test_stats", "test_reports", "test_results", "test_claims", "test_intervene",
-                                           "test_settings", "test_input", "test_sweep_runs", "test_safetensors_torch",
+                                           "test_settings", "test_input", "test_sweep_runs", "test_safetensors_torch", "test_layout",
                                            "test_torch_bench"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 

@@ -20,7 +20,7 @@
 #include "cpu_fast_ops.h"
 #include "cpu_ops.h"
 #include "gpt2_cpu.h"
-#include "rng.h"
+#include "util/rng.h"
 
 namespace {
 

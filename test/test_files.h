@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
+#include "run/checkpoint.h"
 #include "model.h"
-#include "rng.h"
+#include "util/rng.h"
 
 // The whole content of a file (empty when it cannot be read).
 inline std::string read_file(const std::string& path) {

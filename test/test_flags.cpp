@@ -1,7 +1,7 @@
-// The tables of flags (train_flags.h, eval_flags.h) and what comes from them: every flag at and
+// The tables of flags (flags/train_flags.h, flags/eval_flags.h) and what comes from them: every flag at and
 // beyond each bound of its values (the option then holds what was typed), the defaults within
 // the values, the checks across flags, the usage naming every flag, and the tables of README and
-// docs/cli.md equal to the code's (`make docs`). Also json.h's reader and writer, through which
+// docs/cli.md equal to the code's (`make docs`). Also util/json.h's reader and writer, through which
 // config.json goes. Run from the repository root (the docs are read from there).
 #include <gtest/gtest.h>
 
@@ -13,14 +13,14 @@
 #include <string>
 #include <vector>
 
-#include "eval_flags.h"
-#include "flag_docs.h"
-#include "json.h"
-#include "rng.h"
-#include "resume.h"
-#include "run_counts.h"
+#include "flags/eval_flags.h"
+#include "flags/flag_docs.h"
+#include "util/json.h"
+#include "util/rng.h"
+#include "run/resume.h"
+#include "run/run_counts.h"
 #include "test_files.h"
-#include "train_flags.h"
+#include "flags/train_flags.h"
 
 namespace {
 
@@ -335,9 +335,9 @@ TEST(FlagTables, MarkersAreFoundOnceEach) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// json.h
+// util/json.h
 
-// The counts derived from ./train's flags (run_counts.h) against exact 128-bit arithmetic, over
+// The counts derived from ./train's flags (run/run_counts.h) against exact 128-bit arithmetic, over
 // values drawn at and around every bound of the flags' ranges and powers of two: either refused
 // with an InputError, exactly when a count would overflow or leave nothing to do, or all correct.
 TEST(FlagCounts, StepCountsAreExactOrRefusedForExtremeValues) {

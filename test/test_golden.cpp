@@ -7,7 +7,7 @@
 #include <cmath>
 #include <string>
 
-#include "checkpoint.h"
+#include "run/checkpoint.h"
 #include "golden.h"
 #include "gpt2_cpu.h"
 #include "training.h"

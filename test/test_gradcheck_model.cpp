@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "gpt2_cpu.h"
-#include "rng.h"
+#include "util/rng.h"
 
 namespace {
 

@@ -23,7 +23,7 @@
 #include "cpu_fast_ops.h"
 #include "cpu_ops.h"
 #include "matmul.h"
-#include "rng.h"
+#include "util/rng.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gpt2_cpu.h"
-#include "rng.h"
+#include "util/rng.h"
 #include "training.h"
 
 namespace {

@@ -1,7 +1,7 @@
 // The run-outcome rules of training.h (README "Run outcomes") on synthetic loss sequences: a spike
 // that recovers, a sustained rise, a rise during warmup, a non-finite loss or gradient norm, a
 // collapse, each rule's boundary; then ./train itself: the log records and exit status of a run
-// that stops and of one that finishes, with unigram_ce computed as baselines.h computes it, the
+// that stops and of one that finishes, with unigram_ce computed as measure/baselines.h computes it, the
 // extremes, a blow-up inside warmup, and the history replayed on -resume 1.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "baselines.h"
+#include "measure/baselines.h"
 #include "test_files.h"
 #include "training.h"
 

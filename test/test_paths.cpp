@@ -1,4 +1,4 @@
-// Tests of paths.h: a file's identity is the same however it is spelled (relative or absolute,
+// Tests of util/paths.h: a file's identity is the same however it is spelled (relative or absolute,
 // a symbolic or hard link) and differs between files; an output that is an input is refused
 // naming both; an output path is checked by creating a file beside it, which root's access()
 // would not do for a folder no one can write into.
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "paths.h"
+#include "util/paths.h"
 #include "test_files.h"
 
 namespace {

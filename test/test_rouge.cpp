@@ -1,4 +1,4 @@
-// rouge.h against hand-worked examples: the tokenizer (rouge-score's default: lower case, a-z0-9
+// measure/rouge.h against hand-worked examples: the tokenizer (rouge-score's default: lower case, a-z0-9
 // runs, stemming of tokens longer than 3), the Porter stemmer against known stems (the paper's
 // examples and NLTK's extensions; NLTK 3.8's PorterStemmer gives exactly these), ROUGE-1/2
 // with clipped counts and ROUGE-L through the longest common subsequence.
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "rouge.h"
+#include "measure/rouge.h"
 
 namespace {
 

@@ -23,11 +23,11 @@
 #include <thread>
 #include <vector>
 
-#include "checkpoint.h"
-#include "json.h"
+#include "run/checkpoint.h"
+#include "util/json.h"
 #include "model.h"
 #include "test_files.h"
-#include "train_flags.h"
+#include "flags/train_flags.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// GPT-2 weights in Hugging Face's safetensors layout (safetensors.h, docs/formats.md §5):
+// GPT-2 weights in Hugging Face's safetensors layout (run/safetensors.h, docs/formats.md §5):
 //   * a tiny GPT-2 file written here by hand, as the `safetensors` library lays one out (tensors
 //     sorted by name, compact JSON header padded with spaces to 8 bytes), loads with every
 //     Conv1D weight transposed into our (out, in) layout and wte padded with zero rows;
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "safetensors.h"
+#include "run/safetensors.h"
 #include "test_files.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// The diagnostics of stability.h against independent computations:
+// The diagnostics of measure/stability.h against independent computations:
 //   * the docs/statistics.md statistics against direct two-pass formulas and a hand-worked tensor;
 //   * the exact tangent pass (JVP) of every block and residual step against a dense
 //     central-difference Jacobian of a tiny float64 model, for every placement and Δt;
@@ -7,7 +7,7 @@
 //   * the gradient norms and the output-uncertainty pass against direct computations;
 //   * the measurements of diagnostics.h (attention-logit maximum, output-logit statistics,
 //     per-sequence perplexity, RMS and scale-free gradients) and the per-block norms and the
-//     relative noise amplification of stability.h, against hand-worked values, finite
+//     relative noise amplification of measure/stability.h, against hand-worked values, finite
 //     differences or the direct formulas.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "gpt2_cpu.h"
-#include "stability.h"
+#include "measure/stability.h"
 
 namespace {
 
@@ -430,7 +430,7 @@ TEST(Uncertainty, ZeroNoiseGivesZero) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The measurements of diagnostics.h and the per-block ones of stability.h
+// The measurements of diagnostics.h and the per-block ones of measure/stability.h
 
 TEST(AttentionLogitMax, HandBuiltQkvHonoursTheCausalMaskHeadsAndScale) {
     // B = 2, T = 2, C = 4, NH = 2 (hs = 2, scale 1/√2); every entry 0 unless set.

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "rng.h"
+#include "run/checkpoint.h"
+#include "util/rng.h"
 #include "test_files.h"
 
 namespace {

@@ -1,7 +1,7 @@
 // The threaded branches of the CPU code, run threaded: the ops training runs (the fast ops of
 // cpu_fast_ops.h and the reference ops of cpu_ops.h, which CpuModel<float> uses for the encoder,
 // the residual step and AdamW, and the diagnostics for their norms), the tangents of
-// stability.h, the diagnostics of diagnostics.h and gemm of matmul.h. Every op is run with
+// measure/stability.h, the diagnostics of diagnostics.h and gemm of matmul.h. Every op is run with
 // parallel_min_work() lowered to 1, so each loop gated by it takes its parallel branch at these
 // small sizes, with 1, 2 and 3 threads (3 does not divide the work evenly), and once more with
 // the threshold left at its default (the serial branch). All results must be the same bit for
@@ -28,8 +28,8 @@
 #include "diagnostics.h"
 #include "gpt2_cpu.h"
 #include "matmul.h"
-#include "rng.h"
-#include "stability.h"
+#include "util/rng.h"
+#include "measure/stability.h"
 
 namespace {
 
@@ -228,7 +228,7 @@ TEST(ThreadedBranch, AdamW) {
     });
 }
 
-// The tangents of stability.h (their loops are always parallel).
+// The tangents of measure/stability.h (their loops are always parallel).
 TEST(ThreadedBranch, Tangents) {
     Rng rng(10);
     const Floats x = random_floats(rng, (size_t)N * C, 2.0f), w = random_floats(rng, C), b = random_floats(rng, C);

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "json.h"
-#include "sampling.h"
+#include "run/checkpoint.h"
+#include "util/json.h"
+#include "measure/sampling.h"
 #include "test_files.h"
 #include "tokenizer.h"
 

@@ -1,4 +1,4 @@
-// The traffic and cost model (traffic.h, cost_model.h) and the kernels' declarations
+// The traffic and cost model (traffic.h, bench/cost_model.h) and the kernels' declarations
 // (kernel_costs.h) against what the kernels really do:
 //   * every launcher of the .cuh files runs at odd test sizes in the counting build of the SIMT
 //     layer (test/simt/counting.h), which records the distinct device bytes each launch reads and
@@ -29,7 +29,7 @@
 #include "adamw.cuh"
 #include "async_copy.cuh"
 #include "attention.cuh"
-#include "cost_model.h"
+#include "bench/cost_model.h"
 #include "counting.h"
 #include "cuda_common.cuh"
 #include "encoder.cuh"
