@@ -27,8 +27,8 @@
 #include "model.h"
 
 // Where both CPU op sets keep their buffers: std::vector of Real, everything (activations, the
-// stream, gradients, statistics) in Real. Host memory is not planned (memory_category), and no
-// op is held back (finish does nothing). Not an op set: no op of the model is here.
+// stream, gradients, statistics) in Real. Host memory is not planned (memory_category), and every op
+// has finished when it returns (finish does nothing). Not an op set: no op of the model is here.
 template <typename Real>
 struct HostMemory {
     using Act = Real;

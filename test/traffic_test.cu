@@ -38,7 +38,7 @@
 #include "loss.cuh"
 #include "matmul.cuh"
 #include "residual.cuh"
-#include "gpt2.cu"  // cuda_step_traffic: the CudaOps of one step with its recording runner
+#include "gpt2.cu"  // cuda_step_traffic: the CudaOps of one step with its recording observer
 #include "kernel_costs.h"
 #include "tensor_cores.cuh"
 #include "traffic.h"
