@@ -271,6 +271,4 @@ void layernorm_backward(D* dinp, float* dw, float* db, const G* dout, const X* i
     cudaCheck(cudaGetLastError());
 }
 
-}
-
 }  // namespace gpu
