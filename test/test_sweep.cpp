@@ -170,7 +170,7 @@ TEST_F(Sweep, RunsGridWritesTablesAndResumes) {
 TEST_F(Sweep, GpusRunsOneRunPerGpuAtOnce) {
     // A stand-in for ./train that records the GPU it was given, then trains on the CPU.
     const std::string train = dir + "/train_on_gpu";
-    std::ofstream(train) << "#!/bin/sh\necho \"gpu=$CUDA_VISIBLE_DEVICES\"\nexec " << realpath("train", nullptr)
+    std::ofstream(train) << "#!/bin/sh\necho \"gpu=$CUDA_VISIBLE_DEVICES\" >&2\nexec " << realpath("train", nullptr)
                          << " \"$@\"\n";
     chmod(train.c_str(), 0755);
     // And a machine with two GPUs, as nvidia-smi -L lists them.
