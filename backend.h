@@ -1,8 +1,9 @@
 // backend.h — Backend, the one interface between ./train, ./eval, the benchmarks and tests and a
 // backend (CPU or CUDA), so the training loop is written once: the model's passes, its
 // diagnostics and the rest of a training step (AdamW, the parameters in and out, data
-// parallelism). CpuBackend (gpt2_cpu.h) and CudaBackend (gpt2.cu) implement it, each method in
-// one line where it hands the call to the model.
+// parallelism). A backend is the model itself, Gpt2<Ops> (gpt2.h) on its op set, which
+// implements the passes (ModelPasses), plus what a backend adds: CpuBackend (gpt2_cpu.h) and
+// CudaBackend (gpt2.cu). So ./train's model.backward(...) is Gpt2::backward, with no call between.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -36,16 +37,12 @@ struct ForwardStats {
     LogitStats logits;                   // of the output logits
 };
 
-// What ./train, ./eval, the benchmarks and the tests call on a backend (CPU or CUDA), so the
-// training loop is written once. A backend owns the model (parameters, their gradients, the activations of one
-// micro-batch of fixed shape (B, T)) and the AdamW moments.
-class Backend {
+// What the model does with one micro-batch, written once for every op set by Gpt2<Ops> (gpt2.h).
+// Backend inherits it virtually, and so does Gpt2, so that in a backend (which is both) Gpt2's
+// methods are the ones ./train calls.
+class ModelPasses {
 public:
-    virtual ~Backend() = default;
-    virtual std::string name() const = 0;  // e.g. "cpu (fp32, 2 threads)"
-    virtual const ModelConfig& config() const = 0;
-
-    // ---- the model's passes (Gpt2, gpt2.h) ----
+    virtual ~ModelPasses() = default;
     // Forward pass of one micro-batch: inputs, targets (B·T token ids). Keeps what backward
     // needs and returns the mean cross-entropy over the B·T positions (evaluation: the logits
     // are kept).
@@ -61,14 +58,23 @@ public:
     virtual double backward(double loss_weight) = 0;
     // Global L2 norm of all parameter gradients.
     virtual double grad_norm() = 0;
+    // When on, backward also records ‖∂loss/∂X‖ (Frobenius, over the micro-batch) at the
+    // 2L + 1 half-block points; off by default so training pays nothing for it.
+    virtual void record_stream_grads(bool on) = 0;
+    virtual std::vector<double> stream_grad_norms() const = 0;
+};
+
+// What ./train, ./eval, the benchmarks and the tests call on a backend (CPU or CUDA), so the
+// training loop is written once. A backend owns the model (parameters, their gradients, the
+// activations of one micro-batch of fixed shape (B, T)) and the AdamW moments.
+class Backend : public virtual ModelPasses {
+public:
+    virtual std::string name() const = 0;  // e.g. "cpu (fp32, 2 threads)"
+    virtual const ModelConfig& config() const = 0;
 
     // ---- the diagnostics of the model (diagnostics.h) ----
     // Of the last forward; call it before backward, which overwrites the logits.
     virtual ForwardStats forward_stats() = 0;
-    // When on, backward also records ‖∂loss/∂X‖ (Frobenius, over the micro-batch) at the
-    // 2L + 1 half-block points; off by default so training pays nothing for it.
-    virtual void record_stream_grads(bool on) = 0;
-    virtual std::vector<double> stream_grad_norms() = 0;
     // Per block, the norm of the gradient of its W_fcproj (the MLP's output projection weight)
     // as accumulated since zero_grad.
     virtual std::vector<double> fcproj_grad_norms() = 0;

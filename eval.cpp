@@ -201,10 +201,10 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         for (double& x : sq) x *= x;
         accumulate(unc.w2_bound, sq);  // mean of squares, rooted below
         m.zero_grad();
-        m.record_stream_grads = true;
+        m.record_stream_grads(true);
         m.backward(1.0);
-        m.record_stream_grads = false;
-        const std::vector<double> grad_norms = m.stream_grad_norm;
+        m.record_stream_grads(false);
+        const std::vector<double> grad_norms = m.stream_grad_norms();
         accumulate(r.grad_norm, grad_norms);
         accumulate(r.grad_norm_scaled, diag::products(grad_norms, rms));
         accumulate(r.param_grad_norm, stability::block_param_grad_norms(m));
@@ -616,7 +616,7 @@ static int evaluate(EvalOptions o) {
     CpuModel<float>* ref = nullptr;
     if (device == "cpu") {
         auto cpu = std::make_unique<CpuBackend<>>(cfg, o.B, T);
-        ref = &cpu->model;
+        ref = cpu.get();
         backend = std::move(cpu);
     } else {
         backend = make_backend(device, o.precision, "fast", cfg, o.B, T);

@@ -339,38 +339,36 @@ private:
 template <typename T>
 using CudaModel = Gpt2<CudaOps<T>>;
 
-// The model on the GPU as a Backend for ./train and ./eval: CudaModel<Act> plus AdamW moments.
+// The model on the GPU as a Backend for ./train and ./eval: CudaModel<Act>, whose passes ./train
+// calls (Gpt2, gpt2.h), plus AdamW moments, the copies in and out and the collectives.
 template <typename Act>
-class CudaBackend : public Backend {
+class CudaBackend final : public Backend, public CudaModel<Act> {
 public:
+    // The model, and its members used here by name (a base that depends on the template's
+    // parameter is not searched for names otherwise).
+    using Model = CudaModel<Act>;
+    using Model::cfg;
+    using Model::grads;
+    using Model::ops;
+    using Model::params;
+
     CudaBackend(const ModelConfig& cfg, int B, int T, const std::string& device, std::shared_ptr<NcclComm> comm = nullptr)
-        : model(cfg, B, T), range{0, model.params.size()}, m(moment_buffer(range.size())),
-          v(moment_buffer(range.size())), device(device), comm(std::move(comm)) {
-        model.ops.finish();
+        : Model(cfg, B, T), range{0, params.size()}, m(moment_buffer(range.size())), v(moment_buffer(range.size())),
+          device(device), comm(std::move(comm)) {
+        ops.finish();
     }
 
     std::string name() const override {
         const char* precision = std::is_same<Act, float>::value ? "fp32" : "bf16, fp32 master weights";
         return std::string("cuda (") + precision + ", " + device + ", " + RANK_COLLECTIVES + ")";
     }
-    const ModelConfig& config() const override { return model.cfg; }
-
-    // The model's passes and its diagnostics (backend.h).
-    double forward(const int32_t* inputs, const int32_t* targets) override { return model.forward(inputs, targets); }
-    void forward_to_logits(const int32_t* inputs, const int32_t* targets) override {
-        model.forward_to_logits(inputs, targets);
-    }
-    void zero_grad() override { model.zero_grad(); }
-    double backward(double loss_weight) override { return model.backward(loss_weight); }
-    double grad_norm() override { return model.grad_norm(); }
-    ForwardStats forward_stats() override { return diag::forward_stats(model); }
-    void record_stream_grads(bool on) override { model.record_stream_grads = on; }
-    std::vector<double> stream_grad_norms() override { return model.stream_grad_norm; }
-    std::vector<double> fcproj_grad_norms() override { return diag::fcproj_grad_norms(model); }
+    const ModelConfig& config() const override { return cfg; }
+    ForwardStats forward_stats() override { return diag::forward_stats(static_cast<Model&>(*this)); }
+    std::vector<double> fcproj_grad_norms() override { return diag::fcproj_grad_norms(static_cast<Model&>(*this)); }
 
     // Every tensor of the optimiser range in one launch; m and v hold that range only.
     void update(const AdamWHyper& h, int t, double grad_scale) override {
-        model.ops.adamw_update(model.params.data(), model.weight_copy(0), model.grads.data(), m.data(), v.data(),
+        ops.adamw_update(params.data(), this->weight_copy(0), grads.data(), m.data(), v.data(),
                                range.lo, range.hi, h, t, grad_scale);
     }
 
@@ -386,46 +384,44 @@ public:
     static constexpr const char* RANK_COLLECTIVES = "ranks over NCCL";
     void sum_grads(ProcessGroup& group) override {
         if (group.size() == 1) return;
-        nccl().sum(model.grads.data(), model.grads.size(), model.ops.stream);
+        nccl().sum(grads.data(), grads.size(), ops.stream);
     }
     void gather_params(ProcessGroup& group) override {
         if (group.size() == 1) return;
-        nccl().all_gather(model.params.data(), model.params.size(), model.ops.stream);
-        model.sync_weights();
+        nccl().all_gather(params.data(), params.size(), ops.stream);
+        this->sync_weights();
     }
 #else
     static constexpr const char* RANK_COLLECTIVES = "ranks through host memory";
     void sum_grads(ProcessGroup& group) override {
         if (group.size() == 1) return;
-        std::vector<float> host(model.grads.size());
-        model.grads.download(host.data(), model.ops.stream);
+        std::vector<float> host(grads.size());
+        grads.download(host.data(), ops.stream);
         group.sum(host.data(), host.size());
-        model.grads.upload(host.data(), model.ops.stream);
+        grads.upload(host.data(), ops.stream);
     }
     void gather_params(ProcessGroup& group) override {
         if (group.size() == 1) return;
-        std::vector<float> host(model.params.size());
+        std::vector<float> host(params.size());
         get_params(host.data());
         group.all_gather(host.data(), host.size());
         set_params(host.data());
     }
 #endif
 
-    void get_params(float* out) override { model.params.download(out, model.ops.stream); }
+    void get_params(float* out) override { params.download(out, ops.stream); }
     void set_params(const float* in) override {
-        model.params.upload(in, model.ops.stream);
-        model.sync_weights();
+        params.upload(in, ops.stream);
+        this->sync_weights();
     }
     void get_moments(float* m_out, float* v_out) override {
-        m.download(m_out, model.ops.stream);
-        v.download(v_out, model.ops.stream);
+        m.download(m_out, ops.stream);
+        v.download(v_out, ops.stream);
     }
     void set_moments(const float* m_in, const float* v_in) override {
-        m.upload(m_in, model.ops.stream);
-        v.upload(v_in, model.ops.stream);
+        m.upload(m_in, ops.stream);
+        v.upload(v_in, ops.stream);
     }
-
-    CudaModel<Act> model;
 
 private:
     Range range;              // the optimiser range (set_optimizer_range)
@@ -442,8 +438,8 @@ private:
 
     // n zeroed floats of AdamW moments (counted with the parameters in a memory plan).
     DeviceArray<float> moment_buffer(size_t n) {
-        model.ops.memory_category(MemoryCategory::Parameters);
-        return model.ops.template alloc<float>(n);
+        ops.memory_category(MemoryCategory::Parameters);
+        return ops.template alloc<float>(n);
     }
 };
 

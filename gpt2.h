@@ -35,11 +35,14 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend.h"
 #include "memory_plan.h"
 #include "model.h"
 
+// The passes are ModelPasses' (backend.h): a backend is a Gpt2 on its op set, so ./train calls
+// these methods directly.
 template <class Ops>
-class Gpt2 {
+class Gpt2 : public virtual ModelPasses {
 public:
     using Act = typename Ops::Act;
     using Acc = typename Ops::Acc;
@@ -93,10 +96,6 @@ public:
     Array<Acc> params, grads;  // master weights and their gradients, flat, file order (model.h)
     ParamTensors<Act> p;       // named views of the weights the passes read
     ParamTensors<Acc> g;       // named views of grads
-
-    // When true, backward stores ‖∂loss/∂X‖ at the 2L + 1 half_stream points in stream_grad_norm.
-    bool record_stream_grads = false;
-    std::vector<double> stream_grad_norm;
 
     Gpt2(const ModelConfig& config, int batch, int seq_len)
         : ops(config, batch, seq_len), cfg(config), plan(norm_plan(config.placement)), B(batch), T(seq_len),
@@ -160,7 +159,7 @@ public:
     // Pre-/Peri-LN: the LayerNorm that reads X_j (the next step's LN_in, LNf after the last step)
     // runs in one op with the add that makes X_j (step_forward); only X_0's runs alone. Post-LN:
     // each step's LN_after runs with its add, and LNf reads X_L alone.
-    void forward_to_logits(const int32_t* host_tokens, const int32_t* host_targets) {
+    void forward_to_logits(const int32_t* host_tokens, const int32_t* host_targets) override {
         const int C = cfg.C;
         ops.load_batch(tokens, targets, host_tokens, host_targets);
         ops.encoder_forward(embedded.data(), tokens.data(), p.wte, p.wpe, B, T, C);
@@ -172,13 +171,13 @@ public:
 
     // Forward pass with the loss (evaluation): forward_to_logits, then the per-position losses;
     // the logits are kept. Returns the mean cross-entropy, loss = CE(logits, target).
-    double forward(const int32_t* host_tokens, const int32_t* host_targets) {
+    double forward(const int32_t* host_tokens, const int32_t* host_targets) override {
         forward_to_logits(host_tokens, host_targets);
         ops.crossentropy_forward(losses.data(), logits.data(), targets.data(), N, cfg.V, cfg.Vp);
         return ops.mean(losses);
     }
 
-    void zero_grad() { ops.zero(grads); }
+    void zero_grad() override { ops.zero(grads); }
 
     // Backward pass of the last forward (either one): grads += loss_weight · d(mean loss)/d(params).
     // Its first op computes the per-position losses and, in the same pass over the logits, turns
@@ -186,7 +185,7 @@ public:
     // scratch buffer is written by the op that produces it first (GradOut::Write, or an op that
     // always stores, as attention's backward does d_qkv) and added into by the later ones, so
     // none is zeroed (docs/block.md §2).
-    double backward(double loss_weight) {
+    double backward(double loss_weight) override {
         const int C = cfg.C;
         ops.crossentropy_forward_backward(losses.data(), logits.data(), targets.data(), (Acc)loss_weight / N, N,
                                           cfg.V, cfg.Vp);
@@ -200,7 +199,7 @@ public:
         else
             ops.layernorm_backward_residual(d_stream.data(), d_f.data(), cfg.dt, g.lnfw, g.lnfb, d_u.data(),
                                             stream(cfg.L), p.lnfw, mean, rstd, N, C, GradOut::Write);
-        if (record_stream_grads) stream_grad_norm.assign(2 * cfg.L + 1, 0.0);
+        if (recording_stream_grads) stream_grad_norm.assign(2 * cfg.L + 1, 0.0);
         for (int l = cfg.L - 1; l >= 0; l--) {
             record_stream_grad(2 * l + 2);
             step_backward(l, Half::Mlp, step_output(blocks[l].attn_step), true);
@@ -213,7 +212,11 @@ public:
     }
 
     // Global L2 norm of all parameter gradients.
-    double grad_norm() { return ops.norm(grads); }
+    double grad_norm() override { return ops.norm(grads); }
+
+    // When on, backward stores ‖∂loss/∂X‖ at the 2L + 1 half_stream points (stream_grad_norms).
+    void record_stream_grads(bool on) override { recording_stream_grads = on; }
+    std::vector<double> stream_grad_norms() const override { return stream_grad_norm; }
 
     // ---- one residual step -------------------------------------------------------------------
     //
@@ -236,8 +239,17 @@ public:
         const int C = cfg.C;
         const Act* u = plan.input ? a.in.out.data() : unnormalised_input(a, x);  // u = LN_in(x), done before
         Act* F = a.module_out.data();
-        if (half == Half::Attention) attention_forward(l, u, F);
-        else mlp_forward(l, u, F);
+        BlockActs& m = blocks[l];  // what the module keeps
+        const size_t Cs = C;  // the weights' offsets of block l are size_t
+        if (half == Half::Attention) {  // F = proj(attention(qkv(u)))
+            ops.matmul_forward(m.qkv.data(), u, p.qkvw + l * 3 * Cs * Cs, p.qkvb + l * 3 * Cs, N, C, 3 * C);
+            ops.attention_forward(m.heads.data(), m.att.data(), m.qkv.data(), B, T, C, cfg.NH);
+            ops.matmul_forward(F, m.heads.data(), p.attprojw + l * Cs * Cs, p.attprojb + l * Cs, N, C, C);
+        } else {  // F = fcproj(GELU(fc(u)))
+            ops.matmul_gelu_forward(m.gelu.data(), m.fc.data(), u, p.fcw + l * 4 * Cs * Cs, p.fcb + l * 4 * Cs, N, C,
+                                    4 * C);
+            ops.matmul_forward(F, m.gelu.data(), p.fcprojw + l * 4 * Cs * Cs, p.fcprojb + l * Cs, N, 4 * C, C);
+        }
         const Act* f = F;
         if (plan.output) {  // f = LN_out(F)
             const NormWeights<Act> w = norm_weights(l, half, StepNorm::Output);
@@ -286,9 +298,23 @@ public:
                                    a.out.rstd.data(), N, C, GradOut::Write);
             dF = d_mod.data();
         }
+        // du = F'(dF): the module's lines in reverse down to its first product (qkv or fc), with
+        // the weights' gradients on the way; that product's backward, below, gives du.
+        const BlockActs& m = blocks[l];  // what the module kept
+        const size_t Cs = C;  // the weights' offsets of block l are size_t
+        if (half == Half::Attention) {  // F = proj(attention(qkv(u)))
+            ops.matmul_backward(d_heads.data(), g.attprojw + l * Cs * Cs, g.attprojb + l * Cs, dF, m.heads.data(),
+                                p.attprojw + l * Cs * Cs, N, C, C, GradOut::Write);
+            ops.attention_backward(d_qkv.data(), d_heads.data(), m.qkv.data(), m.heads.data(), m.att.data(), B, T, C,
+                                   cfg.NH);
+        } else {  // F = fcproj(GELU(fc(u))): fcproj's backward, its input gradient taken through GELU' to d_fc
+            ops.matmul_gelu_backward(d_fc.data(), g.fcprojw + l * 4 * Cs * Cs, g.fcprojb + l * Cs, dF, m.gelu.data(),
+                                     p.fcprojw + l * 4 * Cs * Cs, m.fc.data(), N, 4 * C, C);
+        }
+        const FirstProduct first = first_product(l, half);
         if (plan.input) {  // du into d_u, then dx = ds + LN_in'(du), and the step before's df = Δt·dx
-            if (half == Half::Attention) attention_backward(l, a.in.out.data(), dF, d_u.data(), GradOut::Write);
-            else mlp_backward(l, a.in.out.data(), dF, d_u.data(), GradOut::Write);
+            ops.matmul_backward(d_u.data(), first.dw, first.db, first.d_out, a.in.out.data(), first.w, N, C, first.OC,
+                                GradOut::Write);
             const NormWeights<Act> w = norm_weights(l, half, StepNorm::Input);
             const NormWeights<Acc> dw = norm_grads(l, half, StepNorm::Input);
             const Acc *mean = a.in.mean.data(), *rstd = a.in.rstd.data();
@@ -299,9 +325,8 @@ public:
                 ops.layernorm_backward(d_stream.data(), dw.w, dw.b, d_u.data(), x, w.w, mean, rstd, N, C,
                                        GradOut::Add);
         } else {  // u = x: du is the rest of dx, added straight into d_stream
-            const Act* u = module_input(a, x);
-            if (half == Half::Attention) attention_backward(l, u, dF, d_stream.data(), GradOut::Add);
-            else mlp_backward(l, u, dF, d_stream.data(), GradOut::Add);
+            ops.matmul_backward(d_stream.data(), first.dw, first.db, first.d_out, module_input(a, x), first.w, N, C,
+                                first.OC, GradOut::Add);
         }
     }
 
@@ -349,6 +374,9 @@ public:
 private:
     static constexpr bool separate_weights = !std::is_same<Act, Acc>::value;
 
+    bool recording_stream_grads = false;    // record_stream_grads
+    std::vector<double> stream_grad_norm;  // ‖∂loss/∂X_j‖, j = 0 .. 2L, when recording
+
     Array<Act> weights;  // the rounded copy of params the passes read, when Act is not Acc
     std::vector<BlockActs> blocks;
     Array<Stream> embedded;          // X_0                                                   (N,C)
@@ -387,7 +415,7 @@ private:
 
     // When recording, stores ‖d_stream‖ as the stream gradient at half-block point j.
     void record_stream_grad(int j) {
-        if (record_stream_grads) stream_grad_norm[j] = ops.norm(d_stream);
+        if (recording_stream_grads) stream_grad_norm[j] = ops.norm(d_stream);
     }
 
     // The LayerNorm that reads X_j (half-block point j, half_stream) in Pre- and Peri-LN: the LN_in
@@ -422,48 +450,19 @@ private:
         else return x;
     }
 
-    // ---- the two modules ------------------------------------------------------------------------
-
-    // Attention of block l: u (N,C) → F (N,C) = proj(attention(qkv(u))).
-    void attention_forward(int l, const Act* u, Act* F) {
-        BlockActs& a = blocks[l];
+    // The first matrix product of block l's module in one half (qkv in attention, fc in the
+    // MLP): its weights (OC,C), their gradients, its width OC and its output's gradient
+    // (N,OC) as the module's backward leaves it (d_qkv, d_fc).
+    struct FirstProduct {
+        const Act* w;
+        Acc *dw, *db;
+        const Act* d_out;
+        int OC;
+    };
+    FirstProduct first_product(int l, Half half) {
         const size_t C = cfg.C;
-        ops.matmul_forward(a.qkv.data(), u, p.qkvw + l * 3 * C * C, p.qkvb + l * 3 * C, N, (int)C, (int)(3 * C));
-        ops.attention_forward(a.heads.data(), a.att.data(), a.qkv.data(), B, T, (int)C, cfg.NH);
-        ops.matmul_forward(F, a.heads.data(), p.attprojw + l * C * C, p.attprojb + l * C, N, (int)C, (int)C);
-    }
-
-    // Given dF (N,C), writes or adds (du_out) du (N,C) and adds the attention weights' gradients.
-    template <class D>
-    void attention_backward(int l, const Act* u, const Act* dF, D* du, GradOut du_out) {
-        const BlockActs& a = blocks[l];
-        const size_t C = cfg.C;
-        ops.matmul_backward(d_heads.data(), g.attprojw + l * C * C, g.attprojb + l * C, dF, a.heads.data(),
-                            p.attprojw + l * C * C, N, (int)C, (int)C, GradOut::Write);
-        ops.attention_backward(d_qkv.data(), d_heads.data(), a.qkv.data(), a.heads.data(), a.att.data(), B, T,
-                               (int)C, cfg.NH);
-        ops.matmul_backward(du, g.qkvw + l * 3 * C * C, g.qkvb + l * 3 * C, d_qkv.data(), u, p.qkvw + l * 3 * C * C, N,
-                            (int)C, (int)(3 * C), du_out);
-    }
-
-    // MLP of block l: u (N,C) → F (N,C) = fcproj(GELU(fc(u))).
-    void mlp_forward(int l, const Act* u, Act* F) {
-        BlockActs& a = blocks[l];
-        const size_t C = cfg.C;
-        ops.matmul_gelu_forward(a.gelu.data(), a.fc.data(), u, p.fcw + l * 4 * C * C, p.fcb + l * 4 * C, N, (int)C,
-                                (int)(4 * C));
-        ops.matmul_forward(F, a.gelu.data(), p.fcprojw + l * 4 * C * C, p.fcprojb + l * C, N, (int)(4 * C), (int)C);
-    }
-
-    // Given dF (N,C), writes or adds (du_out) du (N,C) and adds the MLP weights' gradients.
-    template <class D>
-    void mlp_backward(int l, const Act* u, const Act* dF, D* du, GradOut du_out) {
-        const BlockActs& a = blocks[l];
-        const size_t C = cfg.C;
-        // fcproj's backward, its input gradient taken through GELU' to d_fc in the same op.
-        ops.matmul_gelu_backward(d_fc.data(), g.fcprojw + l * 4 * C * C, g.fcprojb + l * C, dF, a.gelu.data(),
-                                 p.fcprojw + l * 4 * C * C, a.fc.data(), N, (int)(4 * C), (int)C);
-        ops.matmul_backward(du, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, d_fc.data(), u, p.fcw + l * 4 * C * C, N,
-                            (int)C, (int)(4 * C), du_out);
+        if (half == Half::Attention)
+            return {p.qkvw + l * 3 * C * C, g.qkvw + l * 3 * C * C, g.qkvb + l * 3 * C, d_qkv.data(), (int)(3 * C)};
+        return {p.fcw + l * 4 * C * C, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, d_fc.data(), (int)(4 * C)};
     }
 };

@@ -230,46 +230,43 @@ template <typename Real>
 using CpuModel = Gpt2<std::conditional_t<std::is_same<Real, float>::value, FastOps, ReferenceOps<Real>>>;
 
 // The CPU model as a Backend for ./train and ./eval: the model on the op set Ops (the fast ops
-// unless ./train -cpu_ops reference) plus AdamW moments.
+// unless ./train -cpu_ops reference), whose passes ./train calls (Gpt2, gpt2.h), plus AdamW
+// moments and the copies in and out.
 template <class Ops = FastOps>
-class CpuBackend final : public Backend {
+class CpuBackend final : public Backend, public Gpt2<Ops> {
     static_assert(std::is_same<typename Ops::Acc, float>::value, "the backend's parameters are fp32");
 
 public:
+    // The model, and its members used here by name (a base that depends on the template's
+    // parameter is not searched for names otherwise).
+    using Model = Gpt2<Ops>;
+    using Model::cfg;
+    using Model::grads;
+    using Model::params;
+
     CpuBackend(const ModelConfig& cfg, int B, int T)
-        : model(cfg, B, T), range{0, model.params.size()}, m(model.params.size()), v(model.params.size()) {}
+        : Model(cfg, B, T), range{0, params.size()}, m(params.size()), v(params.size()) {}
 
     std::string name() const override {
         const char* ops = std::is_same<Ops, FastOps>::value ? "" : "the textbook ops of cpu_ops.h, ";
         return std::string("cpu (fp32, ") + ops + counted(omp_get_max_threads(), "thread") + ")";
     }
-    const ModelConfig& config() const override { return model.cfg; }
-
-    // The model's passes and its diagnostics (backend.h).
-    double forward(const int32_t* inputs, const int32_t* targets) override { return model.forward(inputs, targets); }
-    void forward_to_logits(const int32_t* inputs, const int32_t* targets) override {
-        model.forward_to_logits(inputs, targets);
-    }
-    void zero_grad() override { model.zero_grad(); }
-    double backward(double loss_weight) override { return model.backward(loss_weight); }
-    double grad_norm() override { return model.grad_norm(); }
-    ForwardStats forward_stats() override { return diag::forward_stats(model); }
-    void record_stream_grads(bool on) override { model.record_stream_grads = on; }
-    std::vector<double> stream_grad_norms() override { return model.stream_grad_norm; }
-    std::vector<double> fcproj_grad_norms() override { return diag::fcproj_grad_norms(model); }
+    const ModelConfig& config() const override { return cfg; }
+    ForwardStats forward_stats() override { return diag::forward_stats(static_cast<Model&>(*this)); }
+    std::vector<double> fcproj_grad_norms() override { return diag::fcproj_grad_norms(static_cast<Model&>(*this)); }
 
     // AdamW over the optimiser range; m and v hold that range only.
     void update(const AdamWHyper& h, int t, double grad_scale) override {
-        for_each_tensor_part(model.cfg, range, [&](int i, size_t o, size_t n) {
+        for_each_tensor_part(cfg, range, [&](int i, size_t o, size_t n) {
             AdamWHyper hi = h;
             if (!param_decays(i)) hi.weight_decay = 0;
-            adamw_update(model.params.data() + o, model.grads.data() + o, m.data() + (o - range.lo),
+            adamw_update(params.data() + o, grads.data() + o, m.data() + (o - range.lo),
                          v.data() + (o - range.lo), n, hi, t, grad_scale);
         });
     }
 
-    void get_params(float* out) override { std::copy(model.params.begin(), model.params.end(), out); }
-    void set_params(const float* in) override { std::copy(in, in + model.params.size(), model.params.begin()); }
+    void get_params(float* out) override { std::copy(params.begin(), params.end(), out); }
+    void set_params(const float* in) override { std::copy(in, in + params.size(), params.begin()); }
     void get_moments(float* m_out, float* v_out) override {
         std::copy(m.begin(), m.end(), m_out);
         std::copy(v.begin(), v.end(), v_out);
@@ -284,10 +281,8 @@ public:
         m.assign(r.size(), 0.0f);
         v.assign(r.size(), 0.0f);
     }
-    void sum_grads(ProcessGroup& group) override { group.sum(model.grads.data(), model.grads.size()); }
-    void gather_params(ProcessGroup& group) override { group.all_gather(model.params.data(), model.params.size()); }
-
-    Gpt2<Ops> model;
+    void sum_grads(ProcessGroup& group) override { group.sum(grads.data(), grads.size()); }
+    void gather_params(ProcessGroup& group) override { group.all_gather(params.data(), params.size()); }
 
 private:
     Range range;              // the optimiser range (set_optimizer_range)

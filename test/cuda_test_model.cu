@@ -136,7 +136,7 @@ void expect_stream_points_close(const std::vector<StreamStats> (&stats)[2], cons
 // The parameter gradients of a CUDA backend, downloaded from its model.
 template <typename Act>
 void download_grads(Backend& backend, std::vector<float>& grads) {
-    if (auto* typed = dynamic_cast<CudaBackend<Act>*>(&backend)) typed->model.grads.download(grads.data(), typed->model.ops.stream);
+    if (auto* typed = dynamic_cast<CudaBackend<Act>*>(&backend)) typed->grads.download(grads.data(), typed->ops.stream);
 }
 std::vector<float> cuda_gradients(Backend& backend) {
     std::vector<float> grads(num_parameters(backend.config()));
@@ -148,8 +148,8 @@ std::vector<float> cuda_gradients(Backend& backend) {
 #ifdef SIMT_EMULATION
 // How many kinds of fused product cuBLASLt refused a CUDA backend (matmul.cuh, Blas).
 size_t refused_kinds(Backend& backend) {
-    if (auto* fp32 = dynamic_cast<CudaBackend<float>*>(&backend)) return fp32->model.ops.blas->refused_kinds();
-    return dynamic_cast<CudaBackend<bf16>&>(backend).model.ops.blas->refused_kinds();
+    if (auto* fp32 = dynamic_cast<CudaBackend<float>*>(&backend)) return fp32->ops.blas->refused_kinds();
+    return dynamic_cast<CudaBackend<bf16>&>(backend).ops.blas->refused_kinds();
 }
 #endif
 
@@ -201,7 +201,7 @@ void CudaModelTest::check_one_training_step() {
     }
     EXPECT_LT(relative_error(losses[1], losses[0]), tol) << "loss " << losses[1] << " vs " << losses[0];
     report("loss", relative_error(losses[1], losses[0]));
-    expect_tensors_close(cfg, cuda_gradients(*cuda), dynamic_cast<CpuBackend<>&>(*cpu).model.grads, tol, "gradient");
+    expect_tensors_close(cfg, cuda_gradients(*cuda), dynamic_cast<CpuBackend<>&>(*cpu).grads, tol, "gradient");
     EXPECT_LT(relative_error(norms[1], norms[0]), tol) << "gradient norm";
     report("gradient norm", relative_error(norms[1], norms[0]));
 
@@ -337,18 +337,18 @@ TEST(CudaMixedPrecision, Fp32StreamKeepsSmallStepsOfLargeStates) {
 
         CpuBackend<> cpu(cfg, B, Tn);
         cpu.set_params(params.data());
-        cpu.model.run_blocks_from(x0.data());
-        const float* ref_out = cpu.model.stream(cfg.L);
+        cpu.run_blocks_from(x0.data());
+        const float* ref_out = cpu.stream(cfg.L);
         const std::vector<float> want = difference(std::vector<float>(ref_out, ref_out + NC), x0);
 
         std::unique_ptr<Backend> backend = make_cuda_backend(cfg, B, Tn, true);
         auto& cuda = dynamic_cast<CudaBackend<bf16>&>(*backend);
         cuda.set_params(params.data());
         DeviceArray<float> x0_device(NC);
-        x0_device.upload(x0.data(), cuda.model.ops.stream);
-        cuda.model.run_blocks_from(x0_device.data());
+        x0_device.upload(x0.data(), cuda.ops.stream);
+        cuda.run_blocks_from(x0_device.data());
         std::vector<float> out(NC);
-        cudaCheck(cudaMemcpy(out.data(), cuda.model.stream(cfg.L), NC * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(out.data(), cuda.stream(cfg.L), NC * sizeof(float), cudaMemcpyDeviceToHost));
         const double mixed_err = relative_error(difference(out, x0).data(), want.data(), NC);
 
         // The same steps with the stream stored in bf16 between them.
@@ -356,7 +356,7 @@ TEST(CudaMixedPrecision, Fp32StreamKeepsSmallStepsOfLargeStates) {
         std::vector<float> x = start;
         for (int l = 0; l < cfg.L; l++)
             for (Half half : {Half::Attention, Half::Mlp}) {
-                const float* y = cpu.model.run_step(l, half, x.data());
+                const float* y = cpu.run_step(l, half, x.data());
                 x = round_to_bf16(std::vector<float>(y, y + NC));
             }
         const double bf16_stream_err = relative_error(difference(x, start).data(), want.data(), NC);

@@ -55,7 +55,7 @@ TEST_P(Golden, LossAndEveryGradient) {
     const auto offsets = param_offsets(cfg);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         if (sizes[i] == 0) continue;
-        const double err = relative_error(backend.model.grads.data() + offsets[i], expect.grads.data() + offsets[i],
+        const double err = relative_error(backend.grads.data() + offsets[i], expect.grads.data() + offsets[i],
                                           sizes[i]);
         EXPECT_LT(err, 1e-4) << "gradient of " << param_name(i);
     }

@@ -156,7 +156,7 @@ TEST(CpuBackendUpdate, TwoStepsMatchAdamWReferencePerTensor) {
     std::vector<double> m_terms(n), v_terms(n);
     for (int t = 1; t <= 2; t++) {
         const std::vector<float> g = random_params(n, 10 + t);
-        std::copy(g.begin(), g.end(), backend.model.grads.begin());
+        std::copy(g.begin(), g.end(), backend.grads.begin());
         backend.update(AdamWHyper{lr, b1, b2, eps, wd}, t, scale);
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
             const double wdi = kDecaying.count(param_name(i)) ? wd : 0.0;
@@ -186,7 +186,7 @@ TEST(CpuBackendGradNorm, IsTheL2NormOfAllGradients) {
     const ModelConfig cfg = tiny_peri();
     CpuBackend backend(cfg, 1, 4);
     const std::vector<float> g = random_params(num_parameters(cfg), 3);
-    std::copy(g.begin(), g.end(), backend.model.grads.begin());
+    std::copy(g.begin(), g.end(), backend.grads.begin());
     double sq = 0;
     for (float x : g) sq += (double)x * x;
     EXPECT_NEAR(backend.grad_norm(), std::sqrt(sq), 1e-12 * std::sqrt(sq));
@@ -205,7 +205,7 @@ TEST(CpuBackendGradNorm, LargerModelWithDefaultThreads) {
             cfg.V = 1000; cfg.Vp = 1024; cfg.maxT = 16; cfg.L = 2; cfg.NH = 4; cfg.C = 64;
             CpuBackend backend(cfg, 1, 4);
             const std::vector<float> g = random_params(num_parameters(cfg), 4);
-            std::copy(g.begin(), g.end(), backend.model.grads.begin());
+            std::copy(g.begin(), g.end(), backend.grads.begin());
             double sq = 0;
             for (float x : g) sq += (double)x * x;
             const double norm = backend.grad_norm();

@@ -341,11 +341,11 @@ TEST(GradNorms, StreamGradientAtEmbeddingEqualsPositionEmbeddingGradient) {
         t.targets.resize(t.T);
         CpuModel<double> m = load<double>(t);
         std::fill(m.grads.begin(), m.grads.end(), 0.0);
-        m.record_stream_grads = true;
+        m.record_stream_grads(true);
         m.backward(1.0);
-        ASSERT_EQ(m.stream_grad_norm.size(), (size_t)(2 * m.cfg.L + 1));
+        ASSERT_EQ(m.stream_grad_norms().size(), (size_t)(2 * m.cfg.L + 1));
         const double wpe = std::sqrt(sum_of_squares(m.g.wpe, (size_t)t.T * m.cfg.C));
-        EXPECT_NEAR(m.stream_grad_norm[0], wpe, 1e-12 * wpe) << placement_name(p);
+        EXPECT_NEAR(m.stream_grad_norms()[0], wpe, 1e-12 * wpe) << placement_name(p);
     }
 }
 
@@ -544,9 +544,9 @@ TEST(ScaledGradients, MatchFiniteDifferenceGradientTimesRms) {
         std::vector<std::vector<double>> points;
         for (int j = 0; j <= 2 * L; j++) points.emplace_back(m.half_stream(j), m.half_stream(j) + NC);
         std::fill(m.grads.begin(), m.grads.end(), 0.0);
-        m.record_stream_grads = true;
+        m.record_stream_grads(true);
         m.backward(1.0);
-        const std::vector<double> scaled = diag::products(m.stream_grad_norm, rms);
+        const std::vector<double> scaled = diag::products(m.stream_grad_norms(), rms);
         ASSERT_EQ(scaled.size(), (size_t)(2 * L + 1));
         for (int j = 0; j <= 2 * L; j++) {
             double sq = 0, grad_sq = 0;
