@@ -37,7 +37,8 @@ struct ForwardStats {
     LogitStats logits;                   // of the output logits
 };
 
-// What the model does with one micro-batch, written once for every op set by Gpt2<Ops> (gpt2.h).
+// What the model does with one micro-batch, its passes and its diagnostics, written once for
+// every op set by Gpt2<Ops> (gpt2.h).
 // Backend inherits it virtually, and so does Gpt2, so that in a backend (which is both) Gpt2's
 // methods are the ones ./train calls.
 class ModelPasses {
@@ -62,6 +63,14 @@ public:
     // 2L + 1 half-block points; off by default so training pays nothing for it.
     virtual void record_stream_grads(bool on) = 0;
     virtual std::vector<double> stream_grad_norms() const = 0;
+
+    // ---- the diagnostics (docs/experiments.md, *Diagnostics*) ----
+    // All of a `stats` record of the last forward; call it before backward, which overwrites
+    // the logits.
+    virtual ForwardStats forward_stats() = 0;
+    // Per block, the norm of the gradient of its W_fcproj (the MLP's output projection weight)
+    // as accumulated since zero_grad.
+    virtual std::vector<double> fcproj_grad_norms() = 0;
 };
 
 // What ./train, ./eval, the benchmarks and the tests call on a backend (CPU or CUDA), so the
@@ -71,13 +80,6 @@ class Backend : public virtual ModelPasses {
 public:
     virtual std::string name() const = 0;  // e.g. "cpu (fp32, 2 threads)"
     virtual const ModelConfig& config() const = 0;
-
-    // ---- the diagnostics of the model (diagnostics.h) ----
-    // Of the last forward; call it before backward, which overwrites the logits.
-    virtual ForwardStats forward_stats() = 0;
-    // Per block, the norm of the gradient of its W_fcproj (the MLP's output projection weight)
-    // as accumulated since zero_grad.
-    virtual std::vector<double> fcproj_grad_norms() = 0;
 
     // ---- the rest of a training step ----
     // AdamW update at step t (1-based), gradients multiplied by grad_scale first (clipping);

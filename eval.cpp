@@ -166,7 +166,7 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         progress.update("diagnostics: batch " + std::to_string(i + 1) + " of " + std::to_string(o.diag_batches));
         val.next_batch();
         m.forward(val.inputs(), val.targets());
-        const ForwardStats f = diag::forward_stats(m);
+        const ForwardStats f = m.forward_stats();
         std::vector<double> mean_abs, entry_var, data_var;
         for (const StreamStats& s : f.stream) {
             mean_abs.push_back(s.mean_abs);
@@ -208,7 +208,7 @@ static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataL
         accumulate(r.grad_norm, grad_norms);
         accumulate(r.grad_norm_scaled, diag::products(grad_norms, rms));
         accumulate(r.param_grad_norm, stability::block_param_grad_norms(m));
-        accumulate(r.fcproj_grad_norm, diag::fcproj_grad_norms(m));
+        accumulate(r.fcproj_grad_norm, m.fcproj_grad_norms());
     }
     progress.end();
     const double inv = 1.0 / o.diag_batches;

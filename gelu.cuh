@@ -118,33 +118,4 @@ void gelu_backward_inplace(T* d, const T* pre, int N, int OC, cudaStream_t strea
     cudaCheck(cudaGetLastError());
 }
 
-// pre (N,OC) = inp (N,IC)·wᵀ + bias;  out (N,OC) = GELU(pre): in bf16 one cuBLASLt product
-// with the bias and GELU as its epilogue where it has an algorithm for it (GELU of the fp32
-// sum), else the product, then one pass for bias and GELU together (GELU of the stored pre).
-template <typename T>
-void matmul_bias_gelu_forward(Blas& blas, T* out, T* pre, const T* inp, const T* w, const T* bias, int N, int IC,
-                              int OC, cudaStream_t stream) {
-    if (gelu_epilogue_allowed<T>() && blas.fused_gemm(Epilogue::BiasGelu, (void*)bias, (const T*)pre, false, true, N,
-                                                      OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC))
-        return;
-    matmul_forward(blas, pre, inp, w, (const T*)nullptr, N, IC, OC, stream);
-    bias_gelu_forward(out, pre, bias, N, OC, stream);
-}
-
-// The backward of a linear layer whose input is inp = GELU(pre) (the MLP's fcproj):
-//   dpre (N,IC) = (dout·w)·GELU'(pre) (written);  dw (OC,IC) += doutᵀ·inp;  dbias (OC) += Σ_n dout.
-// In bf16 the dpre product has GELU's derivative as its cuBLASLt epilogue where it has an
-// algorithm for it, else a pass of its own over the product's result; then weight_backward.
-// `partial` is scratch of MAX_ROW_CHUNKS·OC floats.
-template <typename T>
-void matmul_gelu_backward(Blas& blas, T* dpre, float* dw, float* dbias, const T* dout, const T* inp, const T* w,
-                          const T* pre, int N, int IC, int OC, float* partial, cudaStream_t stream) {
-    if (!gelu_epilogue_allowed<T>() || !blas.fused_gemm(Epilogue::GeluGrad, nullptr, pre, false, false, N, IC, OC, 1.0f,
-                                                        dout, OC, w, IC, 0.0f, dpre, IC)) {
-        input_backward(blas, dpre, dout, w, N, IC, OC, GradOut::Write);
-        gelu_backward_inplace(dpre, pre, N, IC, stream);
-    }
-    weight_backward(blas, dw, dbias, dout, inp, N, IC, OC, partial, stream);
-}
-
 }  // namespace gpu

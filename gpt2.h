@@ -31,6 +31,7 @@
 // each group of allocations the model tells the ops its MemoryCategory (memory_plan.h), so the
 // CUDA ops can count the bytes of each category (./bench_gpu -plan) as well as allocate them.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -237,7 +238,9 @@ public:
     const Stream* step_forward(int l, Half half, const Stream* x, const StreamNorm& next) {
         StepActs& a = blocks[l].step(half);
         const int C = cfg.C;
-        const Act* u = plan.input ? a.in.out.data() : unnormalised_input(a, x);  // u = LN_in(x), done before
+        if constexpr (separate_stream)  // u = x rounded to Act, where there is no LN_in (one (N,C) pass)
+            if (!plan.input) ops.convert(a.module_in.data(), x, (size_t)N * C);
+        const Act* u = plan.input ? a.in.out.data() : module_input(a, x);  // u = LN_in(x), done before; or x
         Act* F = a.module_out.data();
         BlockActs& m = blocks[l];  // what the module keeps
         const size_t Cs = C;  // the weights' offsets of block l are size_t
@@ -330,7 +333,42 @@ public:
         }
     }
 
-    // ---- what the diagnostics read (diagnostics.h, measure/stability.h, ./eval) -------------------------
+    // ---- the diagnostics (docs/experiments.md, *Diagnostics*) ---------------------------------
+    // Reductions of the ops: stream_statistics (docs/statistics.md §1), sum_of_squares,
+    // attention_logit_max and logit_statistics (diagnostics.h on the CPU, stats.cuh and
+    // diagnostics.cuh on CUDA).
+
+    // All of a `stats` record of the last forward (backend.h, ForwardStats).
+    ForwardStats forward_stats() override {
+        const int C = cfg.C;
+        const size_t NC = (size_t)N * C;
+        ForwardStats f;
+        for (int j = 0; j <= 2 * cfg.L; j++) {
+            f.stream.push_back(ops.stream_statistics(half_stream(j), N, C));
+            f.rms.push_back(std::sqrt(ops.sum_of_squares(half_stream(j), NC) / (double)NC));
+        }
+        for (const BlockActs& a : blocks) {
+            f.attn_logit_max.push_back(ops.attention_logit_max(a.qkv.data(), B, T, C, cfg.NH));
+            f.mlp_hidden_rms.push_back(std::sqrt(ops.sum_of_squares(a.gelu.data(), a.gelu.size()) / (double)a.gelu.size()));
+        }
+        f.param_norm.assign(cfg.L, 0.0);  // sqrt of the sum over the block's parts
+        for (const BlockPart& part : block_param_parts(cfg))
+            f.param_norm[part.block] += ops.sum_of_squares(params.data() + part.offset, part.size);
+        for (double& norm : f.param_norm) norm = std::sqrt(norm);
+        f.logits = ops.logit_statistics(logits.data(), N, cfg.V, cfg.Vp);
+        return f;
+    }
+
+    // ‖∂loss/∂W_fcproj‖ of each block: the MLP's output projection weight (4C×C, bias excluded),
+    // as accumulated since zero_grad.
+    std::vector<double> fcproj_grad_norms() override {
+        const size_t size = (size_t)4 * cfg.C * cfg.C;
+        std::vector<double> out;
+        for (int l = 0; l < cfg.L; l++) out.push_back(std::sqrt(ops.sum_of_squares(g.fcprojw + l * size, size)));
+        return out;
+    }
+
+    // ---- what the diagnostics read (measure/stability.h, ./eval) ------------------------------
 
     // Residual stream X_i (N,C) of the last forward: i = 0 after the embedding, i = l after block l.
     const Stream* stream(int i) const { return i == 0 ? embedded.data() : step_output(blocks[i - 1].mlp_step); }
@@ -438,12 +476,6 @@ private:
         return step_norm(g, l, cfg.C, half, which);
     }
 
-    // The module's input u = x when the step has no LN_in: x itself, or x rounded to Act when
-    // the stream has its own type (one extra (N,C) pass into module_in).
-    const Act* unnormalised_input(StepActs& s, const Stream* x) {
-        if constexpr (separate_stream) ops.convert(s.module_in.data(), x, (size_t)N * cfg.C);
-        return module_input(s, x);
-    }
     // The input u the module of step s multiplied: x itself, or its rounded copy module_in.
     const Act* module_input(const StepActs& s, const Stream* x) const {
         if constexpr (separate_stream) return s.module_in.data();

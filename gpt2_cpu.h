@@ -252,8 +252,6 @@ public:
         return std::string("cpu (fp32, ") + ops + counted(omp_get_max_threads(), "thread") + ")";
     }
     const ModelConfig& config() const override { return cfg; }
-    ForwardStats forward_stats() override { return diag::forward_stats(static_cast<Model&>(*this)); }
-    std::vector<double> fcproj_grad_norms() override { return diag::fcproj_grad_norms(static_cast<Model&>(*this)); }
 
     // AdamW over the optimiser range; m and v hold that range only.
     void update(const AdamWHyper& h, int t, double grad_scale) override {

@@ -392,28 +392,30 @@ Traffic add_bias_traffic(int N, int OC) {
     return {"add_bias_kernel", (n + OC) * sizeof(T), n * sizeof(T), n};
 }
 
-// Traffic of matmul_forward: the product with its bias epilogue, or the product alone.
+// Traffic of matmul_forward (cuda_ops.cuh): the product with its bias epilogue, or the product alone.
 template <typename T>
 Launches matmul_forward_traffic(int N, int IC, int OC, bool bias) {
     if (bias) return {fused_gemm_traffic(Epilogue::Bias, N, OC, IC, false, sizeof(T), sizeof(T))};
     return {gemm_traffic(N, OC, IC, false, sizeof(T), sizeof(T))};
 }
 
-// Traffic of weight_backward: the dw product (which accumulates, so its C is read) with the
-// bias gradient as its epilogue, then the one-row stage 2 that adds it to dbias.
+// Traffic of the weight half of a linear layer's backward: the dw product (which accumulates,
+// so its C is read) with the bias gradient as its epilogue, then the one-row stage 2 that adds
+// it to dbias.
 template <typename T>
 Launches weight_backward_traffic(int N, int IC, int OC, bool bias) {
     if (!bias) return {gemm_traffic(OC, IC, N, true, sizeof(T), 4)};
     return {fused_gemm_traffic(Epilogue::BiasGrad, OC, IC, N, true, sizeof(T), 4), add_column_partials_traffic(1, OC)};
 }
 
-// Traffic of input_backward: the dinp product, its C read only when it adds.
+// Traffic of the input half of a linear layer's backward: the dinp product, its C read only when
+// it adds.
 template <typename T, typename D = T>
 Traffic input_backward_traffic(int N, int IC, int OC, GradOut dinp_out) {
     return gemm_traffic(N, IC, OC, dinp_out == GradOut::Add, sizeof(T), sizeof(D));
 }
 
-// Traffic of matmul_backward: input_backward's, then weight_backward's.
+// Traffic of matmul_backward (cuda_ops.cuh): the input half's, then the weight half's.
 template <typename T, typename D = T>
 Launches matmul_backward_traffic(int N, int IC, int OC, bool bias, GradOut dinp_out = GradOut::Add) {
     Launches out{input_backward_traffic<T, D>(N, IC, OC, dinp_out)};
@@ -641,10 +643,10 @@ Traffic gelu_backward_inplace_traffic(int N, int OC) {
                       0, GELU_PASS_RESOURCES);
 }
 
-// Traffic of matmul_bias_gelu_forward: the fused product where the precision and OC allow it,
+// Traffic of matmul_gelu_forward (cuda_ops.cuh): the fused product where the precision and OC allow it,
 // else the product and the bias + GELU pass.
 template <typename T>
-Launches matmul_bias_gelu_forward_traffic(int N, int IC, int OC) {
+Launches matmul_gelu_forward_traffic(int N, int IC, int OC) {
     if (gelu_epilogue_allowed<T>() && aux_stride_allowed(OC))
         return {fused_gemm_traffic(Epilogue::BiasGelu, N, OC, IC, false, sizeof(T), sizeof(T))};
     Launches out = matmul_forward_traffic<T>(N, IC, OC, false);
@@ -652,8 +654,8 @@ Launches matmul_bias_gelu_forward_traffic(int N, int IC, int OC) {
     return out;
 }
 
-// Traffic of matmul_gelu_backward: the dpre product with GELU's derivative fused where the
-// precision and IC allow it, else the product and the pass; then weight_backward's.
+// Traffic of matmul_gelu_backward (cuda_ops.cuh): the dpre product with GELU's derivative fused where the
+// precision and IC allow it, else the product and the pass; then the weight half's.
 template <typename T>
 Launches matmul_gelu_backward_traffic(int N, int IC, int OC, bool bias) {
     Launches out;

@@ -1,11 +1,15 @@
-// matmul.cuh — matrix products on cuBLAS and cuBLASLt, and the linear layer built from them.
+// matmul.cuh — matrix products on cuBLAS and cuBLASLt, and the pieces of the linear layer that
+// the ops of cuda_ops.cuh build from them:
 //
 //   gemm:               C (M,N) = alpha·op(A)·op(B) + beta·C, row-major like matmul.h's gemm;
 //   fused_gemm:         the same product with an epilogue cuBLASLt applies before it stores C
 //                       (a bias, bias + GELU, GELU's derivative, or a bias gradient), so the
 //                       separate pass over C that the epilogue replaces is not needed;
-//   linear forward:     out (N,OC) = inp (N,IC)·wᵀ + bias,  w (OC,IC) as PyTorch stores it;
-//   linear backward:    dinp (N,IC) += dout·w (or =, GradOut::Write);  dw (OC,IC) += doutᵀ·inp;
+//   add_bias:           out (N,OC) += bias, where the forward's bias is not an epilogue;
+//   bias_backward:      dbias (OC) += Σ_n dout, where the dw product's epilogue did not sum it.
+// The linear layer (the ops matmul_forward and matmul_backward):
+//   forward:            out (N,OC) = inp (N,IC)·wᵀ + bias,  w (OC,IC) as PyTorch stores it;
+//   backward:           dinp (N,IC) += dout·w (or =, GradOut::Write);  dw (OC,IC) += doutᵀ·inp;
 //                       dbias (OC) += Σ_n dout.
 //
 // Operands A and B are of the element type T; the result is T, or fp32 where precision
@@ -14,7 +18,7 @@
 // operands in exact fp32 (no TF32), as the fp32 mode promises. Weight and bias gradients are
 // fp32. Where cuBLASLt does not take a fused product (an epilogue whose auxiliary matrix has a
 // row stride that is not a multiple of 8, GELU in fp32 (gelu.cuh), or a refusal by the
-// heuristic or by cublasLtMatmul), the launchers run the plain product and the kernels below
+// heuristic or by cublasLtMatmul), the ops run the plain product and the kernels below
 // instead, with the same results up to rounding (docs/cuda.md §3). The bias pass moves 16-byte packs of a row (4 floats or 8 bf16) per
 // thread where OC and its buffers allow, else single elements, with 32-bit indices where the
 // sizes allow.
@@ -318,54 +322,25 @@ void add_bias(T* out, const T* bias, int N, int OC, cudaStream_t stream) {
     cudaCheck(cudaGetLastError());
 }
 
-// out (N,OC) = inp (N,IC)·wᵀ + bias; bias may be null (the tied lm head has none). The bias is
-// cuBLASLt's epilogue where it has an algorithm for it, else a pass of its own.
+// dbias (OC) += Σ_n dout (N,OC), the bias gradient of a linear layer's backward, after its dw
+// product (the ops matmul_backward and matmul_gelu_backward, cuda_ops.cuh). Where that product's
+// cuBLASLt epilogue summed dout's columns into one row of `partial` (summed_by_epilogue), only
+// stage 2 of the column sums runs, adding the row to dbias; else stage 1 first
+// (bias_backward_kernel, a row of partial sums per chunk of rows; cuda_common.cuh). `partial` is
+// scratch of MAX_ROW_CHUNKS·OC floats.
 template <typename T>
-void matmul_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC,
-                    cudaStream_t stream) {
-    if (bias && blas.fused_gemm(Epilogue::Bias, (void*)bias, (const T*)nullptr, false, true, N, OC, IC, 1.0f, inp, IC,
-                                w, IC, 0.0f, out, OC))
-        return;
-    gemm(blas.cublas, false, true, N, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC);
-    if (bias) add_bias(out, bias, N, OC, stream);
-}
-
-// dw (OC,IC) += doutᵀ·inp (N,OC), (N,IC);  dbias (OC) += Σ_n dout (skipped when null): the
-// weight half of a linear layer's backward. The bias gradient is cuBLASLt's epilogue of the dw
-// product where it has an algorithm for it, written to `partial` and added to dbias; else the
-// two stages of column sums (cuda_common.cuh). `partial` is scratch of MAX_ROW_CHUNKS·OC floats.
-template <typename T>
-void weight_backward(Blas& blas, float* dw, float* dbias, const T* dout, const T* inp, int N, int IC, int OC,
-                     float* partial, cudaStream_t stream) {
-    if (dbias && blas.fused_gemm(Epilogue::BiasGrad, (void*)partial, (const float*)nullptr, true, false, OC, IC, N,
-                                 1.0f, dout, OC, inp, IC, 1.0f, dw, IC)) {
-        add_column_partials(dbias, partial, 1, OC, OC, stream);
-        return;
+void bias_backward(float* dbias, float* partial, const T* dout, int N, int OC, bool summed_by_epilogue,
+                   cudaStream_t stream) {
+    int rows_of_partials = 1;
+    if (!summed_by_epilogue) {
+        rows_of_partials = row_chunks(N);
+        bias_backward_kernel<T><<<column_tiles(OC, rows_of_partials), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
+            partial, dout, N, OC);
+        cudaCheck(cudaGetLastError());
     }
-    gemm(blas.cublas, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
-    if (!dbias) return;
-    const int chunks = row_chunks(N);
-    bias_backward_kernel<T><<<column_tiles(OC, chunks), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(partial, dout, N, OC);
+    add_column_partials_kernel<<<ceil_div(OC, TILE_COLS), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
+        dbias, partial, rows_of_partials, OC, OC);
     cudaCheck(cudaGetLastError());
-    add_column_partials(dbias, partial, chunks, OC, OC, stream);
-}
-
-// dinp (N,IC) += dout (N,OC)·w (OC,IC) (with GradOut::Write: =, beta = 0): the input half of a
-// linear layer's backward. dinp is T or fp32 (D).
-template <typename T, typename D>
-void input_backward(Blas& blas, D* dinp, const T* dout, const T* w, int N, int IC, int OC, GradOut dinp_out) {
-    gemm(blas.cublas, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, dinp_out == GradOut::Write ? 0.0f : 1.0f, dinp,
-         IC);
-}
-
-// dinp (N,IC) += dout·w (with GradOut::Write: =, beta = 0);  dw (OC,IC) += doutᵀ·inp;
-// dbias (OC) += Σ_n dout (skipped when null). dinp is T or fp32 (D). `partial` is scratch of
-// MAX_ROW_CHUNKS·OC floats.
-template <typename T, typename D>
-void matmul_backward(Blas& blas, D* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N,
-                     int IC, int OC, float* partial, cudaStream_t stream, GradOut dinp_out = GradOut::Add) {
-    input_backward(blas, dinp, dout, w, N, IC, OC, dinp_out);
-    weight_backward(blas, dw, dbias, dout, inp, N, IC, OC, partial, stream);
 }
 
 }  // namespace gpu

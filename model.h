@@ -208,6 +208,25 @@ inline std::array<size_t, NUM_PARAM_TENSORS> param_offsets(const ModelConfig& m)
     return offsets;
 }
 
+// The parts of the flat parameter buffer that belong to the blocks: each per-layer tensor's
+// part of block l, tensor by tensor in file order, blocks in order within each (the embeddings
+// and LNf belong to none). A block's parameter norm sums its parts.
+struct BlockPart {
+    int block;
+    size_t offset, size;
+};
+inline std::vector<BlockPart> block_param_parts(const ModelConfig& m) {
+    const auto sizes = param_sizes(m);
+    const auto offsets = param_offsets(m);
+    std::vector<BlockPart> parts;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        if (i == P_WTE || i == P_WPE || i == P_LNFW || i == P_LNFB || sizes[i] == 0) continue;
+        const size_t per_layer = sizes[i] / m.L;
+        for (int l = 0; l < m.L; l++) parts.push_back({l, offsets[i] + l * per_layer, per_layer});
+    }
+    return parts;
+}
+
 inline size_t num_parameters(const ModelConfig& m) {
     size_t n = 0;
     for (size_t s : param_sizes(m)) n += s;

@@ -25,6 +25,7 @@
 #include "attention.cuh"
 #include "cpu_ops.h"
 #include "cuda_common.cuh"
+#include "cuda_ops.cuh"
 #include "cuda_test_util.h"
 #include "encoder.cuh"
 #include "gelu.cuh"
@@ -46,6 +47,16 @@ namespace {
 constexpr int B = 3, Tn = 13, C = 48, V = 83, Vp = 96, maxT = 20;
 constexpr int N = B * Tn;
 constexpr cudaStream_t kStream = nullptr;
+
+// The CUDA ops (cuda_ops.cuh) of a model of C channels for up to 200 positions: the matrix
+// products are tested as the model calls them, through the ops, whose scratch fits every product
+// below (OC ≤ 4C).
+ModelConfig ops_config() {
+    ModelConfig cfg;
+    cfg.maxT = 200, cfg.V = V, cfg.Vp = Vp, cfg.L = 1, cfg.NH = 4, cfg.C = C;
+    return cfg;
+}
+constexpr int kOpsRows = 200;
 
 template <typename T>
 double tolerance() {
@@ -560,14 +571,14 @@ TYPED_TEST(Kernel, MatmulForward) {
     const std::vector<float> inp = rounded<T>(random_vector(rng, (size_t)N * IC));
     const std::vector<float> w = rounded<T>(random_vector(rng, (size_t)OC * IC, 0.1f));
     const std::vector<float> bias = rounded<T>(random_vector(rng, OC));
-    gpu::Blas blas(kStream);
+    CudaOps<T> ops(ops_config(), 1, kOpsRows);
     for (bool with_bias : {true, false}) {
         std::vector<float> want((size_t)N * OC);
         ::matmul_forward(want.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, N, IC, OC);
         auto out = poisoned<T>((size_t)N * OC);
         auto d_bias = to_device<T>(bias);
-        gpu::matmul_forward(blas, out.data(), to_device<T>(inp).data(), to_device<T>(w).data(),
-                            with_bias ? d_bias.data() : nullptr, N, IC, OC, kStream);
+        ops.matmul_forward(out.data(), to_device<T>(inp).data(), to_device<T>(w).data(),
+                           with_bias ? d_bias.data() : nullptr, N, IC, OC);
         expect_close(out, want, tolerance<T>(), with_bias ? "matmul out (bias)" : "matmul out (no bias)");
     }
 }
@@ -580,8 +591,7 @@ TYPED_TEST(Kernel, MatmulBackward) {
     const std::vector<float> inp = rounded<T>(random_vector(rng, (size_t)N * IC));
     const std::vector<float> w = rounded<T>(random_vector(rng, (size_t)OC * IC, 0.1f));
     const std::vector<float> dout = rounded<T>(random_vector(rng, (size_t)N * OC));
-    gpu::Blas blas(kStream);
-    DeviceArray<float> partial((size_t)MAX_ROW_CHUNKS * OC);
+    CudaOps<T> ops(ops_config(), 1, kOpsRows);
     // dinp added into random values, or written over NaN (GradOut::Write: beta = 0, not read);
     // the weight gradients add in both.
     for (GradOut mode : {GradOut::Add, GradOut::Write}) {
@@ -592,9 +602,8 @@ TYPED_TEST(Kernel, MatmulBackward) {
         auto d_dinp = add ? to_device<T>(dinp) : poisoned<T>((size_t)N * IC);
         auto d_dw = to_device<float>(dw), d_dbias = to_device<float>(dbias);
         ::matmul_backward(dinp.data(), dw.data(), dbias.data(), dout.data(), inp.data(), w.data(), N, IC, OC, mode);
-        gpu::matmul_backward(blas, d_dinp.data(), d_dw.data(), d_dbias.data(), to_device<T>(dout).data(),
-                             to_device<T>(inp).data(), to_device<T>(w).data(), N, IC, OC, partial.data(), kStream,
-                             mode);
+        ops.matmul_backward(d_dinp.data(), d_dw.data(), d_dbias.data(), to_device<T>(dout).data(),
+                            to_device<T>(inp).data(), to_device<T>(w).data(), N, IC, OC, mode);
         expect_close(d_dinp, dinp, tolerance<T>(), "matmul dinp");
         expect_close(d_dw, dw, tolerance<T>(), "matmul dw");
         expect_close(d_dbias, dbias, tolerance<T>(), "matmul dbias");
@@ -690,8 +699,8 @@ TYPED_TEST(Kernel, MatmulGeluBackward) {
     using T = TypeParam;
     Rng rng(16);
     const int OC = C;
-    gpu::Blas blas(kStream);
-    for (int rows : {N, 200})
+    CudaOps<T> ops(ops_config(), 1, kOpsRows);
+    for (int rows : {N, kOpsRows})
         for (int IC : {4 * C, 44, 13})
             for (size_t offset : {0, 1}) {
                 SCOPED_TRACE("N = " + std::to_string(rows) + ", IC = " + std::to_string(IC) + ", offset " +
@@ -708,10 +717,9 @@ TYPED_TEST(Kernel, MatmulGeluBackward) {
                 ::gelu_backward(dpre.data(), dpre.data(), pre.data(), n, GradOut::Write);
 
                 auto d_dpre = poisoned<T>(n + offset);
-                auto partial = poisoned<float>((size_t)MAX_ROW_CHUNKS * OC);
-                gpu::matmul_gelu_backward(blas, d_dpre.data() + offset, d_dw.data(), d_dbias.data(),
-                                          to_device<T>(dout).data(), to_device<T>(inp).data(), to_device<T>(w).data(),
-                                          to_device<T>(pre).data(), rows, IC, OC, partial.data(), kStream);
+                ops.matmul_gelu_backward(d_dpre.data() + offset, d_dw.data(), d_dbias.data(), to_device<T>(dout).data(),
+                                         to_device<T>(inp).data(), to_device<T>(w).data(), to_device<T>(pre).data(),
+                                         rows, IC, OC);
                 std::vector<float> got = to_host(d_dpre);
                 got.erase(got.begin(), got.begin() + offset);
                 expect_close(got, dpre, tolerance<T>(), "fcproj dpre through GELU'");
@@ -723,12 +731,12 @@ TYPED_TEST(Kernel, MatmulGeluBackward) {
 // The MLP's fc layer with its GELU fused in: pre = inp·wᵀ + bias and GELU(pre), against the
 // reference's matmul then GELU. OC = 4C = 192, a multiple of 8: bias and GELU are the product's
 // cuBLASLt epilogue; OC = 44 and 13: the product, then the bias + GELU pass.
-TYPED_TEST(Kernel, MatmulBiasGeluForward) {
+TYPED_TEST(Kernel, MatmulGeluForward) {
     REQUIRE_CUDA_DEVICE();
     using T = TypeParam;
     Rng rng(11);
     const int IC = C;
-    gpu::Blas blas(kStream);
+    CudaOps<T> ops(ops_config(), 1, kOpsRows);
     for (int OC : {4 * C, 44, 13}) {
         SCOPED_TRACE("OC = " + std::to_string(OC));
         const std::vector<float> inp = rounded<T>(random_vector(rng, (size_t)N * IC));
@@ -738,32 +746,34 @@ TYPED_TEST(Kernel, MatmulBiasGeluForward) {
         ::matmul_forward(want_pre.data(), inp.data(), w.data(), bias.data(), N, IC, OC);
         ::gelu_forward(want_out.data(), want_pre.data(), want_pre.size());
         auto pre = poisoned<T>((size_t)N * OC), out = poisoned<T>((size_t)N * OC);
-        gpu::matmul_bias_gelu_forward(blas, out.data(), pre.data(), to_device<T>(inp).data(), to_device<T>(w).data(),
-                                      to_device<T>(bias).data(), N, IC, OC, kStream);
+        ops.matmul_gelu_forward(out.data(), pre.data(), to_device<T>(inp).data(), to_device<T>(w).data(),
+                                to_device<T>(bias).data(), N, IC, OC);
         expect_close(pre, want_pre, tolerance<T>(), "fc pre-activation");
         expect_close(out, want_out, tolerance<T>(), "fc GELU");
     }
 }
 
 // ---- the fused products, each pointer misaligned in turn --------------------------------------
-// Every product the launchers offer cuBLASLt with an epilogue: the forward's bias
-// (matmul_forward), fc's bias + GELU (matmul_bias_gelu_forward), fcproj's GELU' with its
+// Every product the ops (cuda_ops.cuh) offer cuBLASLt with an epilogue: the forward's bias
+// (matmul_forward), fc's bias + GELU (matmul_gelu_forward), fcproj's GELU' with its
 // weight and bias gradients (matmul_gelu_backward) and a linear layer's backward with its bias
 // gradient (matmul_backward), at odd sizes (N = 39 rows; OC = 13 for the bias products, 4C = 192
 // where GELU's auxiliary matrix needs a row stride divisible by 8). Each runs with every buffer
 // aligned, then with each buffer in turn one element off (2 or 4 bytes aligned instead of 256),
 // against the CPU reference every time.
 
-// One fused launcher: the names of its buffers, and a run that places buffer i shifts[i]
-// elements into its allocation and checks every output against the CPU.
+// One op with a fused product: the names of its buffers, and a run that places buffer i
+// shifts[i] elements into its allocation and checks every output against the CPU. (The ops'
+// own scratch, where the bias gradient's epilogue writes, is allocated aligned.)
+template <typename T>
 struct FusedCase {
     std::string name;
     std::vector<std::string> buffers;
-    std::function<void(gpu::Blas&, const std::vector<size_t>&)> run;
+    std::function<void(CudaOps<T>&, const std::vector<size_t>&)> run;
 };
 
 template <typename T>
-std::vector<FusedCase> fused_cases(Rng& rng) {
+std::vector<FusedCase<T>> fused_cases(Rng& rng) {
     const int IC = C, OC = 13, H = 4 * C;  // H: the MLP's hidden width
     const auto values = [&](size_t n, float scale) { return rounded<T>(random_vector(rng, n, scale)); };
     const std::vector<float> inp = values((size_t)N * H, 1.0f), pre = values((size_t)N * H, 2.0f);
@@ -786,29 +796,28 @@ std::vector<FusedCase> fused_cases(Rng& rng) {
         size_t shift;
         DeviceArray<float> array;
     };
-    std::vector<FusedCase> cases;
-    cases.push_back({"matmul_forward with bias", {"out", "inp", "w", "bias"}, [=](gpu::Blas& blas, const std::vector<size_t>& s) {
+    std::vector<FusedCase<T>> cases;
+    cases.push_back({"matmul_forward with bias", {"out", "inp", "w", "bias"}, [=](CudaOps<T>& ops, const std::vector<size_t>& s) {
         const std::vector<float> x = head(inp, (size_t)N * IC), weight = head(w, (size_t)OC * IC), b = head(bias, OC);
         std::vector<float> want((size_t)N * OC);
         ::matmul_forward(want.data(), x.data(), weight.data(), b.data(), N, IC, OC);
         Buffer out(nan(want.size()), s[0]), d_inp(x, s[1]), d_w(weight, s[2]), d_bias(b, s[3]);
-        gpu::matmul_forward(blas, out.data(), d_inp.data(), d_w.data(), d_bias.data(), N, IC, OC, kStream);
+        ops.matmul_forward(out.data(), d_inp.data(), d_w.data(), d_bias.data(), N, IC, OC);
         expect_close(out.host(), want, tolerance<T>(), "out");
     }});
-    cases.push_back({"matmul_bias_gelu_forward", {"out", "pre", "inp", "w", "bias"}, [=](gpu::Blas& blas, const std::vector<size_t>& s) {
+    cases.push_back({"matmul_gelu_forward", {"out", "pre", "inp", "w", "bias"}, [=](CudaOps<T>& ops, const std::vector<size_t>& s) {
         const std::vector<float> x = head(inp, (size_t)N * IC), weight = head(w, (size_t)H * IC);
         std::vector<float> want_pre((size_t)N * H), want_out((size_t)N * H);
         ::matmul_forward(want_pre.data(), x.data(), weight.data(), bias.data(), N, IC, H);
         ::gelu_forward(want_out.data(), want_pre.data(), want_pre.size());
         Buffer out(nan(want_out.size()), s[0]), d_pre(nan(want_pre.size()), s[1]), d_inp(x, s[2]), d_w(weight, s[3]);
         Buffer d_bias(bias, s[4]);
-        gpu::matmul_bias_gelu_forward(blas, out.data(), d_pre.data(), d_inp.data(), d_w.data(), d_bias.data(), N, IC, H,
-                                      kStream);
+        ops.matmul_gelu_forward(out.data(), d_pre.data(), d_inp.data(), d_w.data(), d_bias.data(), N, IC, H);
         expect_close(d_pre.host(), want_pre, tolerance<T>(), "pre");
         expect_close(out.host(), want_out, tolerance<T>(), "out");
     }});
-    cases.push_back({"matmul_gelu_backward", {"dpre", "dw", "dbias", "dout", "inp", "w", "pre", "partial"},
-                     [=](gpu::Blas& blas, const std::vector<size_t>& s) {
+    cases.push_back({"matmul_gelu_backward", {"dpre", "dw", "dbias", "dout", "inp", "w", "pre"},
+                     [=](CudaOps<T>& ops, const std::vector<size_t>& s) {
         const std::vector<float> g = head(dout, (size_t)N * IC), weight = head(w, (size_t)IC * H);
         std::vector<float> want_dpre((size_t)N * H), want_dw = head(dw, (size_t)IC * H), want_dbias = head(dbias, IC);
         ::matmul_backward(want_dpre.data(), want_dw.data(), want_dbias.data(), g.data(), inp.data(), weight.data(), N, H,
@@ -816,15 +825,14 @@ std::vector<FusedCase> fused_cases(Rng& rng) {
         ::gelu_backward(want_dpre.data(), want_dpre.data(), pre.data(), want_dpre.size(), GradOut::Write);
         Buffer d_dpre(nan(want_dpre.size()), s[0]), d_dout(g, s[3]), d_inp(inp, s[4]), d_w(weight, s[5]), d_pre(pre, s[6]);
         FloatBuffer d_dw(head(dw, (size_t)IC * H), s[1]), d_dbias(head(dbias, IC), s[2]);
-        FloatBuffer partial(nan((size_t)MAX_ROW_CHUNKS * IC), s[7]);
-        gpu::matmul_gelu_backward(blas, d_dpre.data(), d_dw.data(), d_dbias.data(), d_dout.data(), d_inp.data(),
-                                  d_w.data(), d_pre.data(), N, H, IC, partial.data(), kStream);
+        ops.matmul_gelu_backward(d_dpre.data(), d_dw.data(), d_dbias.data(), d_dout.data(), d_inp.data(), d_w.data(),
+                                 d_pre.data(), N, H, IC);
         expect_close(d_dpre.host(), want_dpre, tolerance<T>(), "dpre");
         expect_close(d_dw.host(), want_dw, tolerance<T>(), "dw");
         expect_close(d_dbias.host(), want_dbias, tolerance<T>(), "dbias");
     }});
-    cases.push_back({"matmul_backward with bias", {"dinp", "dw", "dbias", "dout", "inp", "w", "partial"},
-                     [=](gpu::Blas& blas, const std::vector<size_t>& s) {
+    cases.push_back({"matmul_backward with bias", {"dinp", "dw", "dbias", "dout", "inp", "w"},
+                     [=](CudaOps<T>& ops, const std::vector<size_t>& s) {
         const std::vector<float> g = head(dout, (size_t)N * OC), x = head(inp, (size_t)N * IC);
         const std::vector<float> weight = head(w, (size_t)OC * IC), dinp = head(pre, (size_t)N * IC);
         std::vector<float> want_dinp = dinp, want_dw = head(dw, (size_t)OC * IC), want_dbias = head(dbias, OC);
@@ -832,9 +840,8 @@ std::vector<FusedCase> fused_cases(Rng& rng) {
                           OC, GradOut::Add);
         Buffer d_dinp(dinp, s[0]), d_dout(g, s[3]), d_inp(x, s[4]), d_w(weight, s[5]);
         FloatBuffer d_dw(head(dw, (size_t)OC * IC), s[1]), d_dbias(head(dbias, OC), s[2]);
-        FloatBuffer partial(nan((size_t)MAX_ROW_CHUNKS * OC), s[6]);
-        gpu::matmul_backward(blas, d_dinp.data(), d_dw.data(), d_dbias.data(), d_dout.data(), d_inp.data(), d_w.data(),
-                             N, IC, OC, partial.data(), kStream, GradOut::Add);
+        ops.matmul_backward(d_dinp.data(), d_dw.data(), d_dbias.data(), d_dout.data(), d_inp.data(), d_w.data(), N, IC,
+                            OC, GradOut::Add);
         expect_close(d_dinp.host(), want_dinp, tolerance<T>(), "dinp");
         expect_close(d_dw.host(), want_dw, tolerance<T>(), "dw");
         expect_close(d_dbias.host(), want_dbias, tolerance<T>(), "dbias");
@@ -842,14 +849,15 @@ std::vector<FusedCase> fused_cases(Rng& rng) {
     return cases;
 }
 
-// Each fused launcher with every buffer aligned, then each buffer in turn one element off.
-void run_with_each_buffer_misaligned(gpu::Blas& blas, const std::vector<FusedCase>& cases) {
-    for (const FusedCase& c : cases)
+// Each op with a fused product with every buffer aligned, then each buffer in turn one element off.
+template <typename T>
+void run_with_each_buffer_misaligned(CudaOps<T>& ops, const std::vector<FusedCase<T>>& cases) {
+    for (const FusedCase<T>& c : cases)
         for (int off = -1; off < (int)c.buffers.size(); off++) {
             SCOPED_TRACE(c.name + (off < 0 ? ", all aligned" : ", " + c.buffers[off] + " one element off"));
             std::vector<size_t> shifts(c.buffers.size(), 0);
             if (off >= 0) shifts[off] = 1;
-            c.run(blas, shifts);
+            c.run(ops, shifts);
         }
 }
 
@@ -861,18 +869,19 @@ void run_with_each_buffer_misaligned(gpu::Blas& blas, const std::vector<FusedCas
 TYPED_TEST(Kernel, FusedProductsWithEachPointerMisaligned) {
     REQUIRE_CUDA_DEVICE();
     Rng rng(31);
-    gpu::Blas blas(kStream);
-    run_with_each_buffer_misaligned(blas, fused_cases<TypeParam>(rng));
+    CudaOps<TypeParam> ops(ops_config(), 1, kOpsRows);
+    run_with_each_buffer_misaligned(ops, fused_cases<TypeParam>(rng));
 #ifdef SIMT_EMULATION
-    EXPECT_EQ(blas.refused_kinds(), 0u) << "cuBLASLt refused a product its documentation allows";
+    EXPECT_EQ(ops.blas->refused_kinds(), 0u) << "cuBLASLt refused a product its documentation allows";
 #else
-    if (std::getenv("CUDA_TEST_REPORT")) std::printf("  kinds of fused product cuBLASLt refused: %zu\n", blas.refused_kinds());
+    if (std::getenv("CUDA_TEST_REPORT"))
+        std::printf("  kinds of fused product cuBLASLt refused: %zu\n", ops.blas->refused_kinds());
 #endif
 }
 
 #ifdef SIMT_EMULATION
 // Where cuBLASLt refuses (the emulated one told to: its heuristic returns no algorithm, or
-// cublasLtMatmul refuses the one it gave), every fused launcher runs its unfused path with the
+// cublasLtMatmul refuses the one it gave), every op with a fused product runs its unfused path with the
 // same results, and says so once per kind of product: in bf16 the bias, bias + GELU, GELU' and
 // the two bias gradients; in fp32 (no GELU epilogue) the bias and the two bias gradients.
 TYPED_TEST(Kernel, FusedProductsFallBackWhereCublasLtRefuses) {
@@ -881,18 +890,18 @@ TYPED_TEST(Kernel, FusedProductsFallBackWhereCublasLtRefuses) {
     for (simt::LtRefusal refusal : {simt::LtRefusal::kHeuristic, simt::LtRefusal::kMatmul}) {
         SCOPED_TRACE(refusal == simt::LtRefusal::kHeuristic ? "the heuristic refuses" : "cublasLtMatmul refuses");
         Rng rng(32);
-        const std::vector<FusedCase> cases = fused_cases<T>(rng);
-        gpu::Blas blas(kStream);
+        const std::vector<FusedCase<T>> cases = fused_cases<T>(rng);
+        CudaOps<T> ops(ops_config(), 1, kOpsRows);
         simt::refuse_cublaslt_epilogues(refusal);
         testing::internal::CaptureStderr();
         for (int round = 0; round < 2; round++)
-            for (const FusedCase& c : cases) {
+            for (const FusedCase<T>& c : cases) {
                 SCOPED_TRACE(c.name);
-                c.run(blas, std::vector<size_t>(c.buffers.size(), 0));
+                c.run(ops, std::vector<size_t>(c.buffers.size(), 0));
             }
         const std::string said = testing::internal::GetCapturedStderr();
         simt::refuse_cublaslt_epilogues(simt::LtRefusal::kNone);
-        EXPECT_EQ(blas.refused_kinds(), kinds);
+        EXPECT_EQ(ops.blas->refused_kinds(), kinds);
         size_t lines = 0;
         for (size_t at = said.find("cuBLASLt refused the "); at != std::string::npos; at = said.find("cuBLASLt refused the ", at + 1))
             lines++;

@@ -464,7 +464,7 @@ TEST(AttentionLogitMax, ZeroQueryKeyWeightsGiveTheBiasProduct) {
         const int C = t.cfg.C, NH = t.cfg.NH, hs = C / NH;
         std::fill(w.qkvw, w.qkvw + (size_t)t.cfg.L * 3 * C * C, 0.0f);
         CpuModel<double> m = load<double>(t);
-        const std::vector<double> got = diag::forward_stats(m).attn_logit_max;
+        const std::vector<double> got = m.forward_stats().attn_logit_max;
         ASSERT_EQ(got.size(), 3u);
         for (int l = 0; l < t.cfg.L; l++) {
             const double* bias = m.p.qkvb + (size_t)l * 3 * C;
@@ -499,7 +499,7 @@ TEST(LogitStatistics, LogPartitionIsLossPlusTargetLogit) {
             want += (m.losses_data()[n] + m.logits_data()[(size_t)n * Vp + t.targets[n]]) / m.N;
             for (int v = 0; v < m.cfg.V; v++) largest = std::max(largest, m.logits_data()[(size_t)n * Vp + v]);
         }
-        const LogitStats s = diag::forward_stats(m).logits;
+        const LogitStats s = m.forward_stats().logits;
         EXPECT_NEAR(s.log_z_mean, want, 1e-12) << placement_name(p);
         EXPECT_EQ(s.logit_max, largest) << placement_name(p);
     }
@@ -540,7 +540,7 @@ TEST(ScaledGradients, MatchFiniteDifferenceGradientTimesRms) {
         CpuModel<double> m = load<double>(t);
         const int L = m.cfg.L;
         const size_t NC = (size_t)m.N * m.cfg.C;
-        const std::vector<double> rms = diag::forward_stats(m).rms;
+        const std::vector<double> rms = m.forward_stats().rms;
         std::vector<std::vector<double>> points;
         for (int j = 0; j <= 2 * L; j++) points.emplace_back(m.half_stream(j), m.half_stream(j) + NC);
         std::fill(m.grads.begin(), m.grads.end(), 0.0);
@@ -577,7 +577,7 @@ TEST(BlockNorms, ParameterNormOfConstantWeightsCountsTheBlocksParameters) {
         std::fill(t.params.begin(), t.params.end(), 2.0f);
         CpuModel<double> m = load<double>(t);
         const double C = 8, count = 12 * C * C + 13 * C + (p == Placement::Peri ? 4 * C : 0);
-        const std::vector<double> norms = diag::forward_stats(m).param_norm;
+        const std::vector<double> norms = m.forward_stats().param_norm;
         ASSERT_EQ(norms.size(), 3u);
         for (double n : norms) EXPECT_NEAR(n, 2 * std::sqrt(count), 1e-12) << placement_name(p);
     }
@@ -590,7 +590,7 @@ TEST(FcprojGradNorm, MatchesFiniteDifferences) {
         CpuModel<double> m = load<double>(t);
         std::fill(m.grads.begin(), m.grads.end(), 0.0);
         m.backward(1.0);
-        const std::vector<double> got = diag::fcproj_grad_norms(m);
+        const std::vector<double> got = m.fcproj_grad_norms();
         const std::vector<double> whole = stability::block_param_grad_norms(m);
         const size_t size = (size_t)4 * m.cfg.C * m.cfg.C;
         for (int l = 0; l < m.cfg.L; l++) {
@@ -614,7 +614,7 @@ TEST(FcprojGradNorm, MatchesFiniteDifferences) {
 TEST(MlpHiddenRms, IsTheRmsOfGeluOfTheFcActivation) {
     const Tiny t = make_tiny(Placement::Pre, 1.0f);
     CpuModel<double> m = load<double>(t);
-    const std::vector<double> got = diag::forward_stats(m).mlp_hidden_rms;
+    const std::vector<double> got = m.forward_stats().mlp_hidden_rms;
     for (int l = 0; l < m.cfg.L; l++) {
         double sq = 0;
         const std::vector<double>& fc = m.block_activations(l).fc;

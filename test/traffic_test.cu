@@ -32,6 +32,7 @@
 #include "bench/cost_model.h"
 #include "counting.h"
 #include "cuda_common.cuh"
+#include "cuda_ops.cuh"
 #include "encoder.cuh"
 #include "gelu.cuh"
 #include "layernorm.cuh"
@@ -121,9 +122,13 @@ template <typename T>
 class TrafficTest : public ::testing::Test {
 protected:
     std::unique_ptr<gpu::Blas> blas;
+    std::unique_ptr<CudaOps<T>> ops;  // the linear layers' ops (cuda_ops.cuh), of a model of C channels
     void SetUp() override {
         ASSERT_TRUE(simt::counting_compiled()) << "not the counting build: the hooks are never called";
         blas = std::make_unique<gpu::Blas>(kStream);
+        ModelConfig cfg;
+        cfg.maxT = N, cfg.V = 64, cfg.Vp = 64, cfg.L = 1, cfg.NH = 1, cfg.C = C;
+        ops = std::make_unique<CudaOps<T>>(cfg, 1, N);
     }
 };
 using ElementTypes = ::testing::Types<float, bf16>;
@@ -167,18 +172,17 @@ TYPED_TEST(TrafficTest, MatmulForwardAndBackward) {
     const int IC = C, OC = 3 * C;
     auto inp = filled<T>(N * IC), w = filled<T>(OC * IC), bias = filled<T>(OC), out = filled<T>(N * OC);
     auto dinp = filled<T>(N * IC);
-    auto dw = filled<float>(OC * IC), dbias = filled<float>(OC), partial = filled<float>(MAX_ROW_CHUNKS * OC);
+    auto dw = filled<float>(OC * IC), dbias = filled<float>(OC);
     for (bool with_bias : {false, true}) {
         EXPECT_TRUE(agree(gpu::matmul_forward_traffic<T>(N, IC, OC, with_bias), counted([&] {
-                              gpu::matmul_forward(*this->blas, out.data(), inp.data(), w.data(),
-                                                  with_bias ? bias.data() : nullptr, N, IC, OC, kStream);
+                              this->ops->matmul_forward(out.data(), inp.data(), w.data(),
+                                                        with_bias ? bias.data() : nullptr, N, IC, OC);
                           })))
             << "bias " << with_bias;
         for (GradOut mode : {GradOut::Add, GradOut::Write})
             EXPECT_TRUE(agree(gpu::matmul_backward_traffic<T>(N, IC, OC, with_bias, mode), counted([&] {
-                                  gpu::matmul_backward(*this->blas, dinp.data(), dw.data(),
-                                                       with_bias ? dbias.data() : nullptr, out.data(), inp.data(),
-                                                       w.data(), N, IC, OC, partial.data(), kStream, mode);
+                                  this->ops->matmul_backward(dinp.data(), dw.data(), with_bias ? dbias.data() : nullptr,
+                                                             out.data(), inp.data(), w.data(), N, IC, OC, mode);
                               })))
                 << "bias " << with_bias << (mode == GradOut::Add ? ", dinp added" : ", dinp written");
     }
@@ -216,11 +220,10 @@ TYPED_TEST(TrafficTest, MatmulGeluBackward) {
     for (int IC : {4 * C, 4 * C - 4, 4 * C - 3}) {
         auto inp = filled<T>(N * IC), pre = filled<T>(N * IC), w = filled<T>(OC * IC), dout = filled<T>(N * OC);
         auto dpre = filled<T>(N * IC);
-        auto dw = filled<float>(OC * IC), dbias = filled<float>(OC), partial = filled<float>(MAX_ROW_CHUNKS * OC);
+        auto dw = filled<float>(OC * IC), dbias = filled<float>(OC);
         EXPECT_TRUE(agree(gpu::matmul_gelu_backward_traffic<T>(N, IC, OC, true), counted([&] {
-                              gpu::matmul_gelu_backward(*this->blas, dpre.data(), dw.data(), dbias.data(), dout.data(),
-                                                        inp.data(), w.data(), pre.data(), N, IC, OC, partial.data(),
-                                                        kStream);
+                              this->ops->matmul_gelu_backward(dpre.data(), dw.data(), dbias.data(), dout.data(),
+                                                              inp.data(), w.data(), pre.data(), N, IC, OC);
                           })))
             << "IC " << IC;
     }
@@ -246,9 +249,9 @@ TYPED_TEST(TrafficTest, MatmulBiasGelu) {
     for (int OC : {4 * C, 4 * C - 4}) {
         auto inp = filled<T>(N * IC), w = filled<T>(OC * IC), bias = filled<T>(OC);
         auto pre = filled<T>(N * OC), out = filled<T>(N * OC);
-        EXPECT_TRUE(agree(gpu::matmul_bias_gelu_forward_traffic<T>(N, IC, OC), counted([&] {
-                              gpu::matmul_bias_gelu_forward(*this->blas, out.data(), pre.data(), inp.data(), w.data(),
-                                                            bias.data(), N, IC, OC, kStream);
+        EXPECT_TRUE(agree(gpu::matmul_gelu_forward_traffic<T>(N, IC, OC), counted([&] {
+                              this->ops->matmul_gelu_forward(out.data(), pre.data(), inp.data(), w.data(), bias.data(),
+                                                             N, IC, OC);
                           })))
             << "OC " << OC;
     }
