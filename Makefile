@@ -15,7 +15,7 @@ BUILD    := build
 BINARIES := train eval tokenize
 # The machinery lives in folders beside the model (README "Code map"); every #include names a
 # file by its path from the repository root, hence -I. for the files in folders.
-SOURCE_DIRS := util run flags distributed measure bench
+SOURCE_DIRS := util cuda distributed run flags measure bench
 HEADERS  := $(wildcard *.h $(addsuffix /*.h,$(SOURCE_DIRS)))
 CXXFLAGS += -I.
 
@@ -239,10 +239,10 @@ $(EMU_SRC)/%: % $(SIMT)/rewrite_cuda.py
 	@mkdir -p $(@D)
 	python3 $(SIMT)/rewrite_cuda.py $< $@
 
-# tensor_cores.cuh and async_copy.cuh wrap PTX (mma.sync, ldmatrix; cp.async) that no CPU runs:
-# the emulated build compiles the SIMT layer's versions of them instead, the same functions
-# implemented in tensor_cores.cpp and async_copy.cpp.
-$(EMU_SRC)/tensor_cores.cuh $(EMU_SRC)/async_copy.cuh: $(EMU_SRC)/%: $(SIMT)/% $(SIMT)/rewrite_cuda.py
+# cuda/tensor_cores.cuh and cuda/async_copy.cuh wrap PTX (mma.sync, ldmatrix; cp.async) that no
+# CPU runs: the emulated build compiles the SIMT layer's versions of them instead, the same
+# functions implemented in tensor_cores.cpp and async_copy.cpp.
+$(EMU_SRC)/cuda/tensor_cores.cuh $(EMU_SRC)/cuda/async_copy.cuh: $(EMU_SRC)/cuda/%: $(SIMT)/% $(SIMT)/rewrite_cuda.py
 	@mkdir -p $(@D)
 	python3 $(SIMT)/rewrite_cuda.py $< $@
 

@@ -15,7 +15,7 @@
 #include <cmath>
 #include <vector>
 
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 #include "model.h"
 
 namespace gpu {

@@ -26,7 +26,7 @@
 #include <type_traits>
 
 #include "attention_mma.cuh"
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 namespace gpu {
 

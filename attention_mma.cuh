@@ -17,7 +17,7 @@
 //
 // A warp's operand of 16 rows (q or dout; k and v in the dk/dv kernel) and its accumulators (o, or
 // dq, or dk and dv; the running maximum and sum) stay in registers for the whole walk. Each
-// product is a row of 16×8×16 mma.sync instructions (tensor_cores.cuh): the tile's rows come in
+// product is a row of 16×8×16 mma.sync instructions (cuda/tensor_cores.cuh): the tile's rows come in
 // through ldmatrix (k, v as the B operand of s = q·kᵀ; v, k, dout, q through ldmatrix .trans as
 // the B operand of p·v, ds·k, pᵀ·dout, dsᵀ·q), and a 16×64 block of scores, laid out as mma
 // accumulators, becomes the A operand of the next product in registers, rounded to bf16. The
@@ -27,9 +27,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "async_copy.cuh"
-#include "cuda_common.cuh"
-#include "tensor_cores.cuh"
+#include "cuda/async_copy.cuh"
+#include "cuda/cuda_common.cuh"
+#include "cuda/tensor_cores.cuh"
 
 namespace gpu {
 
@@ -57,7 +57,7 @@ struct HeadShape {
     static constexpr int tile_elements = ATTENTION_ROWS * ld;
 };
 
-// Scores of one warp: 16 rows × 64 columns as 8 mma accumulators of 16×8 (tensor_cores.cuh:
+// Scores of one warp: 16 rows × 64 columns as 8 mma accumulators of 16×8 (cuda/tensor_cores.cuh:
 // element i of tile n of lane (g, t) is row g + 8·(i / 2), column 8n + 2t + i % 2).
 using Scores = float[ATTENTION_ROWS / 8][4];
 
@@ -65,7 +65,7 @@ using Scores = float[ATTENTION_ROWS / 8][4];
 // Block-level tile moves (all 128 threads call them)
 
 // Starts copying rows t0 … t0+63 of a (T, row_stride) matrix at src, columns 0 … HS−1 of each
-// row, into tile (64, ld) (async_copy.cuh: the copies are this thread's, in flight until it
+// row, into tile (64, ld) (cuda/async_copy.cuh: the copies are this thread's, in flight until it
 // waits for them); rows past T repeat row T−1 (finite values, which the causal mask or p = 0
 // keeps out of every result that is stored). Each thread copies load_bytes at a time.
 template <int HS>
@@ -209,7 +209,7 @@ __device__ void store_rows(bf16* dst, size_t row_stride, const float (&acc)[Head
 // tile blockIdx.z walks longest first as it is.
 //
 // The tiles of the walk are double-buffered: while the warps work on tile j in one pair of
-// buffers, the copies of tile j + 1 into the other pair are in flight (async_copy.cuh). One
+// buffers, the copies of tile j + 1 into the other pair are in flight (cuda/async_copy.cuh). One
 // barrier a tile, after each thread has waited for its own copies of tile j: past it every copy
 // of tile j is visible to every warp, and every warp is done with tile j − 1, whose buffers the
 // copies of tile j + 1 started right after it overwrite. The block's own rows (q, or q and dout,

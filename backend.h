@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "memory_plan.h"
-#include "distributed.h"
+#include "util/memory_plan.h"
+#include "distributed/process_group.h"
 #include "model.h"
 
 // The output logits of one forward over N positions, only the V real tokens counted.
@@ -123,7 +123,7 @@ void for_each_tensor_part(const ModelConfig& cfg, Range range, F f) {
 // none); fills `description` with its name or what is missing. make_cuda_backend: the model on
 // that device; bf16 = bf16 weights/activations with fp32 master weights, else full fp32; under
 // mpirun its collectives run over `comm` (make_cuda_comm).
-class NcclComm;  // nccl_comm.cuh
+class NcclComm;  // cuda/nccl_comm.cuh
 bool cuda_device_available(std::string* description, int gpu = 0);
 std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool bf16, int gpu = 0,
                                            std::shared_ptr<NcclComm> comm = nullptr);
@@ -131,7 +131,7 @@ std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T,
 // runs on `num_parameters` floats, so that the device memory NCCL takes (it connects its peers
 // at the first collective) is already in use when the batch is fitted (docs/cuda.md §4).
 // Collective over `group`; null for one rank, and in a build without NCCL. timeout_s: see
-// nccl_timeout_seconds (distributed.h).
+// nccl_timeout_seconds (distributed/process_group.h).
 std::shared_ptr<NcclComm> make_cuda_comm(ProcessGroup& group, int gpu, size_t num_parameters, double timeout_s);
 // The device memory make_cuda_backend would allocate, counted without a device (docs/cuda.md §4).
 MemoryPlan cuda_memory_plan(const ModelConfig& cfg, int B, int T, bool bf16);

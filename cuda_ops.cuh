@@ -20,7 +20,7 @@
 #include "adamw.cuh"
 #include "attention.cuh"
 #include "backend.h"
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 #include "diagnostics.cuh"
 #include "encoder.cuh"
 #include "gelu.cuh"
@@ -48,7 +48,7 @@ protected:
 // the residual stream, statistics, losses and parameter gradients in fp32. The object owns the
 // stream every op runs on, the cuBLAS and cuBLASLt handles (gpu::Blas) and the scratch memory
 // the kernels need between and within ops. Built while device memory is being counted
-// (cuda_common.cuh), it only counts: no stream, no handle, no launch (launching()).
+// (cuda/cuda_common.cuh), it only counts: no stream, no handle, no launch (launching()).
 //
 // Every op is the same few lines: its name and declared launches (the launcher's `*_traffic`
 // function) to the observer, if there is one; the launcher of the .cuh file, unless device

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backend.h"
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 #include "loss.cuh"
 
 namespace gpu {

@@ -23,7 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 namespace gpu {
 

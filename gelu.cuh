@@ -17,7 +17,7 @@
 #pragma once
 #include <type_traits>
 
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 #include "matmul.cuh"
 
 namespace gpu {

@@ -38,12 +38,12 @@
 #include <vector>
 
 #include "backend.h"
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 #include "cuda_ops.cuh"
 #include "diagnostics.h"
 #include "gpt2.h"
 #include "model.h"
-#include "nccl_comm.cuh"
+#include "cuda/nccl_comm.cuh"
 
 template <typename T>
 using CudaModel = Gpt2<CudaOps<T>>;
@@ -190,7 +190,7 @@ bool cuda_device_available(std::string* description, int gpu) {
 }
 
 // The device memory a CudaBackend for micro-batches (B, T) allocates, by category: the backend
-// built while counting (cuda_common.cuh), so no device is needed and none is touched.
+// built while counting (cuda/cuda_common.cuh), so no device is needed and none is touched.
 MemoryPlan cuda_memory_plan(const ModelConfig& cfg, int B, int T, bool use_bf16) {
     MemoryPlan plan;
     CountingScope counting(&plan);

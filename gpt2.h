@@ -28,7 +28,7 @@
 //             (B,NH,T)).
 //
 // All buffers are allocated once, for micro-batches of shape (B, T); N = B·T positions. Before
-// each group of allocations the model tells the ops its MemoryCategory (memory_plan.h), so the
+// each group of allocations the model tells the ops its MemoryCategory (util/memory_plan.h), so the
 // CUDA ops can count the bytes of each category (./bench_gpu -plan) as well as allocate them.
 #pragma once
 #include <cmath>
@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "backend.h"
-#include "memory_plan.h"
+#include "util/memory_plan.h"
 #include "model.h"
 
 // The passes are ModelPasses' (backend.h): a backend is a Gpt2 on its op set, so ./train calls

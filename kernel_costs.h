@@ -19,7 +19,7 @@
 
 #include "adamw.cuh"
 #include "attention.cuh"
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 #include "encoder.cuh"
 #include "gelu.cuh"
 #include "layernorm.cuh"
@@ -29,7 +29,7 @@
 #include "traffic.h"
 
 // =============================================================================================
-// cuda_common.cuh: convert_kernel, add_column_partials_kernel (shared by the weight gradients)
+// cuda/cuda_common.cuh: convert_kernel, add_column_partials_kernel (shared by the weight gradients)
 // =============================================================================================
 
 // Instructions that convert one element of type T to or from fp32 (cvt for bf16, none for

@@ -22,13 +22,13 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 #include "model.h"
 
 namespace gpu {
 
 // ---------------------------------------------------------------------------------------------
-// Packs of K elements: pack_width, rows_in_packs, load_pack, store_pack (cuda_common.cuh).
+// Packs of K elements: pack_width, rows_in_packs, load_pack, store_pack (cuda/cuda_common.cuh).
 
 // ---------------------------------------------------------------------------------------------
 // Kernels
@@ -92,12 +92,12 @@ __global__ void layernorm_forward_kernel(O* out, float* mean, float* rstd, S* su
 }
 
 // The whole backward in one pass over the rows. Block k owns chunk k of the rows
-// (row_chunk_begin, cuda_common.cuh); its warps take the chunk's rows in turn (warp j: rows
+// (row_chunk_begin, cuda/cuda_common.cuh); its warps take the chunk's rows in turn (warp j: rows
 // j, j + warps, ...), lane l the packs of K columns at l·K, l·K + 32·K, ... For each row: the
 // two row means of g and g·x̂, then dinp, added into or, when `add` is false, stored (dinp not
 // read), while the warp adds dout·x̂ and dout into its own column sums in shared memory (each
 // lane only ever touches its own columns, so no barrier is needed). At the end the block adds
-// its warps' column sums in warp order, the first stage of a column sum (cuda_common.cuh;
+// its warps' column sums in warp order, the first stage of a column sum (cuda/cuda_common.cuh;
 // stage 2 is layernorm_weight_gradients_kernel):
 // partial[k·2C + c] = Σ_{n in chunk k} dout·x̂ and partial[k·2C + C + c] = Σ_{n in chunk k} dout.
 // When dres is given, the kernel also stores dres = Δt·dinp (the dinp just stored, rounded to
@@ -166,7 +166,7 @@ __global__ void layernorm_backward_kernel(D* dinp, F* dres, float dt, float* par
 
 // dw, db stage 2: dw[c] += Σ_k partial[k·2C + c] and db[c] += Σ_k partial[k·2C + C + c] over
 // the `chunks` partials, both in one launch: a block per 32 of the 2C columns, each column
-// summed as add_column_partials does (cuda_common.cuh).
+// summed as add_column_partials does (cuda/cuda_common.cuh).
 __global__ void layernorm_weight_gradients_kernel(float* dw, float* db, const float* partial, int chunks, int C) {
     __shared__ float shared[TILE_ROWS * TILE_COLS];
     const int c = blockIdx.x * TILE_COLS + threadIdx.x;

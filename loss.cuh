@@ -17,7 +17,7 @@
 #pragma once
 #include <cstdint>
 
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 namespace gpu {
 

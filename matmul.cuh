@@ -32,7 +32,7 @@
 #include <optional>
 #include <tuple>
 
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 #include "model.h"
 
 namespace gpu {
@@ -283,7 +283,7 @@ __global__ void add_bias_kernel(T* out, const T* bias, I n, I OC) {
     store_pack(out + first, v);
 }
 
-// dbias stage 1 (see cuda_common.cuh): partial[k·OC + o] = Σ_{n in chunk k} dout[n, o].
+// dbias stage 1 (see cuda/cuda_common.cuh): partial[k·OC + o] = Σ_{n in chunk k} dout[n, o].
 template <typename T>
 __global__ void bias_backward_kernel(float* partial, const T* dout, int N, int OC) {
     __shared__ float shared[TILE_ROWS * TILE_COLS];
@@ -326,7 +326,7 @@ void add_bias(T* out, const T* bias, int N, int OC, cudaStream_t stream) {
 // product (the ops matmul_backward and matmul_gelu_backward, cuda_ops.cuh). Where that product's
 // cuBLASLt epilogue summed dout's columns into one row of `partial` (summed_by_epilogue), only
 // stage 2 of the column sums runs, adding the row to dbias; else stage 1 first
-// (bias_backward_kernel, a row of partial sums per chunk of rows; cuda_common.cuh). `partial` is
+// (bias_backward_kernel, a row of partial sums per chunk of rows; cuda/cuda_common.cuh). `partial` is
 // scratch of MAX_ROW_CHUNKS·OC floats.
 template <typename T>
 void bias_backward(float* dbias, float* partial, const T* dout, int N, int OC, bool summed_by_epilogue,

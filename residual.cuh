@@ -15,9 +15,9 @@
 // Access pattern: where every buffer is aligned to its pack, each thread handles
 // E = pack_width<S, F>() consecutive elements (4 for an fp32 stream) with one load or store
 // per buffer: 16 bytes of S and E·sizeof F bytes of F (8 for bf16); otherwise one thread per
-// element. Indices are 32-bit where n allows (narrow_index, cuda_common.cuh).
+// element. Indices are 32-bit where n allows (narrow_index, cuda/cuda_common.cuh).
 #pragma once
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 #include "model.h"
 
 namespace gpu {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "model.h"
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 namespace gpu {
 
@@ -45,7 +45,7 @@ __global__ void row_stats_kernel(float* abs_sum, float* row_var, const T* x, int
     }
 }
 
-// Column sums, stage 1 (see cuda_common.cuh): partial[k·C + c] = Σ_{n in chunk k} x[n,c].
+// Column sums, stage 1 (see cuda/cuda_common.cuh): partial[k·C + c] = Σ_{n in chunk k} x[n,c].
 template <typename T>
 __global__ void column_sum_kernel(float* partial, const T* x, int N, int C) {
     __shared__ float shared[TILE_ROWS * TILE_COLS];

@@ -46,7 +46,7 @@ private:
 };
 
 // What `measure` allocates on the device: the model on CudaOps<T> and its AdamW moments.
-// Built while counting (cuda_common.cuh), it is the plan of the timing (bench_gpu -plan).
+// Built while counting (cuda/cuda_common.cuh), it is the plan of the timing (bench_gpu -plan).
 template <typename T>
 struct TimedStep {
     Gpt2<CudaOps<T>> model;

@@ -3,7 +3,7 @@
 //
 // The Recorder observes CudaOps (gpt2.cu) and notes, under the op's name, the launches each op
 // declares (its launcher's `*_traffic` function). Built while device memory is counted
-// (cuda_common.cuh), CudaOps launches nothing and its buffers are distinct made-up addresses
+// (cuda/cuda_common.cuh), CudaOps launches nothing and its buffers are distinct made-up addresses
 // that nothing reads, so the model's own forward and backward run in the order of a real step,
 // fused ops and all, for a step of any size on any machine.
 // Included by gpt2.cu after CudaOps.

@@ -25,7 +25,7 @@
 #include "backend.h"
 #include "measure/baselines.h"
 #include "dataloader.h"
-#include "distributed.h"
+#include "distributed/process_group.h"
 #include "util/errors.h"
 #include "flags/flags.h"
 #include "util/json.h"

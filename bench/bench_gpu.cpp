@@ -15,7 +15,7 @@
 // and what bounds the op, then the step's total, tok/s and MFU. B defaults to 16 there.
 //
 // B defaults to 64, halved until what the benchmark allocates fits the free device memory
-// (fit_batch, memory_plan.h): the backend it measures the step with, then, once that is
+// (fit_batch, util/memory_plan.h): the backend it measures the step with, then, once that is
 // released, the per-op timing's own model (bench_peak). On a machine without a CUDA device it
 // says so and exits 0. The first loss (of the first warm-up step) is printed: at
 // initialisation it is about ln V.

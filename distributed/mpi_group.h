@@ -1,4 +1,4 @@
-// distributed/mpi_group.h — MpiGroup, the process group of distributed.h over MPI (OpenMPI's mpirun, or
+// distributed/mpi_group.h — MpiGroup, the process group of distributed/process_group.h over MPI (OpenMPI's mpirun, or
 // srun), and start_process_group, which picks it or SingleProcess. Included by ./train only;
 // built where the Makefile found mpicxx (USE_MPI defined).
 #pragma once
@@ -12,7 +12,7 @@
 #include <mpi.h>
 #endif
 
-#include "distributed.h"
+#include "distributed/process_group.h"
 
 #ifdef USE_MPI
 // The processes of MPI_COMM_WORLD. MPI errors return codes (not OpenMPI's default of aborting

@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "distributed.h"
+#include "distributed/process_group.h"
 #include "util/errors.h"
 #include "util/json.h"
 

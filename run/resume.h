@@ -21,7 +21,7 @@
 #include "backend.h"
 #include "run/checkpoint.h"
 #include "dataloader.h"
-#include "distributed.h"
+#include "distributed/process_group.h"
 #include "util/errors.h"
 #include "util/json.h"
 #include "model.h"

@@ -108,7 +108,7 @@ inline std::shared_ptr<NcclComm> make_device_comm(const std::string& device, Pro
 
 // The micro-batch on a resolved device: on CUDA, B (`given` by -B, or the default so far) is
 // kept, halved or refused by the device memory plan against the free device memory
-// (fit_batch, memory_plan.h), before anything is allocated; elsewhere B as it is. gpu: as for
+// (fit_batch, util/memory_plan.h), before anything is allocated; elsewhere B as it is. gpu: as for
 // make_backend.
 inline int fit_device_batch(const std::string& device, const std::string& precision, const ModelConfig& cfg, int B,
                             bool given, int T, int gpu = 0) {

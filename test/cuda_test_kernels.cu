@@ -24,7 +24,7 @@
 #include "adamw.cuh"
 #include "attention.cuh"
 #include "cpu_ops.h"
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 #include "cuda_ops.cuh"
 #include "cuda_test_util.h"
 #include "encoder.cuh"

@@ -28,7 +28,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "async_copy.cuh"
+#include "cuda/async_copy.cuh"
 #include "cuda_test_util.h"
 
 namespace {
@@ -713,7 +713,7 @@ TEST(SimtCorrect, CublasLtEpiloguesBf16InputsFp32Output) {
   check_lt_epilogues<__nv_bfloat16, float>();
 }
 
-// ---- cp.async (async_copy.cuh) ------------------------------------------------------------------
+// ---- cp.async (cuda/async_copy.cuh) ------------------------------------------------------------------
 
 // 64 threads (two warps) copy 512 floats into shared memory with cp.async of every size, in two
 // groups, wait for both, pass a barrier and write out the other warp's half: as on a GPU, the

@@ -1,4 +1,4 @@
-// The tensor-core instructions of tensor_cores.cuh that the attention kernels use, alone, against
+// The tensor-core instructions of cuda/tensor_cores.cuh that the attention kernels use, alone, against
 // plain loops: mma.sync m16n8k16 (bf16 in, fp32 accumulate) on fragments that each lane gathers
 // by the PTX ISA's documented layout; ldmatrix .x1, .x2, .x4, with and without .trans, from rows
 // scattered through shared memory; and the two together as the kernels combine them (an A tile
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
-#include "tensor_cores.cuh"
+#include "cuda/tensor_cores.cuh"
 
 namespace {
 

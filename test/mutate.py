@@ -221,7 +221,7 @@ MUTANTS = [
      "bench/bench_gpu.cpp", "    model.reset();  // the per-op timing below builds a model of its own\n", "",
      dict(targets=["build/emu/bench_gpu"], runs=[EMU_CLI])),
     ("nccl-wait-without-polling", "a rank waits for a collective by synchronising its stream (no polling, no timeout)",
-     "nccl_comm.cuh", "            const cudaError_t state = cudaStreamQuery(stream);",
+     "cuda/nccl_comm.cuh", "            const cudaError_t state = cudaStreamQuery(stream);",
      "            const cudaError_t state = cudaStreamSynchronize(stream);",
      dict(targets=["build/emu/train"], runs=["build/test_distributed"])),
     ("cuda-falls-back-to-cpu", "-device cuda without a device silently trains on the CPU", "run/setup.h",

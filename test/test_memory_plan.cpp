@@ -1,4 +1,4 @@
-// fit_batch (memory_plan.h): the micro-batch ./train -device cuda takes, from a memory plan and
+// fit_batch (util/memory_plan.h): the micro-batch ./train -device cuda takes, from a memory plan and
 // the free device memory; largest_fitting_batch: bench_gpu -plan -fit's answer. Plans here are
 // made-up functions of B, so each case knows its answer.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "memory_plan.h"
+#include "util/memory_plan.h"
 
 namespace {
 

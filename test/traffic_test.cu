@@ -27,11 +27,11 @@
 #include <vector>
 
 #include "adamw.cuh"
-#include "async_copy.cuh"
+#include "cuda/async_copy.cuh"
 #include "attention.cuh"
 #include "bench/cost_model.h"
 #include "counting.h"
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 #include "cuda_ops.cuh"
 #include "encoder.cuh"
 #include "gelu.cuh"
@@ -41,7 +41,7 @@
 #include "residual.cuh"
 #include "gpt2.cu"  // cuda_step_traffic: the CudaOps of one step with its recording observer
 #include "kernel_costs.h"
-#include "tensor_cores.cuh"
+#include "cuda/tensor_cores.cuh"
 #include "traffic.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// cp.async with commit and wait groups for the SIMT emulation (async_copy.cuh), from the PTX ISA
+// cp.async with commit and wait groups for the SIMT emulation (cuda/async_copy.cuh), from the PTX ISA
 // ("Data Movement and Conversion Instructions: cp.async", "cp.async.commit_group",
 // "cp.async.wait_group"). Each thread keeps its copies not yet committed and its committed
 // groups, oldest first. A copy is made only when a wait completes its group; until then its

@@ -1,6 +1,6 @@
-// The SIMT emulation's stand-in for async_copy.cuh (the repository root), which wraps PTX that a
+// The SIMT emulation's stand-in for cuda/async_copy.cuh (in the repository), which wraps PTX that a
 // CPU cannot run: the emulated build compiles this file in its place (the Makefile copies it over
-// build/emu/src/async_copy.cuh). The same functions, implemented in async_copy.cpp from the PTX
+// build/emu/src/cuda/async_copy.cuh). The same functions, implemented in async_copy.cpp from the PTX
 // ISA's semantics (docs/simt.md, "Asynchronous copies").
 #pragma once
 

@@ -1,4 +1,4 @@
-// The warp-level tensor-core instructions of tensor_cores.cuh for the SIMT emulation, from the
+// The warp-level tensor-core instructions of cuda/tensor_cores.cuh for the SIMT emulation, from the
 // PTX ISA: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 and
 // ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared.b16, with the fragment layouts the ISA
 // documents (and kernels may rely on). Each lane puts its operands into its warp's staging

@@ -1,7 +1,7 @@
-// The SIMT emulation's stand-in for tensor_cores.cuh (the repository root), which wraps PTX that
+// The SIMT emulation's stand-in for cuda/tensor_cores.cuh (in the repository), which wraps PTX that
 // a CPU cannot run: the emulated build compiles this file in its place (the Makefile copies it
-// over build/emu/src/tensor_cores.cuh). The same functions, implemented in tensor_cores.cpp from
-// the PTX ISA's semantics and documented fragment layouts (tensor_cores.cuh and docs/simt.md,
+// over build/emu/src/cuda/tensor_cores.cuh). The same functions, implemented in tensor_cores.cpp from
+// the PTX ISA's semantics and documented fragment layouts (cuda/tensor_cores.cuh and docs/simt.md,
 // "Tensor-core instructions"): each is a warp operation over all 32 lanes, the last lane to
 // arrive computes the whole warp's result, and misuse is a KernelError.
 #pragma once

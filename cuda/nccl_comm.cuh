@@ -1,4 +1,4 @@
-// nccl_comm.cuh — the CUDA backend's collectives over NCCL (README "Training on several GPUs
+// cuda/nccl_comm.cuh — the CUDA backend's collectives over NCCL (README "Training on several GPUs
 // or nodes"), compiled where the Makefile found NCCL and MPI (USE_NCCL defined); elsewhere the
 // backend stages its buffers through host memory and the process group instead.
 //
@@ -7,7 +7,7 @@
 //   sum         every rank's gradients summed in place (ncclAllReduce);
 //   all_gather  every rank's optimiser range of the parameters to every rank, in place: one
 //               ncclBroadcast per rank of its range, issued together in one ncclGroupStart/End.
-//               Broadcasts and not ncclAllGather, because the ranges (shard() in distributed.h)
+//               Broadcasts and not ncclAllGather, because the ranges (shard() in distributed/process_group.h)
 //               differ in size by up to one element and ncclAllGather needs equal counts: it
 //               would need a scratch buffer padded to N equal parts and two more copies of the
 //               parameters; broadcasts into the parameters themselves need neither.
@@ -23,8 +23,8 @@
 #include <string>
 #include <thread>
 
-#include "cuda_common.cuh"
-#include "distributed.h"
+#include "cuda/cuda_common.cuh"
+#include "distributed/process_group.h"
 #include "util/errors.h"
 
 // Throws CollectiveError naming the NCCL call when it failed (not the user's input; under

@@ -1,4 +1,4 @@
-// cuda_common.cuh — what every kernel file of the CUDA backend shares:
+// cuda/cuda_common.cuh — what every kernel file of the CUDA backend shares:
 //   * cudaCheck / cublasCheck: stop with file and line on any CUDA runtime or cuBLAS error;
 //   * ceil_div for grid sizes;
 //   * the two element types (float, or __nv_bfloat16 called bf16), picked at run time by the
@@ -28,7 +28,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "memory_plan.h"
+#include "util/memory_plan.h"
 
 // ---------------------------------------------------------------------------------------------
 // Errors: a failed CUDA or cuBLAS call is a bug or a broken device, never bad user input, so
@@ -68,7 +68,7 @@ template <>
 __host__ __device__ inline bf16 from_float<bf16>(float x) { return __float2bfloat16(x); }
 
 // Two floats rounded to bf16 in one 32-bit register, `lo` in the low half: the element pairs of
-// the tensor cores' fragments (tensor_cores.cuh).
+// the tensor cores' fragments (cuda/tensor_cores.cuh).
 __device__ inline uint32_t pack_bf16x2(float lo, float hi) {
     const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
     uint32_t bits;

@@ -1,4 +1,4 @@
-// async_copy.cuh — copies from device memory into shared memory that run while the thread goes
+// cuda/async_copy.cuh — copies from device memory into shared memory that run while the thread goes
 // on, as device functions over their PTX (PTX ISA, "Data Movement and Conversion Instructions:
 // cp.async", "cp.async.commit_group", "cp.async.wait_group"); sm_80 or newer:
 //

@@ -1,4 +1,4 @@
-// tensor_cores.cuh — the two warp-level tensor-core instructions the attention kernels use, as
+// cuda/tensor_cores.cuh — the two warp-level tensor-core instructions the attention kernels use, as
 // device functions over their PTX (PTX ISA, "Warp-level matrix instructions"):
 //
 //   mma_m16n8k16_bf16(d, a, b)   d (16×8, fp32) += a (16×16, bf16) · b (16×8, bf16):
