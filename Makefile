@@ -287,7 +287,7 @@ $(EMU)/nccl_test: $(SIMT)/nccl/nccl_test.cpp $(EMU_NCCL_OBJ) $(SIMT_OBJECTS)
 test: $(if $(and $(EMU_NCCL_OBJ),$(EMU_PROGRAMS)),$(EMU)/nccl_test)
 
 # Counting build (docs/simt.md, "Counting traffic"): test/traffic_test.cu checks the traffic
-# each launcher declares (kernel_costs.h) against the device bytes each launch touches. Its own
+# each launcher declares (bench/kernel_costs.h) against the device bytes each launch touches. Its own
 # code and the emulated cuBLAS and cuBLASLt (cublas.cpp, cublaslt.cpp) are compiled with
 # -fsanitize=thread, whose access hooks the SIMT layer defines itself (test/simt/counting.cpp);
 # no sanitizer runtime is linked, so the compile and the link are separate steps. No

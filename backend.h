@@ -135,7 +135,7 @@ std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T,
 std::shared_ptr<NcclComm> make_cuda_comm(ProcessGroup& group, int gpu, size_t num_parameters, double timeout_s);
 // The device memory make_cuda_backend would allocate, counted without a device (docs/cuda.md §4).
 MemoryPlan cuda_memory_plan(const ModelConfig& cfg, int B, int T, bool bf16);
-// The device memory bench_gpu's per-op timing allocates (step_timing.cuh: its own model and
+// The device memory bench_gpu's per-op timing allocates (bench/step_timing.cuh: its own model and
 // AdamW moments), counted the same way.
 MemoryPlan cuda_step_timing_plan(const ModelConfig& cfg, int B, int T, bool bf16);
 // Free bytes on CUDA device `gpu`.

@@ -24,7 +24,7 @@
 #include "diagnostics.cuh"
 #include "encoder.cuh"
 #include "gelu.cuh"
-#include "kernel_costs.h"
+#include "bench/kernel_costs.h"
 #include "layernorm.cuh"
 #include "loss.cuh"
 #include "matmul.cuh"
@@ -32,8 +32,8 @@
 #include "residual.cuh"
 #include "stats.cuh"
 
-// What watches the ops of a training step for ./bench_gpu: step_timing.cuh's Timer records CUDA
-// events around each op, step_traffic.cuh's Recorder notes the launches each declares (traffic.h).
+// What watches the ops of a training step for ./bench_gpu: bench/step_timing.cuh's Timer records CUDA
+// events around each op, bench/step_traffic.cuh's Recorder notes the launches each declares (bench/traffic.h).
 // CudaOps tells it an op's name ("qkv matmul fwd") and declared launches before launching them,
 // and the op's end after. Transfers between host and device and the diagnostics are not told.
 struct OpObserver {
@@ -83,7 +83,7 @@ public:
     CudaOps(const CudaOps&) = delete;
     CudaOps& operator=(const CudaOps&) = delete;
 
-    // Whether ops run on the device: not while device memory is only counted (step_traffic.cuh).
+    // Whether ops run on the device: not while device memory is only counted (bench/step_traffic.cuh).
     static bool launching() { return !counting_device_memory(); }
 
     // Buffers and copies. The buffers the model allocates next count under `category`.

@@ -247,5 +247,5 @@ std::shared_ptr<NcclComm> make_cuda_comm(ProcessGroup& group, int gpu, size_t nu
 #endif
 }
 
-#include "step_timing.cuh"   // needs CudaOps
-#include "step_traffic.cuh"  // needs CudaOps
+#include "bench/step_timing.cuh"   // needs CudaOps
+#include "bench/step_traffic.cuh"  // needs CudaOps

@@ -85,7 +85,7 @@ constexpr int CE_THREADS = 1024;
 // every later pass (the maximum, Σ exp, the gradient) reads them there: the row crosses device
 // memory once in each direction. Without it (a row too long for shared memory) the passes
 // re-read the row from device memory, which the L2 cache serves only in part: its traffic
-// declaration (kernel_costs.h), which counts distinct bytes, is then too optimistic.
+// declaration (bench/kernel_costs.h), which counts distinct bytes, is then too optimistic.
 // Each thread writes the gradient of the columns it read itself, so the in-place store needs
 // only one barrier more than the reductions: thread 0 reads row[target] for the loss before
 // its owner may overwrite it (unstaged).

@@ -43,7 +43,7 @@
 #include "model.h"
 #include "util/rng.h"
 #include "bench/cost_model.h"
-#include "traffic.h"
+#include "bench/traffic.h"
 
 namespace {
 
@@ -117,7 +117,7 @@ size_t device_memory_used() {
 }
 
 // The most device memory the benchmark holds at once at micro-batch B: the backend it measures
-// the step with, or, after that is released, the per-op timing's own model (step_timing.cuh).
+// the step with, or, after that is released, the per-op timing's own model (bench/step_timing.cuh).
 uint64_t bench_peak(const ModelConfig& cfg, int B, int T, bool bf16) {
     return std::max(cuda_memory_plan(cfg, B, T, bf16).total(), cuda_step_timing_plan(cfg, B, T, bf16).total());
 }
@@ -261,7 +261,7 @@ int print_model(const ModelConfig& cfg, const Options& o) {
     return 0;
 }
 
-// Each op's measured time (CUDA events, step_timing.cuh) beside its modelled H200 time.
+// Each op's measured time (CUDA events, bench/step_timing.cuh) beside its modelled H200 time.
 void print_measured_ops(const ModelConfig& cfg, int B, const Options& o, const std::vector<int32_t>& tokens) {
     ModelRow total;
     const std::vector<ModelRow> rows = modelled_ops(cfg, B, o.T, o.bf16, tokens, &total);

@@ -1,6 +1,6 @@
 // bench/cost_model.h — how long one kernel launch takes on an H200 SXM, as `./bench_gpu -model` sees
-// it (docs/cuda.md, "The cost model"). A launch's Traffic (traffic.h), as the kernel's
-// declaration in kernel_costs.h gives it, holds what it moves and computes and, where the kernel
+// it (docs/cuda.md, "The cost model"). A launch's Traffic (bench/traffic.h), as the kernel's
+// declaration in bench/kernel_costs.h gives it, holds what it moves and computes and, where the kernel
 // declares them, the warp instructions it issues, the shared-memory wavefronts it takes and the
 // resources of one block; the modelled time is the
 // largest of
@@ -23,7 +23,7 @@
 #pragma once
 #include <algorithm>
 
-#include "traffic.h"
+#include "bench/traffic.h"
 
 // The H200 (SXM) as the model sees it: peaks from the data sheet, the fraction of each that a
 // well-written kernel reaches, and the SM resources of compute capability 9.0 (CUDA C++

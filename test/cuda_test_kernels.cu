@@ -29,7 +29,7 @@
 #include "cuda_test_util.h"
 #include "encoder.cuh"
 #include "gelu.cuh"
-#include "kernel_costs.h"  // gpu::token_runs
+#include "bench/kernel_costs.h"  // gpu::token_runs
 #include "layernorm.cuh"
 #include "loss.cuh"
 #include "residual.cuh"

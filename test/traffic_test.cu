@@ -1,5 +1,5 @@
-// The traffic and cost model (traffic.h, bench/cost_model.h) and the kernels' declarations
-// (kernel_costs.h) against what the kernels really do:
+// The traffic and cost model (bench/traffic.h, bench/cost_model.h) and the kernels' declarations
+// (bench/kernel_costs.h) against what the kernels really do:
 //   * every launcher of the .cuh files runs at odd test sizes in the counting build of the SIMT
 //     layer (test/simt/counting.h), which records the distinct device bytes each launch reads and
 //     writes, and each launch must match its declaration in `*_traffic`: the same kernel, read
@@ -40,9 +40,9 @@
 #include "matmul.cuh"
 #include "residual.cuh"
 #include "gpt2.cu"  // cuda_step_traffic: the CudaOps of one step with its recording observer
-#include "kernel_costs.h"
+#include "bench/kernel_costs.h"
 #include "cuda/tensor_cores.cuh"
-#include "traffic.h"
+#include "bench/traffic.h"
 
 namespace {
 

@@ -1,8 +1,8 @@
 """The layout of the sources (README "Code map"): the model and the kernels at the top level, the
 machinery in the folders the Makefile names (SOURCE_DIRS). Checked from the files themselves:
 every #include of the project names an existing file by its path from the repository root; the
-includes go one way, util/ ← cuda/, distributed/ ← the top level ← the other folders ← the
-programs (no file includes one of a later layer); no include cycle; README's code map lists every source file, and nothing else.
+includes go one way, util/ ← cuda/, distributed/ ← the top level and bench/ ← the other folders ←
+the programs (no file includes one of a later layer); no include cycle; README's code map lists every source file, and nothing else.
 Standard library only. Run by build/test_experiments (make test)."""
 import os
 import re
@@ -39,19 +39,25 @@ def sources():
 # The folders below the top level: what the model and the kernels are built on, knowing nothing of
 # them (as llm.c's llmc/ is to train_gpt2.cu).
 FOUNDATIONS = ("cuda/", "distributed/")
+# The folder beside the top level: the kernels' cost model reads the kernel files' constants,
+# and the CUDA op set tells it each op's launches (bench/kernel_costs.h, bench/step_traffic.cuh).
+BESIDE_THE_KERNELS = ("bench/",)
 
 
 def layer(path):
     """0: util/; 1: cuda/ and distributed/ (the kernels' shared parts, the process group); 2: the top
-    level's headers and gpt2.cu (the model, the kernels, the data); 3: the other folders (the
-    machinery around the model); 4: the programs (a .cpp file anywhere)."""
+    level's headers and gpt2.cu (the model, the kernels, the data) and bench/'s headers (the cost
+    model and the op observers); 3: the other folders (the machinery around the model); 4: the
+    programs (a .cpp file anywhere)."""
     if path.endswith(".cpp"):
         return 4
     if path.startswith("util/"):
         return 0
     if path.startswith(FOUNDATIONS):
         return 1
-    return 2 if "/" not in path else 3
+    if "/" not in path or path.startswith(BESIDE_THE_KERNELS):
+        return 2
+    return 3
 
 
 def includes(path):
@@ -80,7 +86,7 @@ class Layout(unittest.TestCase):
                for i in incs if os.path.isfile(os.path.join(REPO, i)) and layer(i) > layer(f)]
         bad += [f"{f} includes {i}" for f, incs in self.graph.items() if f.startswith("util/")
                 for i in incs if not i.startswith("util/")]
-        self.assertEqual(bad, [], "an include against the layers util/ <- cuda/, distributed/ <- top level <- folders <- programs")
+        self.assertEqual(bad, [], "an include against the layers util/ <- cuda/, distributed/ <- top level, bench/ <- folders <- programs")
 
     def test_no_include_cycle(self):
         state = {}  # file -> 1 while on the path, 2 when done

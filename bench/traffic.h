@@ -1,12 +1,12 @@
-// traffic.h — what one kernel launch or cuBLAS call of the CUDA backend moves and computes
+// bench/traffic.h — what one kernel launch or cuBLAS call of the CUDA backend moves and computes
 // (docs/cuda.md, "The traffic model"); bench/cost_model.h says how long that takes on an H200.
 //
-// Every launcher of the .cuh files has a `*_traffic` function in kernel_costs.h (one section
+// Every launcher of the .cuh files has a `*_traffic` function in bench/kernel_costs.h (one section
 // per kernel file) that returns one Traffic per launch it makes, computed from the same sizes.
 // The emulated build counts the distinct global-memory bytes each launch really reads and
 // writes (test/traffic_test.cu), so the declarations cannot drift from the kernels.
 // `./bench_gpu -model` adds them up over the launches of one training step. Plain C++: no CUDA
-// needed to include it (kernel_costs.h, which needs the kernel files, includes it).
+// needed to include it (bench/kernel_costs.h, which needs the kernel files, includes it).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -88,7 +88,7 @@ std::vector<OpTraffic> cuda_step_traffic(const ModelConfig& cfg, int B, int T, b
 
 // The measured milliseconds of each op (the names of cuda_step_traffic) in one such step on the
 // GPU on the batch `tokens` (B·T + 1 host tokens: inputs, and targets one further), averaged
-// over `steps` steps after one warm-up, from CUDA events around every op (step_timing.cuh).
+// over `steps` steps after one warm-up, from CUDA events around every op (bench/step_timing.cuh).
 // Needs a device.
 std::map<std::string, double> cuda_step_op_ms(const ModelConfig& cfg, int B, int T, bool bf16, int steps,
                                               const int32_t* tokens);

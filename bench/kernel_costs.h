@@ -1,10 +1,10 @@
-// kernel_costs.h — the cost model's declarations of the CUDA backend's kernels, one section per
+// bench/kernel_costs.h — the cost model's declarations of the CUDA backend's kernels, one section per
 // kernel file: for each launcher, a `*_traffic` function that returns, for the sizes it is called
-// with, one Traffic (traffic.h) per launch the launcher makes (the kernel, the distinct bytes read
+// with, one Traffic (bench/traffic.h) per launch the launcher makes (the kernel, the distinct bytes read
 // and written, the FLOPs), and for the project's own kernels their issue (a WarpWork from the
 // kernel's structure, the shared-memory wavefronts, and the threads, registers and shared bytes
 // of a block). bench/cost_model.h turns them into time; `./bench_gpu -model` adds them up over the
-// launches of a step (step_traffic.cuh). The kernel files hold the kernels and their launchers
+// launches of a step (bench/step_traffic.cuh). The kernel files hold the kernels and their launchers
 // only; this file includes them for their constants (block sizes, tiles, packs) and size helpers.
 //
 // test/traffic_test.cu checks every declaration: the bytes and wavefronts against the emulator's
@@ -26,14 +26,14 @@
 #include "loss.cuh"
 #include "matmul.cuh"
 #include "residual.cuh"
-#include "traffic.h"
+#include "bench/traffic.h"
 
 // =============================================================================================
 // cuda/cuda_common.cuh: convert_kernel, add_column_partials_kernel (shared by the weight gradients)
 // =============================================================================================
 
 // Instructions that convert one element of type T to or from fp32 (cvt for bf16, none for
-// fp32): the cost model's count (traffic.h's WarpWork).
+// fp32): the cost model's count (bench/traffic.h's WarpWork).
 template <typename T>
 constexpr double conversion() {
     return sizeof(T) < 4 ? 1 : 0;

@@ -1,5 +1,5 @@
-// step_traffic.cuh — the launches of one training step without running a kernel, for the cost
-// model of `./bench_gpu -model` (traffic.h, docs/cuda.md "The traffic model").
+// bench/step_traffic.cuh — the launches of one training step without running a kernel, for the cost
+// model of `./bench_gpu -model` (bench/traffic.h, docs/cuda.md "The traffic model").
 //
 // The Recorder observes CudaOps (gpt2.cu) and notes, under the op's name, the launches each op
 // declares (its launcher's `*_traffic` function). Built while device memory is counted
@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "traffic.h"
+#include "bench/traffic.h"
 
 namespace step_traffic {
 
