@@ -1,9 +1,9 @@
 // bench/step_timing.cuh — the measured time of each op of a training step, for `make bench`'s table of
 // measured beside modelled time (bench/bench_gpu.cpp, docs/cuda.md "The traffic model").
 //
-// The Timer observes CudaOps (gpt2.cu): it records a pair of CUDA events on the stream around
+// The Timer observes CudaOps (cuda_ops.cuh): it records a pair of CUDA events on the stream around
 // every op, under the op names bench/step_traffic.cuh's model uses, so both tables group the same
-// launches. Included by gpt2.cu after CudaOps.
+// launches. Included by gpt2.cu, after the model (gpt2.h) and its CUDA ops.
 #pragma once
 #include <map>
 #include <string>

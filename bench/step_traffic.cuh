@@ -1,12 +1,12 @@
 // bench/step_traffic.cuh — the launches of one training step without running a kernel, for the cost
 // model of `./bench_gpu -model` (bench/traffic.h, docs/cuda.md "The traffic model").
 //
-// The Recorder observes CudaOps (gpt2.cu) and notes, under the op's name, the launches each op
+// The Recorder observes CudaOps (cuda_ops.cuh) and notes, under the op's name, the launches each op
 // declares (its launcher's `*_traffic` function). Built while device memory is counted
 // (cuda/cuda_common.cuh), CudaOps launches nothing and its buffers are distinct made-up addresses
 // that nothing reads, so the model's own forward and backward run in the order of a real step,
 // fused ops and all, for a step of any size on any machine.
-// Included by gpt2.cu after CudaOps.
+// Included by gpt2.cu, after the model (gpt2.h) and its CUDA ops.
 #pragma once
 #include <cstdint>
 #include <string>

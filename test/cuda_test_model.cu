@@ -371,7 +371,7 @@ TEST(CudaMixedPrecision, Fp32StreamKeepsSmallStepsOfLargeStates) {
     }
 }
 
-// ---- the two fused ops of CudaOps (gpt2.cu) -----------------------------------------------------
+// ---- the two fused ops of CudaOps (cuda_ops.cuh) --------------------------------------------------
 
 // CudaOps runs two pairs of adjacent ops as one kernel each: residual_layernorm_forward and
 // layernorm_backward_residual. Each must give, bit for bit, the values of its two ops run one
