@@ -73,20 +73,21 @@ def report(s, runs, tables=None):
     to its results (tables.on_grid), and the sweep's per-layer tables (for the laws)."""
     got = recorded(runs)
     lines = ["## E3: failures at the edge, with and without weight decay", "",
-             f"Learning rate {', '.join(sorted({fmt_num(lr) for lr in runs.lr}))} (Pre-LN's edge in E1: half its runs "
-             "fail). A run fails when it does not end ok or ends less than a quarter of the way from unigram_ce to "
-             "bigram_ce (E1's rule). Per configuration, over the seeds:", ""]
+             f"Learning rate {', '.join(sorted({fmt_num(lr) for lr in runs.lr}))} (E3's rule on E1: Pre-LN's edge, "
+             "and the grid's lr above it). A run fails when it does not end ok or ends less than a quarter of the way "
+             "from unigram_ce to bigram_ce (E1's rule). Per configuration and learning rate, over the seeds:", ""]
     rows = []
     for (ln, dt, wd, lr, depth, precision), group in groups(runs, CONFIG_KEYS):
         mine = recorded(group)
         if len(mine):
             counts = outcome_counts(mine)
-            rows.append([short_label(ln, dt, precision, depth), fmt_num(wd), len(mine)] + [counts[k] for k in OUTCOMES] +
+            rows.append([short_label(ln, dt, precision, depth), fmt_num(wd), fmt_num(lr), len(mine)] +
+                        [counts[k] for k in OUTCOMES] +
                         [int(failed(mine).sum()), int(mine.spikes.fillna(0).sum()),
                          fmt_stat(values(finished(mine), "val_loss"), 3),
                          number(pd.Series(ranked_loss(mine)).median(), ".3f"),
                          number(mine.train_max_attn_logit.median()), number(mine.train_max_mean_abs_L.median())])
-    lines += table(["configuration", "wd", "runs", "ok", "collapsed", "diverged", "nonfinite", "failed", "spikes",
+    lines += table(["configuration", "wd", "lr", "runs", "ok", "collapsed", "diverged", "nonfinite", "failed", "spikes",
                     "val loss (finished)", "median final loss (stopped = ∞)", "median largest attention logit",
                     "median largest mean |X_L|"], rows)
 
@@ -106,32 +107,35 @@ def report(s, runs, tables=None):
 
 
 def against_reference(got, wds, dts):
-    """The final loss of each configuration against Peri-LN Δt = 0.1 at the same weight decay:
+    """The final loss of each configuration against Peri-LN Δt = 0.1 at the same weight decay and lr:
     Welch's test of the finished runs and the rank-sum test of all (a stopped run worst)."""
     rows = []
-    for wd in wds:
-        ref = got[(got.ln == "peri") & (got.dt == 0.1) & (got.wd == wd)]
+    for lr, wd in [(lr, wd) for lr in sorted(set(got.lr)) for wd in wds]:
+        at = got[(got.lr == lr) & (got.wd == wd)]
+        ref = at[(at.ln == "peri") & (at.dt == 0.1)]
         for ln in ("pre", "peri"):
             for dt in dts:
-                mine = got[(got.ln == ln) & (got.dt == dt) & (got.wd == wd)]
+                mine = at[(at.ln == ln) & (at.dt == dt)]
                 if not len(mine):
                     continue
                 own = ln == "peri" and dt == 0.1
                 welch = None if own else stats.welch(values(finished(mine), "val_loss"), values(finished(ref), "val_loss"))
                 ranks = None if own or not len(ref) else stats.mann_whitney(ranked_loss(mine), ranked_loss(ref))
                 done = finished(mine)
-                rows.append([short_label(ln, dt), fmt_num(wd), fmt_stat(values(done, "val_loss"), 3),
+                rows.append([short_label(ln, dt), fmt_num(wd), fmt_num(lr), fmt_stat(values(done, "val_loss"), 3),
                              fmt_stat(values(done, "accuracy"), 3), fmt_stat(values(done, "rouge1_stem"), 3),
                              "—" if welch is None else f"{welch[1]:.3g}", "—" if ranks is None else f"{ranks[1]:.3g}"])
-    return ["", "Final validation loss against Peri-LN Δt = 0.1 at the same wd: Welch's t-test of the finished runs, "
+    return ["", "Final validation loss against Peri-LN Δt = 0.1 at the same wd and lr: Welch's t-test of the finished runs, "
             "and the rank-sum test of every run (a stopped run ranking worst).", ""] + \
-        table(["configuration", "wd", "val loss (finished)", "accuracy", "ROUGE-1 (stemmed)", "Welch p", "rank-sum p"],
+        table(["configuration", "wd", "lr", "val loss (finished)", "accuracy", "ROUGE-1 (stemmed)", "Welch p",
+               "rank-sum p"],
               rows)
 
 
 def per_run(got):
     """One line per run: its outcome beside what it went through."""
-    rows = [[short_label(r.ln, r.dt), fmt_num(r.wd), r.seed, r.outcome + (" (failed)" if f and r.outcome == "ok" else ""),
+    rows = [[short_label(r.ln, r.dt), fmt_num(r.wd), fmt_num(r.lr), r.seed,
+             r.outcome + (" (failed)" if f and r.outcome == "ok" else ""),
              number(r.stopped_step, ".0f"), number(r.spikes, ".0f"),
              f"{number(r.max_loss, '.2f')} @{number(r.max_loss_step, '.0f')}", number(r.train_max_attn_logit),
              number(r.train_max_mean_abs_L), number(r.val_loss, ".3f")]
@@ -140,7 +144,8 @@ def per_run(got):
             "the step it stopped at, its spikes, the highest training loss after step 0 and its step, and the largest "
             "attention logit and mean |X_L| of ./train's stats records: whether the attention logits or the residual "
             "stream ran away.", ""] + \
-        table(["configuration", "wd", "seed", "outcome", "stopped", "spikes", "max loss @step", "largest attention logit",
+        table(["configuration", "wd", "lr", "seed", "outcome", "stopped", "spikes", "max loss @step",
+               "largest attention logit",
                "largest mean |X_L|", "val loss"], rows)
 
 

@@ -418,7 +418,7 @@ class E3(unittest.TestCase):
         # ones are above every Peri-LN run (the stopped one at +∞), the 5 others tie with all 10:
         # P(pre > peri) = (5·10 + 5·10/2)/100 = 0.75.
         self.assertAlmostEqual(first.rank_share, 0.75, delta=1e-12)
-        self.assertIn("| Pre-LN Δt=1 | 0 | 5 | 1 | 3 | 1 | 0 | 4 | 0 | 5.675 ± 0.450 (4) | 5.900 | 50 | — |", lines,
+        self.assertIn("| Pre-LN Δt=1 | 0 | 0.1 | 5 | 1 | 3 | 1 | 0 | 4 | 0 | 5.675 ± 0.450 (4) | 5.900 | 50 | — |", lines,
                       "\n".join(lines))
         # Newcombe's interval from Wilson's: 5/10 is 0.5 ± 1.96·sqrt(2.5 + 0.9604)/13.8415 = (0.2366,
         # 0.7634), 0/10 is (0, 0.2775); low = 0.5 − sqrt(0.2634² + 0.2775²) = 0.117, high = 0.5 + 0.2634.
