@@ -39,11 +39,10 @@
 
 #include "backend.h"
 #include "cuda/cuda_common.cuh"
+#include "cuda/nccl_comm.cuh"
 #include "cuda_ops.cuh"
-#include "diagnostics.h"
 #include "gpt2.h"
 #include "model.h"
-#include "cuda/nccl_comm.cuh"
 
 template <typename T>
 using CudaModel = Gpt2<CudaOps<T>>;

@@ -345,11 +345,11 @@ public:
         ForwardStats f;
         for (int j = 0; j <= 2 * cfg.L; j++) {
             f.stream.push_back(ops.stream_statistics(half_stream(j), N, C));
-            f.rms.push_back(std::sqrt(ops.sum_of_squares(half_stream(j), NC) / (double)NC));
+            f.rms.push_back(rms(half_stream(j), NC));
         }
         for (const BlockActs& a : blocks) {
             f.attn_logit_max.push_back(ops.attention_logit_max(a.qkv.data(), B, T, C, cfg.NH));
-            f.mlp_hidden_rms.push_back(std::sqrt(ops.sum_of_squares(a.gelu.data(), a.gelu.size()) / (double)a.gelu.size()));
+            f.mlp_hidden_rms.push_back(rms(a.gelu.data(), a.gelu.size()));
         }
         f.param_norm.assign(cfg.L, 0.0);  // sqrt of the sum over the block's parts
         for (const BlockPart& part : block_param_parts(cfg))
@@ -474,6 +474,12 @@ private:
     }
     NormWeights<Acc> norm_grads(int l, Half half, StepNorm which) const {
         return step_norm(g, l, cfg.C, half, which);
+    }
+
+    // sqrt(mean x²) over n elements of the model's memory, through the ops.
+    template <class E>
+    double rms(const E* x, size_t n) {
+        return std::sqrt(ops.sum_of_squares(x, n) / (double)n);
     }
 
     // The input u the module of step s multiplied: x itself, or its rounded copy module_in.
