@@ -11,8 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "util/memory_plan.h"
+#include "cuda/fused_products.h"
 #include "distributed/process_group.h"
+#include "util/memory_plan.h"
 #include "model.h"
 
 // The output logits of one forward over N positions, only the V real tokens counted.
@@ -80,6 +81,9 @@ class Backend : public virtual ModelPasses {
 public:
     virtual std::string name() const = 0;  // e.g. "cpu (fp32, 2 threads)"
     virtual const ModelConfig& config() const = 0;
+    // CUDA: which kinds of matrix product run fused with their epilogue, and why (decided at
+    // start-up, cuda/fused_products.h); null on the CPU, which fuses none.
+    virtual const FusionChoice* fusion() const = 0;
 
     // ---- the rest of a training step ----
     // AdamW update at step t (1-based), gradients multiplied by grad_scale first (clipping);
@@ -122,11 +126,15 @@ void for_each_tensor_part(const ModelConfig& cfg, Range range, F f) {
 // or the only one visible) exists and is usable (any runtime error, e.g. no driver, counts as
 // none); fills `description` with its name or what is missing. make_cuda_backend: the model on
 // that device; bf16 = bf16 weights/activations with fp32 master weights, else full fp32; under
-// mpirun its collectives run over `comm` (make_cuda_comm).
+// mpirun its collectives run over `comm` (make_cuda_comm); `fusion` asks for the kinds of
+// product fused, or to time them first on the device (cuda/fused_products.h).
 class NcclComm;  // cuda/nccl_comm.cuh
 bool cuda_device_available(std::string* description, int gpu = 0);
 std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool bf16, int gpu = 0,
-                                           std::shared_ptr<NcclComm> comm = nullptr);
+                                           std::shared_ptr<NcclComm> comm = nullptr, const FusionRequest& fusion = {});
+// Each kind of product that can be fused, timed fused and plain on the current device at the
+// shapes of the model's layers for micro-batches (B, T) (-fused auto; bench_gpu's table).
+std::vector<ProductTiming> time_cuda_fused_products(const ModelConfig& cfg, int B, int T, bool bf16);
 // The ranks' NCCL communicator on GPU `gpu`, warmed up with one of each collective the backend
 // runs on `num_parameters` floats, so that the device memory NCCL takes (it connects its peers
 // at the first collective) is already in use when the batch is fitted (docs/cuda.md §4).

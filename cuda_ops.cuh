@@ -1,9 +1,10 @@
 // cuda_ops.cuh — the CUDA op set: the ops the model of gpt2.h calls (CudaModel<T> in gpt2.cu), as
 // cpu_ops.h and cpu_fast_ops.h are the CPU's. Each op launches its kernel (the .cuh files) or its
 // matrix product (cuBLAS, cuBLASLt) in a few lines; a matrix product with its bias, GELU or bias
-// gradient is one cuBLASLt product with that epilogue where cuBLASLt has an algorithm for it, else
-// the product and a kernel of its own, written out in the op. The kernel tests (test/) call these
-// ops as the model does.
+// gradient is one cuBLASLt product with that epilogue where that kind runs fused (`fused`,
+// chosen at start-up: cuda/fused_products.h) and cuBLASLt has an algorithm for it, else the
+// product and a kernel of its own, written out in the op. The kernel tests (test/) call these
+// ops as the model does. At the end, time_fused_products: each fusable product timed both ways.
 //
 // Like the kernel files it defines kernels and host functions: each program includes it in
 // exactly one translation unit (gpt2.cu, or a test that includes gpt2.cu or this file).
@@ -12,7 +13,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +24,7 @@
 #include "attention.cuh"
 #include "backend.h"
 #include "cuda/cuda_common.cuh"
+#include "cuda/fused_products.h"
 #include "diagnostics.cuh"
 #include "encoder.cuh"
 #include "gelu.cuh"
@@ -63,8 +67,9 @@ public:
     static size_t attention_saved_size(int B, int T, int NH) { return gpu::attention_saved_size(B, T, NH); }
 
     cudaStream_t stream = nullptr;
-    std::unique_ptr<gpu::Blas> blas;  // cuBLAS and cuBLASLt on `stream`
-    OpObserver* observer = nullptr;   // null in training
+    std::unique_ptr<gpu::Blas> blas;   // cuBLAS and cuBLASLt on `stream`
+    OpObserver* observer = nullptr;    // null in training
+    FusedKinds fused = EVERY_KIND_FUSED;  // the kinds of product asked for fused (the backend's choice)
 
     CudaOps(const ModelConfig& cfg, int B, int T)
         : cfg(cfg), attention_delta(gpu::attention_saved_size(B, T, cfg.NH)), token_order(B * T, cfg.C),
@@ -198,13 +203,15 @@ public:
         end_op();
     }
     // out (N,OC) = inp (N,IC)·wᵀ + bias, w (OC,IC); bias may be null (the tied lm head has none).
-    // The bias is cuBLASLt's epilogue where it has an algorithm for it, else a kernel of its own.
+    // The bias is cuBLASLt's epilogue where the bias kind is fused and cuBLASLt has an algorithm
+    // for it, else a kernel of its own.
     void matmul_forward(Act* out, const Act* inp, const Act* w, const Act* bias, int N, int IC, int OC) {
         if (observer)
             observer->begin(matmul_layer(IC, OC) + " fwd",
-                            gpu::matmul_forward_traffic<Act>(N, IC, OC, bias != nullptr));
-        if (launching() && !(bias && blas->fused_gemm(gpu::Epilogue::Bias, (void*)bias, (const Act*)nullptr, false,
-                                                      true, N, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC))) {
+                            gpu::matmul_forward_traffic<Act>(N, IC, OC, bias != nullptr, fused));
+        if (launching() && !(bias && fused[Epilogue::Bias] &&
+                             blas->fused_gemm(Epilogue::Bias, (void*)bias, (const Act*)nullptr, false, true, N, OC, IC,
+                                              1.0f, inp, IC, w, IC, 0.0f, out, OC))) {
             gpu::gemm(blas->cublas, false, true, N, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC);  // out = inp·wᵀ
             if (bias) gpu::add_bias(out, bias, N, OC, stream);                                   // out += bias
         }
@@ -218,14 +225,16 @@ public:
                          int OC, GradOut dinp_out) {
         if (observer)
             observer->begin(matmul_layer(IC, OC) + " bwd",
-                            gpu::matmul_backward_traffic<Act, D>(N, IC, OC, dbias != nullptr, dinp_out));
+                            gpu::matmul_backward_traffic<Act, D>(N, IC, OC, dbias != nullptr, dinp_out, fused));
         if (launching()) {
             const float beta = dinp_out == GradOut::Write ? 0.0f : 1.0f;
             gpu::gemm(blas->cublas, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, beta, dinp, IC);  // dinp
-            // dw += doutᵀ·inp, and dbias += Σ_n dout: summed by the product's epilogue where cuBLASLt
-            // has an algorithm for it, else by bias_backward's own pass
-            const bool summed = dbias && blas->fused_gemm(gpu::Epilogue::BiasGrad, partial.data(), (const float*)nullptr,
-                                                          true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
+            // dw += doutᵀ·inp, and dbias += Σ_n dout: summed by the product's epilogue where the
+            // bias-gradient kind is fused and cuBLASLt has an algorithm for it, else by
+            // bias_backward's own pass
+            const bool summed = dbias && fused[Epilogue::BiasGrad] &&
+                                blas->fused_gemm(Epilogue::BiasGrad, partial.data(), (const float*)nullptr, true, false,
+                                                 OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
             if (!summed) gpu::gemm(blas->cublas, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
             if (dbias) gpu::bias_backward(dbias, partial.data(), dout, N, OC, summed, stream);
         }
@@ -244,13 +253,14 @@ public:
         end_op();
     }
     // pre (N,OC) = inp (N,IC)·wᵀ + bias;  out (N,OC) = GELU(pre) (the MLP's fc layer). In bf16 one
-    // cuBLASLt product with bias and GELU as its epilogue where it has an algorithm for it (GELU
-    // of the fp32 sum); else the product, then one pass for bias and GELU (of the stored pre).
+    // cuBLASLt product with bias and GELU as its epilogue where that kind is fused and cuBLASLt
+    // has an algorithm for it (GELU of the fp32 sum); else the product, then one pass for bias
+    // and GELU (of the stored pre).
     void matmul_gelu_forward(Act* out, Act* pre, const Act* inp, const Act* w, const Act* bias, int N, int IC, int OC) {
         if (observer)
-            observer->begin("fc matmul + bias + gelu fwd", gpu::matmul_gelu_forward_traffic<Act>(N, IC, OC));
-        if (launching() && !(gpu::gelu_epilogue_allowed<Act>() &&
-                             blas->fused_gemm(gpu::Epilogue::BiasGelu, (void*)bias, (const Act*)pre, false, true, N, OC,
+            observer->begin("fc matmul + bias + gelu fwd", gpu::matmul_gelu_forward_traffic<Act>(N, IC, OC, fused));
+        if (launching() && !(fused[Epilogue::BiasGelu] && gpu::gelu_epilogue_allowed<Act>() &&
+                             blas->fused_gemm(Epilogue::BiasGelu, (void*)bias, (const Act*)pre, false, true, N, OC,
                                               IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC))) {
             gpu::gemm(blas->cublas, false, true, N, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, pre, OC);  // pre = inp·wᵀ
             gpu::bias_gelu_forward(out, pre, bias, N, OC, stream);  // pre += bias, out = GELU(pre)
@@ -259,24 +269,26 @@ public:
     }
     // The backward of a linear layer whose input is inp = GELU(pre) (the MLP's fcproj):
     //   dpre (N,IC) = (dout·w)·GELU'(pre) (written);  dw (OC,IC) += doutᵀ·inp;  dbias (OC) += Σ_n dout.
-    // In bf16 the dpre product has GELU's derivative as its cuBLASLt epilogue where it has an
-    // algorithm for it, else a pass of its own over the product's result.
+    // In bf16 the dpre product has GELU's derivative as its cuBLASLt epilogue where that kind is
+    // fused and cuBLASLt has an algorithm for it, else a pass of its own over the product's result.
     void matmul_gelu_backward(Act* dpre, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w,
                               const Act* pre, int N, int IC, int OC) {
         if (observer)
             observer->begin(matmul_layer(IC, OC) + " + gelu bwd",
-                            gpu::matmul_gelu_backward_traffic<Act>(N, IC, OC, dbias != nullptr));
+                            gpu::matmul_gelu_backward_traffic<Act>(N, IC, OC, dbias != nullptr, fused));
         if (launching()) {
-            if (!gpu::gelu_epilogue_allowed<Act>() ||
-                !blas->fused_gemm(gpu::Epilogue::GeluGrad, nullptr, pre, false, false, N, IC, OC, 1.0f, dout, OC, w, IC,
+            if (!fused[Epilogue::GeluGrad] || !gpu::gelu_epilogue_allowed<Act>() ||
+                !blas->fused_gemm(Epilogue::GeluGrad, nullptr, pre, false, false, N, IC, OC, 1.0f, dout, OC, w, IC,
                                   0.0f, dpre, IC)) {
                 gpu::gemm(blas->cublas, false, false, N, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dpre, IC);  // dout·w
                 gpu::gelu_backward_inplace(dpre, pre, N, IC, stream);  // dpre *= GELU'(pre)
             }
-            // dw += doutᵀ·inp, and dbias += Σ_n dout: summed by the product's epilogue where cuBLASLt
-            // has an algorithm for it, else by bias_backward's own pass
-            const bool summed = dbias && blas->fused_gemm(gpu::Epilogue::BiasGrad, partial.data(), (const float*)nullptr,
-                                                          true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
+            // dw += doutᵀ·inp, and dbias += Σ_n dout: summed by the product's epilogue where the
+            // bias-gradient kind is fused and cuBLASLt has an algorithm for it, else by
+            // bias_backward's own pass
+            const bool summed = dbias && fused[Epilogue::BiasGrad] &&
+                                blas->fused_gemm(Epilogue::BiasGrad, partial.data(), (const float*)nullptr, true, false,
+                                                 OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
             if (!summed) gpu::gemm(blas->cublas, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
             if (dbias) gpu::bias_backward(dbias, partial.data(), dout, N, OC, summed, stream);
         }
@@ -353,3 +365,82 @@ private:
         return "attproj matmul";
     }
 };
+
+// ---------------------------------------------------------------------------------------------
+// Fused or plain, timed on the card (-fused auto, cuda/fused_products.h). Every op with a product
+// that can be fused runs at the shapes of the model's layers for micro-batches (B, T), with its
+// kind fused and then plain (the other kinds plain both times); each time is the median of
+// TIMED_RUNS runs after one untimed run, which also asks cuBLASLt for its algorithm. A kind
+// cuBLASLt refuses has no fused time (NaN). The buffers hold a constant (bytes 0x3C: about
+// 0.011 in bf16 and in fp32) and are freed on return: the backend times before it allocates the
+// model, so the two never share the device's memory. GELU's kinds are timed in bf16 only.
+template <typename Act>
+std::vector<ProductTiming> time_fused_products(const ModelConfig& cfg, int B, int T) {
+    constexpr int TIMED_RUNS = 5;
+    CudaOps<Act> ops(cfg, B, T);
+    const int N = B * T, C = cfg.C;
+    DeviceArray<Act> in((size_t)N * 4 * C), out((size_t)N * 4 * C), pre((size_t)N * 4 * C);  // (N,4C) each
+    DeviceArray<Act> w((size_t)4 * C * C), bias(4 * C);                                     // (4C,C), (4C)
+    DeviceArray<float> dw((size_t)4 * C * C), dbias(4 * C);
+    for (DeviceArray<Act>* a : {&in, &out, &pre, &w, &bias})
+        cudaCheck(cudaMemsetAsync(a->data(), 0x3C, a->size() * sizeof(Act), ops.stream));
+    cudaEvent_t start, end;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&end));
+
+    // The median time of `op` with `kinds` fused, in ms.
+    auto median_ms = [&](const FusedKinds& kinds, const std::function<void()>& op) {
+        ops.fused = kinds;
+        op();
+        std::array<float, TIMED_RUNS> ms;
+        for (float& t : ms) {
+            cudaCheck(cudaEventRecord(start, ops.stream));
+            op();
+            cudaCheck(cudaEventRecord(end, ops.stream));
+            cudaCheck(cudaEventSynchronize(end));
+            cudaCheck(cudaEventElapsedTime(&t, start, end));
+        }
+        std::sort(ms.begin(), ms.end());
+        return (double)ms[TIMED_RUNS / 2];
+    };
+    std::vector<ProductTiming> timings;
+    // Layer `layer`'s op with kind e fused, then plain.
+    auto time_kind = [&](Epilogue e, const char* layer, const std::function<void()>& op) {
+        FusedKinds only_e = NO_KIND_FUSED;
+        only_e[e] = true;
+        const size_t refused_before = ops.blas->refused_kinds();
+        double fused_ms = median_ms(only_e, op);
+        if (ops.blas->refused_kinds() > refused_before) fused_ms = NAN;
+        timings.push_back({e, layer, fused_ms, median_ms(NO_KIND_FUSED, op)});
+    };
+    struct Layer {
+        const char* name;
+        int IC, OC;
+    };
+    const Layer qkv{"qkv", C, 3 * C}, attproj{"attproj", C, C}, fc{"fc", C, 4 * C}, fcproj{"fcproj", 4 * C, C};
+    // fcproj's backward: dpre (N,4C) into out, dout (N,C) and inp (N,4C) both read from `in`.
+    auto fcproj_backward = [&] {
+        ops.matmul_gelu_backward(out.data(), dw.data(), dbias.data(), in.data(), in.data(), w.data(), pre.data(), N,
+                                 fcproj.IC, fcproj.OC);
+    };
+    for (const Layer& l : {qkv, attproj, fcproj})
+        time_kind(Epilogue::Bias, l.name,
+                  [&] { ops.matmul_forward(out.data(), in.data(), w.data(), bias.data(), N, l.IC, l.OC); });
+    if (gpu::gelu_epilogue_allowed<Act>()) {
+        time_kind(Epilogue::BiasGelu, fc.name, [&] {
+            ops.matmul_gelu_forward(out.data(), pre.data(), in.data(), w.data(), bias.data(), N, fc.IC, fc.OC);
+        });
+        time_kind(Epilogue::GeluGrad, fcproj.name, fcproj_backward);
+    }
+    for (const Layer& l : {qkv, attproj, fc})
+        time_kind(Epilogue::BiasGrad, l.name, [&] {
+            ops.matmul_backward(out.data(), dw.data(), dbias.data(), in.data(), pre.data(), w.data(), N, l.IC, l.OC,
+                                GradOut::Write);
+        });
+    time_kind(Epilogue::BiasGrad, fcproj.name, fcproj_backward);
+
+    ops.finish();
+    cudaEventDestroy(start);
+    cudaEventDestroy(end);
+    return timings;
+}

@@ -566,6 +566,7 @@ static int evaluate(EvalOptions o) {
     if (!o.prompt.empty()) return sample_prompt(o, cfg, params);
     const std::string device = resolve_device(o.device);
     check_precision(device, o.precision, o.given.count("precision") > 0);
+    check_fused(device, o.given.count("fused") > 0);
     const int T = o.T ? o.T : std::min(device == "cuda" ? 1024 : 256, cfg.maxT);
     if (T > cfg.maxT)
         throw InputError("flag -T: " + std::to_string(T) + " exceeds the model's maxT " + std::to_string(cfg.maxT));
@@ -619,7 +620,7 @@ static int evaluate(EvalOptions o) {
         ref = cpu.get();
         backend = std::move(cpu);
     } else {
-        backend = make_backend(device, o.precision, "fast", cfg, o.B, T);
+        backend = make_backend(device, o.precision, "fast", fusion_request(o.fused), cfg, o.B, T);
         host_copy = std::make_unique<CpuModel<float>>(cfg, o.B, T);
         std::copy(params.begin(), params.end(), host_copy->params.begin());
         ref = host_copy.get();
@@ -630,6 +631,7 @@ static int evaluate(EvalOptions o) {
     if (!run_line.empty()) std::printf("%s\n", run_line.c_str());
     std::printf("backend: %s%s\n", backend->name().c_str(),
                 same_model ? "" : " (accuracy, ROUGE and diagnostics on the CPU reference)");
+    if (const FusionChoice* fused = backend->fusion()) std::printf("fused products: %s\n", fused->line.c_str());
     print_model(cfg, o.model_path);
     std::printf("val data: %s (%s, %llu tokens), B=%d T=%d, %s\n", o.val_data.c_str(), counted(val.files().size(), "file").c_str(),
                 (unsigned long long)val.total_tokens(), o.B, T, batches.c_str());

@@ -60,9 +60,12 @@ public:
     using Model::ops;
     using Model::params;
 
-    CudaBackend(const ModelConfig& cfg, int B, int T, const std::string& device, std::shared_ptr<NcclComm> comm = nullptr)
+    // fusion: the kinds of product its ops ask cuBLASLt for fused (make_cuda_backend decides).
+    CudaBackend(const ModelConfig& cfg, int B, int T, const std::string& device, FusionChoice fusion = {},
+                std::shared_ptr<NcclComm> comm = nullptr)
         : Model(cfg, B, T), range{0, params.size()}, m(moment_buffer(range.size())), v(moment_buffer(range.size())),
-          device(device), comm(std::move(comm)) {
+          device(device), fused_products(std::move(fusion)), comm(std::move(comm)) {
+        ops.fused = fused_products.kinds;
         ops.finish();
     }
 
@@ -71,6 +74,7 @@ public:
         return std::string("cuda (") + precision + ", " + device + ", " + RANK_COLLECTIVES + ")";
     }
     const ModelConfig& config() const override { return cfg; }
+    const FusionChoice* fusion() const override { return &fused_products; }
 
     // Every tensor of the optimiser range in one launch; m and v hold that range only.
     void update(const AdamWHyper& h, int t, double grad_scale) override {
@@ -133,6 +137,7 @@ private:
     Range range;              // the optimiser range (set_optimizer_range)
     DeviceArray<float> m, v;  // AdamW moments of that range, file order
     std::string device;       // the GPU's description
+    FusionChoice fused_products;  // which kinds of product run fused, and why
     std::shared_ptr<NcclComm> comm;  // the ranks' communicator (make_cuda_comm); null for one rank
 
 #ifdef USE_NCCL
@@ -215,15 +220,22 @@ uint64_t cuda_free_memory(int gpu) {
     return free;
 }
 
+std::vector<ProductTiming> time_cuda_fused_products(const ModelConfig& cfg, int B, int T, bool use_bf16) {
+    return use_bf16 ? time_fused_products<bf16>(cfg, B, T) : time_fused_products<float>(cfg, B, T);
+}
+
 std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool use_bf16, int gpu,
-                                           std::shared_ptr<NcclComm> comm) {
+                                           std::shared_ptr<NcclComm> comm, const FusionRequest& fusion) {
     std::string device;
     if (!cuda_device_available(&device, gpu)) throw InputError("-device cuda: " + device);
     if (B <= 0 || T <= 0 || T > cfg.maxT)
         throw InputError("cuda backend: need B >= 1 and 1 <= T <= maxT = " + std::to_string(cfg.maxT));
     select_cuda_device(gpu);
-    if (use_bf16) return std::make_unique<CudaBackend<bf16>>(cfg, B, T, device, std::move(comm));
-    return std::make_unique<CudaBackend<float>>(cfg, B, T, device, std::move(comm));
+    // Timed before the model is allocated, so that the timing's buffers have the device to themselves.
+    FusionChoice fused = fusion.timed ? faster_products(time_cuda_fused_products(cfg, B, T, use_bf16))
+                                      : given_fusion(fusion, use_bf16);
+    if (use_bf16) return std::make_unique<CudaBackend<bf16>>(cfg, B, T, device, std::move(fused), std::move(comm));
+    return std::make_unique<CudaBackend<float>>(cfg, B, T, device, std::move(fused), std::move(comm));
 }
 
 std::shared_ptr<NcclComm> make_cuda_comm(ProcessGroup& group, int gpu, size_t num_parameters, double timeout_s) {

@@ -252,6 +252,7 @@ public:
         return std::string("cpu (fp32, ") + ops + counted(omp_get_max_threads(), "thread") + ")";
     }
     const ModelConfig& config() const override { return cfg; }
+    const FusionChoice* fusion() const override { return nullptr; }
 
     // AdamW over the optimiser range; m and v hold that range only.
     void update(const AdamWHyper& h, int t, double grad_scale) override {

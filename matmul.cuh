@@ -16,11 +16,12 @@
 // matters (weight gradients, an input gradient that is the residual stream's). Both libraries
 // multiply in fp32 (CUBLAS_COMPUTE_32F): with bf16 operands on the tensor cores, with fp32
 // operands in exact fp32 (no TF32), as the fp32 mode promises. Weight and bias gradients are
-// fp32. Where cuBLASLt does not take a fused product (an epilogue whose auxiliary matrix has a
+// fp32. Where the ops do not ask for a fused product (a kind the backend chose to run plain,
+// cuda/fused_products.h) or cuBLASLt does not take it (an epilogue whose auxiliary matrix has a
 // row stride that is not a multiple of 8, GELU in fp32 (gelu.cuh), or a refusal by the
-// heuristic or by cublasLtMatmul), the ops run the plain product and the kernels below
-// instead, with the same results up to rounding (docs/cuda.md §3). The bias pass moves 16-byte packs of a row (4 floats or 8 bf16) per
-// thread where OC and its buffers allow, else single elements, with 32-bit indices where the
+// heuristic or by cublasLtMatmul), they run the plain product and the kernels below instead,
+// with the same results up to rounding (docs/cuda.md §3). The bias pass moves 16-byte packs of
+// a row (4 floats or 8 bf16) per thread where OC and its buffers allow, else single elements, with 32-bit indices where the
 // sizes allow.
 #pragma once
 #include <cublasLt.h>
@@ -33,6 +34,7 @@
 #include <tuple>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/fused_products.h"
 #include "model.h"
 
 namespace gpu {
@@ -53,7 +55,7 @@ void gemm(cublasHandle_t handle, bool transA, bool transB, int M, int N, int K, 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Products with a fused epilogue. In row-major terms, with t = alpha·op(A)·op(B) + beta·C:
+// Products with a fused epilogue (the kinds Epilogue names, cuda/fused_products.h). In row-major terms, with t = alpha·op(A)·op(B) + beta·C:
 //   Bias:      C[m, n] = t + bias[n]                    bias: TC, N elements
 //   BiasGelu:  pre[m, n] = t + bias[n];  C = GELU(pre)  pre: TC, (M,N) with row stride ldc
 //              (GELU of the fp32 sum, pre rounded to TC as it is stored)
@@ -64,21 +66,9 @@ void gemm(cublasHandle_t handle, bool transA, bool transB, int M, int N, int K, 
 // taken to be the tanh approximation of gelu.cuh: cuBLASLt does not say which it uses, so
 // scripts/gpu_check.sh compares the fused products with the CPU model on a GPU.
 
-enum class Epilogue { Bias, BiasGelu, GeluGrad, BiasGrad };
-
 // cuBLASLt needs the row stride of an epilogue's auxiliary matrix (pre) to be a multiple of 8
 // elements; the launchers do not ask it for a fused product otherwise.
 inline bool aux_stride_allowed(int ld) { return ld % 8 == 0; }
-
-inline const char* epilogue_name(Epilogue e) {
-    switch (e) {
-        case Epilogue::Bias: return "bias";
-        case Epilogue::BiasGelu: return "bias + GELU";
-        case Epilogue::GeluGrad: return "GELU'";
-        case Epilogue::BiasGrad: return "bias gradient";
-    }
-    return "?";
-}
 
 inline cublasLtEpilogue_t lt_epilogue(Epilogue e) {
     switch (e) {

@@ -288,6 +288,7 @@ static void print_start(const Run& r, const Backend& model, const DataLoader& tr
                         const Range& optimizer_range) {
     const TrainOptions& o = r.opt;
     std::printf("backend: %s\n", model.name().c_str());
+    if (const FusionChoice* fused = model.fusion()) std::printf("fused products: %s\n", fused->line.c_str());
     print_model(r.cfg, r.model_origin);
     std::printf("train data: %s (%s, %llu tokens)\n", o.train_data.c_str(), counted(train.files().size(), "file").c_str(),
                 (unsigned long long)train.total_tokens());
@@ -371,8 +372,8 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
         }
         sampler = make_sampler(r, *train_data, group.is_root());
         if (r.resuming) resume_loader(*train_data, r.state.loader, group.rank());
-        model = make_backend(r.device, o.precision, o.cpu_ops, r.cfg, o.B, o.T, group.local_rank(), r.comm);
-        config = config_json(r, model->name(), *train_data, val_data.get());
+        model = make_backend(r.device, o.precision, o.cpu_ops, r.fusion, r.cfg, o.B, o.T, group.local_rank(), r.comm);
+        config = config_json(r, *model, *train_data, val_data.get());
     });
     const std::string config_path = in_folder(o.out_dir, "config.json");
     start_on_every_rank(group, [&] {

@@ -203,14 +203,14 @@ struct ModelRow {
     double issue = 0, shared = 0, latency = 0;    // seconds of launches bound by issue, shared memory, latency
 };
 
-// The launches of one modelled step on the batch `tokens` grouped by op, slowest first, and
-// their total (`total`).
+// The launches of one modelled step on the batch `tokens`, with the kinds of product `fused`
+// fused, grouped by op, slowest first, and their total (`total`).
 std::vector<ModelRow> modelled_ops(const ModelConfig& cfg, int B, int T, bool bf16, const std::vector<int32_t>& tokens,
-                                   ModelRow* total) {
+                                   const FusedKinds& fused, ModelRow* total) {
     using Row = ModelRow;
     std::vector<Row> rows;
     *total = Row{"step"};
-    for (const OpTraffic& op : cuda_step_traffic(cfg, B, T, bf16, tokens.data())) {
+    for (const OpTraffic& op : cuda_step_traffic(cfg, B, T, bf16, tokens.data(), fused)) {
         auto row = std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.op == op.op; });
         if (row == rows.end()) row = rows.insert(rows.end(), Row{op.op});
         for (const Traffic& t : op.launches) {
@@ -236,7 +236,7 @@ int print_model(const ModelConfig& cfg, const Options& o) {
     using Row = ModelRow;
     const int B = o.B > 0 ? o.B : 16;
     Row total;
-    const std::vector<Row> rows = modelled_ops(cfg, B, o.T, o.bf16, bench_batches(cfg, o, B, 1)[0], &total);
+    const std::vector<Row> rows = modelled_ops(cfg, B, o.T, o.bf16, bench_batches(cfg, o, B, 1)[0], EVERY_KIND_FUSED, &total);
     std::printf("bench -model: H200 (docs/cuda.md), %s (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n",
                 o.init.c_str(), num_parameters(cfg) / 1e6, placement_name(cfg.placement), o.bf16 ? "bf16" : "fp32", B,
                 o.T);
@@ -261,17 +261,33 @@ int print_model(const ModelConfig& cfg, const Options& o) {
     return 0;
 }
 
-// Each op's measured time (CUDA events, bench/step_timing.cuh) beside its modelled H200 time.
-void print_measured_ops(const ModelConfig& cfg, int B, const Options& o, const std::vector<int32_t>& tokens) {
+// Each op's measured time (CUDA events, bench/step_timing.cuh) beside its modelled H200 time, both
+// with the kinds of product `fused` fused.
+void print_measured_ops(const ModelConfig& cfg, int B, const Options& o, const std::vector<int32_t>& tokens,
+                        const FusedKinds& fused) {
     ModelRow total;
-    const std::vector<ModelRow> rows = modelled_ops(cfg, B, o.T, o.bf16, tokens, &total);
-    std::map<std::string, double> measured = cuda_step_op_ms(cfg, B, o.T, o.bf16, std::max(1, o.steps / 4), tokens.data());
+    const std::vector<ModelRow> rows = modelled_ops(cfg, B, o.T, o.bf16, tokens, fused, &total);
+    std::map<std::string, double> measured =
+        cuda_step_op_ms(cfg, B, o.T, o.bf16, std::max(1, o.steps / 4), tokens.data(), fused);
     double measured_total = 0;
     for (const auto& [op, ms] : measured) measured_total += ms;
     std::printf("  per op (ms/step; measured between events around each op, modelled for an H200):\n");
     std::printf("  %-28s %10s %10s\n", "op", "measured", "modelled");
     for (const ModelRow& r : rows) std::printf("  %-28s %10.3f %10.3f\n", r.op.c_str(), measured[r.op], r.seconds * 1e3);
     std::printf("  %-28s %10.3f %10.3f\n", "sum of ops", measured_total, total.seconds * 1e3);
+}
+
+// Each kind of product that can be fused, timed fused and plain at each layer's shape
+// (time_cuda_fused_products), and the choice ./train -fused auto makes from them.
+void print_product_timings(const std::vector<ProductTiming>& timings, const FusionChoice& choice) {
+    std::printf("  fused or plain (median ms of 5 runs of each op; plain = the product and the project's kernel):\n");
+    std::printf("  %-16s %-8s %10s %10s\n", "kind", "layer", "fused", "plain");
+    for (const ProductTiming& t : timings) {
+        char fused[16] = "refused";
+        if (!std::isnan(t.fused_ms)) std::snprintf(fused, sizeof fused, "%.3f", t.fused_ms);
+        std::printf("  %-16s %-8s %10s %10.3f\n", epilogue_name(t.kind), t.layer.c_str(), fused, t.plain_ms);
+    }
+    std::printf("bench-fused: %s\n", choice.line.c_str());
 }
 
 int run(const Options& o) {
@@ -290,7 +306,10 @@ int run(const Options& o) {
                           : fit_batch(64, false, cuda_free_memory(),
                                       [&](int b) { return bench_peak(cfg, b, o.T, o.bf16); });
 
-    std::unique_ptr<Backend> model = make_cuda_backend(cfg, B, o.T, o.bf16);
+    const std::vector<ProductTiming> timings = time_cuda_fused_products(cfg, B, o.T, o.bf16);
+    const FusionChoice fused = faster_products(timings);
+    std::unique_ptr<Backend> model =
+        make_cuda_backend(cfg, B, o.T, o.bf16, 0, nullptr, {false, fused.kinds, "timed by the bench, as -fused auto"});
     std::vector<float> params(num_parameters(cfg));
     init_parameters(cfg, params.data(), 1337);
     model->set_params(params.data());
@@ -298,6 +317,7 @@ int run(const Options& o) {
 
     std::printf("bench: %s, %s (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n", device.c_str(), o.init.c_str(),
                 num_parameters(cfg) / 1e6, placement_name(cfg.placement), o.bf16 ? "bf16" : "fp32", B, o.T);
+    print_product_timings(timings, fused);
     int t = 1;
     float first_loss = NAN;
     for (int s = 0; s < o.warmup; s++, t++) {
@@ -333,7 +353,7 @@ int run(const Options& o) {
     std::printf("  TFLOP/s   %.1f\n", tflops);
     std::printf("  MFU       %s\n", mfu);
     std::printf("  memory    %.1f GiB in use on the device (peak over the timed steps)\n", memory / 1073741824.0);
-    print_measured_ops(cfg, B, o, batches[0]);
+    print_measured_ops(cfg, B, o, batches[0], fused.kinds);
     std::printf("bench-summary: tok_s=%.0f ms_step=%.1f mfu_pct=%.1f mem_gib=%.1f B=%d first_loss=%.4f ln_V=%.4f\n",
                 tokens / (median_ms * 1e-3), median_ms, peak ? 100.0 * tflops / peak->tflops : 0.0,
                 memory / 1073741824.0, B, first_loss, std::log((double)cfg.V));

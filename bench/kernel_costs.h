@@ -392,20 +392,38 @@ Traffic add_bias_traffic(int N, int OC) {
     return {"add_bias_kernel", (n + OC) * sizeof(T), n * sizeof(T), n};
 }
 
-// Traffic of matmul_forward (cuda_ops.cuh): the product with its bias epilogue, or the product alone.
+// Traffic of matmul_forward (cuda_ops.cuh): the product with its bias epilogue where the bias
+// kind is fused, else the product and add_bias; the product alone without a bias.
 template <typename T>
-Launches matmul_forward_traffic(int N, int IC, int OC, bool bias) {
-    if (bias) return {fused_gemm_traffic(Epilogue::Bias, N, OC, IC, false, sizeof(T), sizeof(T))};
-    return {gemm_traffic(N, OC, IC, false, sizeof(T), sizeof(T))};
+Launches matmul_forward_traffic(int N, int IC, int OC, bool bias, const FusedKinds& fused) {
+    if (bias && fused[Epilogue::Bias])
+        return {fused_gemm_traffic(Epilogue::Bias, N, OC, IC, false, sizeof(T), sizeof(T))};
+    Launches out{gemm_traffic(N, OC, IC, false, sizeof(T), sizeof(T))};
+    if (bias) out.push_back(add_bias_traffic<T>(N, OC));
+    return out;
+}
+
+// Traffic of bias_backward's stage 1 (matmul.cuh): dout read, a row of partial sums per chunk of
+// rows written, one FLOP per element. Its bytes only: the cost model gives it no issue or
+// latency term (it runs where the bias-gradient kind is plain).
+template <typename T>
+Traffic bias_backward_traffic(int N, int OC) {
+    const double n = (double)N * OC;
+    return {"bias_backward_kernel", n * sizeof(T), 4.0 * row_chunks(N) * OC, n};
 }
 
 // Traffic of the weight half of a linear layer's backward: the dw product (which accumulates,
 // so its C is read) with the bias gradient as its epilogue, then the one-row stage 2 that adds
-// it to dbias.
+// it to dbias; where the bias-gradient kind is plain, the product, then both stages of the
+// column sums.
 template <typename T>
-Launches weight_backward_traffic(int N, int IC, int OC, bool bias) {
+Launches weight_backward_traffic(int N, int IC, int OC, bool bias, const FusedKinds& fused) {
     if (!bias) return {gemm_traffic(OC, IC, N, true, sizeof(T), 4)};
-    return {fused_gemm_traffic(Epilogue::BiasGrad, OC, IC, N, true, sizeof(T), 4), add_column_partials_traffic(1, OC)};
+    if (fused[Epilogue::BiasGrad])
+        return {fused_gemm_traffic(Epilogue::BiasGrad, OC, IC, N, true, sizeof(T), 4),
+                add_column_partials_traffic(1, OC)};
+    return {gemm_traffic(OC, IC, N, true, sizeof(T), 4), bias_backward_traffic<T>(N, OC),
+            add_column_partials_traffic(row_chunks(N), OC)};
 }
 
 // Traffic of the input half of a linear layer's backward: the dinp product, its C read only when
@@ -417,9 +435,9 @@ Traffic input_backward_traffic(int N, int IC, int OC, GradOut dinp_out) {
 
 // Traffic of matmul_backward (cuda_ops.cuh): the input half's, then the weight half's.
 template <typename T, typename D = T>
-Launches matmul_backward_traffic(int N, int IC, int OC, bool bias, GradOut dinp_out = GradOut::Add) {
+Launches matmul_backward_traffic(int N, int IC, int OC, bool bias, GradOut dinp_out, const FusedKinds& fused) {
     Launches out{input_backward_traffic<T, D>(N, IC, OC, dinp_out)};
-    append(out, weight_backward_traffic<T>(N, IC, OC, bias));
+    append(out, weight_backward_traffic<T>(N, IC, OC, bias, fused));
     return out;
 }
 
@@ -643,27 +661,28 @@ Traffic gelu_backward_inplace_traffic(int N, int OC) {
                       0, GELU_PASS_RESOURCES);
 }
 
-// Traffic of matmul_gelu_forward (cuda_ops.cuh): the fused product where the precision and OC allow it,
-// else the product and the bias + GELU pass.
+// Traffic of matmul_gelu_forward (cuda_ops.cuh): the fused product where the kind is fused and
+// the precision and OC allow it, else the product and the bias + GELU pass.
 template <typename T>
-Launches matmul_gelu_forward_traffic(int N, int IC, int OC) {
-    if (gelu_epilogue_allowed<T>() && aux_stride_allowed(OC))
+Launches matmul_gelu_forward_traffic(int N, int IC, int OC, const FusedKinds& fused) {
+    if (fused[Epilogue::BiasGelu] && gelu_epilogue_allowed<T>() && aux_stride_allowed(OC))
         return {fused_gemm_traffic(Epilogue::BiasGelu, N, OC, IC, false, sizeof(T), sizeof(T))};
-    Launches out = matmul_forward_traffic<T>(N, IC, OC, false);
+    Launches out = matmul_forward_traffic<T>(N, IC, OC, false, fused);
     out.push_back(bias_gelu_forward_traffic<T>(N, OC));
     return out;
 }
 
 // Traffic of matmul_gelu_backward (cuda_ops.cuh): the dpre product with GELU's derivative fused where the
-// precision and IC allow it, else the product and the pass; then the weight half's.
+// kind is fused and the precision and IC allow it, else the product and the pass; then the
+// weight half's.
 template <typename T>
-Launches matmul_gelu_backward_traffic(int N, int IC, int OC, bool bias) {
+Launches matmul_gelu_backward_traffic(int N, int IC, int OC, bool bias, const FusedKinds& fused) {
     Launches out;
-    if (gelu_epilogue_allowed<T>() && aux_stride_allowed(IC))
+    if (fused[Epilogue::GeluGrad] && gelu_epilogue_allowed<T>() && aux_stride_allowed(IC))
         out.push_back(fused_gemm_traffic(Epilogue::GeluGrad, N, IC, OC, false, sizeof(T), sizeof(T)));
     else
         out = {input_backward_traffic<T>(N, IC, OC, GradOut::Write), gelu_backward_inplace_traffic<T>(N, IC)};
-    append(out, weight_backward_traffic<T>(N, IC, OC, bias));
+    append(out, weight_backward_traffic<T>(N, IC, OC, bias, fused));
     return out;
 }
 

@@ -61,9 +61,11 @@ struct TimedStep {
 // Milliseconds per op, summed over the op's marks of one step and averaged over `steps` steps
 // (after one untimed step) of the step bench/bench_gpu.cpp times, on the batch `tokens` (B·T + 1).
 template <typename T>
-std::map<std::string, double> measure(const ModelConfig& cfg, int B, int T_, int steps, const int32_t* tokens) {
+std::map<std::string, double> measure(const ModelConfig& cfg, int B, int T_, int steps, const int32_t* tokens,
+                                      const FusedKinds& fused) {
     TimedStep<T> timed(cfg, B, T_);
     auto& model = timed.model;
+    model.ops.fused = fused;
     DeviceArray<float>&m = timed.m, &v = timed.v;
     Timer timer(model.ops.stream);
     model.ops.observer = &timer;
@@ -96,9 +98,9 @@ std::map<std::string, double> measure(const ModelConfig& cfg, int B, int T_, int
 }  // namespace step_timing
 
 std::map<std::string, double> cuda_step_op_ms(const ModelConfig& cfg, int B, int T, bool use_bf16, int steps,
-                                              const int32_t* tokens) {
-    return use_bf16 ? step_timing::measure<bf16>(cfg, B, T, steps, tokens)
-                    : step_timing::measure<float>(cfg, B, T, steps, tokens);
+                                              const int32_t* tokens, const FusedKinds& fused) {
+    return use_bf16 ? step_timing::measure<bf16>(cfg, B, T, steps, tokens, fused)
+                    : step_timing::measure<float>(cfg, B, T, steps, tokens, fused);
 }
 
 MemoryPlan cuda_step_timing_plan(const ModelConfig& cfg, int B, int T, bool use_bf16) {

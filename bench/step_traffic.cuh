@@ -30,10 +30,12 @@ struct Recorder : OpObserver {
 // forward to the logits, backward (from the fused cross-entropy on), gradient norm, AdamW over
 // every parameter tensor.
 template <typename T>
-std::vector<OpTraffic> record_step(const ModelConfig& cfg, int B, int T_, const int32_t* tokens) {
+std::vector<OpTraffic> record_step(const ModelConfig& cfg, int B, int T_, const int32_t* tokens,
+                                   const FusedKinds& fused) {
     MemoryPlan unused;
     CountingScope no_device(&unused);
     Gpt2<CudaOps<T>> model(cfg, B, T_);
+    model.ops.fused = fused;
     Recorder recorder;
     model.ops.observer = &recorder;
     model.zero_grad();
@@ -47,7 +49,8 @@ std::vector<OpTraffic> record_step(const ModelConfig& cfg, int B, int T_, const 
 
 }  // namespace step_traffic
 
-std::vector<OpTraffic> cuda_step_traffic(const ModelConfig& cfg, int B, int T, bool use_bf16, const int32_t* tokens) {
-    return use_bf16 ? step_traffic::record_step<bf16>(cfg, B, T, tokens)
-                    : step_traffic::record_step<float>(cfg, B, T, tokens);
+std::vector<OpTraffic> cuda_step_traffic(const ModelConfig& cfg, int B, int T, bool use_bf16, const int32_t* tokens,
+                                         const FusedKinds& fused) {
+    return use_bf16 ? step_traffic::record_step<bf16>(cfg, B, T, tokens, fused)
+                    : step_traffic::record_step<float>(cfg, B, T, tokens, fused);
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/fused_products.h"
 #include "model.h"
 
 // What one block of a kernel holds on an SM, for its occupancy: its threads (checked against
@@ -83,12 +84,14 @@ struct OpTraffic {
 // The launches of one training step (zero_grad, forward, backward, gradient norm, AdamW) of
 // the CUDA model at micro-batch (B, T) on the batch `tokens` (B·T host tokens: how they repeat
 // decides the embedding backward's traffic), recorded by running the model's own forward and
-// backward on ops that only note what each launcher would do (gpt2.cu). Needs no GPU.
-std::vector<OpTraffic> cuda_step_traffic(const ModelConfig& cfg, int B, int T, bool bf16, const int32_t* tokens);
+// backward on ops that only note what each launcher would do (gpt2.cu), with the kinds of
+// product `fused` fused (cuda/fused_products.h). Needs no GPU.
+std::vector<OpTraffic> cuda_step_traffic(const ModelConfig& cfg, int B, int T, bool bf16, const int32_t* tokens,
+                                         const FusedKinds& fused);
 
 // The measured milliseconds of each op (the names of cuda_step_traffic) in one such step on the
 // GPU on the batch `tokens` (B·T + 1 host tokens: inputs, and targets one further), averaged
-// over `steps` steps after one warm-up, from CUDA events around every op (bench/step_timing.cuh).
-// Needs a device.
+// over `steps` steps after one warm-up, from CUDA events around every op (bench/step_timing.cuh),
+// with the kinds of product `fused` fused. Needs a device.
 std::map<std::string, double> cuda_step_op_ms(const ModelConfig& cfg, int B, int T, bool bf16, int steps,
-                                              const int32_t* tokens);
+                                              const int32_t* tokens, const FusedKinds& fused);

@@ -29,7 +29,7 @@ struct EvalOptions {
     int top_k = 0;
     std::string tokenizer_path;
     uint64_t seed = 0;
-    std::string device, precision;
+    std::string device, precision, fused;
     int threads = 0;  // 0: all cores
     double progress = 0;  // seconds between progress lines on stderr
 
@@ -98,6 +98,8 @@ inline const std::vector<EvalFlag>& eval_flags() {
          "auto = CUDA when a device is present, else the CPU"},
         {"precision", &O::precision, one_of({"bf16", "fp32"}), "bf16", MAY_CHANGE,
          "CUDA only, as ./train's (bf16 given on the CPU is refused)"},
+        {"fused", &O::fused, one_of({"auto", "all", "none"}), "auto", MAY_CHANGE,
+         "CUDA only, as ./train's (given on the CPU is refused; nothing is kept from the run)"},
         {"threads", &O::threads, integers(1, 1024), worked_out("all cores"), MAY_CHANGE,
          "OpenMP threads of the CPU model"},
         {"progress", &O::progress, reals(0, 1e6), "10", MAY_CHANGE,

@@ -42,6 +42,7 @@ struct TrainOptions {
     std::string device, precision;
     int threads = 0;  // 0: all cores
     std::string cpu_ops;
+    std::string fused;  // -fused: auto, all or none
     bool zero = false;
     std::string config_path;  // -config: a recorded run's config.json to take settings from
     double progress = 0;      // seconds between progress lines on stderr
@@ -60,7 +61,8 @@ inline const std::vector<TrainFlag>& train_flags() {
         // flag, option, values, default, on -resume 1, help[, where config.json records it]
         {"config", &O::config_path, text("FILE"), "", MAY_CHANGE,
          "a recorded run's config.json to start a new run with its settings: every flag it records (all but -out, "
-         "-resume, -overwrite, -change_steps, -device, -precision, -threads, -progress, -zero); flags given beside it "
+         "-resume, -overwrite, -change_steps, -device, -precision, -fused, -threads, -progress, -zero); flags given "
+         "beside it "
          "win (docs/cli.md §4)",
          NOT_RECORDED},
         {"ln", &O::ln, one_of({"pre", "post", "peri"}), "pre", MUST_MATCH,
@@ -149,6 +151,12 @@ inline const std::vector<TrainFlag>& train_flags() {
          NOT_RECORDED},
         {"threads", &O::threads, integers(1, 1024), worked_out("all cores"), MAY_CHANGE,
          "OpenMP threads of the CPU backend (config.json: \"backend\")", NOT_RECORDED},
+        {"fused", &O::fused, one_of({"auto", "all", "none"}), "auto", MAY_CHANGE,
+         "CUDA only (refused on the CPU): the matrix products run as one cuBLASLt product with their bias, GELU or "
+         "bias-gradient epilogue; auto = each kind timed fused and plain at start-up, the faster kept (a resumed run "
+         "keeps its run's, config.json \"fused_products\"), all = every kind cuBLASLt takes, none = the plain "
+         "products and the project's kernels (docs/cuda.md §3)",
+         NOT_RECORDED},
         {"cpu_ops", &O::cpu_ops, one_of({"reference", "fast"}), "fast", MAY_CHANGE,
          "CPU backend only (refused on CUDA): the ops that train, fast (cpu_fast_ops.h) or reference, the textbook ops of cpu_ops.h (slow, "
          "for stepping through what one reads); the two agree within 1e-5"},

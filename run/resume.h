@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -42,6 +44,7 @@ struct Run {
     int ranks = 1;       // processes training the model together (mpirun -np)
     int grad_accum = 1;  // micro-steps per step on each rank: total_batch / (ranks·B·T)
     std::shared_ptr<NcclComm> comm;  // CUDA with several ranks: their communicator (fit_to_device)
+    FusionRequest fusion;            // CUDA: the products to fuse, or to time (-fused; resumed_fusion)
 };
 
 // True when the AdamW state is sharded over the ranks (ZeRO-1, README "Training on several GPUs
@@ -128,6 +131,29 @@ inline bool resume_from_folder(Run& r) {
     return true;
 }
 
+// Resuming without -fused given: the kinds of product the run fused, as its config.json records
+// them ("fused_products", CUDA runs only), so that the resumed run rounds as the run did; what
+// -fused asks otherwise (given, or a config.json without the member).
+inline FusionRequest resumed_fusion(const TrainOptions& o) {
+    const FusionRequest asked = fusion_request(o.fused);
+    const std::string path = in_folder(o.out_dir, "config.json");
+    std::ifstream in(path);
+    if (o.given.count("fused") || !in) return asked;
+    const Json saved = read_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), path);
+    const Json* names = saved.kind() == Json::Kind::Object ? saved.get("fused_products") : nullptr;
+    if (!names) return asked;
+    if (names->kind() != Json::Kind::Array)
+        throw InputError(path + ": \"fused_products\" is " + names->str() + ", not a list of kinds of product");
+    FusedKinds kinds = NO_KIND_FUSED;
+    for (const Json& name : names->items()) {
+        const int kind = name.kind() == Json::Kind::String ? epilogue_named(name.text()) : -1;
+        if (kind < 0) throw InputError(path + ": \"fused_products\" lists " + name.str() + ", not a kind of product (" +
+                                       kind_list(EVERY_KIND_FUSED) + ")");
+        kinds[(Epilogue)kind] = true;
+    }
+    return {false, kinds, "kept from the run's start, " + path};
+}
+
 // Without -resume 1 (or with nothing to resume): the model of -init, a fresh size or a
 // checkpoint file to start from.
 inline void start_from_init(Run& r, bool gpu) {
@@ -196,9 +222,11 @@ inline Run prepare_run(const TrainOptions& o, int ranks) {
     r.device = resolve_device(o.device);
     const bool gpu = r.device == "cuda";
     check_precision(r.device, o.precision, o.given.count("precision") > 0);
+    check_fused(r.device, o.given.count("fused") > 0);
     if (gpu && o.cpu_ops != "fast")
         throw InputError("flag -cpu_ops: chooses among the CPU's op sets, but this run is on cuda (give -device cpu)");
     r.resuming = o.resume && resume_from_folder(r);
+    r.fusion = r.resuming && gpu ? resumed_fusion(o) : fusion_request(o.fused);
     if (!r.resuming) start_from_init(r, gpu);
     validate_config(r.cfg, "model");
     TrainOptions& s = r.opt;  // the sizes resolved

@@ -70,15 +70,26 @@ inline void check_precision(const std::string& device, const std::string& precis
                          "which computes in fp32 (leave -precision out, give fp32, or -device cuda)");
 }
 
+// Refuses -fused given for a run on the CPU, which has no fused products to choose among.
+inline void check_fused(const std::string& device, bool given) {
+    if (device == "cpu" && given)
+        throw InputError("flag -fused: chooses how the CUDA backend runs its matrix products, but this run is on the "
+                         "CPU (leave -fused out, or give -device cuda)");
+}
+
 // Builds the backend for a resolved device ("cpu" or "cuda"); precision is "bf16" or "fp32"
 // (the CPU always computes in fp32); cpu_ops picks the CPU's op set, "fast" or "reference"
-// (gpt2_cpu.h); gpu: which of the visible GPUs (the local rank under mpirun); comm: the CUDA
-// ranks' communicator (make_device_comm).
+// (gpt2_cpu.h); fusion, the CUDA products fused (cuda/fused_products.h); gpu: which of the
+// visible GPUs (the local rank under mpirun); comm: the CUDA ranks' communicator
+// (make_device_comm).
 inline std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision,
-                                             const std::string& cpu_ops, const ModelConfig& cfg, int B, int T,
-                                             int gpu = 0, std::shared_ptr<NcclComm> comm = nullptr) {
+                                             const std::string& cpu_ops, const FusionRequest& fusion,
+                                             const ModelConfig& cfg, int B, int T, int gpu = 0,
+                                             std::shared_ptr<NcclComm> comm = nullptr) {
 #ifdef USE_CUDA
-    if (device == "cuda") return make_cuda_backend(cfg, B, T, precision == "bf16", gpu, std::move(comm));
+    if (device == "cuda") return make_cuda_backend(cfg, B, T, precision == "bf16", gpu, std::move(comm), fusion);
+#else
+    (void)fusion;
 #endif
     if (cpu_ops == "reference") return std::make_unique<CpuBackend<ReferenceOps<float>>>(cfg, B, T);
     return std::make_unique<CpuBackend<>>(cfg, B, T);

@@ -879,7 +879,61 @@ TYPED_TEST(Kernel, FusedProductsWithEachPointerMisaligned) {
 #endif
 }
 
+// Each op with every kind of product plain (-fused none, or a kind timed slower fused): the plain
+// product and the project's kernel, against the CPU reference with each buffer misaligned in
+// turn. Emulated, cuBLASLt is told to refuse every epilogue meanwhile: it records no refusal,
+// so the ops never asked it.
+TYPED_TEST(Kernel, FusedProductsRunPlainWhereTheirKindIsPlain) {
+    REQUIRE_CUDA_DEVICE();
+    Rng rng(33);
+    CudaOps<TypeParam> ops(ops_config(), 1, kOpsRows);
+    ops.fused = NO_KIND_FUSED;
 #ifdef SIMT_EMULATION
+    simt::refuse_cublaslt_epilogues(simt::LtRefusal::kHeuristic);
+#endif
+    run_with_each_buffer_misaligned(ops, fused_cases<TypeParam>(rng));
+#ifdef SIMT_EMULATION
+    simt::refuse_cublaslt_epilogues(simt::LtRefusal::kNone);
+#endif
+    EXPECT_EQ(ops.blas->refused_kinds(), 0u) << "an op asked cuBLASLt for a kind of product it was told to run plain";
+}
+
+// -fused auto's timing (time_fused_products, cuda_ops.cuh): every layer of each kind timed both
+// ways, finite and positive: in bf16 the bias of qkv, attproj and fcproj, fc's bias + GELU,
+// fcproj's GELU' and the four bias gradients; in fp32 (no GELU epilogue) the bias and the bias
+// gradients.
+TYPED_TEST(Kernel, TimingCoversEveryLayerOfEachKindOfProduct) {
+    REQUIRE_CUDA_DEVICE();
+    using T = TypeParam;
+    const bool bf16_mode = std::is_same<T, bf16>::value;
+    const std::vector<ProductTiming> timings = time_fused_products<T>(ops_config(), 2, 8);
+    std::vector<std::string> timed;
+    for (const ProductTiming& t : timings) {
+        timed.push_back(std::string(epilogue_name(t.kind)) + " " + t.layer);
+        EXPECT_GT(t.plain_ms, 0.0) << timed.back();
+        EXPECT_TRUE(std::isfinite(t.plain_ms)) << timed.back();
+#ifdef SIMT_EMULATION
+        EXPECT_GT(t.fused_ms, 0.0) << timed.back() << ": the emulated cuBLASLt takes every product";
+#endif
+    }
+    std::vector<std::string> want = {"bias qkv", "bias attproj", "bias fcproj"};
+    if (bf16_mode) want.insert(want.end(), {"bias + GELU fc", "GELU' fcproj"});
+    want.insert(want.end(), {"bias gradient qkv", "bias gradient attproj", "bias gradient fc", "bias gradient fcproj"});
+    EXPECT_EQ(timed, want);
+}
+
+#ifdef SIMT_EMULATION
+// A kind cuBLASLt refuses has no fused time, and -fused auto runs it plain.
+TYPED_TEST(Kernel, TimingMakesARefusedKindPlain) {
+    simt::refuse_cublaslt_epilogues(simt::LtRefusal::kMatmul);
+    testing::internal::CaptureStderr();
+    const std::vector<ProductTiming> timings = time_fused_products<TypeParam>(ops_config(), 2, 8);
+    testing::internal::GetCapturedStderr();
+    simt::refuse_cublaslt_epilogues(simt::LtRefusal::kNone);
+    for (const ProductTiming& t : timings) EXPECT_TRUE(std::isnan(t.fused_ms)) << epilogue_name(t.kind) << " " << t.layer;
+    EXPECT_EQ(faster_products(timings).kinds, NO_KIND_FUSED);
+}
+
 // Where cuBLASLt refuses (the emulated one told to: its heuristic returns no algorithm, or
 // cublasLtMatmul refuses the one it gave), every op with a fused product runs its unfused path with the
 // same results, and says so once per kind of product: in bf16 the bias, bias + GELU, GELU' and

@@ -63,6 +63,14 @@ TRAFFIC = dict(targets=["build/emu/count/traffic_test"], runs=["build/emu/count/
 # has a textbook version (cpu_ops.h, what the double-precision checks run) and a fast one
 # (cpu_fast_ops.h, what ./train runs) is planted in each separately.
 MUTANTS = [
+    ("fused-kind-ignored", "matmul_forward asks cuBLASLt for its bias fused even where that kind is to run plain",
+     "cuda_ops.cuh", "if (launching() && !(bias && fused[Epilogue::Bias] &&", "if (launching() && !(bias &&", KERNELS),
+    ("fused-slower-kept", "-fused auto keeps the slower of fused and plain", "cuda/fused_products.h",
+     "!std::isnan(fused) && fused <= plain", "!std::isnan(fused) && fused >= plain",
+     dict(targets=["build/test_fused_products"], runs=["build/test_fused_products"])),
+    ("resume-fused-retimed", "a resumed CUDA run times its products again instead of keeping its run's choice",
+     "run/resume.h", "r.fusion = r.resuming && gpu ? resumed_fusion(o) : fusion_request(o.fused);",
+     "r.fusion = fusion_request(o.fused);", dict(targets=["build/emu/train"], runs=[EMU_CLI])),
     ("loop-backward-weight", "each micro-step's gradient weighted 1 instead of 1/micro_steps", "train.cpp",
      "t.model.backward(1.0f / micro_steps);", "t.model.backward(1.0f);", TRAIN_LOOP),
     ("loop-adamw-step", "AdamW's step counter off by one (bias correction at t = step + 2)", "train.cpp",

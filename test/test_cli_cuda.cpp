@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -155,6 +156,63 @@ TEST_F(CliCuda, ResumeContinuesBitForBit) {
                   uninterrupted[i].substr(0, uninterrupted[i].find(", \"ms\"")));
 }
 
+// The start-up says which kinds of product run fused and why, and config.json records them.
+// -fused auto (the default) times them; -fused none runs them all plain.
+TEST_F(CliCuda, StartUpSaysWhichProductsRunFused) {
+    Result r;
+    CUDA_RUN_OR_SKIP("auto", "", &r);
+    const size_t at = r.out.find("fused products: ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_NE(line.find("(-fused auto, timed at start-up: bias "), std::string::npos) << line;
+    for (const char* kind : {"bias + GELU ", "GELU' ", "bias gradient "})  // bf16: all four kinds timed
+        EXPECT_NE(line.find(kind), std::string::npos) << kind << " not timed: " << line;
+    const std::string config = read_file(dir + "auto/config.json");
+    EXPECT_NE(config.find("\"fused_products\": ["), std::string::npos) << config;
+
+    CUDA_RUN_OR_SKIP("none", "-fused none", &r);
+    EXPECT_NE(r.out.find("fused products: none (-fused none)\n"), std::string::npos) << r.out;
+    EXPECT_NE(read_file(dir + "none/config.json").find("\"fused_products\": []"), std::string::npos);
+}
+
+// A resumed run keeps the kinds of product its run fused (config.json), not a new timing's: here
+// a run with every kind plain, resumed without -fused, continues bit for bit (in bf16 a fused
+// product rounds otherwise: the bias added before the product's rounding, not after).
+TEST_F(CliCuda, ResumeKeepsTheRunsFusedProducts) {
+    Result r;
+    CUDA_RUN_OR_SKIP("cuda", "-fused none", &r);
+    const std::vector<std::string> uninterrupted = log_lines(read_file(dir + "cuda/log.jsonl"), "\"tok_s\"");
+    std::remove((dir + "cuda/model_00000006.bin").c_str());
+    std::remove((dir + "cuda/state_00000006.bin").c_str());
+    CUDA_RUN_OR_SKIP("cuda", "-resume 1", &r);
+    EXPECT_NE(r.out.find("fused products: none (kept from the run's start, "), std::string::npos) << r.out;
+    const std::vector<std::string> resumed = log_lines(read_file(dir + "cuda/log.jsonl"), "\"tok_s\"");
+    ASSERT_EQ(resumed.size(), uninterrupted.size());
+    for (size_t i = 0; i < resumed.size(); i++)
+        EXPECT_EQ(resumed[i].substr(0, resumed[i].find(", \"ms\"")),
+                  uninterrupted[i].substr(0, uninterrupted[i].find(", \"ms\"")));
+}
+
+// A config.json whose "fused_products" names no kind of product is refused on resume, in one line
+// naming the file.
+TEST_F(CliCuda, ResumeRefusesAnUnknownFusedProduct) {
+    Result r;
+    CUDA_RUN_OR_SKIP("cuda", "", &r);
+    std::remove((dir + "cuda/model_00000006.bin").c_str());
+    std::remove((dir + "cuda/state_00000006.bin").c_str());
+    const std::string path = dir + "cuda/config.json";
+    std::string config = read_file(path);
+    const size_t at = config.find("\"fused_products\": [");
+    ASSERT_NE(at, std::string::npos) << config;
+    config.insert(at + std::string("\"fused_products\": [").size(), "\"fast\", ");
+    std::ofstream(path) << config;
+    r = train("cuda", "cuda", "-resume 1");
+    EXPECT_EQ(r.status, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find(path + ": \"fused_products\" lists \"fast\", not a kind of product"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+}
+
 TEST_F(CliCuda, CheckpointReadsTheSameOnBothBackends) {
     Result r;
     CUDA_RUN_OR_SKIP("cuda", "-precision fp32", &r);
@@ -278,6 +336,16 @@ TEST_F(CliCuda, CpuOpsRefusedOnCuda) {
     EXPECT_NE(r.err.find("flag -cpu_ops:"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir + "cpu_ops")) << "no run folder";
+}
+
+// -fused chooses among the CUDA backend's products: given on the CPU it is refused in one line
+// naming the flag, before the run folder is made.
+TEST_F(CliCuda, FusedRefusedOnTheCpu) {
+    const Result r = train("cpu", "fused_cpu", "-fused all");
+    EXPECT_EQ(r.status, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("flag -fused:"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "fused_cpu")) << "no run folder";
 }
 
 }  // namespace

@@ -74,8 +74,9 @@ for i in $(seq 0 19); do
 done > "$out/log.jsonl"
 )";
 
-// A fake bench_gpu: its summary with FAKE_FIRST_LOSS (10.9 by default; ln V = 10.8249) and, with
-// FAKE_REFUSED=1, the line of a fused product cuBLASLt refused.
+// A fake bench_gpu: its choice of fused products and its summary with FAKE_FIRST_LOSS (10.9 by
+// default; ln V = 10.8249); with FAKE_REFUSED=1, the line of a fused product cuBLASLt refused and a
+// choice that runs that kind plain; with FAKE_FUSED=0, no choice (a bench that stopped before).
 // With -plan, the lines of a plan whose largest B is FAKE_LARGEST_B (36 by default) and whose
 // total is 2.37 GiB.
 const char* FAKE_BENCH = R"SH(#!/bin/bash
@@ -85,7 +86,12 @@ if [ "${1:-}" = -plan ]; then
   echo "planned device memory: 2.37 GiB"
   exit 0
 fi
-[ "${FAKE_REFUSED:-0}" = 1 ] && echo "cuBLASLt refused the bias epilogue of a 8192x2304x768 bf16 product (heuristic: CUBLAS_STATUS_NOT_SUPPORTED): it runs unfused" >&2
+if [ "${FAKE_REFUSED:-0}" = 1 ]; then
+  echo "cuBLASLt refused the bias epilogue of a 8192x2304x768 bf16 product (heuristic: CUBLAS_STATUS_NOT_SUPPORTED): it runs unfused" >&2
+  echo "bench-fused: bias + GELU (-fused auto, timed at start-up: bias plain (cuBLASLt refused it); bias + GELU fused (1.000 ms fused, 2.000 plain))"
+elif [ "${FAKE_FUSED:-1}" = 1 ]; then
+  echo "bench-fused: bias (-fused auto, timed at start-up: bias fused (1.000 ms fused, 2.000 plain))"
+fi
 echo "bench-summary: tok_s=1 ms_step=1.0 mfu_pct=1.0 mem_gib=1.0 B=64 first_loss=${FAKE_FIRST_LOSS:-10.9} ln_V=10.8249"
 )SH";
 
@@ -267,7 +273,7 @@ TEST_F(GpuCheck, TrainingComparesEveryLossAndGradientNormWithTheCpu) {
     EXPECT_TRUE(failed(nan, "train peri bf16", "losses inf")) << nan.out;
 }
 
-TEST_F(GpuCheck, BenchmarkNeedsItsFirstLossNearLnVAndEveryProductFused) {
+TEST_F(GpuCheck, BenchmarkNeedsItsFirstLossNearLnVAndItsChoiceOfFusedProducts) {
     const Result good = check_bundle("bench");
     EXPECT_EQ(good.status, 0) << good.out;
     for (const char* first : {"12.0", "nan", "inf"}) {
@@ -275,9 +281,15 @@ TEST_F(GpuCheck, BenchmarkNeedsItsFirstLossNearLnVAndEveryProductFused) {
         EXPECT_NE(far.status, 0) << far.out;
         EXPECT_TRUE(failed(far, "bench", "within 0.5 of ln V")) << first << ":\n" << far.out;
     }
+    EXPECT_NE(good.out.find("bias (-fused auto, timed at start-up: bias fused (1.000 ms fused, 2.000 plain))"),
+              std::string::npos) << good.out;
+    // A kind cuBLASLt refuses runs plain: named in the row, not a failure.
     const Result refused = check_bundle("bench", "FAKE_REFUSED=1");
-    EXPECT_NE(refused.status, 0) << refused.out;
-    EXPECT_TRUE(failed(refused, "fused products", "1 kinds of product ran unfused")) << refused.out;
+    EXPECT_EQ(refused.status, 0) << refused.out;
+    EXPECT_NE(refused.out.find("bias plain (cuBLASLt refused it)"), std::string::npos) << refused.out;
+    const Result untimed = check_bundle("bench", "FAKE_FUSED=0");
+    EXPECT_NE(untimed.status, 0) << untimed.out;
+    EXPECT_TRUE(failed(untimed, "fused products", "timed no product")) << untimed.out;
 }
 
 TEST_F(GpuCheck, DryListsEveryRowWithoutAGpu) {

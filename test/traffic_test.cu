@@ -173,18 +173,23 @@ TYPED_TEST(TrafficTest, MatmulForwardAndBackward) {
     auto inp = filled<T>(N * IC), w = filled<T>(OC * IC), bias = filled<T>(OC), out = filled<T>(N * OC);
     auto dinp = filled<T>(N * IC);
     auto dw = filled<float>(OC * IC), dbias = filled<float>(OC);
-    for (bool with_bias : {false, true}) {
-        EXPECT_TRUE(agree(gpu::matmul_forward_traffic<T>(N, IC, OC, with_bias), counted([&] {
-                              this->ops->matmul_forward(out.data(), inp.data(), w.data(),
-                                                        with_bias ? bias.data() : nullptr, N, IC, OC);
-                          })))
-            << "bias " << with_bias;
-        for (GradOut mode : {GradOut::Add, GradOut::Write})
-            EXPECT_TRUE(agree(gpu::matmul_backward_traffic<T>(N, IC, OC, with_bias, mode), counted([&] {
-                                  this->ops->matmul_backward(dinp.data(), dw.data(), with_bias ? dbias.data() : nullptr,
-                                                             out.data(), inp.data(), w.data(), N, IC, OC, mode);
+    for (const FusedKinds& fused : {EVERY_KIND_FUSED, NO_KIND_FUSED}) {
+        this->ops->fused = fused;
+        for (bool with_bias : {false, true}) {
+            EXPECT_TRUE(agree(gpu::matmul_forward_traffic<T>(N, IC, OC, with_bias, fused), counted([&] {
+                                  this->ops->matmul_forward(out.data(), inp.data(), w.data(),
+                                                            with_bias ? bias.data() : nullptr, N, IC, OC);
                               })))
-                << "bias " << with_bias << (mode == GradOut::Add ? ", dinp added" : ", dinp written");
+                << "bias " << with_bias << ", fused: " << kind_list(fused);
+            for (GradOut mode : {GradOut::Add, GradOut::Write})
+                EXPECT_TRUE(agree(gpu::matmul_backward_traffic<T>(N, IC, OC, with_bias, mode, fused), counted([&] {
+                                      this->ops->matmul_backward(dinp.data(), dw.data(),
+                                                                 with_bias ? dbias.data() : nullptr, out.data(),
+                                                                 inp.data(), w.data(), N, IC, OC, mode);
+                                  })))
+                    << "bias " << with_bias << (mode == GradOut::Add ? ", dinp added" : ", dinp written")
+                    << ", fused: " << kind_list(fused);
+        }
     }
 }
 
@@ -212,21 +217,24 @@ TYPED_TEST(TrafficTest, GeluBackwardInplace) {
                 << "OC " << oc << ", offset " << offset;
 }
 
-// fcproj's backward with GELU's derivative: fused into the dpre product where IC is a multiple
-// of 8 (4C), else the product and the pass (4C − 4: packs in fp32; 4C − 3: single elements).
+// fcproj's backward with GELU's derivative: fused into the dpre product where the kind is fused
+// and IC a multiple of 8 (4C), else the product and the pass (4C − 4: packs in fp32; 4C − 3:
+// single elements); the bias gradient fused or in its own two stages.
 TYPED_TEST(TrafficTest, MatmulGeluBackward) {
     using T = TypeParam;
     const int OC = C;
-    for (int IC : {4 * C, 4 * C - 4, 4 * C - 3}) {
-        auto inp = filled<T>(N * IC), pre = filled<T>(N * IC), w = filled<T>(OC * IC), dout = filled<T>(N * OC);
-        auto dpre = filled<T>(N * IC);
-        auto dw = filled<float>(OC * IC), dbias = filled<float>(OC);
-        EXPECT_TRUE(agree(gpu::matmul_gelu_backward_traffic<T>(N, IC, OC, true), counted([&] {
-                              this->ops->matmul_gelu_backward(dpre.data(), dw.data(), dbias.data(), dout.data(),
-                                                              inp.data(), w.data(), pre.data(), N, IC, OC);
-                          })))
-            << "IC " << IC;
-    }
+    for (const FusedKinds& fused : {EVERY_KIND_FUSED, NO_KIND_FUSED})
+        for (int IC : {4 * C, 4 * C - 4, 4 * C - 3}) {
+            this->ops->fused = fused;
+            auto inp = filled<T>(N * IC), pre = filled<T>(N * IC), w = filled<T>(OC * IC), dout = filled<T>(N * OC);
+            auto dpre = filled<T>(N * IC);
+            auto dw = filled<float>(OC * IC), dbias = filled<float>(OC);
+            EXPECT_TRUE(agree(gpu::matmul_gelu_backward_traffic<T>(N, IC, OC, true, fused), counted([&] {
+                                  this->ops->matmul_gelu_backward(dpre.data(), dw.data(), dbias.data(), dout.data(),
+                                                                  inp.data(), w.data(), pre.data(), N, IC, OC);
+                              })))
+                << "IC " << IC << ", fused: " << kind_list(fused);
+        }
 }
 
 TYPED_TEST(TrafficTest, BiasGelu) {
@@ -241,20 +249,22 @@ TYPED_TEST(TrafficTest, BiasGelu) {
                 << "OC " << oc << ", offset " << offset;
 }
 
-// fc with bias and GELU: one fused product where OC is a multiple of 8 (4C), else the product
-// and the bias + GELU pass (4C − 4).
+// fc with bias and GELU: one fused product where the kind is fused and OC a multiple of 8 (4C),
+// else the product and the bias + GELU pass (4C − 4).
 TYPED_TEST(TrafficTest, MatmulBiasGelu) {
     using T = TypeParam;
     const int IC = C;
-    for (int OC : {4 * C, 4 * C - 4}) {
-        auto inp = filled<T>(N * IC), w = filled<T>(OC * IC), bias = filled<T>(OC);
-        auto pre = filled<T>(N * OC), out = filled<T>(N * OC);
-        EXPECT_TRUE(agree(gpu::matmul_gelu_forward_traffic<T>(N, IC, OC), counted([&] {
-                              this->ops->matmul_gelu_forward(out.data(), pre.data(), inp.data(), w.data(), bias.data(),
-                                                             N, IC, OC);
-                          })))
-            << "OC " << OC;
-    }
+    for (const FusedKinds& fused : {EVERY_KIND_FUSED, NO_KIND_FUSED})
+        for (int OC : {4 * C, 4 * C - 4}) {
+            this->ops->fused = fused;
+            auto inp = filled<T>(N * IC), w = filled<T>(OC * IC), bias = filled<T>(OC);
+            auto pre = filled<T>(N * OC), out = filled<T>(N * OC);
+            EXPECT_TRUE(agree(gpu::matmul_gelu_forward_traffic<T>(N, IC, OC, fused), counted([&] {
+                                  this->ops->matmul_gelu_forward(out.data(), pre.data(), inp.data(), w.data(),
+                                                                 bias.data(), N, IC, OC);
+                              })))
+                << "OC " << OC << ", fused: " << kind_list(fused);
+        }
 }
 
 TYPED_TEST(TrafficTest, Residual) {
@@ -899,11 +909,13 @@ TEST(Ptx, DeclaredResourcesAsPtxas) {
     }
 }
 
-// Every launch of a training step (d12's widths at a short T, bf16 and fp32, each placement)
-// that is not a cuBLAS product, a memset or a copy is a kernel of the project, and each declares
-// its warp instructions and the resources of its blocks: none is rated by its roofline alone,
-// but for the exact attention kernels (fp32, and head sizes without a tensor-core kernel),
-// which are not meant to be fast (docs/cuda.md, "The cost model").
+// Every launch of a training step (d12's widths at a short T, bf16 and fp32, each placement, every
+// kind of product fused) that is not a cuBLAS product, a memset or a copy is a kernel of the
+// project, and each declares its warp instructions and the resources of its blocks: none is
+// rated by its roofline alone, but for the exact attention kernels (fp32, and head sizes without
+// a tensor-core kernel), which are not meant to be fast (docs/cuda.md, "The cost model"). The
+// kernels of the plain kinds of product (add_bias_kernel, bias_backward_kernel) are rated by their
+// bytes alone.
 TEST(CostModel, EveryKernelOfTheStepDeclaresItsIssue) {
     ModelConfig cfg;
     ASSERT_TRUE(named_model_size("d12", &cfg));
@@ -913,7 +925,7 @@ TEST(CostModel, EveryKernelOfTheStepDeclaresItsIssue) {
     for (Placement placement : {Placement::Pre, Placement::Post, Placement::Peri}) {
         cfg.placement = placement;
         for (bool bf16 : {true, false})
-            for (const OpTraffic& op : cuda_step_traffic(cfg, B, Tn, bf16, tokens.data()))
+            for (const OpTraffic& op : cuda_step_traffic(cfg, B, Tn, bf16, tokens.data(), EVERY_KIND_FUSED))
                 for (const Traffic& t : op.launches) {
                     const std::string kernel = t.kernel;
                     if (kernel == "gemm" || kernel == "memset" || kernel == "copy") continue;
