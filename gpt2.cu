@@ -26,7 +26,9 @@
 //                           attention's log-sum-exp per row (fp32)
 //   shared by all blocks    gradients of activations, attention's row sums, reduction scratch
 // Everything runs in order on one CUDA stream; the host waits only for the loss, the norms and
-// the statistics it returns.
+// the statistics it returns. Before any of it is allocated, -fused auto times the products that
+// can be fused on buffers of its own, freed before the model is allocated (make_cuda_backend,
+// time_fused_products in cuda_ops.cuh).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 

@@ -3,7 +3,9 @@
 // Prints ms/step, tok/s, achieved TFLOP/s, the model FLOPs utilisation (MFU) against the GPU's
 // dense bf16 tensor-core peak, and the device memory in use. Each step is one micro-batch:
 // forward, backward, gradient norm and AdamW update, on batches of the bundled text or random
-// tokens (-tokens).
+// tokens (-tokens). First it times each product that can be fused with its epilogue against the
+// plain product and the project's kernel (the table of "fused or plain", and the choice
+// ./train -fused auto would make: `bench-fused:`), and times the step with that choice.
 //
 //   build/bench_gpu [-init d12|SIZE] [-B N] [-T N] [-steps N] [-warmup N] [-precision bf16|fp32] [-ln pre|post|peri]
 //                   [-tokens text|random]

@@ -84,18 +84,23 @@ protected:
 // train("cuda", out, extra) into *r, or skip (see cuda_run).
 #define CUDA_RUN_OR_SKIP(out, extra, r) CUDA_COMMAND_OR_SKIP(train_command("cuda", out, extra), r)
 
+// With every product fused (-fused all) and with every product plain (-fused none).
 TEST_F(CliCuda, Fp32TrainsLikeTheCpuStepForStep) {
-    Result cuda;
-    CUDA_RUN_OR_SKIP("cuda", "-precision fp32", &cuda);
-    EXPECT_NE(cuda.out.find("backend: cuda"), std::string::npos) << cuda.out;
     Result cpu = train("cpu", "cpu");
     ASSERT_EQ(cpu.status, 0) << cpu.err;
-    const std::string a = read_file(dir + "cuda/log.jsonl"), b = read_file(dir + "cpu/log.jsonl");
-    for (const char* key : {"loss", "grad_norm", "lr"}) expect_log_close(a, b, "\"tok_s\"", key, 1e-5);
-    expect_log_close(a, b, "\"val_loss\"", "val_loss", 1e-5);
-    for (const char* key : {"mean_abs", "entry_var", "data_var", "grad_norm", "mean_abs_half", "grad_norm_half"})
-        expect_log_close(a, b, "\"stats\"", key, 1e-5);
-    EXPECT_EQ(log_lines(a, "\"tok_s\"").size(), 6u);
+    const std::string b = read_file(dir + "cpu/log.jsonl");
+    for (const std::string fused : {"all", "none"}) {
+        SCOPED_TRACE("-fused " + fused);
+        Result cuda;
+        CUDA_RUN_OR_SKIP("cuda_" + fused, "-precision fp32 -fused " + fused, &cuda);
+        EXPECT_NE(cuda.out.find("backend: cuda"), std::string::npos) << cuda.out;
+        const std::string a = read_file(dir + "cuda_" + fused + "/log.jsonl");
+        for (const char* key : {"loss", "grad_norm", "lr"}) expect_log_close(a, b, "\"tok_s\"", key, 1e-5);
+        expect_log_close(a, b, "\"val_loss\"", "val_loss", 1e-5);
+        for (const char* key : {"mean_abs", "entry_var", "data_var", "grad_norm", "mean_abs_half", "grad_norm_half"})
+            expect_log_close(a, b, "\"stats\"", key, 1e-5);
+        EXPECT_EQ(log_lines(a, "\"tok_s\"").size(), 6u);
+    }
 }
 
 TEST_F(CliCuda, Fp32TrainingLoopMatchesTheFixture) {
@@ -109,13 +114,17 @@ TEST_F(CliCuda, Fp32TrainingLoopMatchesTheFixture) {
 }
 
 TEST_F(CliCuda, Bf16TrainsLikeTheCpuWithinBf16Tolerance) {
-    Result cuda;
-    CUDA_RUN_OR_SKIP("cuda", "-precision bf16", &cuda);
     Result cpu = train("cpu", "cpu");
     ASSERT_EQ(cpu.status, 0) << cpu.err;
-    const std::string a = read_file(dir + "cuda/log.jsonl"), b = read_file(dir + "cpu/log.jsonl");
-    expect_log_close(a, b, "\"tok_s\"", "loss", 1e-2);
-    expect_log_close(a, b, "\"val_loss\"", "val_loss", 1e-2);
+    const std::string b = read_file(dir + "cpu/log.jsonl");
+    for (const std::string fused : {"all", "none"}) {
+        SCOPED_TRACE("-fused " + fused);
+        Result cuda;
+        CUDA_RUN_OR_SKIP("cuda_" + fused, "-precision bf16 -fused " + fused, &cuda);
+        const std::string a = read_file(dir + "cuda_" + fused + "/log.jsonl");
+        expect_log_close(a, b, "\"tok_s\"", "loss", 1e-2);
+        expect_log_close(a, b, "\"val_loss\"", "val_loss", 1e-2);
+    }
 }
 
 // The diagnostics of the stats records (README, *Outputs*): the RMS of the residual stream, the
@@ -141,21 +150,6 @@ TEST_F(CliCuda, DiagnosticsInStatsRecordsMatchTheCpu) {
         expect_log_close(bf16_log, cpu_log, "\"stats\"", key, 2e-2);
 }
 
-TEST_F(CliCuda, ResumeContinuesBitForBit) {
-    Result r;
-    CUDA_RUN_OR_SKIP("cuda", "", &r);
-    const std::vector<std::string> uninterrupted = log_lines(read_file(dir + "cuda/log.jsonl"), "\"tok_s\"");
-    std::remove((dir + "cuda/model_00000006.bin").c_str());
-    std::remove((dir + "cuda/state_00000006.bin").c_str());
-    CUDA_RUN_OR_SKIP("cuda", "-resume 1", &r);
-    EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
-    const std::vector<std::string> resumed = log_lines(read_file(dir + "cuda/log.jsonl"), "\"tok_s\"");
-    ASSERT_EQ(resumed.size(), uninterrupted.size());
-    for (size_t i = 0; i < resumed.size(); i++)  // the same loss and gradient norm, to the last digit
-        EXPECT_EQ(resumed[i].substr(0, resumed[i].find(", \"ms\"")),
-                  uninterrupted[i].substr(0, uninterrupted[i].find(", \"ms\"")));
-}
-
 // The start-up says which kinds of product run fused and why, and config.json records them.
 // -fused auto (the default) times them; -fused none runs them all plain.
 TEST_F(CliCuda, StartUpSaysWhichProductsRunFused) {
@@ -173,24 +167,34 @@ TEST_F(CliCuda, StartUpSaysWhichProductsRunFused) {
     CUDA_RUN_OR_SKIP("none", "-fused none", &r);
     EXPECT_NE(r.out.find("fused products: none (-fused none)\n"), std::string::npos) << r.out;
     EXPECT_NE(read_file(dir + "none/config.json").find("\"fused_products\": []"), std::string::npos);
+    // -fused may change on resume: given, it is used instead of the run's choice.
+    CUDA_RUN_OR_SKIP("none", "-resume 1 -fused all", &r);
+    EXPECT_NE(r.out.find("fused products: bias, bias + GELU, GELU', bias gradient (-fused all)\n"), std::string::npos)
+        << r.out;
 }
 
-// A resumed run keeps the kinds of product its run fused (config.json), not a new timing's: here
-// a run with every kind plain, resumed without -fused, continues bit for bit (in bf16 a fused
-// product rounds otherwise: the bias added before the product's rounding, not after).
-TEST_F(CliCuda, ResumeKeepsTheRunsFusedProducts) {
-    Result r;
-    CUDA_RUN_OR_SKIP("cuda", "-fused none", &r);
-    const std::vector<std::string> uninterrupted = log_lines(read_file(dir + "cuda/log.jsonl"), "\"tok_s\"");
-    std::remove((dir + "cuda/model_00000006.bin").c_str());
-    std::remove((dir + "cuda/state_00000006.bin").c_str());
-    CUDA_RUN_OR_SKIP("cuda", "-resume 1", &r);
-    EXPECT_NE(r.out.find("fused products: none (kept from the run's start, "), std::string::npos) << r.out;
-    const std::vector<std::string> resumed = log_lines(read_file(dir + "cuda/log.jsonl"), "\"tok_s\"");
-    ASSERT_EQ(resumed.size(), uninterrupted.size());
-    for (size_t i = 0; i < resumed.size(); i++)
-        EXPECT_EQ(resumed[i].substr(0, resumed[i].find(", \"ms\"")),
-                  uninterrupted[i].substr(0, uninterrupted[i].find(", \"ms\"")));
+// A resumed run continues bit for bit, keeping the kinds of product its run fused (config.json)
+// rather than timing them again: after -fused auto, and after -fused none with the resume given
+// no -fused (in bf16 a fused product rounds otherwise: the bias added before the product's
+// rounding, not after).
+TEST_F(CliCuda, ResumeContinuesBitForBit) {
+    for (const std::string fused : {"auto", "none"}) {
+        SCOPED_TRACE("-fused " + fused);
+        Result r;
+        CUDA_RUN_OR_SKIP(fused, "-fused " + fused, &r);
+        const std::vector<std::string> uninterrupted = log_lines(read_file(dir + fused + "/log.jsonl"), "\"tok_s\"");
+        std::remove((dir + fused + "/model_00000006.bin").c_str());
+        std::remove((dir + fused + "/state_00000006.bin").c_str());
+        CUDA_RUN_OR_SKIP(fused, "-resume 1", &r);
+        EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("(kept from the run's start, "), std::string::npos) << r.out;
+        if (fused == "none") EXPECT_NE(r.out.find("fused products: none (kept"), std::string::npos) << r.out;
+        const std::vector<std::string> resumed = log_lines(read_file(dir + fused + "/log.jsonl"), "\"tok_s\"");
+        ASSERT_EQ(resumed.size(), uninterrupted.size());
+        for (size_t i = 0; i < resumed.size(); i++)  // the same loss and gradient norm, to the last digit
+            EXPECT_EQ(resumed[i].substr(0, resumed[i].find(", \"ms\"")),
+                      uninterrupted[i].substr(0, uninterrupted[i].find(", \"ms\"")));
+    }
 }
 
 // A config.json whose "fused_products" names no kind of product is refused on resume, in one line
