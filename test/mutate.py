@@ -143,22 +143,23 @@ MUTANTS = [
      "cpu_ops.h", "    std::vector<double> partial(chunks, 0.0);\n",
      "    static thread_local std::vector<double> partial;\n    partial.assign(chunks, 0.0);\n", THREADED),
     ("encoder-backward-race", "encoder_backward's threads split the batch, so two add into one row", "cpu_ops.h",
-     "#pragma omp parallel for schedule(static) if ((size_t)B * Tn * C >= parallel_min_work())\n"
+     "#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= parallel_min_work())\n"
      "    for (int c0 = 0; c0 < C; c0 += CB) {\n"
      "        const int c1 = std::min(C, c0 + CB);\n"
      "        for (int b = 0; b < B; b++)",
      "    for (int c0 = 0; c0 < C; c0 += CB) {\n"
      "        const int c1 = std::min(C, c0 + CB);\n"
-     "#pragma omp parallel for schedule(static) if ((size_t)B * Tn * C >= parallel_min_work())\n"
+     "#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= parallel_min_work())\n"
      "        for (int b = 0; b < B; b++)", THREADED),
     ("gelu-constant-reference", "GELU's cubic constant 0.045 instead of 0.044715 (reference, forward and backward)",
-     "cpu_ops.h", "T(0.044715)", "T(0.045)", dict(REFERENCE, occurrences=3)),
+     "cpu_ops.h", "Real(0.044715)", "Real(0.045)", dict(REFERENCE, occurrences=3)),
     ("gelu-constant-fast", "GELU's cubic constant 0.045 instead of 0.044715 (fast ops, forward and backward)",
      "cpu_fast_ops.h", "0.044715f", "0.045f", dict(FAST, occurrences=3)),
     ("gelu-constant-kernel", "GELU's cubic constant 0.045 instead of 0.044715 (CUDA kernels)", "gelu.cuh",
      "constexpr float GELU_CUBIC = 0.044715f;", "constexpr float GELU_CUBIC = 0.045f;", KERNELS),
     ("layernorm-eps-reference", "LayerNorm's eps added outside the square root (reference)", "cpu_ops.h",
-     "const T s = T(1) / std::sqrt(var + T(1e-5));", "const T s = T(1) / (std::sqrt(var) + T(1e-5));", REFERENCE),
+     "const Real s = Real(1) / std::sqrt(var + Real(1e-5));", "const Real s = Real(1) / (std::sqrt(var) + Real(1e-5));",
+     REFERENCE),
     ("layernorm-eps-fast", "LayerNorm's eps added outside the square root (fast ops)", "cpu_fast_ops.h",
      "const float s = 1.0f / std::sqrt(sq / C + eps);", "const float s = 1.0f / (std::sqrt(sq / C) + eps);", FAST),
     ("layernorm-eps-kernel", "LayerNorm's eps added outside the square root (CUDA kernel)", "layernorm.cuh",
@@ -215,12 +216,13 @@ MUTANTS = [
     ("ldmatrix-emulated-untransposed", "the emulated ldmatrix .trans returns the matrix untransposed",
      "test/simt/tensor_cores.cpp", "s.transpose ? element(rows[2 * t], g) : element(rows[g], 2 * t)",
      "element(rows[g], 2 * t)", TENSOR_CORES),
-    ("cost-crossentropy-no-exp", "the cost model's cross-entropy trip without the exp of its sum pass", "loss.cuh",
+    ("cost-crossentropy-no-exp", "the cost model's cross-entropy trip without the exp of its sum pass",
+     "bench/kernel_costs.h",
      "(cvt + 13)", "(cvt + 1)", TRAFFIC),
     ("cost-layernorm-bwd-waves", "the LayerNorm backward declares half its column sums' wavefronts per row",
-     "layernorm.cuh", "rows * 4 * pass", "rows * 2 * pass", TRAFFIC),
+     "bench/kernel_costs.h", "rows * 4 * pass", "rows * 2 * pass", TRAFFIC),
     ("cost-adamw-undeclared", "AdamW's launch declares no warp instructions (rated by its roofline alone)",
-     "adamw.cuh", "adamw_work(copy).instructions(", "0 * adamw_work(copy).instructions(", TRAFFIC),
+     "bench/kernel_costs.h", "adamw_work(copy).instructions(", "0 * adamw_work(copy).instructions(", TRAFFIC),
     ("wte-run-one-piece", "a run of equal tokens over several chunks gets only the next chunk's piece", "encoder.cuh",
      "        if (next_last + 1 >= N || key_token(keys[next_last + 1]) != token) break;", "        break;", KERNELS),
     ("exp-fast-coefficient", "exp_fast's r^4 coefficient 1/25 instead of 1/24", "cpu_fast_ops.h",
@@ -329,7 +331,8 @@ MUTANTS = [
     ("prepare-overwrites-existing", "prepare_data.py replaces existing files of the name without --overwrite",
      "prepare_data.py", "        if self.earlier and not overwrite:", "        if False:", PREPARE),
     ("prepare-keeps-stale-shards", "prepare_data.py --overwrite leaves the earlier run's extra shards",
-     "prepare_data.py", "            for path in set(self.earlier) - set(self.written):", "            for path in []:",
+     "prepare_data.py", "            for path in set(self.earlier) - {path for path, _ in self.written}:",
+     "            for path in []:",
      PREPARE),
     ("prepare-name-leaves-out", "prepare_data.py accepts a --name with '/' (../../evil writes outside --out)",
      "prepare_data.py", 'or "/" in name or (os.altsep and os.altsep in name)', "or (os.altsep and os.altsep in name)",
@@ -344,9 +347,8 @@ MUTANTS = [
     ("prepare-output-folder-unchecked", "prepare_data.py does not create a file in --out before the work",
      "prepare_data.py", 'probe, probe_path = tempfile.mkstemp(prefix=".prepare_data_", suffix=".tmp", dir=path)\n'
      "        os.close(probe)\n        os.remove(probe_path)", "pass", PREPARE),
-    ("prepare-leaves-temporary-files", "prepare_data.py leaves its NAME.tmp files after a failed write",
-     "prepare_data.py", '            if os.path.isfile(path + ".tmp"):\n                os.remove(path + ".tmp")',
-     "            pass", PREPARE),
+    ("prepare-leaves-temporary-files", "prepare_data.py leaves its temporary files (.NAME.XXXX.tmp) after a failed write",
+     "prepare_data.py", "            if os.path.lexists(tmp):\n                os.remove(tmp)", "            pass", PREPARE),
     ("prepare-ignores-encoding", "prepare_data.py reads every file as UTF-8, whatever --encoding says",
      "prepare_data.py", "return data.decode(encoding)", 'return data.decode("utf-8", errors="replace")', PREPARE),
     ("prepare-bad-input-exit-1", "prepare_data.py exits 1 on bad input (the C++ tools exit 2)", "prepare_data.py",
