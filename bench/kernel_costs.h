@@ -624,8 +624,11 @@ Traffic residual_backward_traffic(size_t n, GradOut df_out) {
 // =============================================================================================
 
 // A block of either GELU pass in packs (the model's rows are aligned): 256 threads, no shared
-// memory, and the registers ptxas gives it (traffic_test checks them).
-constexpr KernelResources GELU_PASS_RESOURCES{256, 30, 0};
+// memory, and the registers ptxas gives it, more in bf16 (traffic_test checks both counts).
+template <typename T>
+constexpr KernelResources gelu_pass_resources() {
+    return {256, sizeof(T) == 4 ? 30 : 32, 0};
+}
 
 // Traffic of bias_gelu_forward: pre and bias read, pre and out written, about 11 FLOPs per
 // element.
@@ -642,7 +645,7 @@ Traffic bias_gelu_forward_traffic(int N, int OC) {
     const double n = (double)N * OC;
     return with_issue({"bias_gelu_forward_kernel", (n + OC) * sizeof(T), 2 * n * sizeof(T), 11.0 * n},
                       bias_gelu_forward_work<T>().instructions(ceil_div(n / Pack16<T>::size, WARP_SIZE), 1, 0), 0,
-                      GELU_PASS_RESOURCES);
+                      gelu_pass_resources<T>());
 }
 
 // Traffic of gelu_backward_inplace: d and pre read, d written, about 21 FLOPs per element.
@@ -658,7 +661,7 @@ Traffic gelu_backward_inplace_traffic(int N, int OC) {
     const double n = (double)N * OC;
     return with_issue({"gelu_backward_inplace_kernel", 2 * n * sizeof(T), n * sizeof(T), 21.0 * n},
                       gelu_backward_inplace_work<T>().instructions(ceil_div(n / Pack16<T>::size, WARP_SIZE), 1, 0),
-                      0, GELU_PASS_RESOURCES);
+                      0, gelu_pass_resources<T>());
 }
 
 // Traffic of matmul_gelu_forward (cuda_ops.cuh): the fused product where the kind is fused and
