@@ -126,12 +126,16 @@ void for_each_tensor_part(const ModelConfig& cfg, Range range, F f) {
 // or the only one visible) exists and is usable (any runtime error, e.g. no driver, counts as
 // none); fills `description` with its name or what is missing. make_cuda_backend: the model on
 // that device; bf16 = bf16 weights/activations with fp32 master weights, else full fp32; under
-// mpirun its collectives run over `comm` (make_cuda_comm); `fusion` asks for the kinds of
-// product fused, or to time them first on the device (cuda/fused_products.h).
+// mpirun its collectives run over `comm` (make_cuda_comm); its ops fuse the kinds of product
+// `fusion` names (cuda/fused_products.h; every kind unless told otherwise).
 class NcclComm;  // cuda/nccl_comm.cuh
 bool cuda_device_available(std::string* description, int gpu = 0);
 std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool bf16, int gpu = 0,
-                                           std::shared_ptr<NcclComm> comm = nullptr, const FusionRequest& fusion = {});
+                                           std::shared_ptr<NcclComm> comm = nullptr, FusionChoice fusion = {});
+// The kinds of product a CUDA backend for micro-batches (B, T) on GPU `gpu` fuses: as `request`
+// gives them, or timed on the device first (-fused auto), before the backend is made.
+FusionChoice choose_cuda_fusion(const FusionRequest& request, const ModelConfig& cfg, int B, int T, bool bf16,
+                                int gpu = 0);
 // Each kind of product that can be fused, timed fused and plain on the current device at the
 // shapes of the model's layers for micro-batches (B, T) (-fused auto; bench_gpu's table).
 std::vector<ProductTiming> time_cuda_fused_products(const ModelConfig& cfg, int B, int T, bool bf16);

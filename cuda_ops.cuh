@@ -371,9 +371,12 @@ private:
 // that can be fused runs at the shapes of the model's layers for micro-batches (B, T), with its
 // kind fused and then plain (the other kinds plain both times); each time is the median of
 // TIMED_RUNS runs after one untimed run, which also asks cuBLASLt for its algorithm. A kind
-// cuBLASLt refuses has no fused time (NaN). The buffers hold a constant (bytes 0x3C: about
+// cuBLASLt refuses, or cannot be asked for (GELU's auxiliary matrix needs a row stride 4C that
+// is a multiple of 8), has no fused time (NaN). The buffers hold a constant (bytes 0x3C: about
 // 0.011 in bf16 and in fp32) and are freed on return: the backend times before it allocates the
-// model, so the two never share the device's memory. GELU's kinds are timed in bf16 only.
+// model, so the two never share the device's memory. They are 256-byte aligned, where the model's
+// weights and biases lie at any offset: cuBLASLt may pick another algorithm for those. GELU's
+// kinds are timed in bf16 only.
 template <typename Act>
 std::vector<ProductTiming> time_fused_products(const ModelConfig& cfg, int B, int T) {
     constexpr int TIMED_RUNS = 5;
@@ -384,6 +387,8 @@ std::vector<ProductTiming> time_fused_products(const ModelConfig& cfg, int B, in
     DeviceArray<float> dw((size_t)4 * C * C), dbias(4 * C);
     for (DeviceArray<Act>* a : {&in, &out, &pre, &w, &bias})
         cudaCheck(cudaMemsetAsync(a->data(), 0x3C, a->size() * sizeof(Act), ops.stream));
+    for (DeviceArray<float>* a : {&dw, &dbias})
+        cudaCheck(cudaMemsetAsync(a->data(), 0x3C, a->size() * sizeof(float), ops.stream));
     cudaEvent_t start, end;
     cudaCheck(cudaEventCreate(&start));
     cudaCheck(cudaEventCreate(&end));
@@ -408,9 +413,10 @@ std::vector<ProductTiming> time_fused_products(const ModelConfig& cfg, int B, in
     auto time_kind = [&](Epilogue e, const char* layer, const std::function<void()>& op) {
         FusedKinds only_e = NO_KIND_FUSED;
         only_e[e] = true;
+        const bool needs_aux = e == Epilogue::BiasGelu || e == Epilogue::GeluGrad;
         const size_t refused_before = ops.blas->refused_kinds();
         double fused_ms = median_ms(only_e, op);
-        if (ops.blas->refused_kinds() > refused_before) fused_ms = NAN;
+        if (ops.blas->refused_kinds() > refused_before || (needs_aux && !gpu::aux_stride_allowed(4 * C))) fused_ms = NAN;
         timings.push_back({e, layer, fused_ms, median_ms(NO_KIND_FUSED, op)});
     };
     struct Layer {
@@ -439,7 +445,6 @@ std::vector<ProductTiming> time_fused_products(const ModelConfig& cfg, int B, in
         });
     time_kind(Epilogue::BiasGrad, fcproj.name, fcproj_backward);
 
-    ops.finish();
     cudaEventDestroy(start);
     cudaEventDestroy(end);
     return timings;

@@ -27,7 +27,7 @@
 //   shared by all blocks    gradients of activations, attention's row sums, reduction scratch
 // Everything runs in order on one CUDA stream; the host waits only for the loss, the norms and
 // the statistics it returns. Before any of it is allocated, -fused auto times the products that
-// can be fused on buffers of its own, freed before the model is allocated (make_cuda_backend,
+// can be fused on buffers of its own, freed before the model is allocated (choose_cuda_fusion,
 // time_fused_products in cuda_ops.cuh).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -226,18 +226,22 @@ std::vector<ProductTiming> time_cuda_fused_products(const ModelConfig& cfg, int 
     return use_bf16 ? time_fused_products<bf16>(cfg, B, T) : time_fused_products<float>(cfg, B, T);
 }
 
+FusionChoice choose_cuda_fusion(const FusionRequest& request, const ModelConfig& cfg, int B, int T, bool use_bf16,
+                                int gpu) {
+    if (!request.timed) return given_fusion(request, use_bf16);
+    select_cuda_device(gpu);
+    return faster_products(time_cuda_fused_products(cfg, B, T, use_bf16));
+}
+
 std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& cfg, int B, int T, bool use_bf16, int gpu,
-                                           std::shared_ptr<NcclComm> comm, const FusionRequest& fusion) {
+                                           std::shared_ptr<NcclComm> comm, FusionChoice fusion) {
     std::string device;
     if (!cuda_device_available(&device, gpu)) throw InputError("-device cuda: " + device);
     if (B <= 0 || T <= 0 || T > cfg.maxT)
         throw InputError("cuda backend: need B >= 1 and 1 <= T <= maxT = " + std::to_string(cfg.maxT));
     select_cuda_device(gpu);
-    // Timed before the model is allocated, so that the timing's buffers have the device to themselves.
-    FusionChoice fused = fusion.timed ? faster_products(time_cuda_fused_products(cfg, B, T, use_bf16))
-                                      : given_fusion(fusion, use_bf16);
-    if (use_bf16) return std::make_unique<CudaBackend<bf16>>(cfg, B, T, device, std::move(fused), std::move(comm));
-    return std::make_unique<CudaBackend<float>>(cfg, B, T, device, std::move(fused), std::move(comm));
+    if (use_bf16) return std::make_unique<CudaBackend<bf16>>(cfg, B, T, device, std::move(fusion), std::move(comm));
+    return std::make_unique<CudaBackend<float>>(cfg, B, T, device, std::move(fusion), std::move(comm));
 }
 
 std::shared_ptr<NcclComm> make_cuda_comm(ProcessGroup& group, int gpu, size_t num_parameters, double timeout_s) {

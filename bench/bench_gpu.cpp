@@ -310,8 +310,7 @@ int run(const Options& o) {
 
     const std::vector<ProductTiming> timings = time_cuda_fused_products(cfg, B, o.T, o.bf16);
     const FusionChoice fused = faster_products(timings);
-    std::unique_ptr<Backend> model =
-        make_cuda_backend(cfg, B, o.T, o.bf16, 0, nullptr, {false, fused.kinds, "timed by the bench, as -fused auto"});
+    std::unique_ptr<Backend> model = make_cuda_backend(cfg, B, o.T, o.bf16, 0, nullptr, fused);
     std::vector<float> params(num_parameters(cfg));
     init_parameters(cfg, params.data(), 1337);
     model->set_params(params.data());

@@ -8,8 +8,9 @@
 // default) times each kind both ways on the card, at the run's shapes, once at start-up, and
 // keeps the faster; cuBLASLt refusing a kind makes it plain. -fused all asks cuBLASLt for every
 // kind (plain where it refuses), -fused none for none. A resumed run keeps the kinds its
-// config.json recorded, so that it rounds as the run did before. GELU is fused in bf16 only
-// (gelu.cuh): in fp32 the two GELU kinds are always plain.
+// config.json recorded, so that it rounds as the run did before; several ranks do not time
+// (run/resume.h). GELU is fused in bf16 only (gelu.cuh): in fp32 the two GELU kinds are always
+// plain.
 //
 // Host code only: ./train's setup and the CPU tests include it without CUDA.
 #pragma once

@@ -38,11 +38,9 @@ void start_on_every_rank(ProcessGroup& group, Start start) {
 }
 
 // Refuses (InputError on every rank) ranks whose config.json would differ in anything but its
-// "backend" (the thread count or the GPU, which may differ between ranks) and "fused_products"
-// (each rank times the products on its own GPU; config.json keeps rank 0's): every rank must train
+// "backend" (the thread count or the GPU, which may differ between ranks): every rank must train
 // the same model on the same data and schedule.
 inline void check_ranks_agree(ProcessGroup& group, Json config) {
     config.remove("backend");
-    config.remove("fused_products");
     group.check_same_settings(config.lines());
 }

@@ -132,15 +132,20 @@ inline bool resume_from_folder(Run& r) {
 }
 
 // Resuming without -fused given: the kinds of product the run fused, as its config.json records
-// them ("fused_products", CUDA runs only), so that the resumed run rounds as the run did; what
-// -fused asks otherwise (given, or a config.json without the member).
+// them ("fused_products", CUDA runs only), so that the resumed run rounds as the run did; every
+// kind for a CUDA run recorded before the member existed (it fused every kind cuBLASLt took);
+// what -fused asks otherwise (given, or a config.json of a CPU run or none).
 inline FusionRequest resumed_fusion(const TrainOptions& o) {
     const FusionRequest asked = fusion_request(o.fused);
     const std::string path = in_folder(o.out_dir, "config.json");
     std::ifstream in(path);
     if (o.given.count("fused") || !in) return asked;
     const Json saved = read_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), path);
-    const Json* names = saved.kind() == Json::Kind::Object ? saved.get("fused_products") : nullptr;
+    if (saved.kind() != Json::Kind::Object) return asked;  // refused by resumed_config
+    const Json* names = saved.get("fused_products");
+    const Json* backend = saved.get("backend");
+    if (!names && backend && backend->text().rfind("cuda", 0) == 0)
+        return {false, EVERY_KIND_FUSED, "kept from " + path + ", which predates -fused: every kind"};
     if (!names) return asked;
     if (names->kind() != Json::Kind::Array)
         throw InputError(path + ": \"fused_products\" is " + names->str() + ", not a list of kinds of product");
@@ -151,7 +156,7 @@ inline FusionRequest resumed_fusion(const TrainOptions& o) {
                                        kind_list(EVERY_KIND_FUSED) + ")");
         kinds[(Epilogue)kind] = true;
     }
-    return {false, kinds, "kept from the run's start, " + path};
+    return {false, kinds, "kept from " + path};
 }
 
 // Without -resume 1 (or with nothing to resume): the model of -init, a fresh size or a
@@ -227,6 +232,9 @@ inline Run prepare_run(const TrainOptions& o, int ranks) {
         throw InputError("flag -cpu_ops: chooses among the CPU's op sets, but this run is on cuda (give -device cpu)");
     r.resuming = o.resume && resume_from_folder(r);
     r.fusion = r.resuming && gpu ? resumed_fusion(o) : fusion_request(o.fused);
+    if (r.fusion.timed && ranks > 1)  // each rank would time its own GPU and might choose otherwise
+        r.fusion = {false, EVERY_KIND_FUSED, "-fused auto with several ranks: not timed, so that every rank runs the "
+                                             "same products"};
     if (!r.resuming) start_from_init(r, gpu);
     validate_config(r.cfg, "model");
     TrainOptions& s = r.opt;  // the sizes resolved

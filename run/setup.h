@@ -87,7 +87,10 @@ inline std::unique_ptr<Backend> make_backend(const std::string& device, const st
                                              const ModelConfig& cfg, int B, int T, int gpu = 0,
                                              std::shared_ptr<NcclComm> comm = nullptr) {
 #ifdef USE_CUDA
-    if (device == "cuda") return make_cuda_backend(cfg, B, T, precision == "bf16", gpu, std::move(comm), fusion);
+    if (device == "cuda") {
+        const bool bf16 = precision == "bf16";
+        return make_cuda_backend(cfg, B, T, bf16, gpu, std::move(comm), choose_cuda_fusion(fusion, cfg, B, T, bf16, gpu));
+    }
 #else
     (void)fusion;
 #endif

@@ -4,7 +4,7 @@
 # (default 1-4) and each placement of the check (Pre-LN; Peri-LN with Δt = 0.1) it trains a
 # small model for 10 steps twice with the same arguments: ./train on the CPU in fp32, and the
 # CUDA backend in bf16 through the emulation layer (EMU_TRAIN, default build/emu/train: make
-# build/emu/train; docs/simt.md). It prints, for every step, the relative differences
+# build/emu/train; docs/simt.md), every product fused (-fused all, not a timing). It prints, for every step, the relative differences
 # |bf16 − fp32| / |fp32| of the loss and of the gradient norm over the runs: median and largest.
 # Runs on the CPU, about a minute a run on the loaded 2-core development machine.
 set -u
@@ -31,7 +31,7 @@ for seed in $(seq "${seeds%-*}" "${seeds#*-}"); do
     name="seed$seed${flags// /}"
     # shellcheck disable=SC2086
     ./train -device cpu $ARGS -seed "$seed" $flags -out "$work/$name.fp32" >"$work/$name.fp32.log" 2>&1 &&
-      "$EMU_TRAIN" -device cuda -precision bf16 $ARGS -seed "$seed" $flags -out "$work/$name.bf16" >"$work/$name.bf16.log" 2>&1 ||
+      "$EMU_TRAIN" -device cuda -precision bf16 -fused all $ARGS -seed "$seed" $flags -out "$work/$name.bf16" >"$work/$name.bf16.log" 2>&1 ||
       { echo "bf16_spread.sh: $name failed:" >&2; tail -3 "$work/$name".*.log >&2; exit 1; }
     paste -d ' ' <(records_of "$work/$name.fp32") <(records_of "$work/$name.bf16") |
       awk '{d = ($5 - $2) / $2; n = ($6 - $3) / $3; print $1, (d < 0 ? -d : d), (n < 0 ? -n : n)}' >>"$work/differences"

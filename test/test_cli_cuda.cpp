@@ -61,6 +61,19 @@ protected:
         return run(train_command(device, out, extra));
     }
 
+    // The step records of the run in `out`, each cut before its timing ("ms" on): two runs that
+    // computed alike have the same, to the last digit.
+    std::vector<std::string> step_records(const std::string& out) const {
+        std::vector<std::string> records = log_lines(read_file(dir + out + "/log.jsonl"), "\"tok_s\"");
+        for (std::string& r : records) r = r.substr(0, r.find(", \"ms\""));
+        return records;
+    }
+    // Removes the last checkpoint pair (step 6) of the run in `out`: -resume 1 then trains from step 3.
+    void remove_last_checkpoint(const std::string& out) const {
+        std::remove((dir + out + "/model_00000006.bin").c_str());
+        std::remove((dir + out + "/state_00000006.bin").c_str());
+    }
+
     // Runs `command` (a CUDA program) into *r. False when the real ./train finds no device (a
     // machine without a GPU: the test skips); a failure on any other error, and on "no device"
     // from programs named by CUDA_BIN_DIR (the emulated ones always have one).
@@ -182,28 +195,43 @@ TEST_F(CliCuda, ResumeContinuesBitForBit) {
         SCOPED_TRACE("-fused " + fused);
         Result r;
         CUDA_RUN_OR_SKIP(fused, "-fused " + fused, &r);
-        const std::vector<std::string> uninterrupted = log_lines(read_file(dir + fused + "/log.jsonl"), "\"tok_s\"");
-        std::remove((dir + fused + "/model_00000006.bin").c_str());
-        std::remove((dir + fused + "/state_00000006.bin").c_str());
+        const std::vector<std::string> uninterrupted = step_records(fused);
+        remove_last_checkpoint(fused);
         CUDA_RUN_OR_SKIP(fused, "-resume 1", &r);
         EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
-        EXPECT_NE(r.out.find("(kept from the run's start, "), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("(kept from " + dir + fused + "/config.json)"), std::string::npos) << r.out;
         if (fused == "none") EXPECT_NE(r.out.find("fused products: none (kept"), std::string::npos) << r.out;
-        const std::vector<std::string> resumed = log_lines(read_file(dir + fused + "/log.jsonl"), "\"tok_s\"");
-        ASSERT_EQ(resumed.size(), uninterrupted.size());
-        for (size_t i = 0; i < resumed.size(); i++)  // the same loss and gradient norm, to the last digit
-            EXPECT_EQ(resumed[i].substr(0, resumed[i].find(", \"ms\"")),
-                      uninterrupted[i].substr(0, uninterrupted[i].find(", \"ms\"")));
+        EXPECT_EQ(step_records(fused), uninterrupted);  // the same loss and gradient norm, to the last digit
     }
+}
+
+// A CUDA run whose config.json predates "fused_products" fused every kind cuBLASLt took: resumed
+// without -fused it keeps doing so, bit for bit.
+TEST_F(CliCuda, ResumeOfARunWithoutFusedProductsFusesEveryKind) {
+    Result r;
+    CUDA_RUN_OR_SKIP("cuda", "-fused all", &r);
+    const std::vector<std::string> uninterrupted = step_records("cuda");
+    remove_last_checkpoint("cuda");
+    const std::string path = dir + "cuda/config.json";
+    std::string config = read_file(path);
+    const size_t at = config.find("  \"fused_products\": [");
+    ASSERT_NE(at, std::string::npos) << config;
+    config.erase(at, config.find('\n', at) + 1 - at);
+    std::ofstream(path) << config;
+    CUDA_RUN_OR_SKIP("cuda", "-resume 1", &r);
+    EXPECT_NE(r.out.find("fused products: bias, bias + GELU, GELU', bias gradient (kept from " + path +
+                         ", which predates -fused: every kind)"),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(step_records("cuda"), uninterrupted);
 }
 
 // A config.json whose "fused_products" names no kind of product is refused on resume, in one line
 // naming the file.
 TEST_F(CliCuda, ResumeRefusesAnUnknownFusedProduct) {
     Result r;
-    CUDA_RUN_OR_SKIP("cuda", "", &r);
-    std::remove((dir + "cuda/model_00000006.bin").c_str());
-    std::remove((dir + "cuda/state_00000006.bin").c_str());
+    CUDA_RUN_OR_SKIP("cuda", "-fused all", &r);  // "fused_products" not empty, so a name can be added before
+    remove_last_checkpoint("cuda");
     const std::string path = dir + "cuda/config.json";
     std::string config = read_file(path);
     const size_t at = config.find("\"fused_products\": [");

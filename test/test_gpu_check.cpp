@@ -3,7 +3,7 @@
 // binary that runs no test, one that does not know a flag (an old GoogleTest prints its help and
 // runs nothing), a skipped test, a failed one, a missing one, no GoogleTest, no nvidia-smi, no
 // compute-sanitizer, training losses or gradient norms off the CPU reference's, a benchmark whose
-// first loss is far from ln V or whose fused products ran unfused, a sanitizer report with a
+// first loss is far from ln V or that timed no fused product, a sanitizer report with a
 // record. Each is a FAIL row and a non-zero exit; the fakes that behave pass; a sanitizer that
 // cannot start on the device is a skip row. A check stopped by SIGTERM or by its time limit
 // keeps the rows it finished in its results folder; the plans follow the memory nvidia-smi

@@ -193,6 +193,21 @@ TYPED_TEST(TrafficTest, MatmulForwardAndBackward) {
     }
 }
 
+// The plain bias gradient over several chunks of rows (200 rows, where the fixture's 39 make one):
+// stage 1 writes a row of partial sums per chunk, stage 2 adds every row of them.
+TYPED_TEST(TrafficTest, PlainBiasGradientOverSeveralChunks) {
+    using T = TypeParam;
+    const int rows = 200, IC = C, OC = 3 * C;
+    ASSERT_GT(row_chunks(rows), 1);
+    this->ops->fused = NO_KIND_FUSED;
+    auto inp = filled<T>(rows * IC), w = filled<T>(OC * IC), dout = filled<T>(rows * OC), dinp = filled<T>(rows * IC);
+    auto dw = filled<float>(OC * IC), dbias = filled<float>(OC);
+    EXPECT_TRUE(agree(gpu::matmul_backward_traffic<T>(rows, IC, OC, true, GradOut::Write, NO_KIND_FUSED), counted([&] {
+                          this->ops->matmul_backward(dinp.data(), dw.data(), dbias.data(), dout.data(), inp.data(),
+                                                     w.data(), rows, IC, OC, GradOut::Write);
+                      })));
+}
+
 TYPED_TEST(TrafficTest, AddBias) {
     using T = TypeParam;
     const int OC = 3 * C;
@@ -915,9 +930,9 @@ TEST(Ptx, DeclaredResourcesAsPtxas) {
 // kind of product fused) that is not a cuBLAS product, a memset or a copy is a kernel of the
 // project, and each declares its warp instructions and the resources of its blocks: none is
 // rated by its roofline alone, but for the exact attention kernels (fp32, and head sizes without
-// a tensor-core kernel), which are not meant to be fast (docs/cuda.md, "The cost model"). The
-// kernels of the plain kinds of product (add_bias_kernel, bias_backward_kernel) are rated by their
-// bytes alone.
+// a tensor-core kernel), which are not meant to be fast (docs/cuda.md, "The cost model"). With
+// every kind fused, the plain kinds' kernels (add_bias_kernel, bias_backward_kernel, which declare
+// their bytes alone) do not run; the GELU passes, which run in fp32, are checked.
 TEST(CostModel, EveryKernelOfTheStepDeclaresItsIssue) {
     ModelConfig cfg;
     ASSERT_TRUE(named_model_size("d12", &cfg));
