@@ -25,7 +25,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -510,7 +509,7 @@ static std::string take_run_folder(EvalOptions& o) {
     const std::string path = in_folder(o.run_dir, "config.json");
     std::ifstream in(path);
     if (!in) throw InputError("flag -run: " + path + " is missing: " + o.run_dir + " is not a ./train run folder");
-    const Json config = read_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), path);
+    const Json config = read_json(in, path);
     if (config.kind() != Json::Kind::Object) throw InputError("flag -run: " + path + ": not a JSON object");
     std::string taken;
     for (const EvalFlag& flag : eval_flags()) {

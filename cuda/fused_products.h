@@ -84,11 +84,18 @@ struct ProductTiming {
     double fused_ms, plain_ms;
 };
 
+// The names of the kinds set, in Epilogue order (config.json's "fused_products").
+inline std::vector<std::string> fused_kind_names(const FusedKinds& kinds) {
+    std::vector<std::string> names;
+    for (Epilogue e : ALL_EPILOGUES)
+        if (kinds[e]) names.push_back(epilogue_name(e));
+    return names;
+}
+
 // "bias, bias gradient" for the kinds set; "none" for none.
 inline std::string kind_list(const FusedKinds& kinds) {
     std::string list;
-    for (Epilogue e : ALL_EPILOGUES)
-        if (kinds[e]) list += (list.empty() ? "" : ", ") + std::string(epilogue_name(e));
+    for (const std::string& name : fused_kind_names(kinds)) list += (list.empty() ? "" : ", ") + name;
     return list.empty() ? "none" : list;
 }
 

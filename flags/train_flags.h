@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
-#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -206,8 +205,7 @@ inline bool worked_out_from_a_given_flag(const std::string& flag, const std::set
 inline void take_recorded_settings(TrainOptions& o) {
     std::ifstream in(o.config_path);
     if (!in) throw InputError("flag -config: cannot read " + o.config_path);
-    const Json config = read_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()),
-                                  "flag -config: " + o.config_path);
+    const Json config = read_json(in, "flag -config: " + o.config_path);
     if (config.kind() != Json::Kind::Object || !config.get("placement") || !config.get("steps"))
         throw InputError("flag -config: " + o.config_path + " is not the config.json of a ./train run");
     const std::set<std::string> typed = o.given;  // on the command line

@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <iterator>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -140,7 +139,7 @@ inline FusionRequest resumed_fusion(const TrainOptions& o) {
     const std::string path = in_folder(o.out_dir, "config.json");
     std::ifstream in(path);
     if (o.given.count("fused") || !in) return asked;
-    const Json saved = read_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), path);
+    const Json saved = read_json(in, path);
     if (saved.kind() != Json::Kind::Object) return asked;  // refused by resumed_config
     const Json* names = saved.get("fused_products");
     const Json* backend = saved.get("backend");

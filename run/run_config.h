@@ -6,7 +6,6 @@
 #pragma once
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -19,20 +18,16 @@
 #include "flags/train_flags.h"
 
 // The config.json `r` starts with, on `backend`, reading `train` (and `val`, when evaluating):
-// the command line, the backend (on CUDA with the kinds of product it fuses), the model and its origin, the data files and tokens, the
-// ranks and micro-steps, then every flag the table records from its option, at its resolved
-// value. On -resume 1 "model" is what -init says ("" without it); resumed_config then keeps the
+// the command line, the backend (on CUDA with the kinds of product it fuses), the model and its
+// origin, the data files and tokens, the ranks and micro-steps, then every flag the table records
+// from its option, at its resolved value. On -resume 1 "model" is what -init says ("" without it); resumed_config then keeps the
 // run's own.
 inline Json config_json(const Run& r, const Backend& backend, const DataLoader& train, const DataLoader* val) {
     Json j = Json::object();
     j.set("command", Json::string(r.opt.command));
     j.set("backend", Json::string(backend.name()));
-    if (const FusionChoice* fused = backend.fusion()) {
-        Json kinds = Json::array();
-        for (Epilogue e : ALL_EPILOGUES)
-            if (fused->kinds[e]) kinds.push(Json::string(epilogue_name(e)));
-        j.set("fused_products", kinds);
-    }
+    if (const FusionChoice* fused = backend.fusion())
+        j.set("fused_products", Json::array_of(fused_kind_names(fused->kinds)));
     j.set("model", Json::string(r.resuming ? init_origin(r.opt.init) : r.model_origin));
     const Json model = model_json(r.cfg);  // placement, dt, sizes
     for (const auto& [name, value] : model.members()) j.set(name, value);
@@ -125,7 +120,7 @@ inline Json resumed_config(const Run& r, const std::string& path, Json now) {
         if (r.resuming) throw InputError(path + ": missing, so -resume 1 cannot check that it continues the same run");
         return now;
     }
-    const Json saved = read_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), path);
+    const Json saved = read_json(in, path);
     if (saved.kind() != Json::Kind::Object) throw InputError(path + ": not a JSON object");
     check_same_run(saved, now, r.opt, path);
     const std::string checkpoint = numbered(r.opt.out_dir, "model", r.state.steps_done);

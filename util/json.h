@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <istream>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -389,3 +391,7 @@ private:
 
 // The JSON value in `text`; `what` (a file name) begins the InputError for anything else.
 inline Json read_json(const std::string& text, const std::string& what) { return JsonReader::read(text, what); }
+// The JSON value of all that `in` (an open file) holds, as above.
+inline Json read_json(std::istream& in, const std::string& what) {
+    return read_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), what);
+}
