@@ -8,6 +8,7 @@ seeds Welch's t-tests against Peri-LN at its smallest Δt. Writes lr.csv (one ro
 the figure loss_vs_lr.png."""
 import math
 
+import numpy as np
 import pandas as pd
 
 from . import stats
@@ -42,27 +43,21 @@ def failed(rows):
     return (rows.outcome != "ok") | short
 
 
-# A collapse counts as divergence when the run's loss rose at least BLOW_UP nats above its initial
-# (step-0) loss at some step: a blow-up, not a model that learned too little.
-BLOW_UP = 1.0
-
-
 def diverged(rows):
-    """Per run (a boolean Series): did it diverge (claim 6's event, docs/experiments.md, *The third
-    round*)? ./train stopped it (diverged or nonfinite); its last logged training loss is above its
-    step-0 loss (≈ ln V: it ended worse than the uniform predictor); or it collapsed (a final
-    validation loss at or above unigram_ce) after a blow-up, its largest logged loss at least
-    BLOW_UP above its step-0 loss. ./train's own rule waits for the end of its first window; the
-    last two catch a blow-up inside warmup that never recovers."""
+    """Per run (a boolean Series): did it diverge (claim 6's event, docs/protocol.md, *Divergence*)?
+    ./train stopped it (diverged or nonfinite), or it never recovered: its last logged training
+    loss is above its step-0 loss (≈ ln V), so it ended worse than the untrained model. ./train's
+    own rule waits for the end of its first window; the second part catches a blow-up inside warmup
+    that never comes back. Neither part fires in a run that learns (an ok run ends far below its
+    step-0 loss); a blow-up that recovers is a spike, and a run that recovers only to the unigram
+    level is collapsed (`broke`), not diverged."""
     stopped = rows.outcome.isin(["diverged", "nonfinite"])
-    unrecovered = rows.final_train_loss > rows.first_train_loss
-    blew_up = rows.max_loss >= rows.first_train_loss + BLOW_UP
-    return stopped | unrecovered | ((rows.outcome == "collapsed") & blew_up)
+    return stopped | (rows.final_train_loss > rows.first_train_loss)
 
 
 def broke(rows):
-    """Per run: claim 6's broad secondary event, diverged or any collapse (a collapse without a
-    blow-up is under-learning as often as instability)."""
+    """Per run: claim 6's broad secondary event, diverged or collapsed (ended at or above unigram_ce:
+    at the learning rates of E3 the model died to a unigram predictor, with or without a blow-up)."""
     return diverged(rows) | (rows.outcome == "collapsed")
 
 
@@ -73,15 +68,56 @@ def learns_at(rows):
     return {lr: bool(flags[got.lr == lr].sum() * 2 < (got.lr == lr).sum()) for lr in sorted(set(got.lr))}
 
 
-def matched_lrs(runs):
-    """The matched learning rates (docs/experiments.md, *The third round*): of the learning rates at
-    which every Pre- and Peri-LN configuration of `runs` learns (learns_at), the two largest, in
-    increasing order; with the whole matched set. ([], matched set) with fewer than two."""
+def learning_range(runs):
+    """The learning rates at which every Pre- and Peri-LN configuration of `runs` learns (learns_at),
+    in increasing order: where the fourth round's E1 tests compare them (docs/protocol.md)."""
     configurations = [learns_at(group) for _, group in groups(recorded(runs[runs.ln.isin(BRACKETED)]), CONFIG)]
     if not configurations:
-        return [], []
-    common = sorted(lr for lr in configurations[0] if all(c.get(lr, False) for c in configurations))
+        return []
+    return sorted(lr for lr in configurations[0] if all(c.get(lr, False) for c in configurations))
+
+
+def matched_lrs(runs):
+    """The third round's matched learning rates (`--lr-from-rule matched`): the two largest of the
+    learning range, in increasing order, with the whole range; ([], range) with fewer than two."""
+    common = learning_range(runs)
     return (common[-2:] if len(common) >= 2 else []), common
+
+
+def amplification(runs, layers):
+    """Per finished run with ./eval's layers: the absolute amplification of input noise (the W2
+    bound at X_L over the one at X_0) and the relative one (./eval's, divided by the stream's
+    growth): `runs` with the columns absolute_amplification and relative_amplification_L."""
+    done = finished(runs)
+    if layers is None or not len(layers) or not len(done):
+        return done.assign(absolute_amplification=math.nan)
+    first = layers[layers.layer == 0].set_index("run").w2_bound
+    return done.assign(absolute_amplification=done.w2_bound_L / done.run.map(first))
+
+
+def placement_pairs(runs, layers):
+    """Claim 5's pairs: finished Pre- and Peri-LN runs of the same Δt, lr and seed side by side, with
+    log_absolute = ln(absolute amplification Pre / Peri) and log_relative likewise (amplification)."""
+    got = amplification(runs, layers)
+    pairs = got[got.ln == "pre"].merge(got[got.ln == "peri"], on=["dt", "lr", "seed"], suffixes=("_pre", "_peri"))
+    return pairs.assign(
+        log_absolute=np.log(pairs.absolute_amplification_pre / pairs.absolute_amplification_peri),
+        log_relative=np.log(pairs.relative_amplification_L_pre / pairs.relative_amplification_L_peri)
+    ).dropna(subset=["log_absolute"])
+
+
+def dt_pairs(runs):
+    """Claim 3's pairs: finished runs of the same placement, lr and seed at the two Δt side by side
+    (suffixes _small and _large), with log_mean_abs = ln(mean|X_L| at the larger Δt / at the
+    smaller) and log_entry_var likewise."""
+    done = finished(runs[runs.ln.isin(BRACKETED)])
+    dts = sorted(set(done.dt))
+    if len(dts) != 2:
+        return done.iloc[0:0].assign(log_mean_abs=[], log_entry_var=[])
+    pairs = done[done.dt == dts[0]].merge(done[done.dt == dts[1]], on=["ln", "lr", "seed"],
+                                          suffixes=("_small", "_large"))
+    return pairs.assign(log_mean_abs=np.log(pairs.mean_abs_L_large / pairs.mean_abs_L_small),
+                        log_entry_var=np.log(pairs.entry_var_L_large / pairs.entry_var_L_small))
 
 
 def divergence_edge(runs):
@@ -350,18 +386,10 @@ def edge_lines(runs, lrs):
     lr, edge = pre_ln_edge(runs)
     if edge is not None:
         lines += ["", "Pre-LN, both Δt together, fails in half its runs at " + edge_text(edge) + "."]
-    found, edge = divergence_edge(runs)
-    if edge is not None:
-        lines += ["", "Pre-LN, both Δt together, diverges (stopped, its last training loss above its first, or "
-                  "collapsed after a blow-up) in half its runs at " + edge_text(edge) +
-                  (f": E3 runs at {', '.join(map(fmt_num, found))}." if found else
-                   ": E3 has no learning rates from this grid.")]
-    matched, common = matched_lrs(runs)
-    if common or matched:
-        lines += ["", "Every Pre- and Peri-LN configuration learns (fewer than half its runs fail) at " +
-                  (", ".join(map(fmt_num, common)) or "no learning rate") +
-                  (f": E2 runs at the matched learning rates {' and '.join(map(fmt_num, matched))}." if matched else
-                   ": fewer than two matched learning rates, E2 has none from this grid.")]
+    common = learning_range(runs)
+    lines += ["", "Every Pre- and Peri-LN configuration learns (fewer than half its runs fail) at " +
+              (", ".join(map(fmt_num, common)) or "no learning rate") +
+              ": the learning range, where the claims compare them (docs/protocol.md)."]
     add, why = extension(runs)
     lines += ["", "The grid brackets every Pre- and Peri-LN edge." if not why else
               "The grid does not bracket yet: " + "; ".join(why) +

@@ -216,6 +216,37 @@ def ratio_test(small, large):
 
 
 # ---------------------------------------------------------------------------------------------
+# Inside deep runs (claims 1 and 2, docs/protocol.md)
+
+DEEP_COLUMNS = ["run", "ln", "dt", "lr", "depth", "seed", "outcome", "gated", "rate", "power_mean", "power_var"]
+
+
+def deep_half(runs, tables):
+    """Per finished run with ./eval's layers, over the deep half l ∈ [L/2, L] of its stream after
+    training: `rate`, the least-squares slope of ln mean|X_l| against l (an exponential's rate per
+    block), and `power_mean`, `power_var`, the slopes of ln mean|X_l| and ln entry_var_l against ln l
+    (the local powers of l that a linear and a quadratic law keep at or below 1 and 2)."""
+    layers = profiles(tables.layers)
+    got = recorded(runs)
+    rows = []
+    for run, is_gated in zip(got.itertuples(), gated(got)):
+        mine = layers.get(run.run)
+        if mine is None or run.outcome not in FINISHED:
+            continue
+        depth = depth_of(run, mine)
+        deep = mine[(mine.layer >= depth / 2) & (mine.layer <= depth)]
+        l = deep.layer.to_numpy(dtype=float)
+        if len(l) < 3 or (deep.mean_abs <= 0).any() or (deep.entry_var <= 0).any():
+            continue
+        mean, var = np.log(deep.mean_abs.to_numpy(dtype=float)), np.log(deep.entry_var.to_numpy(dtype=float))
+        rows.append(dict(run=run.run, ln=run.ln, dt=run.dt, lr=run.lr, depth=depth, seed=run.seed,
+                         outcome=run.outcome, gated=bool(is_gated), rate=float(np.polyfit(l, mean, 1)[0]),
+                         power_mean=float(np.polyfit(np.log(l), mean, 1)[0]),
+                         power_var=float(np.polyfit(np.log(l), var, 1)[0])))
+    return pd.DataFrame(rows, columns=DEEP_COLUMNS)
+
+
+# ---------------------------------------------------------------------------------------------
 # The intervention (intervene.py)
 
 SLOPE_COLUMNS = ["run", "ln", "dt", "lr", "depth", "seed", "slope", "slope_deep", "at_block_1"]

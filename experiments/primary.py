@@ -1,20 +1,30 @@
-"""The primary tests of the claims (docs/experiments.md, *The third round, pre-registered*), each a
-function of a small table with one row per run (or per pair of runs) at one learning rate, and
-the rule that joins a test made at each matched learning rate into one. claim_rows.py builds the
-tables from the published experiments; power.py and test_claims build them from simulated runs
-and call the same functions.
+"""The primary tests of the claims (docs/protocol.md, *The primary tests*), each a function of a
+small table with one row per run (or per pair of runs), and the rules that join tests made in
+several cells or at several learning rates into one. claim_rows.py builds the tables from the
+published experiments; power.py and test_claims build them from simulated runs and call the same
+functions.
 
 Every test returns a Primary: its two-sided p (None when it cannot be made, with `why`), the
-direction its estimate points (CLAIMED, OPPOSITE, or MIXED when the matched learning rates
-disagree) and its effect size in words."""
+direction its estimate points and its effect size in words. The directions:
+
+    CLAIMED       the way the claim says
+    OPPOSITE      the other way
+    CONSTRUCTION  the way the claim says, but no further than algebra alone puts it (claim 3:
+                  LayerNorm's scale invariance and the Δt scaling; docs/protocol.md, *What holds by
+                  construction*): never a verdict of supported
+
+A placement effect pooled over anything but placement (learning rate, Δt, depth, weight decay) is
+estimated within cells of those variables: cell fixed effects (stats.cell_contrast, cells_mean,
+cell_slopes), strata whose directions must agree (both), or a range of learning rates over which
+the direction must hold everywhere (over_range)."""
 from collections import namedtuple
 
 import numpy as np
 
 from . import stats
-from .e2 import ratio_test
+from .grid import fmt_num
 
-CLAIMED, OPPOSITE, MIXED = "claimed", "opposite", "mixed"
+CLAIMED, OPPOSITE, CONSTRUCTION = "claimed", "opposite", "construction"
 Primary = namedtuple("Primary", "p direction effect why", defaults=(None,))
 
 
@@ -31,187 +41,273 @@ def ci(est, low, high, spec=".2g"):
 
 
 def both(parts):
-    """A claim that needs several things at once (an intersection-union test): its direction is
-    claimed when every part points the claimed way, with the largest of their p's; else the
-    evidence against it, the smallest p of the parts that point the other way."""
+    """A claim that needs several things at once (an intersection-union test): claimed when every
+    part points the claimed way, with the largest of their p's; against when any part points the
+    other way, with the smallest p of those parts times their number (Bonferroni: "against in at
+    least one part" is a union); otherwise (some part only as far as the construction) the
+    construction, with the largest p. A part not tested makes the whole not tested."""
     if any(p.p is None for p in parts):
         return next(p for p in parts if p.p is None)
+    effect = "; ".join(p.effect for p in parts)
     against = [p for p in parts if p.direction == OPPOSITE]
     if against:
-        return Primary(min(p.p for p in against), OPPOSITE, "; ".join(p.effect for p in parts))
-    return Primary(max(p.p for p in parts), CLAIMED, "; ".join(p.effect for p in parts))
+        return Primary(min(1.0, len(parts) * min(p.p for p in against)), OPPOSITE, effect)
+    if all(p.direction == CLAIMED for p in parts):
+        return Primary(max(p.p for p in parts), CLAIMED, effect)
+    return Primary(max(p.p for p in parts), CONSTRUCTION, effect)
 
 
-def agreeing(per_lr):
-    """One test made at each matched learning rate ({lr: Primary}), joined: the direction must be the
-    same at every one (then p is the largest of theirs); where they disagree the direction is
-    MIXED (p the largest too, and the verdict inconclusive). Fewer than two learning rates, or a
-    test not made at one of them: not tested."""
-    if len(per_lr) < 2:
-        return not_tested("fewer than two matched learning rates")
+def over_range(per_lr):
+    """One test made at every learning rate of a range ({lr: Primary}), joined by `both`: the
+    verdict follows the whole range. The effect says where the direction holds and where it
+    flips (the learning rates of each direction), then each learning rate's effect."""
+    if not per_lr:
+        return not_tested("no learning rate at which every compared configuration learns")
     for lr, p in per_lr.items():
         if p.p is None:
-            return not_tested(f"at lr {lr:g}: {p.why}")
-    directions = {p.direction for p in per_lr.values()}
-    effect = "; ".join(f"lr {lr:g}: {p.effect}" for lr, p in per_lr.items())
-    return Primary(max(p.p for p in per_lr.values()), directions.pop() if len(directions) == 1 else MIXED, effect)
+            return not_tested(f"at lr {fmt_num(lr)}: {p.why}")
+    joined = both(list(per_lr.values()))
+    where = {d: [fmt_num(lr) for lr, p in per_lr.items() if p.direction == d] for d in (CLAIMED, OPPOSITE, CONSTRUCTION)}
+    scope = "; ".join(f"{name} at lr {', '.join(lrs)}" for name, lrs in
+                      (("claimed", where[CLAIMED]), ("opposite", where[OPPOSITE]),
+                       ("no further than the construction", where[CONSTRUCTION])) if lrs)
+    return joined._replace(effect=f"{scope} — " + "; ".join(f"lr {fmt_num(lr)}: {p.effect}"
+                                                           for lr, p in per_lr.items()))
+
+
+def from_test(found, claimed_if_positive, text):
+    """A Primary from a (estimate, low, high, p, ...) tuple of stats, claimed when the estimate is
+    positive (or negative, with claimed_if_positive False)."""
+    est, low, high, p = found[:4]
+    return Primary(p, direction((est > 0) == claimed_if_positive), f"{text} {ci(est, low, high)}")
 
 
 # ---------------------------------------------------------------------------------------------
-# E2: growth with depth (rows: ln, depth, and the value X_L of one gated run)
+# Claims 1 and 2: growth inside deep runs (E2; rows: ln, lr, depth and per run `rate`, the slope
+# of ln mean|X_l| over l ∈ [L/2, L], and `power_mean`, `power_var`, the slopes of ln mean|X_l| and
+# ln entry_var_l against ln l there)
 
-def placement_depths(rows, column):
-    """{ln: (depths, ln X_L)} of the positive, finite values of `column`, per placement."""
-    out = {}
-    for ln in ("pre", "peri"):
-        values = rows[column].astype(float)
-        mine = rows[(rows.ln == ln) & np.isfinite(values) & (values > 0)]
-        out[ln] = (mine.depth.to_numpy(dtype=float), np.log(mine[column].to_numpy(dtype=float)))
-    return out
+# An exponential keeps its rate per block as L doubles, a power law (linear growth too) halves it:
+# the test of claim 1's second part is against the middle, 3/4.
+KEPT_RATE = 0.75
 
 
-def growth_difference(rows, column="mean_abs"):
-    """Claim 1: ln X_L = α_pl + p_pl·ln L + r_pl·L fitted jointly to both placements (one residual
-    variance), the t-test of r_pre − r_peri = 0; claimed when Pre-LN's r is the larger."""
-    data = placement_depths(rows, column)
-    if any(len(set(L)) < 3 for L, _ in data.values()):
-        return not_tested("fewer than three depths of a placement's runs")
-    L = np.concatenate([data["pre"][0], data["peri"][0]])
-    y = np.concatenate([data["pre"][1], data["peri"][1]])
-    pre = np.concatenate([np.ones(len(data["pre"][0])), np.zeros(len(data["peri"][0]))])
-    fit = stats.ols([np.ones_like(L), pre, np.log(L), pre * np.log(L), L, pre * L], y)
-    if fit is None:
-        return not_tested("the joint fit is singular")
-    d, low, high = stats.coefficient_ci(fit, 5)
-    return Primary(float(fit[2][5]), direction(d > 0), f"r_pre − r_peri = {ci(d, low, high)} per block")
+def deep_growth(rows):
+    """Claim 1: (a) the placement contrast of the deep-half rate, Pre- minus Peri-LN within cells of
+    (lr, L) (cell fixed effects), claimed when Pre-LN's is the larger; (b) Pre-LN's rate as L doubles:
+    mean rate at 2L − 3/4·(mean rate at L) at each lr (Welch–Satterthwaite), the lrs averaged alike,
+    claimed when positive (an exponential keeps its rate, linear or power growth halves it). Both
+    parts (intersection)."""
+    rows = rows[np.isfinite(rows.rate.astype(float))]
+    if not len(rows[rows.ln == "pre"]) or not len(rows[rows.ln == "peri"]):
+        return not_tested("no finished deep run of a placement")
+    cells = list(zip(rows.lr, rows.depth))
+    found = stats.cell_contrast(cells, rows.rate, rows.ln == "pre")
+    if found is None:
+        return not_tested("no (lr, L) cell with runs of both placements")
+    contrast = from_test(found, True, "rate Pre − Peri within (lr, L) per block")
+    pre = rows[rows.ln == "pre"]
+    depths = sorted(set(pre.depth))
+    if len(depths) != 2 or depths[1] != 2 * depths[0]:
+        return not_tested("Pre-LN's deep runs are not at two depths L and 2L")
+    lrs = sorted(set(pre.lr))
+    # Each lr's difference weighted alike: Σ_lr (mean rate at 2L − KEPT_RATE·mean rate at L) / lrs.
+    terms = [(sign / len(lrs), pre[(pre.lr == lr) & (pre.depth == depth)].rate)
+             for lr in lrs for sign, depth in ((1.0, depths[1]), (-KEPT_RATE, depths[0]))]
+    kept = stats.combined_means(terms)
+    if kept is None:
+        return not_tested("fewer than two Pre-LN runs at a depth and lr, or no spread")
+    doubling = from_test(kept, True, f"Pre-LN rate at L = {depths[1]} − {KEPT_RATE:g}·rate at L = {depths[0]}")
+    return both([contrast, doubling])
 
 
-def power_of_depth(L, y):
-    """ln X_L = α + p·ln L: the ols() fit, or None."""
-    return stats.ols([np.ones_like(L), np.log(L)], y)
+BOUNDS = {"power_mean": 1.0, "power_var": 2.0}
+BOUND_NAMES = {"power_mean": "mean\\|X_l\\|", "power_var": "entry_var"}
 
 
-def bound_part(fit, bound, name, below):
-    """One part of claim 2: the power p of L against `bound`, claimed when it lies below (or, with
-    below False, above) it."""
-    p = float(fit[0][1])
-    return Primary(stats.coefficient_test(fit, 1, bound), direction((p < bound) == below), f"{name} ∝ L^{p:.2g}")
+def pre_outside_bounds(rows):
+    """Claim 2, the part the data can refuse: Pre-LN's local powers over the deep half against the
+    bounds Peri-LN holds by construction (1 for mean|X_l|, 2 for entry_var), averaged over the cells
+    of (lr, L) alike (cells_mean). Claimed when either power lies above its bound (a union: twice
+    the smaller p of those above); against when both lie below (the larger of their p's)."""
+    pre = rows[rows.ln == "pre"]
+    if not len(pre):
+        return not_tested("no finished deep Pre-LN run")
+    parts = {}
+    for column, bound in BOUNDS.items():
+        found = stats.cells_mean(list(zip(pre.lr, pre.depth)), pre[column], bound)
+        if found is None:
+            return not_tested("fewer than two degrees of freedom in Pre-LN's deep runs")
+        parts[column] = found
+    above = [f for f, (c, b) in zip(parts.values(), BOUNDS.items()) if f[0] > b]
+    effect = "; ".join(f"Pre-LN {BOUND_NAMES[c]} ∝ l^"
+                       f"{ci(f[0], f[1], f[2])} (bound {b:g})" for (c, b), f in zip(BOUNDS.items(), parts.values()))
+    if above:
+        return Primary(min(1.0, 2 * min(f[3] for f in above)), CLAIMED, effect)
+    return Primary(max(f[3] for f in parts.values()), OPPOSITE, effect)
 
 
-def bounds(rows):
-    """Claim 2: Peri-LN's mean|X_L| grows at most like L and its entry_var like L² (t-tests of the
-    powers against 1 and 2, both below), and Pre-LN violates a bound (either power above it: the
-    union's p is twice the smaller p of those above); the intersection of the three. The effect
-    names each part's direction, so that a verdict says which part decided it."""
-    fits = {}
-    for column in ("mean_abs", "entry_var"):
-        for ln, (L, y) in placement_depths(rows, column).items():
-            fits[ln, column] = power_of_depth(L, y) if len(set(L)) >= 3 else None
-    if any(f is None for f in fits.values()):
-        return not_tested("fewer than three depths of a placement's runs")
-    peri = [bound_part(fits["peri", "mean_abs"], 1.0, "Peri-LN mean\\|X_L\\|", True),
-            bound_part(fits["peri", "entry_var"], 2.0, "Peri-LN entry_var", True)]
-    pre = [bound_part(fits["pre", "mean_abs"], 1.0, "Pre-LN mean\\|X_L\\|", False),
-           bound_part(fits["pre", "entry_var"], 2.0, "Pre-LN entry_var", False)]
-    above = [p for p in pre if p.direction == CLAIMED]
-    effect = " and ".join(p.effect for p in pre)
-    violated = (Primary(min(1.0, 2 * min(p.p for p in above)), CLAIMED, effect) if above else
-                Primary(max(p.p for p in pre), OPPOSITE, effect))
-    within = both(peri)
-    joined = both(peri + [violated])
-    said = (f"Peri-LN {'within' if within.direction == CLAIMED else 'outside'} its bounds ({within.effect}, "
-            f"p = {within.p:.2g}); Pre-LN {'outside' if violated.direction == CLAIMED else 'within'} them "
-            f"({violated.effect}, p = {violated.p:.2g})")
-    return joined._replace(effect=said)
+def peri_within_bounds(rows):
+    """Claim 2's Peri-LN half, reported beside the test (it holds by construction given the learned
+    gains, docs/protocol.md): its local powers averaged over the cells, as pre_outside_bounds."""
+    peri = rows[rows.ln == "peri"]
+    found = {c: stats.cells_mean(list(zip(peri.lr, peri.depth)), peri[c], b) for c, b in BOUNDS.items()} if len(peri) \
+        else {}
+    if not found or any(f is None for f in found.values()):
+        return "no finished deep Peri-LN run"
+    return "; ".join(f"Peri-LN {BOUND_NAMES[c]} ∝ l^{ci(f[0], f[1], f[2])}"
+                     for c, f in found.items())
 
 
-def dt_tightens_in(pairs, name):
-    """Claim 3 in one placement: pairs of the same depth and seed at Δt = 0.1 and 1 (columns
-    QUANTITY_small, QUANTITY_large): sign tests of X_L(0.1) < X_L(1) for mean_abs and entry_var,
-    both."""
-    if not len(pairs):
-        return not_tested(f"no {name} depth and seed with runs at both Δt")
+# ---------------------------------------------------------------------------------------------
+# Claim 3: Δt < 1 against what the construction gives (E1 pairs of the same placement, lr and
+# seed at the two Δt: columns log_mean_abs, log_entry_var = ln X_L(Δt = 1)/X_L(Δt small))
+
+def dt_unit(values, construction, name):
+    """One placement at one learning rate and one quantity: the mean log ratio (Student's t) against
+    the construction's ln(1/Δt) (or 2·ln(1/Δt) for a variance): claimed above it, the construction
+    between 0 and it, against below 0 (Δt < 1 loosens)."""
+    above = stats.mean_test(values, construction)
+    if above is None:
+        return not_tested(f"fewer than two pairs of {name}")
+    mean, low, high, p_above = above
+    text = f"{name} ×{np.exp(mean):.3g} (95% CI ×{np.exp(low):.3g} to ×{np.exp(high):.3g}; construction ×" \
+           f"{np.exp(construction):.3g})"
+    if mean > construction:
+        return Primary(p_above, CLAIMED, text)
+    if mean < 0:
+        return Primary(stats.mean_test(values, 0.0)[3], OPPOSITE, text)
+    return Primary(p_above, CONSTRUCTION, text)
+
+
+def dt_beyond_construction(pairs, dt_small):
+    """Claim 3 at one learning rate: per placement and quantity (dt_unit), both placements and both
+    quantities (intersection)."""
+    construction = float(np.log(1 / dt_small))
     parts = []
-    for q in ("mean_abs", "entry_var"):
-        t = ratio_test(pairs[f"{q}_small"], pairs[f"{q}_large"])
-        parts.append(Primary(t["p"], direction(t["smaller"] * 2 > t["pairs"]),
-                             f"{name} {q}: smaller in {t['smaller']} of {t['pairs']} pairs, ×{t['ratio']:.2g}"))
+    for ln, label in (("pre", "Pre-LN"), ("peri", "Peri-LN")):
+        mine = pairs[pairs.ln == ln]
+        parts.append(dt_unit(mine.log_mean_abs, construction, f"{label} mean\\|X_L\\|"))
+        parts.append(dt_unit(mine.log_entry_var, 2 * construction, f"{label} entry_var"))
     return both(parts)
 
 
-def dt_tightens(pairs):
-    """Claim 3: an intersection over the placements (rows: ln and the pair's columns), each tested
-    on its own pairs (dt_tightens_in): supported only when both are tighter at Δt = 0.1, against
-    when either is looser. Peri-LN's ratio is ≈ 1/Δt by construction, so Pre-LN's half carries
-    the information (docs/experiments.md, *Review of the pre-registration*)."""
-    return both([dt_tightens_in(pairs[pairs.ln == ln], name) for ln, name in (("pre", "Pre-LN"), ("peri", "Peri-LN"))])
+# ---------------------------------------------------------------------------------------------
+# Claim 4: sensitivity against activations within cells (E1's finished runs: ln, dt, lr,
+# mean_abs_L, sens_mean_max)
 
-
-def natural_slopes(runs):
-    """Claim 4 (natural variation): over finished runs (rows: ln, mean_abs_L, sens_mean_max) at many
-    learning rates and seeds, ln(largest block sensitivity) = a_pl + b_pl·ln mean|X_L| fitted
-    jointly to both placements (one residual variance), the t-test of b_pre − b_peri = 0; claimed
-    when Pre-LN's slope is the larger (Peri-LN's claim predicts b_peri ≈ 0)."""
+def usable_slopes(runs):
     keep = runs[(runs.mean_abs_L > 0) & (runs.sens_mean_max > 0) & runs.ln.isin(["pre", "peri"])]
-    counts = {ln: len(keep[keep.ln == ln]) for ln in ("pre", "peri")}
+    return keep, np.log(keep.mean_abs_L.to_numpy(dtype=float)), np.log(keep.sens_mean_max.to_numpy(dtype=float))
+
+
+def within_cell_slopes(runs):
+    """Claim 4: ln(largest block sensitivity) = μ_cell + b_pl·ln mean|X_L| with a cell for each
+    (placement, Δt, lr): only the seeds' natural variation inside a cell informs b (a learning
+    rate that moves both sides cannot); the t-test of b_pre − b_peri = 0, claimed when Pre-LN's
+    slope is the larger (Peri-LN's claim predicts b_peri ≈ 0)."""
+    keep, x, y = usable_slopes(runs)
+    counts = {ln: int((keep.ln == ln).sum()) for ln in ("pre", "peri")}
     if min(counts.values()) < 3:
         return not_tested("fewer than three finished runs of a placement with a sensitivity")
-    x = np.log(keep.mean_abs_L.to_numpy(dtype=float))
-    y = np.log(keep.sens_mean_max.to_numpy(dtype=float))
+    found = stats.cell_slopes(list(zip(keep.ln, keep.dt, keep.lr)), x, y, (keep.ln == "pre").to_numpy())
+    if found is None:
+        return not_tested("the within-cell fit is singular")
+    d, low, high, p, b_pre, b_peri = found
+    return Primary(p, direction(d > 0), f"b_pre − b_peri = {ci(d, low, high)} (b_pre {b_pre:.2g}, b_peri "
+                                        f"{b_peri:.2g}; {counts['pre']} and {counts['peri']} runs)")
+
+
+def pooled_slopes(runs):
+    """Claim 4 as the third round tested it (a secondary row): the same slopes fitted over every
+    run of a placement at once, so that learning rates with large activations and large
+    sensitivities make a slope even where no seed inside a cell shows one (confounded)."""
+    keep, x, y = usable_slopes(runs)
+    if min((keep.ln == ln).sum() for ln in ("pre", "peri")) < 3:
+        return not_tested("fewer than three finished runs of a placement with a sensitivity")
     pre = (keep.ln == "pre").to_numpy(dtype=float)
     fit = stats.ols([np.ones_like(x), pre, x, pre * x], y)
     if fit is None:
         return not_tested("the joint fit is singular")
     d, low, high = stats.coefficient_ci(fit, 3)
-    peri_slope = float(fit[0][2])
-    return Primary(float(fit[2][3]), direction(d > 0),
-                   f"b_pre − b_peri = {ci(d, low, high)} (b_peri {peri_slope:.2g}; {counts['pre']} and "
-                   f"{counts['peri']} runs)")
+    return Primary(float(fit[2][3]), direction(d > 0), f"pooled b_pre − b_peri = {ci(d, low, high)}")
 
 
-def slope_difference(slopes):
-    """Claim 4's secondary (its sign is set by construction: Pre-LN's in (0, 1), Peri-LN's 0): the
-    slope of ln(largest block sensitivity over blocks 2..L) against ln k per gated
-    checkpoint (rows: ln, slope_deep), Welch's test of Pre- against Peri-LN; claimed when Pre-LN's
+# ---------------------------------------------------------------------------------------------
+# Claim 5: noise amplification, Pre- against Peri-LN (E1 pairs of the same Δt, lr and seed:
+# log_absolute = ln(absolute amplification Pre / Peri), log_relative likewise)
+
+def amplification_at(pairs, column="log_absolute"):
+    """Claim 5 at one learning rate: the mean log ratio Pre/Peri over the Δt cells alike (cells_mean),
+    claimed when positive (Peri-LN amplifies less)."""
+    found = stats.cells_mean(pairs.dt, pairs[column])
+    if found is None:
+        return not_tested("fewer than two pairs beyond the Δt cells")
+    mean, low, high, p, _ = found
+    return Primary(p, direction(mean > 0), f"Pre/Peri ×{np.exp(mean):.2g} (95% CI ×{np.exp(low):.2g} to "
+                                           f"×{np.exp(high):.2g}, {len(pairs)} pairs)")
+
+
+def amplification_at_two(pairs, lrs):
+    """Claim 5 as the third round tested it (a secondary row): the sign test at the two largest
+    learning rates only, their directions agreeing (the learning rates were chosen where the
+    placements part, so a direction that flips below them is not seen)."""
+    parts = []
+    for lr in lrs:
+        mine = pairs[pairs.lr == lr]
+        k, n = int((mine.log_absolute > 0).sum()), len(mine)
+        if not n:
+            return not_tested(f"no pair at lr {fmt_num(lr)}")
+        parts.append(Primary(stats.sign_test(k, n), direction(2 * k > n), f"lr {fmt_num(lr)}: {k} of {n}"))
+    if len({p.direction for p in parts}) > 1:
+        return Primary(max(p.p for p in parts), None, "; ".join(p.effect for p in parts))
+    return Primary(max(p.p for p in parts), parts[0].direction, "; ".join(p.effect for p in parts))
+
+
+# ---------------------------------------------------------------------------------------------
+# Claim 6: divergence as a dose-response (E3's runs: ln, dt, wd, lr and `diverged`)
+
+def divergence_shift(runs):
+    """Claim 6a in one Δt: the 50% divergence learning rate of Peri-LN against Pre-LN's (a logistic
+    curve in ln lr, one per weight decay, one slope; stats.logistic_shift), claimed when Peri-LN's
     is the larger."""
-    pre = slopes[slopes.ln == "pre"].slope_deep.dropna()
-    peri = slopes[slopes.ln == "peri"].slope_deep.dropna()
-    test = stats.welch(pre, peri)
-    if test is None:
-        return not_tested("fewer than two intervened checkpoints of a placement")
-    d, low, high = stats.welch_ci(pre, peri)
-    return Primary(test[1], direction(d > 0), f"slope over blocks 2..L, Pre − Peri = {ci(d, low, high)}")
+    found = stats.logistic_shift(np.log(runs.lr.to_numpy(dtype=float)), runs.diverged.to_numpy(dtype=float),
+                                 (runs.ln == "peri").to_numpy(), runs.wd)
+    if found is None:
+        return not_tested("no dose-response: the fitted slope in ln lr is not positive")
+    return Primary(found["p"], direction(found["ratio"] > 1),
+                   f"Peri-LN's 50% lr ×{found['ratio']:.3g} Pre-LN's (95% CI ×{found['low']:.3g} to "
+                   f"×{found['high']:.3g})")
 
 
-def amplification(pairs):
-    """Claim 5: pairs of both placements at the same Δt, depth and seed (columns
-    absolute_amplification_pre, _peri): the sign test of Peri-LN's absolute amplification below
-    Pre-LN's."""
-    if not len(pairs):
-        return not_tested("no Δt, depth and seed with runs of both placements")
-    t = ratio_test(pairs.absolute_amplification_peri, pairs.absolute_amplification_pre)
-    return Primary(t["p"], direction(t["smaller"] * 2 > t["pairs"]),
-                   f"Peri-LN smaller in {t['smaller']} of {t['pairs']} pairs, Pre/Peri ×{t['ratio']:.2g}")
+def weight_decay_shift(runs):
+    """Claim 6b in one Δt: Pre-LN's 50% divergence learning rate without weight decay against with it
+    (stats.logistic_shift), claimed when it is the smaller (without weight decay Pre-LN diverges at
+    smaller learning rates)."""
+    pre = runs[runs.ln == "pre"]
+    wds = sorted(set(pre.wd))
+    if len(wds) != 2:
+        return not_tested("Pre-LN's runs are not at two weight decays")
+    found = stats.logistic_shift(np.log(pre.lr.to_numpy(dtype=float)), pre.diverged.to_numpy(dtype=float),
+                                 (pre.wd == wds[0]).to_numpy())
+    if found is None:
+        return not_tested("no dose-response: the fitted slope in ln lr is not positive")
+    return Primary(found["p"], direction(found["ratio"] < 1),
+                   f"Pre-LN's 50% lr at wd {fmt_num(wds[0])} ×{found['ratio']:.3g} its lr at wd {fmt_num(wds[1])} "
+                   f"(95% CI ×{found['low']:.3g} to ×{found['high']:.3g})")
+
+
+def per_dt(runs, test):
+    """A test made in each Δt stratum of `runs` apart, both strata the same way (both)."""
+    dts = sorted(set(runs.dt), reverse=True)
+    if len(dts) < 2:
+        return not_tested("fewer than two Δt")
+    parts = [test(runs[runs.dt == dt]) for dt in dts]
+    return both([p._replace(effect=f"Δt = {fmt_num(dt)}: {p.effect}") for dt, p in zip(dts, parts)])
 
 
 # ---------------------------------------------------------------------------------------------
-# E3: divergence counts (flags: one boolean per run)
-
-def more_often(first, second):
-    """Claims 6a, 6b: Fisher's exact test of the events in `first` against `second` (boolean
-    flags), claimed when `first` has the higher rate; with the difference and Newcombe's
-    interval."""
-    first, second = np.asarray(first, dtype=bool), np.asarray(second, dtype=bool)
-    if not len(first) or not len(second):
-        return not_tested("no runs of one side")
-    a, c = int(first.sum()), int(second.sum())
-    d, low, high = stats.rate_difference(a, len(first), c, len(second))
-    return Primary(stats.fisher_exact(a, len(first) - a, c, len(second) - c), direction(d > 0),
-                   f"{a}/{len(first)} against {c}/{len(second)}, difference {ci(d, low, high, '+.2f')}")
-
-
-# ---------------------------------------------------------------------------------------------
-# E1: best on every metric
+# Claim 7: best on every metric (E1)
 
 def best_everywhere(reference, others, lower):
     """Claim 7 at one learning rate: `reference` ({metric: values over the seeds}) against each of

@@ -157,19 +157,15 @@ def default_warmup(steps):
 PROTOCOL = dict(COMPACT_DATA, init="l8h2c64v4096", wd="0.1", warmup=30, steps=600, B=8, T=64, clip=1.0, beta2=0.95,
                 eval_every=200, eval_batches=16, save_every=200, stats_every=100, eval_B=8, diag_batches=1,
                 directions=2, noise_samples=2, device="cpu", threads=1, jobs=2)
-# E1's learning rates before its extension (lr_extend): half decades from 3e-4 to 1, and three more
-# between 0.1 and 0.3 (equal steps of ln lr), where the placements part.
-E1_LRS = "3e-4,1e-3,3e-3,1e-2,3e-2,0.1,0.13,0.17,0.23,0.3,1"
-# E1's Post-LN, which enters no primary test (docs/experiments.md, *E1, refined where the
-# placements part*, the review's decision): the half decades only, three seeds.
-E1_POST_LRS, E1_POST_SEEDS = "3e-4,1e-3,3e-3,1e-2,3e-2,0.1,0.3,1", "101-103"
-# Each experiment's seeds, disjoint from the others' and from the second round's (1-10): no run of
-# one experiment is a run of another (cli.check_disjoint refuses one that would be).
-E1_SEEDS, E2_SEEDS, E3_SEEDS = "101-105", "201-203", "301-312"
-GPU_E1_SEEDS, GPU_E2_SEEDS, GPU_E3_SEEDS = "101-103", "201-203", "301-305"
-# gpu-e1's learning rates: E1's without lr 3e-4 (at C = 256 the extension adds it if a best lr is 1e-3).
-GPU_E1_LRS = "1e-3,3e-3,1e-2,3e-2,0.1,0.13,0.17,0.23,0.3,1"
-# E2's models: 2 heads of 16 channels (C = 32), so that 64 blocks fit the CPU budget.
+# The fourth round (docs/protocol.md, *The design*): each experiment's learning rates fixed before the
+# runs from the third round's tables (the pilot), and its seeds, disjoint from every earlier
+# round's (1-10, 101-105, 201-203, 301-312) and from each other's.
+E1_LRS = "1e-3,3e-3,1e-2,3e-2"
+E2_LRS, E2_DEPTHS = "0.01,0.03", "64,128"
+E3_LRS = "0.13,0.17,0.23,0.31,0.42,0.56,0.75,1"
+E1_SEEDS, E2_SEEDS, E3_SEEDS = "401-412", "501-508", "601-605"
+GPU_E1_SEEDS, GPU_E2_SEEDS, GPU_E3_SEEDS = "401-405", "501-504", "601-605"
+# E2's models: 2 heads of 16 channels (C = 32), so that 128 blocks fit the CPU budget.
 E2_INIT = "l8h2c32v4096"
 # The paper's GPT-2 setup on OpenWebText (prepare_data.py openwebtext): AdamW β = (0.9, 0.95), lr 6e-4
 # with warmup and cosine decay to lr/10, clipping at 1.0, weight decay 0.1 against 0; bf16 on CUDA.
@@ -179,33 +175,29 @@ PAPER = dict(ln="pre,peri,post", dt="1,0.1", wd="0.1,0", seeds="1-3", lr="6e-4",
              val_data="data/openwebtext/openwebtext_val_*.bin", tokenizer=None, device="cuda", precision="bf16",
              threads=0, jobs=1)
 PRESETS = {
-    # E1: learning-rate sensitivity of every placement and Δt, the grid extended until it brackets
-    # every Pre- and Peri-LN edge; Post-LN on its smaller grid.
-    "e1": dict(PROTOCOL, experiment="e1", ln="pre,peri,post", dt="1,0.1", lr=E1_LRS, lr_extend=1, seeds=E1_SEEDS,
-               post_lr=E1_POST_LRS, post_seeds=E1_POST_SEEDS, out="runs/e1", publish="docs/e1"),
-    # E2: growth with depth on trained models at E1's two matched learning rates (and each
-    # configuration's own best beside them), 1500 steps (about 2.7 epochs); then the intervention
-    # on every finished checkpoint.
-    "e2": dict(PROTOCOL, experiment="e2", init=E2_INIT, ln="pre,peri", dt="1,0.1", lr=None, lr_from="runs/e1",
-               lr_from_rule="matched", depth="4,8,16,32,64", steps=1500, seeds=E2_SEEDS, save_every=500,
-               eval_every=500, stats_every=100, intervene=1, out="runs/e2", publish="docs/e2"),
-    # E3: divergence with and without weight decay at Pre-LN's divergence edge in E1 and the grid's
-    # lr above it (lr_from), E1's schedule; statistics every 20 steps for each run's extremes.
-    "e3": dict(PROTOCOL, experiment="e3", ln="pre,peri", dt="1,0.1", wd="0,0.1", seeds=E3_SEEDS, lr=None,
-               lr_from="runs/e1", lr_from_rule="divergence", stats_every=20, out="runs/e3", publish="docs/e3"),
+    # E1: Pre- and Peri-LN × Δt over E1's learning rates, 12 seeds: claims 3, 4, 5 and 7.
+    "e1": dict(PROTOCOL, experiment="e1", ln="pre,peri", dt="1,0.1", lr=E1_LRS, seeds=E1_SEEDS, out="runs/e1",
+               publish="docs/e1"),
+    # E2: deep runs, L = 64 and 128 at Δt = 1 and two learning rates, 1500 steps (about 2.7 epochs):
+    # the growth inside a run (claims 1 and 2).
+    "e2": dict(PROTOCOL, experiment="e2", init=E2_INIT, ln="pre,peri", dt="1", lr=E2_LRS, depth=E2_DEPTHS,
+               steps=1500, seeds=E2_SEEDS, save_every=500, eval_every=500, stats_every=100, out="runs/e2",
+               publish="docs/e2"),
+    # E3: divergence as a dose-response over eight learning rates from 0.13 to 1, with and without
+    # weight decay, E1's schedule; statistics every 20 steps for each run's extremes (claim 6).
+    "e3": dict(PROTOCOL, experiment="e3", ln="pre,peri", dt="1,0.1", wd="0,0.1", lr=E3_LRS, seeds=E3_SEEDS,
+               stats_every=20, out="runs/e3", publish="docs/e3"),
     # The same design on one GPU (scripts/gpu_protocol.sh): C = 256, 16 × 128 tokens a step, 500
-    # steps, 8 runs at once sharing the GPU; no Post-LN, three seeds (gpu-e3 five).
-    "gpu-e1": dict(PROTOCOL, experiment="e1", init="l12h4c256v4096", ln="pre,peri", dt="1,0.1", lr=GPU_E1_LRS,
-                   lr_extend=1, seeds=GPU_E1_SEEDS, B=16, T=128, steps=500, warmup=25, eval_every=250, save_every=250,
+    # steps, 8 runs at once sharing the GPU, every run with the same fused products (-fused all).
+    "gpu-e1": dict(PROTOCOL, experiment="e1", init="l12h4c256v4096", ln="pre,peri", dt="1,0.1", lr=E1_LRS,
+                   seeds=GPU_E1_SEEDS, B=16, T=128, steps=500, warmup=25, eval_every=250, save_every=250,
                    stats_every=50, device="cuda", threads=2, jobs=8, out="runs/gpu-e1"),
-    "gpu-e2": dict(PROTOCOL, experiment="e2", init="l12h4c256v4096", ln="pre,peri", dt="1,0.1", lr=None,
-                   lr_from="runs/gpu-e1", lr_from_rule="matched", depth="6,12,24,48", seeds=GPU_E2_SEEDS, B=16,
-                   T=128, steps=500, warmup=25, eval_every=250, save_every=250, stats_every=50, intervene=1,
-                   device="cuda", threads=2, jobs=8, out="runs/gpu-e2"),
+    "gpu-e2": dict(PROTOCOL, experiment="e2", init="l12h4c256v4096", ln="pre,peri", dt="1", lr=E2_LRS,
+                   depth="48,96", seeds=GPU_E2_SEEDS, B=16, T=128, steps=500, warmup=25, eval_every=250,
+                   save_every=250, stats_every=50, device="cuda", threads=2, jobs=8, out="runs/gpu-e2"),
     "gpu-e3": dict(PROTOCOL, experiment="e3", init="l12h4c256v4096", ln="pre,peri", dt="1,0.1", wd="0,0.1",
-                   seeds=GPU_E3_SEEDS, lr=None, lr_from="runs/gpu-e1", lr_from_rule="divergence", B=16, T=128,
-                   steps=500, warmup=25, eval_every=250, save_every=250, stats_every=25, device="cuda", threads=2,
-                   jobs=8, out="runs/gpu-e3"),
+                   lr=E3_LRS, seeds=GPU_E3_SEEDS, B=16, T=128, steps=500, warmup=25, eval_every=250,
+                   save_every=250, stats_every=25, device="cuda", threads=2, jobs=8, out="runs/gpu-e3"),
     "gpt2-124m": dict(PAPER, init="d12", out="runs/gpt2-124m"),
     "gpt2-350m": dict(PAPER, init="d24", B=8, out="runs/gpt2-350m"),
     "gpt2-774m": dict(PAPER, init="d36", B=4, out="runs/gpt2-774m"),

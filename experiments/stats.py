@@ -405,3 +405,206 @@ def failure_edge(failed, best):
     t = (0.5 - f_lo) / (f_hi - f_lo) if f_hi > f_lo and f_lo < 0.5 else 0.0
     edge = math.exp(math.log(low) + t * (math.log(high) - math.log(low))) if f_lo < 0.5 else low
     return dict(rates=rates, low=low, high=high, edge=edge)
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimates within cells, and dose-response (docs/protocol.md, *The primary tests*)
+
+def mean_test(values, value=0.0, level=0.95):
+    """Student's one-sample t-test of the finite values against `value`: (mean, low, high, p two-sided);
+    None with fewer than two values. No spread: p is 0 when the mean is not `value`, else 1."""
+    x = finite_values(values)
+    if len(x) < 2:
+        return None
+    mean, low, high = mean_ci(x, level)
+    sd = x.std(ddof=1)
+    p = float(2 * stats.t.sf(abs(mean - value) / (sd / math.sqrt(len(x))), len(x) - 1)) if sd > 0 else \
+        float(mean == value)
+    return mean, low, high, p
+
+
+def cell_contrast(cells, values, groups, level=0.95):
+    """The difference between two groups within cells (cell fixed effects): values = μ_cell + d·[group]
+    + ε, one residual variance over all cells, fitted by least squares; only cells holding both groups
+    enter (a cell with one group says nothing about d). `groups` holds booleans (True: the first group).
+    Returns (d, low, high, p two-sided, cells used); None when fewer than two degrees of freedom
+    remain or no cell holds both groups."""
+    frame = {"cell": list(cells), "y": np.asarray(values, dtype=float), "g": np.asarray(groups, dtype=bool)}
+    keep = np.isfinite(frame["y"])
+    cell = np.array([str(c) for c in frame["cell"]])[keep]
+    y, g = frame["y"][keep], frame["g"][keep]
+    both = [c for c in dict.fromkeys(cell) if g[cell == c].any() and (~g[cell == c]).any()]
+    if not both:
+        return None
+    mask = np.isin(cell, both)
+    cell, y, g = cell[mask], y[mask], g[mask]
+    columns = [(cell == c).astype(float) for c in both] + [g.astype(float)]
+    fit = ols(columns, y)
+    if fit is None or fit[4] < 2:
+        return None
+    d, low, high = coefficient_ci(fit, len(both), level)
+    return d, low, high, float(fit[2][len(both)]), len(both)
+
+
+def cell_slopes(cells, x, y, groups, level=0.95):
+    """The slopes of y on x within cells, one per group: y = μ_cell + b_g·x + ε (cell fixed effects,
+    one residual variance), so that only the variation of x inside a cell (between its seeds)
+    informs a slope; the test of b_first − b_second = 0. Returns (b_first − b_second, low, high,
+    p two-sided, b_first, b_second); None when the fit is singular or leaves fewer than two
+    degrees of freedom."""
+    x, y, g = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(groups, dtype=bool)
+    cell = np.array([str(c) for c in cells])
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y, g, cell = x[keep], y[keep], g[keep], cell[keep]
+    names = list(dict.fromkeys(cell))
+    columns = [(cell == c).astype(float) for c in names] + [x * g, x * ~g]
+    fit = ols(columns, y)
+    if fit is None or fit[4] < 2:
+        return None
+    beta, se, _, rss, df = fit
+    k = len(names)
+    X = np.column_stack(columns)
+    cov = np.linalg.inv(X.T @ X) * rss / df
+    d = float(beta[k] - beta[k + 1])
+    sd = math.sqrt(cov[k, k] + cov[k + 1, k + 1] - 2 * cov[k, k + 1])
+    half = stats.t.ppf(0.5 + level / 2, df) * sd
+    p = float(2 * stats.t.sf(abs(d) / sd, df)) if sd > 0 else float(d != 0)
+    return d, d - half, d + half, p, float(beta[k]), float(beta[k + 1])
+
+
+def combined_means(terms, level=0.95):
+    """A weighted sum of the means of independent samples, Σ w·mean(x), `terms` the pairs (w, x), with
+    its t interval (the variances w²·var(x)/n added, Welch–Satterthwaite's degrees of freedom) and
+    two-sided p against 0: (estimate, low, high, p); None with fewer than two values in a sample or
+    no spread at all."""
+    terms = [(w, finite_values(x)) for w, x in terms]
+    if any(len(x) < 2 for _, x in terms):
+        return None
+    parts = [w * w * x.var(ddof=1) / len(x) for w, x in terms]
+    var = sum(parts)
+    if var == 0:
+        return None
+    df = var ** 2 / sum(v * v / (len(x) - 1) for v, (_, x) in zip(parts, terms))
+    est, sd = float(sum(w * x.mean() for w, x in terms)), math.sqrt(var)
+    half = float(stats.t.ppf(0.5 + level / 2, df) * sd)
+    return est, est - half, est + half, float(2 * stats.t.sf(abs(est) / sd, df))
+
+
+def firth_logistic(X, y, fixed=None, iterations=100):
+    """Firth's penalised maximum-likelihood logistic regression of the 0/1 outcomes y on the columns
+    of X (an intercept is not added): the log-likelihood plus ½·ln det of the Fisher information,
+    which keeps the estimates finite where a plain fit separates (every run above some learning
+    rate diverged, none below). `fixed` {column: value} holds coefficients at a value while the
+    others are fitted (the penalty still takes every column), for the likelihood-ratio test.
+    Newton steps on the modified score, halved while the penalised likelihood falls. Returns
+    (coefficients, covariance = the inverse information, penalised log-likelihood); None when the
+    information is singular."""
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+    beta = np.zeros(X.shape[1])
+    fixed = fixed or {}
+    for j, v in fixed.items():
+        beta[j] = v
+    free = np.array([j not in fixed for j in range(X.shape[1])])
+
+    def penalised(b):
+        eta = X @ b
+        info = X.T @ (X * (np.exp(-np.logaddexp(0, -eta)) * np.exp(-np.logaddexp(0, eta)))[:, None])
+        sign, logdet = np.linalg.slogdet(info)
+        if sign <= 0:
+            return -np.inf, None
+        loglik = float((y * -np.logaddexp(0, -eta) + (1 - y) * -np.logaddexp(0, eta)).sum())
+        return loglik + 0.5 * logdet, info
+
+    current, info = penalised(beta)
+    if info is None:
+        return None
+    for _ in range(iterations):
+        pi = 1 / (1 + np.exp(-(X @ beta)))
+        w = pi * (1 - pi)
+        inverse = np.linalg.inv(info)
+        h = w * np.einsum("ij,jk,ik->i", X, inverse, X)
+        score = X.T @ (y - pi + h * (0.5 - pi))
+        step = np.zeros_like(beta)
+        step[free] = np.linalg.solve(info[np.ix_(free, free)], score[free])
+        for _ in range(30):
+            trial, trial_info = penalised(beta + step)
+            if trial_info is not None and trial >= current - 1e-12:
+                break
+            step /= 2
+        else:
+            break
+        beta, current, info = beta + step, trial, trial_info
+        if np.abs(step).max() < 1e-9:
+            break
+    return beta, np.linalg.inv(info), current
+
+
+def logistic_shift(log_lr, event, shifted, strata=None, level=0.95):
+    """A dose-response: the probability of `event` (0/1 per run) against ln(learning rate), one
+    logistic curve per stratum (its own intercept: a weight decay) with one common slope β, and the
+    runs flagged `shifted` moved along ln lr: logit P = α_stratum + β·ln lr + γ·shifted (Firth's fit).
+    The shift of the 50% learning rate of the flagged runs against the others is Δ = −γ/β in ln lr
+    (×e^Δ in lr; positive: the flagged runs reach 50% at a larger lr), with its delta-method
+    interval; the test of γ = 0 by the penalised likelihood ratio (χ² with one degree of freedom).
+    Returns dict(ratio, low, high, p, slope, gamma); None when the fit fails or the slope is not
+    positive (no dose-response)."""
+    log_lr, event = np.asarray(log_lr, dtype=float), np.asarray(event, dtype=float)
+    shifted = np.asarray(shifted, dtype=float)
+    strata = np.zeros(len(event), dtype=int) if strata is None else np.asarray([str(s) for s in strata])
+    names = list(dict.fromkeys(strata))
+    X = np.column_stack([(strata == s).astype(float) for s in names] + [log_lr, shifted])
+    full = firth_logistic(X, event)
+    if full is None:
+        return None
+    beta, cov, loglik = full
+    b, g = beta[-2], beta[-1]
+    if not b > 0:
+        return None
+    restricted = firth_logistic(X, event, fixed={X.shape[1] - 1: 0.0})
+    if restricted is None:
+        return None
+    p = float(stats.chi2.sf(max(0.0, 2 * (loglik - restricted[2])), 1))
+    delta = -g / b
+    grad = np.array([g / b ** 2, -1 / b])  # ∂Δ/∂β, ∂Δ/∂γ
+    sd = math.sqrt(max(0.0, grad @ cov[-2:, -2:] @ grad))
+    z = stats.norm.ppf(0.5 + level / 2)
+    return dict(ratio=math.exp(delta), low=math.exp(delta - z * sd), high=math.exp(delta + z * sd), p=p,
+                slope=float(b), gamma=float(g))
+
+
+def logistic_edge(log_lr, event, level=0.95):
+    """One dose-response curve alone: logit P = α + β·ln lr (Firth's fit); the learning rate at which
+    P = 1/2, e^{−α/β}, with its delta-method interval: (lr, low, high); None without a positive
+    slope."""
+    log_lr = np.asarray(log_lr, dtype=float)
+    fit = firth_logistic(np.column_stack([np.ones(len(log_lr)), log_lr]), event)
+    if fit is None or not fit[0][1] > 0:
+        return None
+    (a, b), cov, _ = fit
+    centre = -a / b
+    grad = np.array([-1 / b, a / b ** 2])
+    sd = math.sqrt(max(0.0, grad @ cov @ grad))
+    z = stats.norm.ppf(0.5 + level / 2)
+    return math.exp(centre), math.exp(centre - z * sd), math.exp(centre + z * sd)
+
+
+def cells_mean(cells, values, value=0.0, level=0.95):
+    """The mean of `values` over cells, each cell weighted alike (cell fixed effects: the average of
+    the cell means), against `value`, with one residual variance pooled over the cells: (mean, low,
+    high, p two-sided, cells); None with fewer than two degrees of freedom."""
+    y = np.asarray(values, dtype=float)
+    cell = np.array([str(c) for c in cells])
+    keep = np.isfinite(y)
+    y, cell = y[keep], cell[keep]
+    names = list(dict.fromkeys(cell))
+    df = len(y) - len(names)
+    if not names or df < 2:
+        return None
+    means = np.array([y[cell == c].mean() for c in names])
+    counts = np.array([(cell == c).sum() for c in names])
+    rss = float(sum(((y[cell == c] - m) ** 2).sum() for c, m in zip(names, means)))
+    mean = float(means.mean())
+    sd = math.sqrt(rss / df * (1 / counts).sum()) / len(names)
+    half = float(stats.t.ppf(0.5 + level / 2, df) * sd)
+    p = float(2 * stats.t.sf(abs(mean - value) / sd, df)) if sd > 0 else float(mean != value)
+    return mean, mean - half, mean + half, p, len(names)
