@@ -12,7 +12,7 @@ import os
 from . import e1, e2, findings, power, reports, stats
 from .claim_rows import ALPHA, CLAIMS, verdict
 from .grid import InputError, make_grid
-from .tables import on_grid, p_value, table
+from .tables import between_markers, on_grid, p_value, table
 
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 HEADER = ["claim (paper)", "primary test (named before the runs)", "what holds by construction", "numbers", "p (Holm)",
@@ -83,10 +83,10 @@ def claims_table(docs, x=None):
 def readme_with_table(readme, lines, begin=BEGIN, end=END):
     """README.md's text with the lines between the markers `begin` and `end` (by default the claims
     table's) replaced by `lines`."""
-    if readme.count(begin) != 1 or readme.count(end) != 1 or readme.index(begin) > readme.index(end):
-        raise ValueError(f"README.md: needs one {begin} and, after it, one {end}")
-    head, rest = readme.split(begin)
-    return head + begin + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1]
+    try:
+        return between_markers(readme, lines, begin, end)
+    except ValueError as e:
+        raise ValueError(f"README.md: {e}") from None
 
 
 DOC = """# The paper's claims, tested

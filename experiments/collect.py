@@ -27,7 +27,8 @@ RESULT_COLUMNS = (RUN_KEYS + ["outcome", "stopped_step", "reason", "spikes"] + l
                   ["mean_abs_0", "mean_abs_L", "mean_abs_growth", "entry_var_L", "data_var_L", "grad_norm_0",
                    "grad_norm_L", "grad_norm_scaled_0", "grad_norm_scaled_L", "attn_logit_max", "sens_mean_max",
                    "w2_bound_L", "relative_amplification_L", "train_stats_step", "train_mean_abs_0",
-                   "train_mean_abs_L", "train_seconds", "eval_seconds"])
+                   "train_mean_abs_L", "train_seconds", "eval_seconds", "train_cpu_seconds",
+                   "eval_cpu_seconds"])
 LAYER_COLUMNS = RUN_KEYS + ["layer"] + LAYER_KEYS
 INIT_LAYER_COLUMNS = RUN_KEYS + ["layer"] + STATS_STREAM_KEYS + STATS_BLOCK_KEYS
 
@@ -70,8 +71,8 @@ def result_row(run, result, record, finished):
     """One row of results.csv: the run's result.json, its log's first and last training losses
     and last stats record, and (finished runs) its eval.json."""
     row = dict(run_keys(run), outcome=result["outcome"], stopped_step=result.get("stopped_step"),
-               reason=result.get("reason"), spikes=result.get("spikes"), train_seconds=result.get("train_seconds"),
-               eval_seconds=result.get("eval_seconds"))
+               reason=result.get("reason"), spikes=result.get("spikes"),
+               **{k: result.get(k) for k in ("train_seconds", "eval_seconds", "train_cpu_seconds", "eval_cpu_seconds")})
     if record is not None:
         losses = record.steps.dropna(subset=["loss"])
         first = losses[losses.step == 0]

@@ -29,7 +29,9 @@ import pandas as pd
 from . import primary
 from .grid import parse_list
 from .primary import CLAIMED
+from .files import write_text
 from .settings import PRESETS
+from .tables import between_markers
 
 ALPHA = 0.05
 TESTS = 8
@@ -314,8 +316,8 @@ def claim_7(rng, seeds, world):
 
 
 # (test, experiment whose seeds it uses, simulation, the claimed world in words)
-WORLDS = (("1", "E2", claim_1, "Pre-LN's deep-half rate above Peri-LN's by the pilot's distance (×1.9 and ×1.2) "
-           "and kept at L = 128; Peri-LN's halved"),
+WORLDS = (("1", "E2", claim_1, "Pre-LN's deep-half rate above Peri-LN's by the pilot's distance between them (where "
+           "Peri-LN's was ×1.9 and ×1.2 Pre-LN's) and kept at L = 128; Peri-LN's halved"),
           ("2", "E2", claim_2, "Pre-LN's local powers above 1 and 2 by the pilot's distance below them"),
           ("3", "E1", claim_3, "X_L(1)/X_L(0.1) above the construction (×10, ×100) by the pilot's distance from it, "
            "every lr of the range, both placements"),
@@ -390,15 +392,23 @@ def read_powers(path):
     return {t: (p, None if n != n else n) for t, p, n in zip(found.test, found.power, found.seeds_for_80)}
 
 
-# Where main writes the table; the claims table reads its power column from there.
+# Where main writes the table (the claims table reads its power column from there), and the page
+# whose table it rewrites between the markers.
 POWER_FILE = "power.csv"
+PROTOCOL = "protocol.md"
+BEGIN, END = "<!-- power:begin -->", "<!-- power:end -->"
 
 
 def main(argv):
-    """python3 -m experiments.power [DOCS]: prints the table and writes DOCS/power.csv (default docs/)."""
+    """python3 -m experiments.power [DOCS]: writes DOCS/power.csv and the table of DOCS/protocol.md
+    (default docs/), and prints the table."""
     docs = argv[0] if argv else os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
     found = power_table()
-    found.to_csv(os.path.join(docs, POWER_FILE), index=False, float_format="%.4g")
+    write_text(os.path.join(docs, POWER_FILE), found.to_csv(index=False, float_format="%.4g"))
+    page = os.path.join(docs, PROTOCOL)
+    with open(page, encoding="utf-8") as f:
+        text = f.read()
+    write_text(page, between_markers(text, markdown(found), BEGIN, END))
     print("\n".join(markdown(found)))
     return 0
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import stats
 from .grid import fmt_num
+from .tables import two_digits
 
 CLAIMED, OPPOSITE, CONSTRUCTION = "claimed", "opposite", "construction"
 Primary = namedtuple("Primary", "p direction effect why", defaults=(None,))
@@ -73,6 +74,16 @@ def over_range(per_lr):
                        ("no further than the construction", where[CONSTRUCTION])) if lrs)
     return joined._replace(effect=f"{scope} — " + "; ".join(f"lr {fmt_num(lr)}: {p.effect}"
                                                            for lr, p in per_lr.items()))
+
+
+def times(x):
+    """A ratio as "×" and two significant digits, never in powers of ten (×0.67, ×10, ×104)."""
+    return "×" + two_digits(float(x))
+
+
+def ratio_ci(log_mean, log_low, log_high):
+    """"×r (95% CI ×a to ×b)" of a mean log ratio and its interval."""
+    return f"{times(np.exp(log_mean))} (95% CI {times(np.exp(log_low))} to {times(np.exp(log_high))})"
 
 
 def from_test(found, claimed_if_positive, text):
@@ -171,8 +182,7 @@ def dt_unit(values, construction, name):
     if above is None:
         return not_tested(f"fewer than two pairs of {name}")
     mean, low, high, p_above = above
-    text = f"{name} ×{np.exp(mean):.3g} (95% CI ×{np.exp(low):.3g} to ×{np.exp(high):.3g}; construction ×" \
-           f"{np.exp(construction):.3g})"
+    text = f"{name} {ratio_ci(mean, low, high)[:-1]}; construction {times(np.exp(construction))})"
     if mean > construction:
         return Primary(p_above, CLAIMED, text)
     if mean < 0:
@@ -244,8 +254,7 @@ def amplification_at(pairs, column="log_absolute"):
     if found is None:
         return not_tested("fewer than two pairs beyond the Δt cells")
     mean, low, high, p, _ = found
-    return Primary(p, direction(mean > 0), f"Pre/Peri ×{np.exp(mean):.2g} (95% CI ×{np.exp(low):.2g} to "
-                                           f"×{np.exp(high):.2g}, {len(pairs)} pairs)")
+    return Primary(p, direction(mean > 0), f"Pre/Peri {ratio_ci(mean, low, high)[:-1]}, {len(pairs)} pairs)")
 
 
 def amplification_at_two(pairs, lrs):
@@ -276,8 +285,8 @@ def divergence_shift(runs):
     if found is None:
         return not_tested("no dose-response: the fitted slope in ln lr is not positive")
     return Primary(found["p"], direction(found["ratio"] > 1),
-                   f"Peri-LN's 50% lr ×{found['ratio']:.3g} Pre-LN's (95% CI ×{found['low']:.3g} to "
-                   f"×{found['high']:.3g})")
+                   f"Peri-LN's 50% lr {times(found['ratio'])} Pre-LN's (95% CI {times(found['low'])} to "
+                   f"{times(found['high'])})")
 
 
 def weight_decay_shift(runs):
@@ -293,8 +302,8 @@ def weight_decay_shift(runs):
     if found is None:
         return not_tested("no dose-response: the fitted slope in ln lr is not positive")
     return Primary(found["p"], direction(found["ratio"] < 1),
-                   f"Pre-LN's 50% lr at wd {fmt_num(wds[0])} ×{found['ratio']:.3g} its lr at wd {fmt_num(wds[1])} "
-                   f"(95% CI ×{found['low']:.3g} to ×{found['high']:.3g})")
+                   f"Pre-LN's 50% lr at wd {fmt_num(wds[0])} {times(found['ratio'])} its lr at wd {fmt_num(wds[1])} "
+                   f"(95% CI {times(found['low'])} to {times(found['high'])})")
 
 
 def per_dt(runs, test):

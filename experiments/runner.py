@@ -122,17 +122,20 @@ class Signals:
                 signal.signal(number, handler)
 
     def run(self, cmd, **popen):
-        """subprocess.run of cmd in a session of its own: its exit status, or None (not started)
-        when a signal came first."""
+        """subprocess.run of cmd in a session of its own: (its exit status, the CPU seconds it used,
+        user and system), or (None, 0.0) (not started) when a signal came first."""
         with self.lock:
             if self.received is not None:
-                return None
+                return None, 0.0
             child = subprocess.Popen(cmd, start_new_session=True, **popen)
             self.children.add(child)
-        status = child.wait()  # (when a signal interrupts this wait, the child stays listed: forwarding waits for it)
+        # os.wait4 reaps the child with its resource usage (when a signal interrupts this wait, the
+        # child stays listed: forwarding waits for it).
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
         with self.lock:
             self.children.discard(child)
-        return status
+        return child.returncode, round(usage.ru_utime + usage.ru_stime, 1)
 
     def handle(self, signum, frame):
         with self.lock:
@@ -169,8 +172,9 @@ class Sweep:
             print(text, flush=True)
 
     def execute(self, cmd, log_path, gpu=None):
-        """Runs cmd with its output in log_path; on GPU number `gpu` alone when given. Returns its
-        exit status, or None when the sweep is stopping (a signal) and it was not started."""
+        """Runs cmd with its output in log_path; on GPU number `gpu` alone when given. Returns (its
+        exit status, its CPU seconds), or (None, 0.0) when the sweep is stopping (a signal) and it was
+        not started."""
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu)) if gpu is not None else None
         with open(log_path, "a", encoding="utf-8") as log:
             log.write("$ " + ("" if gpu is None else f"CUDA_VISIBLE_DEVICES={gpu} ") + " ".join(cmd) + "\n")
@@ -179,7 +183,7 @@ class Sweep:
                 return self.signals.run(cmd, cwd=self.s.repo, stdout=log, stderr=subprocess.STDOUT, env=env)
             except OSError as e:
                 log.write(f"cannot run {cmd[0]}: {e}\n")
-                return 127
+                return 127, 0.0
 
     def clean(self, run, keep_final):
         """Drops what a recorded run no longer needs: the intermediate checkpoint pairs (and the
@@ -220,7 +224,8 @@ class Sweep:
         result = dict(name=run.name, ln=run.ln, dt=run.dt, wd=run.wd, lr=run.lr, depth=run.depth,
                       precision=run.precision, seed=run.seed)
         if not os.path.exists(final_model(s, run)):
-            status = self.execute(train_command(s, run), os.path.join(run.dir, "train.log"), gpu)
+            status, result["train_cpu_seconds"] = self.execute(train_command(s, run), os.path.join(run.dir, "train.log"),
+                                                               gpu)
             if self.signals.received is not None:
                 return None  # stopped by a signal: it continues from its checkpoint next time
             if status == 3:
@@ -236,7 +241,8 @@ class Sweep:
         if "outcome" not in result:
             if read_json(eval_json) is None:
                 t0 = time.time()
-                status = self.execute(eval_command(s, run), os.path.join(run.dir, "eval.log"), gpu)
+                status, result["eval_cpu_seconds"] = self.execute(eval_command(s, run),
+                                                                  os.path.join(run.dir, "eval.log"), gpu)
                 if self.signals.received is not None:
                     return None
                 if status != 0 or read_json(eval_json) is None:

@@ -74,6 +74,9 @@ SETTINGS = [
             "-save_every"),
     Setting("stats_every", 50, int, TRAINING, "./train's per-layer statistics every N steps (0 = off)",
             "-stats_every"),
+    Setting("fused", None, str, TRAINING, "CUDA's fused products, all|none|auto (./train -fused; none given: "
+            "./train's default); the GPU presets fix all, so that no run's rounding depends on a timing", "-fused",
+            "-fused"),
     Setting("train_data", COMPACT_DATA["train_data"], str, TRAINING, "training shards (a glob)", "-train_data",
             "-train_data"),
     Setting("val_data", COMPACT_DATA["val_data"], str, TRAINING, "validation shards (a glob)", "-val_data",
@@ -117,7 +120,7 @@ GRID_SETTINGS = tuple(s.name for s in SETTINGS if s.group == GRID)
 EXECUTION_SETTINGS = tuple(s.name for s in SETTINGS if s.group == EXECUTION)
 # What a run computes: a rerun into the same OUT must keep these (the grid may grow).
 TRAINING_SETTINGS = ("init", "lr_min_ratio", "warmup", "steps", "B", "T", "total_batch", "clip", "beta2",
-                     "outcome_window", "diverge_rise", "spike_rise", "train_data", "val_data")
+                     "outcome_window", "diverge_rise", "spike_rise", "fused", "train_data", "val_data")
 
 
 def program_of(setting, train_bin, eval_bin):
@@ -191,13 +194,13 @@ PRESETS = {
     # steps, 8 runs at once sharing the GPU, every run with the same fused products (-fused all).
     "gpu-e1": dict(PROTOCOL, experiment="e1", init="l12h4c256v4096", ln="pre,peri", dt="1,0.1", lr=E1_LRS,
                    seeds=GPU_E1_SEEDS, B=16, T=128, steps=500, warmup=25, eval_every=250, save_every=250,
-                   stats_every=50, device="cuda", threads=2, jobs=8, out="runs/gpu-e1"),
+                   stats_every=50, fused="all", device="cuda", threads=2, jobs=8, out="runs/gpu-e1"),
     "gpu-e2": dict(PROTOCOL, experiment="e2", init="l12h4c256v4096", ln="pre,peri", dt="1", lr=E2_LRS,
                    depth="48,96", seeds=GPU_E2_SEEDS, B=16, T=128, steps=500, warmup=25, eval_every=250,
-                   save_every=250, stats_every=50, device="cuda", threads=2, jobs=8, out="runs/gpu-e2"),
+                   save_every=250, stats_every=50, fused="all", device="cuda", threads=2, jobs=8, out="runs/gpu-e2"),
     "gpu-e3": dict(PROTOCOL, experiment="e3", init="l12h4c256v4096", ln="pre,peri", dt="1,0.1", wd="0,0.1",
                    lr=E3_LRS, seeds=GPU_E3_SEEDS, B=16, T=128, steps=500, warmup=25, eval_every=250,
-                   save_every=250, stats_every=25, device="cuda", threads=2, jobs=8, out="runs/gpu-e3"),
+                   save_every=250, stats_every=25, fused="all", device="cuda", threads=2, jobs=8, out="runs/gpu-e3"),
     "gpt2-124m": dict(PAPER, init="d12", out="runs/gpt2-124m"),
     "gpt2-350m": dict(PAPER, init="d24", B=8, out="runs/gpt2-350m"),
     "gpt2-774m": dict(PAPER, init="d36", B=4, out="runs/gpt2-774m"),

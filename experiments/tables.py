@@ -132,3 +132,12 @@ def minus(x, spec=".2f"):
 def mean_sd_text(values, spec=".3f"):
     mean, sd, _ = mean_sd(values)
     return f"{mean:{spec}} ± {sd:{spec}}"
+
+
+def between_markers(text, lines, begin, end):
+    """`text` with the lines between the markers `begin` and `end` (each once, in that order)
+    replaced by `lines`: how the generated tables go into README.md and docs/protocol.md."""
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        raise ValueError(f"needs one {begin} and, after it, one {end}")
+    head, rest = text.split(begin)
+    return head + begin + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1]
