@@ -358,15 +358,15 @@ def report(s, runs, tables=None):
         best, label = min(done)
         lines += ["", f"Best configuration: {label}, L* = {best:.3f}" + (" (mean over the seeds)" if several else "") +
                   f"; unigram_ce − L* = {uni - best:.3f} nats (unigram_ce {uni:.3f})."]
-    lines += edge_lines(runs, lrs)
+    lines += edge_lines(runs, lrs, getattr(s, "lr_extend", 0))
     if several:
         lines += welch_tests(measured)
     return lines, {"lr.csv": lr_table}
 
 
-def edge_lines(runs, lrs):
-    """The failure rates per learning rate, each configuration's edge, Pre-LN's (E3's learning
-    rate) and whether the grid brackets them."""
+def edge_lines(runs, lrs, extending):
+    """The failure rates per learning rate, each configuration's edge, Pre-LN's, the learning range
+    and, for a grid that extends itself (`extending`: --lr-extend 1), whether it brackets them."""
     rows, edges = [], []
     for key, group in groups(recorded(runs), CONFIG):
         flags = failed(group)
@@ -390,6 +390,8 @@ def edge_lines(runs, lrs):
     lines += ["", "Every Pre- and Peri-LN configuration learns (fewer than half its runs fail) at " +
               (", ".join(map(fmt_num, common)) or "no learning rate") +
               ": the learning range, where the claims compare them (docs/protocol.md)."]
+    if not extending:
+        return lines
     add, why = extension(runs)
     lines += ["", "The grid brackets every Pre- and Peri-LN edge." if not why else
               "The grid does not bracket yet: " + "; ".join(why) +

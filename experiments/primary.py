@@ -78,7 +78,7 @@ def over_range(per_lr):
 
 def times(x):
     """A ratio as "×" and two significant digits, never in powers of ten (×0.67, ×10, ×104)."""
-    return "×" + two_digits(float(x))
+    return "×" + two_digits(float(f"{x:.12g}"))
 
 
 def ratio_ci(log_mean, log_low, log_high):

@@ -1,23 +1,21 @@
 #!/usr/bin/env bash
 # scripts/gpu_protocol.sh — the CPU protocol's design at larger width and depth, on one GPU
-# (docs/experiments.md, *The protocol on a GPU*): gpu-e1 (Pre- and Peri-LN × Δt 1, 0.1 over E1's
-# learning rates, extended until every edge is bracketed), gpu-e2 (depths 6 to 48 at C = 256 at
-# gpu-e1's two matched learning rates and each configuration's own best, then the intervention)
-# and gpu-e3 (gpu-e1's Pre-LN divergence edge and the lr above it, wd 0 and 0.1), then the claims
-# table; bf16 first, then fp32. It runs in parts, each one command that resumes where it stopped
-# and is modelled within 8 minutes on one 80 GB H100: e1, e2-sSEED for each seed of E2 (201, 202,
-# 203), e3, claims. Every table, report, figure and claims.md goes to OUT/PRECISION/ (the runs to
+# (docs/protocol.md, *On a GPU*): gpu-e1 (Pre- and Peri-LN × Δt 1, 0.1 over E1's learning rates),
+# gpu-e2 (deep runs at L = 48 and 96, C = 256, Δt = 1, lr 0.01 and 0.03) and gpu-e3 (divergence
+# over lr 0.13 to 1, wd 0 and 0.1, Δt 1 and 0.1), then the claims table; bf16 first, then fp32;
+# every run with the same fused products (the presets' -fused all). It runs in parts, each one
+# command that resumes where it stopped and is modelled within 8 minutes on one 80 GB H100: e1,
+# e2-sSEED for each seed of E2 (501 to 504), e3-sSEED for each seed of E3 (601 to 605), claims.
+# Every table, report, figure and claims.md goes to OUT/PRECISION/ (the runs to
 # OUT/PRECISION/runs/); OUT/summary.txt has the wall time of each part. Not yet run on a GPU.
 #
 #   scripts/gpu_protocol.sh OUT                           every part, bf16 then fp32
 #   scripts/gpu_protocol.sh --precision bf16 --part e1 OUT   one part of one precision
 #   scripts/gpu_protocol.sh --prebuilt build/gpu-bundle OUT   the binaries of make gpu-bundle
 #   TRAIN_BIN=... EVAL_BIN=... scripts/gpu_protocol.sh OUT    any others
-#   E1_SEEDS=1 E2_SEEDS=2 E3_SEEDS=3 scripts/gpu_protocol.sh ...   other seeds (disjoint, as the
-#                                                          sweep requires; default the presets')
-#   E1_LRS=1e-3,1e-2,0.3 E2_DEPTHS=2,3,4 scripts/gpu_protocol.sh ...   a smaller grid: gpu-e1 at
-#                                                          these lrs only (not extended), gpu-e2 at
-#                                                          these depths (test_sweep's tiny run)
+#   E1_SEEDS=1 E2_SEEDS=2 E3_SEEDS=3 scripts/gpu_protocol.sh ...   other seeds (default the presets')
+#   E1_LRS=1e-3,1e-2 E2_DEPTHS=2,4 E3_LRS=0.1,1 scripts/gpu_protocol.sh ...   a smaller grid
+#                                                          (test_sweep's tiny run)
 #   scripts/gpu_protocol.sh --device cpu OUT -- FLAGS...  on the CPU (one pass, no precision),
 #                                                          FLAGS added to every sweep (test_sweep
 #                                                          runs it so on a tiny model)
@@ -25,7 +23,7 @@
 #
 # On the GPU the runs at once are sized from the memory the device reports (nvidia-smi): as many
 # as fit, at most the presets' 8, each taking the plan of the protocol's largest run (gpu-e2's
-# deepest model, l48h4c256v4096 at B = 16, T = 128, in fp32: build/bench_gpu -plan) and ./train's
+# deepest model, l96h4c256v4096 at B = 16, T = 128, in fp32: build/bench_gpu -plan) and ./train's
 # 1 GiB reserve (docs/cuda.md §4).
 # Exit status: 0 done, 1 an experiment failed (its sweep's log says which run), 2 bad arguments.
 set -u
@@ -38,16 +36,19 @@ OUT=
 JOBS_FOR=
 EXTRA=()
 PRECISION=
-E1_SEEDS=${E1_SEEDS:-101-103}
-E2_SEEDS=${E2_SEEDS:-201 202 203}
-E3_SEEDS=${E3_SEEDS:-301-305}
+E1_SEEDS=${E1_SEEDS:-401-405}
+E2_SEEDS=${E2_SEEDS:-501 502 503 504}
+E3_SEEDS=${E3_SEEDS:-601 602 603 604 605}
 E1_GRID=()
-[ -z "${E1_LRS:-}" ] || E1_GRID=(--lr "$E1_LRS" --lr-extend 0)
+[ -z "${E1_LRS:-}" ] || E1_GRID=(--lr "$E1_LRS")
 E2_GRID=()
 [ -z "${E2_DEPTHS:-}" ] || E2_GRID=(--depth "$E2_DEPTHS")
+E3_GRID=()
+[ -z "${E3_LRS:-}" ] || E3_GRID=(--lr "$E3_LRS")
 PARTS=(e1)
 for seed in $E2_SEEDS; do PARTS+=("e2-s$seed"); done
-PARTS+=(e3 claims)
+for seed in $E3_SEEDS; do PARTS+=("e3-s$seed"); done
+PARTS+=(claims)
 CHOSEN=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -70,7 +71,7 @@ done
 # memory (at most 8), and the plan of its largest run.
 protocol_jobs() {
   local plan
-  plan=$("$BENCH_BIN" -plan -init l48h4c256v4096 -B 16 -T 128 -precision fp32 2>/dev/null |
+  plan=$("$BENCH_BIN" -plan -init l96h4c256v4096 -B 16 -T 128 -precision fp32 2>/dev/null |
          sed -n 's/^planned device memory: \([0-9.]*\) GiB$/\1/p')
   [ -n "$plan" ] || return 1
   awk -v gib="$1" -v plan="$plan" 'BEGIN {jobs = int(gib / (plan + 1)); if (jobs > 8) jobs = 8; print jobs, plan}'
@@ -124,13 +125,13 @@ if [ "$DEVICE" = cuda ]; then
   echo "gpu protocol: $jobs runs at once in ${mib} MiB" | tee -a "$SUMMARY"
 fi
 
-# part NAME PRECISION: one part of the protocol; e2-sSEED adds that seed to E2.
+# part NAME PRECISION: one part of the protocol; e2-sSEED and e3-sSEED add that seed to E2, E3.
 part() {
-  local name=$1 precision=$2 runs=$OUT/$2/runs
+  local name=$1 precision=$2
   case $name in
     e1) experiment e1 "$precision" --seeds "${E1_SEEDS// /,}" "${E1_GRID[@]}" ;;
-    e2-s*) experiment e2 "$precision" --lr-from "$runs/e1" --seeds "${name#e2-s}" "${E2_GRID[@]}" ;;
-    e3) experiment e3 "$precision" --lr-from "$runs/e1" --seeds "${E3_SEEDS// /,}" ;;
+    e2-s*) experiment e2 "$precision" --seeds "${name#e2-s}" "${E2_GRID[@]}" ;;
+    e3-s*) experiment e3 "$precision" --seeds "${name#e3-s}" "${E3_GRID[@]}" ;;
     claims)
       if python3 sweep.py --claims --docs "$OUT/$precision" > "$OUT/$precision/claims.log" 2>&1; then
         echo "$precision claims: $OUT/$precision/claims.md" | tee -a "$SUMMARY"
