@@ -60,13 +60,17 @@ def spread_text(values, spec=".2g"):
 
 
 def in_range(x, frame):
-    """The rows of `frame` at E1's learning range (every Pre- and Peri-LN configuration learns)."""
+    """The rows of `frame` at E1's learning rates (the range the tests run over, fixed before the runs)."""
     return frame[frame.lr.isin(x.range)]
 
 
 def range_note(x):
-    return (f"E1's learning range (every Pre- and Peri-LN configuration learns: fewer than half its runs fail): "
-            f"lr {lrs_text(x.range)}")
+    """E1's learning rates, with how many runs failed E1's line at each."""
+    got = recorded(x.e1[x.e1.ln.isin(["pre", "peri"])])
+    failed = [f"{int(e1.failed(got[got.lr == lr]).sum())}/{int((got.lr == lr).sum())}" for lr in x.range]
+    learning = e1.learning_range(x.e1)
+    return (f"E1's lrs {lrs_text(x.range)} (runs failing E1's line: {', '.join(failed)}; every configuration learns "
+            f"at {lrs_text(learning)})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,20 +91,23 @@ def gate_note(x):
 
 def claim_exponential_growth(x):
     deep = x.e2_deep[x.e2_deep.dt == 1.0]
-    found = primary.deep_growth(deep)
+    found = primary.rate_kept(deep)
+    numbers = (f"{primary_text(found)}. Per run, the deep-half rate per block: {deep_cells(deep, 'rate')}. "
+               f"{gate_note(x)}. Secondary: {primary_text(primary.rate_contrast(deep))}; inside each run, the rate "
+               f"over the last quarter of the blocks minus over the quarter before it, Pre-LN "
+               f"{primary.rate_curvature(deep, 'pre')}, Peri-LN {primary.rate_curvature(deep, 'peri')}")
     peri = deep[deep.ln == "peri"]
     depths = sorted(set(peri.depth))
-    numbers = f"{primary_text(found)}. Per run, the deep-half rate per block: {deep_cells(deep, 'rate')}. {gate_note(x)}"
     if len(depths) == 2:
         terms = [(sign, peri[peri.depth == d].rate) for sign, d in ((1.0, depths[1]), (-primary.KEPT_RATE, depths[0]))]
         kept = stats.combined_means(terms)
         if kept is not None:
-            numbers += (f". Secondary, Peri-LN's rate at L = {depths[1]} − {primary.KEPT_RATE:g}·rate at L = "
-                        f"{depths[0]}: {primary.ci(*kept[:3])} (p = {kept[3]:.2g})")
+            numbers += (f"; Peri-LN's rate at L = {depths[1]} − {primary.KEPT_RATE:g}·rate at L = {depths[0]}: "
+                        f"{primary.ci(*kept[:3])} (p = {kept[3]:.2g})")
     return Claim("1. Pre-LN hidden states grow exponentially with depth",
                  "E2's runs at L = 64 and 128 (Δt = 1, lr 0.01 and 0.03): per run the rate r of ln mean\\|X_l\\| per "
-                 "block over l ∈ [L/2, L]; (a) r_pre − r_peri within (lr, L) cells, (b) Pre-LN's mean r at 128 − ¾·r "
-                 "at 64 (an exponential keeps its rate, a power law halves it); both",
+                 "block over l ∈ [L/2, L]; Pre-LN's mean r at 128 − ¾·(mean r at 64), each lr alike (an exponential "
+                 "keeps its rate, a linear or power law halves it)",
                  "none", [("1", found)], numbers)
 
 
@@ -111,8 +118,8 @@ def claim_peri_growth(x):
                f"Per run the local power of mean\\|X_l\\|: {deep_cells(deep, 'power_mean')}")
     return Claim("2. Peri-LN: mean \\|x\\| grows at most linearly, its variance quadratically (Pre-LN not)",
                  "E2 (as claim 1): per run the local powers of l over l ∈ [L/2, L] (slopes of ln mean\\|X_l\\| and ln "
-                 "entry_var_l on ln l); Pre-LN's, averaged over the (lr, L) cells, against 1 and 2: above either "
-                 "(claimed), below both (against)",
+                 "entry_var_l on ln l); Pre-LN's, averaged over the (lr, L) cells, against a linear law's 1 and a "
+                 "quadratic law's 2: above either (claimed), below both (against)",
                  "Peri-LN's half: each residual add is a LayerNorm output, so mean\\|X_L\\| ≤ mean\\|X_0\\| + Δt·Σ_l "
                  "(max\\|γ_l\\| + max\\|β_l\\|), linear in L given the learned gains (docs/protocol.md); reported, not "
                  "tested", [("2", found)], numbers)
@@ -143,7 +150,7 @@ def claim_dt_tightens(x):
     pairs = in_range(x, e1.dt_pairs(x.e1))
     found = over_range({lr: primary.dt_beyond_construction(pairs[pairs.lr == lr], 0.1) for lr in x.range})
     return Claim("3. Δt < 1 tightens both",
-                 "E1's pairs (placement, lr, seed) at Δt = 0.1 and 1 over the learning range: the mean ln X_L(1)/X_L(0.1) "
+                 "E1's pairs (placement, lr, seed) at Δt = 0.1 and 1 at each of E1's lrs: the mean ln X_L(1)/X_L(0.1) "
                  "per placement, lr and quantity against the construction's ×10 (mean\\|X_L\\|) and ×100 (entry_var) "
                  "(Student's t): claimed above it everywhere, against below ×1 anywhere",
                  f"the direction: a stream made of branch outputs is Δt times smaller at Δt for the same function "
@@ -161,7 +168,7 @@ def claim_gradients(x):
     if pooled.p is not None:
         numbers += f" (p = {pooled.p:.2g})"
     return Claim("4. Pre-LN's gradients grow with its activations; Peri-LN's local sensitivity does not",
-                 "E1's finished runs over the learning range: ln(largest block sensitivity) = μ_cell + b_pl·ln "
+                 "E1's finished runs: ln(largest block sensitivity) = μ_cell + b_pl·ln "
                  "mean\\|X_L\\| with a cell per (placement, Δt, lr), so that only the seeds' variation inside a cell "
                  "informs b; t-test of b_pre − b_peri (Pre larger; Peri-LN's claim predicts b ≈ 0)",
                  "none in the primary test (the intervention's slope, 0 for Peri-LN by construction, is not run)",
@@ -174,9 +181,8 @@ def claim_noise(x):
     relative = over_range({lr: primary.amplification_at(pairs[pairs.lr == lr], "log_relative") for lr in x.range})
     old = primary.amplification_at_two(pairs, x.range[-2:]) if len(x.range) >= 2 else not_tested("fewer than two lrs")
     return Claim("5. Peri-LN bounds the amplification of input noise",
-                 "E1's pairs (Δt, lr, seed) over the learning range: ln(absolute amplification Pre/Peri), W2(X_L)/W2(X_0), "
-                 "the mean over the two Δt cells at each lr (t); the verdict follows the whole range (claimed at "
-                 "every lr)",
+                 "E1's pairs (Δt, lr, seed): ln(absolute amplification Pre/Peri), W2(X_L)/W2(X_0), the mean over the "
+                 "two Δt cells at each of E1's lrs (t); the verdict follows the whole range (claimed at every lr)",
                  "none", [("5", found)],
                  f"{range_note(x)}: {primary_text(found)}. Beside it, the relative amplification (divided by the "
                  f"stream's growth): {primary_text(relative)}. Secondary, the third round's test (sign tests at the "
@@ -186,8 +192,9 @@ def claim_noise(x):
 # ---------------------------------------------------------------------------------------------
 # E3: divergence as a dose-response
 
-EVENTS = (("diverged", "diverged (the primary event)", e1.diverged), ("broke", "diverged or collapsed", e1.broke),
-          ("failed", "failed (E1's line)", e1.failed))
+EVENTS = (("diverged", "diverged (the primary event)", e1.diverged),
+          ("ran away", "stopped or ended above its first loss", e1.ran_away),
+          ("broke", "diverged or collapsed", e1.broke), ("failed", "failed (E1's line)", e1.failed))
 
 
 def edges_text(got, event):
@@ -204,18 +211,21 @@ def claim_divergence(x):
     got = recorded(x.e3)
     runs = got.assign(diverged=e1.diverged(got))
     six_a = per_dt(runs, primary.divergence_shift)
-    six_b = per_dt(runs, primary.weight_decay_shift)
+    six_b = per_dt(runs, primary.weight_decay_gap)
     numbers = [f"6a {primary_text(six_a)}", f"6b {primary_text(six_b)}"]
     if len(got):
+        for ln in ("pre", "peri"):
+            found = per_dt(runs, lambda r, ln=ln: primary.weight_decay_shift(r, ln))
+            numbers.append(f"secondary, {PLACEMENT_LABEL[ln]}'s own weight-decay shift: {primary_text(found)}")
         numbers += [f"50% lr (95% CI) of each event, per configuration — {name}: {edges_text(got, event)}"
                     for _, name, event in EVENTS]
         numbers.append("runs: " + ", ".join(f"{PLACEMENT_LABEL[ln]} {int(e1.diverged(rows).sum())} of {len(rows)} diverged"
                                            for ln, rows in got.groupby("ln", sort=False)))
     return Claim("6. Pre-LN diverges at smaller learning rates than Peri-LN, more so without weight decay",
-                 f"E3 (lr {lrs_text(sorted(set(got.lr)))}; wd 0, 0.1; Δt 1, 0.1): diverged = stopped, or the last "
-                 "training loss above the first; a logistic curve in ln lr per Δt (an intercept per wd, one slope; "
-                 "Firth), its 50% lr: 6a Peri-LN's against Pre-LN's, 6b Pre-LN's without against with weight decay; "
-                 "each in both Δt",
+                 f"E3 (lr {lrs_text(sorted(set(got.lr)))}; wd 0, 0.1; Δt 1, 0.1): diverged = stopped, ended above its "
+                 "first loss, or collapsed after a blow-up of 1 nat; a logistic curve in ln lr per Δt (an intercept per "
+                 "wd, one slope; Firth): 6a Peri-LN's 50% lr against Pre-LN's; 6b the placement × weight-decay term "
+                 "(Peri-LN's advantage without against with weight decay); each in both Δt",
                  "none", [("6a", six_a), ("6b", six_b)], "; ".join(numbers) if len(got) else "no E3 run")
 
 
@@ -248,7 +258,7 @@ def claim_best(x):
                                                         {label(k): metrics_at(x, k, lr) for k in keys if k != ref},
                                                         lower) for lr in x.range})
     return Claim("7. Peri-LN with Δt = 0.1 is best on every metric",
-                 "E1, Peri-LN Δt = 0.1 against each other configuration at each lr of the learning range: Welch's tests "
+                 "E1, Peri-LN Δt = 0.1 against each other configuration at each of E1's lrs: Welch's tests "
                  "of the final loss, ppl_seq, accuracy, ROUGE-1, and of L* and LR sensitivity over the grid "
                  "(intersection over metrics, competitors and lrs)",
                  "none", [("7", found)], f"{range_note(x)}, Welch over the seeds: {primary_text(found)}")

@@ -12,7 +12,7 @@ import os
 from . import e1, e2, findings, power, reports, stats
 from .claim_rows import ALPHA, CLAIMS, verdict
 from .grid import InputError, make_grid
-from .tables import between_markers, on_grid, p_value, table
+from .tables import between_markers, on_grid, p_value, recorded, table
 
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 HEADER = ["claim (paper)", "primary test (named before the runs)", "what holds by construction", "numbers", "p (Holm)",
@@ -38,7 +38,7 @@ def load_experiments(docs):
     e2_settings, e2_runs, e2_tables = experiment(docs, "e2")
     e3_settings, e3_runs, _ = experiment(docs, "e3")
     return argparse.Namespace(e1=e1_runs, e1_settings=e1_settings, e1_measured=e1.measure(e1_runs),
-                              e1_tables=e1_tables, range=e1.learning_range(e1_runs), e2=e2_runs,
+                              e1_tables=e1_tables, range=sorted(set(recorded(e1_runs).lr)), e2=e2_runs,
                               e2_settings=e2_settings, e2_tables=e2_tables, e2_deep=e2.deep_half(e2_runs, e2_tables),
                               e3=e3_runs, e3_settings=e3_settings)
 
@@ -54,13 +54,16 @@ def power_text(row):
     return f"{power_:.0%} (80% at {'more than ' + str(power.N_GRID[-1]) if seeds is None else int(seeds)} seeds)"
 
 
-def claims_table(docs, x=None):
+def claims_table(docs, x=None, verdicts=None):
     """The table's lines: per claim its primary test, what holds by construction, the numbers, the
     p-values (raw and Holm's across every primary test of every claim), the power the test was
-    designed with (docs/power.csv of power.py, "—" without it) and the verdict."""
+    designed with (docs/power.csv of power.py, "—" without it) and the verdict. `verdicts` False
+    leaves the verdicts out (by default: where the tables are not the current round's, the pilot's
+    tables, on which these tests were designed and are no evidence)."""
     x = x or load_experiments(docs)
     powers = power.read_powers(os.path.join(docs, power.POWER_FILE))
     found = [claim(x) for claim in CLAIMS]
+    current = findings.is_current(x) if verdicts is None else verdicts
     primaries = [primary for c in found for _, primary in c.primaries]
     adjusted = iter(stats.holm([p.p for p in primaries]))
     rows = []
@@ -75,6 +78,8 @@ def claims_table(docs, x=None):
             said = verdict(primary, holm)
             if designed is not None and designed[0] < ENOUGH_POWER and said.startswith("**inconclusive** at this"):
                 said += ": untestable at this scale (declared before the runs)"
+            if not current:
+                said = "— (the pilot's tables: no verdict)"
             verdicts.append(tag + said)
         rows.append([c.title, c.test, c.construction, c.numbers, "; ".join(ps), "; ".join(shown), "; ".join(verdicts)])
     return table(HEADER, rows)

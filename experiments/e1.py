@@ -43,21 +43,32 @@ def failed(rows):
     return (rows.outcome != "ok") | short
 
 
+# A collapse counts as divergence when the run's loss rose at least BLOW_UP nats above its step-0
+# loss at some step: it blew up and came back only to the unigram level.
+BLOW_UP = 1.0
+
+
+def ran_away(rows):
+    """Per run (a boolean Series): ./train stopped it (diverged or nonfinite), or it ended worse than
+    the untrained model (its last training loss, the mean of its last ten logged steps, above its
+    step-0 loss ≈ ln V). Claim 6's narrow secondary event."""
+    return rows.outcome.isin(["diverged", "nonfinite"]) | (rows.final_train_loss > rows.first_train_loss)
+
+
 def diverged(rows):
     """Per run (a boolean Series): did it diverge (claim 6's event, docs/protocol.md, *Divergence*)?
-    ./train stopped it (diverged or nonfinite), or it never recovered: its last logged training
-    loss is above its step-0 loss (≈ ln V), so it ended worse than the untrained model. ./train's
-    own rule waits for the end of its first window; the second part catches a blow-up inside warmup
-    that never comes back. Neither part fires in a run that learns (an ok run ends far below its
-    step-0 loss); a blow-up that recovers is a spike, and a run that recovers only to the unigram
-    level is collapsed (`broke`), not diverged."""
-    stopped = rows.outcome.isin(["diverged", "nonfinite"])
-    return stopped | (rows.final_train_loss > rows.first_train_loss)
+    It blew up and never came back to a model that learns: it ran away (ran_away), or it collapsed
+    (a final validation loss at or above unigram_ce) after a blow-up, its largest logged loss at
+    least BLOW_UP above its step-0 loss. Each part ends in a model that learned nothing beyond token
+    frequencies, so no part fires in a run that learns; a blow-up that recovers to a learning model
+    is a spike, and a collapse without a blow-up is counted by `broke` only."""
+    blew_up = rows.max_loss >= rows.first_train_loss + BLOW_UP
+    return ran_away(rows) | ((rows.outcome == "collapsed") & blew_up)
 
 
 def broke(rows):
-    """Per run: claim 6's broad secondary event, diverged or collapsed (ended at or above unigram_ce:
-    at the learning rates of E3 the model died to a unigram predictor, with or without a blow-up)."""
+    """Per run: claim 6's broad secondary event, diverged or collapsed with or without a blow-up
+    (ended at or above unigram_ce: the model died to a unigram predictor)."""
     return diverged(rows) | (rows.outcome == "collapsed")
 
 

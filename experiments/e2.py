@@ -218,14 +218,17 @@ def ratio_test(small, large):
 # ---------------------------------------------------------------------------------------------
 # Inside deep runs (claims 1 and 2, docs/protocol.md)
 
-DEEP_COLUMNS = ["run", "ln", "dt", "lr", "depth", "seed", "outcome", "gated", "rate", "power_mean", "power_var"]
+DEEP_COLUMNS = ["run", "ln", "dt", "lr", "depth", "seed", "outcome", "gated", "rate", "power_mean", "power_var",
+                "rate_early", "rate_late"]
 
 
 def deep_half(runs, tables):
     """Per finished run with ./eval's layers, over the deep half l ∈ [L/2, L] of its stream after
     training: `rate`, the least-squares slope of ln mean|X_l| against l (an exponential's rate per
     block), and `power_mean`, `power_var`, the slopes of ln mean|X_l| and ln entry_var_l against ln l
-    (the local powers of l that a linear and a quadratic law keep at or below 1 and 2)."""
+    (the local powers of l that a linear and a quadratic law keep at or below 1 and 2); `rate_early`
+    and `rate_late`, the rate over the quarters l ∈ [L/2, 3L/4] and [3L/4, L] (equal for an
+    exponential)."""
     layers = profiles(tables.layers)
     got = recorded(runs)
     rows = []
@@ -242,7 +245,9 @@ def deep_half(runs, tables):
         rows.append(dict(run=run.run, ln=run.ln, dt=run.dt, lr=run.lr, depth=depth, seed=run.seed,
                          outcome=run.outcome, gated=bool(is_gated), rate=float(np.polyfit(l, mean, 1)[0]),
                          power_mean=float(np.polyfit(np.log(l), mean, 1)[0]),
-                         power_var=float(np.polyfit(np.log(l), var, 1)[0])))
+                         power_var=float(np.polyfit(np.log(l), var, 1)[0]),
+                         rate_early=float(np.polyfit(l[l <= 0.75 * depth], mean[l <= 0.75 * depth], 1)[0]),
+                         rate_late=float(np.polyfit(l[l >= 0.75 * depth], mean[l >= 0.75 * depth], 1)[0])))
     return pd.DataFrame(rows, columns=DEEP_COLUMNS)
 
 

@@ -25,17 +25,22 @@ def fmt_seeds(runs):
     return f"{s[0]}–{s[-1]}" if s and s == list(range(s[0], s[-1] + 1)) else ", ".join(map(str, s))
 
 
+def is_current(x):
+    """Are the loaded tables the current round's (the seeds of the presets)?"""
+    return all(seeds_of(runs) == parse_list(PRESETS[name]["seeds"], "int", "--seeds")
+               for name, runs in (("e1", x.e1), ("e2", x.e2), ("e3", x.e3)))
+
+
 def which_protocol(x):
     """One sentence: whose tables these are (the fourth round's seeds, or not yet)."""
-    current = all(seeds_of(runs) == parse_list(PRESETS[name]["seeds"], "int", "--seeds")
-                  for name, runs in (("e1", x.e1), ("e2", x.e2), ("e3", x.e3)))
+    current = is_current(x)
     counts = (f"E1 {len(recorded(x.e1))} runs, E2 {len(recorded(x.e2))} runs, E3 {len(recorded(x.e3))} runs, seeds "
               f"{fmt_seeds(x.e1)}, {fmt_seeds(x.e2)} and {fmt_seeds(x.e3)}")
     if current:
         return f"The tables under `docs/` are the fourth round's ({counts})."
     return (f"The tables under `docs/` are still the third round's ({counts}); the fourth round, pre-registered in "
-            "[docs/protocol.md](docs/protocol.md), has not run yet, so most of its primary tests cannot be made on "
-            "them (their designs differ) and the claims table says so.")
+            "[docs/protocol.md](docs/protocol.md), has not run yet. Its tests, designed after these tables were "
+            "seen, are not evidence on them: the claims table shows their numbers on these tables but no verdict.")
 
 
 def median_text(values):

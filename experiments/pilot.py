@@ -21,7 +21,7 @@ from .tables import finished, on_grid, recorded
 
 # What the third round's tables give the fourth round's worlds: E1's learning range, E2's deep
 # half at its two largest depths and matched learning rates, E3 with E1's runs at lr ≥ 0.03.
-DEEP_LRS, DEEP_DEPTH = (0.01, 0.03), 64
+DEEP_LRS, DEEP_DEPTHS = (0.01, 0.03), (32, 64)
 DIVERGENCE_FROM = 0.03
 
 
@@ -62,28 +62,25 @@ def pilot(docs):
                             sigma=round(math.sqrt(residual[3] / residual[4]), 3),
                             x={k: (round(float(g.x.mean()), 3), round(float(g.x.std(ddof=1)), 3)) for k, g in cells})
     deep = e2.deep_half(e2_runs, e2_tables)
-    deep = deep[(deep.dt == 1.0) & (deep.depth == DEEP_DEPTH) & deep.lr.isin(DEEP_LRS)]
-    found["deep"] = {(ln, lr): {q: mean_sd(deep[(deep.ln == ln) & (deep.lr == lr)][q])
-                                for q in ("rate", "power_mean", "power_var")}
-                     for ln in ("pre", "peri") for lr in DEEP_LRS}
+    deep = deep[(deep.dt == 1.0) & deep.lr.isin(DEEP_LRS)]
+    found["deep"] = {(ln, lr, depth): {q: mean_sd(deep[(deep.ln == ln) & (deep.lr == lr) & (deep.depth == depth)][q])
+                                       for q in ("rate", "power_mean", "power_var")}
+                     for ln in ("pre", "peri") for lr in DEEP_LRS for depth in DEEP_DEPTHS}
     flags = recorded(e1_runs[e1_runs.ln.isin(["pre", "peri"]) & (e1_runs.lr >= DIVERGENCE_FROM)])
-    both = [flags.assign(diverged=e1.diverged(flags)), recorded(e3_runs).assign(diverged=e1.diverged(recorded(e3_runs)))]
-    runs = pd.concat(both, ignore_index=True)
+    third = recorded(e3_runs)
+    runs = pd.concat([flags.assign(diverged=e1.diverged(flags)), third.assign(diverged=e1.diverged(third))],
+                     ignore_index=True)
     found["divergence"] = {}
-    for ln in ("pre", "peri"):
-        for dt in (1.0, 0.1):
-            mine = runs[(runs.ln == ln) & (runs.dt == dt)]
-            wds = sorted(set(mine.wd))
-            X = np.column_stack([(mine.wd == wd).to_numpy(dtype=float) for wd in wds] + [np.log(mine.lr.astype(float))])
-            beta = stats.firth_logistic(X, mine.diverged.to_numpy(dtype=float))[0]
-            found["divergence"][ln, dt] = dict({f"alpha_wd{wd:g}": round(float(b), 3) for wd, b in zip(wds, beta)},
-                                               beta=round(float(beta[-1]), 3))
-    found["divergence_shift"] = {}
     for dt in (1.0, 0.1):
         mine = runs[runs.dt == dt]
-        shift = stats.logistic_shift(np.log(mine.lr.astype(float)), mine.diverged.to_numpy(dtype=float),
-                                     (mine.ln == "peri").to_numpy(), mine.wd)
-        found["divergence_shift"][dt] = {k: round(v, 4) for k, v in shift.items()}
+        wds = sorted(set(mine.wd))
+        peri = (mine.ln == "peri").to_numpy(dtype=float)
+        X = np.column_stack([(mine.wd == wd).to_numpy(dtype=float) for wd in wds] +
+                            [np.log(mine.lr.astype(float)), peri, peri * (mine.wd == wds[0]).to_numpy(dtype=float)])
+        beta = stats.firth_logistic(X, mine.diverged.to_numpy(dtype=float))[0]
+        found["divergence"][dt] = dict(alpha={wd: round(float(b), 3) for wd, b in zip(wds, beta)},
+                                       beta=round(float(beta[2]), 3), gamma=round(float(beta[3]), 3),
+                                       delta=round(float(beta[4]), 3))
     measured = e1.measure(e1_runs)
     found["metrics"] = {(k[0], k[1], lr): {m: mean_sd(finished(v["rows"][v["rows"].lr == lr])[m])
                                            for m in ("val_loss", "ppl_seq", "accuracy", "rouge1_stem")}

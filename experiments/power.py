@@ -83,22 +83,23 @@ NATURAL_X = {("peri", 0.1, 1e-3): (-0.449, 0.044), ("peri", 0.1, 3e-3): (-0.589,
              ("pre", 0.1, 1e-2): (2.502, 0.34), ("pre", 0.1, 3e-2): (3.928, 0.305),
              ("pre", 1.0, 1e-3): (-0.234, 0.064), ("pre", 1.0, 3e-3): (1.733, 0.403),
              ("pre", 1.0, 1e-2): (4.154, 0.204), ("pre", 1.0, 3e-2): (5.914, 0.337)}
-# Claims 1, 2: E2's deep half at L = 64, Δt = 1 (mean, sd over three seeds): the rate per block of
-# ln mean|X_l| and the local powers of l.
-DEEP = {("pre", 0.01): dict(rate=(0.0092, 0.0021), power_mean=(0.431, 0.097), power_var=(0.755, 0.305)),
-        ("pre", 0.03): dict(rate=(0.0102, 0.0046), power_mean=(0.469, 0.218), power_var=(0.831, 0.459)),
-        ("peri", 0.01): dict(rate=(0.0178, 0.0022), power_mean=(0.831, 0.105), power_var=(2.050, 0.251)),
-        ("peri", 0.03): dict(rate=(0.0118, 0.0007), power_mean=(0.552, 0.035), power_var=(1.469, 0.210))}
+# Claims 1, 2: E2's deep half at L = 32 and 64, Δt = 1 (mean, sd over three seeds): the rate per
+# block of ln mean|X_l| and the local powers of l.
+DEEP = {("pre", 0.01, 32): dict(rate=(0.0204, 0.0113), power_mean=(0.476, 0.261), power_var=(0.890, 0.467)),
+        ("pre", 0.01, 64): dict(rate=(0.0092, 0.0021), power_mean=(0.431, 0.097), power_var=(0.755, 0.305)),
+        ("pre", 0.03, 32): dict(rate=(0.0127, 0.0085), power_mean=(0.290, 0.195), power_var=(0.505, 0.194)),
+        ("pre", 0.03, 64): dict(rate=(0.0102, 0.0046), power_mean=(0.469, 0.218), power_var=(0.831, 0.459)),
+        ("peri", 0.01, 32): dict(rate=(0.0332, 0.0051), power_mean=(0.774, 0.114), power_var=(1.830, 0.322)),
+        ("peri", 0.01, 64): dict(rate=(0.0178, 0.0022), power_mean=(0.831, 0.105), power_var=(2.050, 0.251)),
+        ("peri", 0.03, 32): dict(rate=(0.0159, 0.0101), power_mean=(0.377, 0.237), power_var=(1.272, 0.919)),
+        ("peri", 0.03, 64): dict(rate=(0.0118, 0.0007), power_mean=(0.552, 0.035), power_var=(1.469, 0.210))}
 # Claim 6: the divergence event (e1.diverged) over E1's runs at lr ≥ 0.03 (wd 0.1) and E3's (wd 0 and
-# 0.1), per placement and Δt: logit P = α_wd + β·ln lr (Firth); and per Δt the shift of Peri-LN's
-# 50% lr against Pre-LN's (primary.divergence_shift's model): ×1.0 at Δt = 1, ×0.86 at Δt = 0.1.
-DIVERGENCE = {("pre", 1.0): dict(alpha={0.0: 5.015, 0.1: 1.864}, beta=4.366),
-              ("pre", 0.1): dict(alpha={0.0: 8.794, 0.1: 3.549}, beta=10.038),
-              ("peri", 1.0): dict(alpha={0.0: 9.978, 0.1: 3.549}, beta=10.04),
-              ("peri", 0.1): dict(alpha={0.0: 8.794, 0.1: 3.548}, beta=8.282)}
-DIVERGENCE_SHIFT = {1.0: 1.0, 0.1: 0.86}
-# The paper's effect at Pre-LN's 50% lr with weight decay: Peri-LN below 2% where Pre-LN is at
-# 20% (with) and 60% (without weight decay): Peri-LN's curve later by (logit 0.6 − logit 0.02)/β.
+# 0.1), per Δt: logit P = α_wd + β·ln lr + γ·[Peri-LN] + δ·[Peri-LN]·[wd = 0] (Firth). Peri-LN's 50% lr
+# is ×e^{−γ/β} Pre-LN's with weight decay (×1.06 at Δt = 1, ×1.8 at Δt = 0.1) and ×e^{−(γ+δ)/β}
+# without it (×1.0 at both: E3 ran without weight decay only at 0.51 and 1, where both diverge).
+DIVERGENCE = {1.0: dict(alpha={0.0: 5.721, 0.1: 4.767}, beta=3.61, gamma=-0.216, delta=0.216),
+              0.1: dict(alpha={0.0: 5.475, 0.1: 3.304}, beta=3.211, gamma=-1.918, delta=1.918)}
+# The paper's effect at Pre-LN's curve without weight decay: Peri-LN below 2% where Pre-LN is at 60%.
 PAPER_PERI_RATE = 0.02
 # Claim 7: E1 per configuration and lr (mean, sd over five seeds), and per seed L*, LR sensitivity.
 METRICS = {
@@ -149,23 +150,28 @@ def deep_rows(rng, seeds, rate, powers):
     return pd.DataFrame(rows)
 
 
+def kept_ratio(lr, world):
+    """Pre-LN's deep-half rate at L = 128 over its rate at 64 in each world: the pilot's ratio from
+    L = 32 to 64 made to point the claimed way about the middle, 3/4 (claim), an exponential's 1
+    (exponential), a power law's 1/2 (null)."""
+    pilot = DEEP["pre", lr, 64]["rate"][0] / DEEP["pre", lr, 32]["rate"][0]
+    return {"claim": mirrored(pilot, primary.KEPT_RATE, True), "exponential": 1.0, "null": 0.5}[world]
+
+
 def claim_1(rng, seeds, world):
-    """Claim: Pre-LN at Peri-LN's pilot rate plus the pilot's distance between them, kept at 2L (an
-    exponential); Peri-LN at its pilot rate, halved at 2L (a power law). Null: the same rates, but
-    Pre-LN's halves too (depth drives both: Pre-LN grows faster, but not exponentially)."""
+    """Pre-LN's rate at L = 64 as the pilot's, at L = 128 that times kept_ratio; Peri-LN's at both as
+    the pilot's at 64 (it enters the secondary rows only)."""
     def rate(ln, lr, depth):
-        peri, pre = DEEP["peri", lr]["rate"], DEEP["pre", lr]["rate"]
-        mean = mirrored(pre[0], peri[0], True) if ln == "pre" else peri[0]
-        halves = ln == "peri" or world == "null"
-        return (mean / 2 if halves and depth == E2_DEPTHS[1] else mean), DEEP[ln, lr]["rate"][1]
-    return primary.deep_growth(deep_rows(rng, seeds, rate, lambda *_: {}))
+        mean, sd = DEEP[ln, lr, 64]["rate"]
+        return (mean * kept_ratio(lr, world) if ln == "pre" and depth == E2_DEPTHS[1] else mean), sd
+    return primary.rate_kept(deep_rows(rng, seeds, rate, lambda *_: {}))
 
 
 def claim_2(rng, seeds, world):
     """Claim: Pre-LN's local powers above their bounds by the pilot's distance below them. Null:
     Pre-LN with Peri-LN's pilot powers."""
     def powers(ln, lr, depth):
-        source = DEEP["peri" if world == "null" else ln, lr]
+        source = DEEP["peri" if world == "null" else ln, lr, 64]
         return {c: ((mirrored(source[c][0], b, True) if world == "claim" else source[c][0]), source[c][1])
                 for c, b in primary.BOUNDS.items()}
     return primary.pre_outside_bounds(deep_rows(rng, seeds, lambda *_: (0.0, 1.0), powers))
@@ -238,50 +244,46 @@ def claim_5_at_two(rng, seeds, world):
     return primary.amplification_at_two(amplification_pairs(rng, seeds, world), LEARNING_RANGE[-2:])
 
 
-def curve(key, wd, shift=1.0):
-    """P(diverged) at ln lr of the pilot's curve of `key` (placement, Δt), its 50% lr × `shift`."""
-    law = DIVERGENCE[key]
-    return lambda log_lr: 1 / (1 + np.exp(-(law["alpha"][wd] + law["beta"] * (log_lr - math.log(shift)))))
-
-
-def divergence_runs(rng, seeds, laws):
-    """E3's runs: `laws` {(ln, dt, wd): P(ln lr)}, `seeds` runs per learning rate of E3_LRS."""
+def divergence_runs(rng, seeds, model):
+    """E3's runs, `seeds` per cell and learning rate: model(dt) gives (α_wd, β, γ, δ) of the logit
+    α_wd + β·ln lr + γ·[Peri-LN] + δ·[Peri-LN]·[wd = 0]."""
     rows = []
-    for (ln, dt, wd), law in laws.items():
-        for lr in E3_LRS:
-            rows.append(pd.DataFrame(dict(ln=ln, dt=dt, wd=wd, lr=lr, diverged=rng.random(seeds) < law(math.log(lr)))))
+    for dt in DTS:
+        alpha, beta, gamma, delta = model(dt)
+        for ln in ("pre", "peri"):
+            for wd in WDS:
+                for lr in E3_LRS:
+                    logit = alpha[wd] + beta * math.log(lr) + (ln == "peri") * (gamma + delta * (wd == min(WDS)))
+                    rows.append(pd.DataFrame(dict(ln=ln, dt=dt, wd=wd, lr=lr,
+                                                  diverged=rng.random(seeds) < 1 / (1 + math.exp(-logit)))))
     return pd.concat(rows, ignore_index=True)
 
 
-def paper_shift(dt):
-    """Claim 6a's shift at the paper's effect: Peri-LN at PAPER_PERI_RATE where Pre-LN is at 60%."""
+def paper_gamma(dt):
+    """γ of the paper's effect: Peri-LN at PAPER_PERI_RATE where Pre-LN (without weight decay) is at 60%."""
     logit = lambda p: math.log(p / (1 - p))
-    return math.exp((logit(0.6) - logit(PAPER_PERI_RATE)) / DIVERGENCE["pre", dt]["beta"])
+    return -(logit(0.6) - logit(PAPER_PERI_RATE))
 
 
 def claim_6a(rng, seeds, world):
-    """Per Δt, Pre-LN's pilot curves; Peri-LN's the same curves moved by the pilot's shift made to
-    point the claimed way (claim), by the paper's effect (paper), or not at all (null)."""
-    laws = {}
-    for dt in DTS:
-        shift = {"claim": max(DIVERGENCE_SHIFT[dt], 1 / DIVERGENCE_SHIFT[dt]), "paper": paper_shift(dt),
-                 "null": 1.0}[world]
-        for wd in WDS:
-            laws["pre", dt, wd] = curve(("pre", dt), wd)
-            laws["peri", dt, wd] = curve(("pre", dt), wd, shift)
-    return primary.per_dt(divergence_runs(rng, seeds, laws), primary.divergence_shift)
+    """Claim: the pilot's model (its shift points the claimed way in both Δt: ×1.06, ×1.8 with weight
+    decay). Paper: Peri-LN below 2% where Pre-LN is at 60%. Null: Peri-LN's curves Pre-LN's."""
+    def model(dt):
+        m = DIVERGENCE[dt]
+        gamma, delta = {"claim": (m["gamma"], m["delta"]), "paper": (paper_gamma(dt), 0.0), "null": (0.0, 0.0)}[world]
+        return m["alpha"], m["beta"], gamma, delta
+    return primary.per_dt(divergence_runs(rng, seeds, model), primary.divergence_shift)
 
 
 def claim_6b(rng, seeds, world):
-    """Pre-LN's pilot curves with and without weight decay (claim), or both at their middle (null)."""
-    laws = {}
-    for dt in DTS:
-        law = DIVERGENCE["pre", dt]
-        middle = sum(law["alpha"].values()) / 2
-        for wd in WDS:
-            alpha = law["alpha"][wd] if world == "claim" else middle
-            laws["pre", dt, wd] = (lambda a, b: lambda x: 1 / (1 + np.exp(-(a + b * x))))(alpha, law["beta"])
-    return primary.per_dt(divergence_runs(rng, seeds, laws), primary.weight_decay_shift)
+    """Claim: the pilot's model with its placement × weight-decay term made to point the claimed way
+    (Peri-LN's advantage larger without weight decay by the pilot's factor: ×1.06, ×1.8). Null: no such
+    term, while the weight decay moves both placements' curves alike (the pilot's α_wd) and Peri-LN
+    keeps the pilot's advantage."""
+    def model(dt):
+        m = DIVERGENCE[dt]
+        return m["alpha"], m["beta"], m["gamma"], -abs(m["delta"]) if world == "claim" else 0.0
+    return primary.per_dt(divergence_runs(rng, seeds, model), primary.weight_decay_gap)
 
 
 LOWER_BETTER = {"val_loss": True, "ppl_seq": True, "accuracy": False, "rouge1_stem": False, "L*": True,
@@ -316,22 +318,26 @@ def claim_7(rng, seeds, world):
 
 
 # (test, experiment whose seeds it uses, simulation, the claimed world in words)
-WORLDS = (("1", "E2", claim_1, "Pre-LN's deep-half rate above Peri-LN's by the pilot's distance between them (where "
-           "Peri-LN's was ×1.9 and ×1.2 Pre-LN's) and kept at L = 128; Peri-LN's halved"),
-          ("2", "E2", claim_2, "Pre-LN's local powers above 1 and 2 by the pilot's distance below them"),
+WORLDS = (("1", "E2", claim_1, "Pre-LN's rate at L = 128 ×1.05 (lr 0.01) and ×0.80 (lr 0.03) its rate at 64: the pilot's "
+           "ratio from L = 32 to 64 pointed the claimed way about ¾"),
+          ("2", "E2", claim_2, "Pre-LN's local powers above a linear law's 1 and a quadratic law's 2 by the pilot's "
+           "distance below them"),
           ("3", "E1", claim_3, "X_L(1)/X_L(0.1) above the construction (×10, ×100) by the pilot's distance from it, "
-           "every lr of the range, both placements"),
+           "every lr, both placements"),
           ("4", "E1", claim_4, "within-cell slopes b_pre 0.23, b_peri −0.12 (pilot), residual sd 0.24"),
           ("5", "E1", claim_5, "Pre/Peri amplification ×7.0, ×1.5, ×10, ×104 at the four lrs (pilot, made to "
            "point the claimed way)"),
-          ("6a", "E3", claim_6a, "Peri-LN's 50% divergence lr ×1.0 (Δt = 1) and ×1.16 (Δt = 0.1) Pre-LN's (pilot, "
-           "made to point the claimed way)"),
-          ("6b", "E3", claim_6b, "Pre-LN's 50% lr without weight decay ×0.49 (Δt = 1), ×0.59 (Δt = 0.1) its lr "
-           "with it (pilot)"),
+          ("6a", "E3", claim_6a, "the pilot's curves: Peri-LN's 50% divergence lr ×1.06 (Δt = 1) and ×1.8 (Δt = 0.1) "
+           "Pre-LN's with weight decay, ×1.0 without"),
+          ("6b", "E3", claim_6b, "the pilot's curves with Peri-LN's advantage ×1.06 (Δt = 1) and ×1.8 (Δt = 0.1) larger "
+           "without weight decay (the pilot's term, pointed the claimed way)"),
           ("7", "E1", claim_7, "each competitor worse by the pilot's distance on each metric at each lr"))
 # Rows beside the table: the same tests in other worlds (they do not enter the claims table).
-EXTRA = (("6a at the paper's effect", "E3", claim_6a, "paper",
-          "Peri-LN below 2% where Pre-LN diverges in 60%: its 50% lr ×2.7 (Δt = 1), ×1.5 (Δt = 0.1) Pre-LN's"),)
+EXTRA = (("1 if Pre-LN is exponential", "E2", claim_1, "exponential",
+          "Pre-LN's rate at L = 128 equal to its rate at 64"),
+         ("6a at the paper's effect", "E3", claim_6a, "paper",
+          "Peri-LN below 2% where Pre-LN (without weight decay) diverges in 60%: its 50% lr ×3.3 (Δt = 1), ×3.8 "
+          "(Δt = 0.1) Pre-LN's"))
 
 
 def supported(found, alpha):
@@ -345,11 +351,19 @@ def share_supported(simulate, seeds, world, alpha, draws=DRAWS, seed=1):
 
 
 def seeds_for_power(simulate, world, draws):
-    """The smallest number of seeds of N_GRID at which the test reaches ENOUGH power, or None."""
-    for n in N_GRID:
-        if share_supported(simulate, n, world, POWER_ALPHA, draws) >= ENOUGH:
-            return n
-    return None
+    """The smallest number of seeds of N_GRID at which the test reaches ENOUGH power, or None: the
+    largest first, then a bisection of the grid (power grows with the seeds)."""
+    reaches = lambda n: share_supported(simulate, n, world, POWER_ALPHA, draws) >= ENOUGH
+    if not reaches(N_GRID[-1]):
+        return None
+    low, high = 0, len(N_GRID) - 1  # N_GRID[high] reaches it
+    while low < high:
+        middle = (low + high) // 2
+        if reaches(N_GRID[middle]):
+            high = middle
+        else:
+            low = middle + 1
+    return N_GRID[high]
 
 
 def power_row(name, experiment, simulate, world, effect, draws):

@@ -103,21 +103,11 @@ def from_test(found, claimed_if_positive, text):
 KEPT_RATE = 0.75
 
 
-def deep_growth(rows):
-    """Claim 1: (a) the placement contrast of the deep-half rate, Pre- minus Peri-LN within cells of
-    (lr, L) (cell fixed effects), claimed when Pre-LN's is the larger; (b) Pre-LN's rate as L doubles:
-    mean rate at 2L − 3/4·(mean rate at L) at each lr (Welch–Satterthwaite), the lrs averaged alike,
-    claimed when positive (an exponential keeps its rate, linear or power growth halves it). Both
-    parts (intersection)."""
-    rows = rows[np.isfinite(rows.rate.astype(float))]
-    if not len(rows[rows.ln == "pre"]) or not len(rows[rows.ln == "peri"]):
-        return not_tested("no finished deep run of a placement")
-    cells = list(zip(rows.lr, rows.depth))
-    found = stats.cell_contrast(cells, rows.rate, rows.ln == "pre")
-    if found is None:
-        return not_tested("no (lr, L) cell with runs of both placements")
-    contrast = from_test(found, True, "rate Pre − Peri within (lr, L) per block")
-    pre = rows[rows.ln == "pre"]
+def rate_kept(rows):
+    """Claim 1: Pre-LN's deep-half rate as L doubles: mean rate at 2L − KEPT_RATE·(mean rate at L),
+    each lr's difference weighted alike (Welch–Satterthwaite, stats.combined_means), claimed when
+    positive (an exponential keeps its rate per block, linear or power growth halves it)."""
+    pre = rows[(rows.ln == "pre") & np.isfinite(rows.rate.astype(float))]
     depths = sorted(set(pre.depth))
     if len(depths) != 2 or depths[1] != 2 * depths[0]:
         return not_tested("Pre-LN's deep runs are not at two depths L and 2L")
@@ -128,8 +118,29 @@ def deep_growth(rows):
     kept = stats.combined_means(terms)
     if kept is None:
         return not_tested("fewer than two Pre-LN runs at a depth and lr, or no spread")
-    doubling = from_test(kept, True, f"Pre-LN rate at L = {depths[1]} − {KEPT_RATE:g}·rate at L = {depths[0]}")
-    return both([contrast, doubling])
+    return from_test(kept, True, f"Pre-LN rate at L = {depths[1]} − {KEPT_RATE:g}·rate at L = {depths[0]}")
+
+
+def rate_contrast(rows):
+    """Claim 1's secondary: the deep-half rate Pre- minus Peri-LN within cells of (lr, L) (cell fixed
+    effects). Not a test of exponential growth: a linear stream's rate over [L/2, L] is ln 2/(L/2),
+    which beats a slow exponential's at a finite L."""
+    rows = rows[np.isfinite(rows.rate.astype(float))]
+    found = stats.cell_contrast(list(zip(rows.lr, rows.depth)), rows.rate, rows.ln == "pre")
+    if found is None:
+        return not_tested("no (lr, L) cell with runs of both placements")
+    return from_test(found, True, "rate Pre − Peri within (lr, L) per block")
+
+
+def rate_curvature(rows, ln):
+    """Claim 1's secondary inside each run of placement `ln`: the rate over the last quarter of the
+    blocks minus the rate over the quarter before it (0 for an exponential, below 0 for a power law:
+    ×0.71 for a line), the mean over the runs with its t interval."""
+    mine = rows[rows.ln == ln]
+    found = stats.mean_test(mine.rate_late - mine.rate_early)
+    if found is None:
+        return f"fewer than two runs of {ln}"
+    return f"{ci(*found[:3])} (p = {found[3]:.2g}, {len(mine)} runs)"
 
 
 BOUNDS = {"power_mean": 1.0, "power_var": 2.0}
@@ -137,10 +148,10 @@ BOUND_NAMES = {"power_mean": "mean\\|X_l\\|", "power_var": "entry_var"}
 
 
 def pre_outside_bounds(rows):
-    """Claim 2, the part the data can refuse: Pre-LN's local powers over the deep half against the
-    bounds Peri-LN holds by construction (1 for mean|X_l|, 2 for entry_var), averaged over the cells
-    of (lr, L) alike (cells_mean). Claimed when either power lies above its bound (a union: twice
-    the smaller p of those above); against when both lie below (the larger of their p's)."""
+    """Claim 2, the part the data can refuse: Pre-LN's local powers of l over the deep half against
+    those of a linear law (1, for mean|X_l|) and a quadratic one (2, for entry_var), averaged over
+    the cells of (lr, L) alike (cells_mean). Claimed when either power lies above its law's (a union:
+    twice the smaller p of those above); against when both lie below (the larger of their p's)."""
     pre = rows[rows.ln == "pre"]
     if not len(pre):
         return not_tested("no finished deep Pre-LN run")
@@ -152,15 +163,17 @@ def pre_outside_bounds(rows):
         parts[column] = found
     above = [f for f, (c, b) in zip(parts.values(), BOUNDS.items()) if f[0] > b]
     effect = "; ".join(f"Pre-LN {BOUND_NAMES[c]} ∝ l^"
-                       f"{ci(f[0], f[1], f[2])} (bound {b:g})" for (c, b), f in zip(BOUNDS.items(), parts.values()))
+                       f"{ci(f[0], f[1], f[2])} (a {'linear' if b == 1 else 'quadratic'} law's {b:g})"
+                       for (c, b), f in zip(BOUNDS.items(), parts.values()))
     if above:
         return Primary(min(1.0, 2 * min(f[3] for f in above)), CLAIMED, effect)
     return Primary(max(f[3] for f in parts.values()), OPPOSITE, effect)
 
 
 def peri_within_bounds(rows):
-    """Claim 2's Peri-LN half, reported beside the test (it holds by construction given the learned
-    gains, docs/protocol.md): its local powers averaged over the cells, as pre_outside_bounds."""
+    """Claim 2's Peri-LN half, reported beside the test (its stream is bounded by a linear function of
+    L given the learned gains, by construction: docs/protocol.md): its local powers averaged over the
+    cells, as pre_outside_bounds."""
     peri = rows[rows.ln == "peri"]
     found = {c: stats.cells_mean(list(zip(peri.lr, peri.depth)), peri[c], b) for c, b in BOUNDS.items()} if len(peri) \
         else {}
@@ -289,21 +302,38 @@ def divergence_shift(runs):
                    f"{times(found['high'])})")
 
 
-def weight_decay_shift(runs):
-    """Claim 6b in one Δt: Pre-LN's 50% divergence learning rate without weight decay against with it
-    (stats.logistic_shift), claimed when it is the smaller (without weight decay Pre-LN diverges at
-    smaller learning rates)."""
-    pre = runs[runs.ln == "pre"]
-    wds = sorted(set(pre.wd))
+def weight_decay_gap(runs):
+    """Claim 6b in one Δt: how much larger Peri-LN's advantage (its 50% divergence lr over Pre-LN's) is
+    without weight decay than with it — the placement × weight decay term of the logistic curve
+    (stats.logistic_shift with a moderator); claimed when larger without weight decay (Pre-LN
+    diverges at smaller lrs than Peri-LN, more so without weight decay). A weight decay that moves
+    both placements alike moves neither side of it."""
+    wds = sorted(set(runs.wd))
     if len(wds) != 2:
-        return not_tested("Pre-LN's runs are not at two weight decays")
-    found = stats.logistic_shift(np.log(pre.lr.to_numpy(dtype=float)), pre.diverged.to_numpy(dtype=float),
-                                 (pre.wd == wds[0]).to_numpy())
+        return not_tested("the runs are not at two weight decays")
+    found = stats.logistic_shift(np.log(runs.lr.to_numpy(dtype=float)), runs.diverged.to_numpy(dtype=float),
+                                 (runs.ln == "peri").to_numpy(), runs.wd, (runs.wd == wds[0]).to_numpy())
+    if found is None:
+        return not_tested("no dose-response: the fitted slope in ln lr is not positive")
+    return Primary(found["p"], direction(found["ratio"] > 1),
+                   f"Peri-LN's advantage at wd {fmt_num(wds[0])} {times(found['ratio'])} its advantage at wd "
+                   f"{fmt_num(wds[1])} (95% CI {times(found['low'])} to {times(found['high'])})")
+
+
+def weight_decay_shift(runs, ln="pre"):
+    """Secondary to claim 6b, in one Δt: placement `ln`'s 50% divergence learning rate without weight
+    decay against with it (stats.logistic_shift), as a Primary claimed when it is the smaller."""
+    mine = runs[runs.ln == ln]
+    wds = sorted(set(mine.wd))
+    if len(wds) != 2:
+        return not_tested("the runs are not at two weight decays")
+    found = stats.logistic_shift(np.log(mine.lr.to_numpy(dtype=float)), mine.diverged.to_numpy(dtype=float),
+                                 (mine.wd == wds[0]).to_numpy())
     if found is None:
         return not_tested("no dose-response: the fitted slope in ln lr is not positive")
     return Primary(found["p"], direction(found["ratio"] < 1),
-                   f"Pre-LN's 50% lr at wd {fmt_num(wds[0])} {times(found['ratio'])} its lr at wd {fmt_num(wds[1])} "
-                   f"(95% CI {times(found['low'])} to {times(found['high'])})")
+                   f"{'Pre-LN' if ln == 'pre' else 'Peri-LN'}'s 50% lr at wd {fmt_num(wds[0])} {times(found['ratio'])} "
+                   f"its lr at wd {fmt_num(wds[1])} (95% CI {times(found['low'])} to {times(found['high'])})")
 
 
 def per_dt(runs, test):

@@ -165,8 +165,8 @@ PROTOCOL = dict(COMPACT_DATA, init="l8h2c64v4096", wd="0.1", warmup=30, steps=60
 # round's (1-10, 101-105, 201-203, 301-312) and from each other's.
 E1_LRS = "1e-3,3e-3,1e-2,3e-2"
 E2_LRS, E2_DEPTHS = "0.01,0.03", "64,128"
-E3_LRS = "0.13,0.17,0.23,0.31,0.42,0.56,0.75,1"
-E1_SEEDS, E2_SEEDS, E3_SEEDS = "401-412", "501-508", "601-605"
+E3_LRS = "0.1,0.13,0.17,0.23,0.31,0.42,0.56,0.75,1"
+E1_SEEDS, E2_SEEDS, E3_SEEDS = "401-422", "501-504", "601-605"
 GPU_E1_SEEDS, GPU_E2_SEEDS, GPU_E3_SEEDS = "401-405", "501-504", "601-605"
 # E2's models: 2 heads of 16 channels (C = 32), so that 128 blocks fit the CPU budget.
 E2_INIT = "l8h2c32v4096"
@@ -178,7 +178,7 @@ PAPER = dict(ln="pre,peri,post", dt="1,0.1", wd="0.1,0", seeds="1-3", lr="6e-4",
              val_data="data/openwebtext/openwebtext_val_*.bin", tokenizer=None, device="cuda", precision="bf16",
              threads=0, jobs=1)
 PRESETS = {
-    # E1: Pre- and Peri-LN × Δt over E1's learning rates, 12 seeds: claims 3, 4, 5 and 7.
+    # E1: Pre- and Peri-LN × Δt over E1's learning rates, 22 seeds: claims 3, 4, 5 and 7.
     "e1": dict(PROTOCOL, experiment="e1", ln="pre,peri", dt="1,0.1", lr=E1_LRS, seeds=E1_SEEDS, out="runs/e1",
                publish="docs/e1"),
     # E2: deep runs, L = 64 and 128 at Δt = 1 and two learning rates, 1500 steps (about 2.7 epochs):
@@ -186,7 +186,7 @@ PRESETS = {
     "e2": dict(PROTOCOL, experiment="e2", init=E2_INIT, ln="pre,peri", dt="1", lr=E2_LRS, depth=E2_DEPTHS,
                steps=1500, seeds=E2_SEEDS, save_every=500, eval_every=500, stats_every=100, out="runs/e2",
                publish="docs/e2"),
-    # E3: divergence as a dose-response over eight learning rates from 0.13 to 1, with and without
+    # E3: divergence as a dose-response over nine learning rates from 0.1 to 1, with and without
     # weight decay, E1's schedule; statistics every 20 steps for each run's extremes (claim 6).
     "e3": dict(PROTOCOL, experiment="e3", ln="pre,peri", dt="1,0.1", wd="0,0.1", lr=E3_LRS, seeds=E3_SEEDS,
                stats_every=20, out="runs/e3", publish="docs/e3"),

@@ -539,34 +539,42 @@ def firth_logistic(X, y, fixed=None, iterations=100):
     return beta, np.linalg.inv(info), current
 
 
-def logistic_shift(log_lr, event, shifted, strata=None, level=0.95):
+def logistic_shift(log_lr, event, shifted, strata=None, moderator=None, level=0.95):
     """A dose-response: the probability of `event` (0/1 per run) against ln(learning rate), one
     logistic curve per stratum (its own intercept: a weight decay) with one common slope β, and the
     runs flagged `shifted` moved along ln lr: logit P = α_stratum + β·ln lr + γ·shifted (Firth's fit).
     The shift of the 50% learning rate of the flagged runs against the others is Δ = −γ/β in ln lr
-    (×e^Δ in lr; positive: the flagged runs reach 50% at a larger lr), with its delta-method
-    interval; the test of γ = 0 by the penalised likelihood ratio (χ² with one degree of freedom).
-    Returns dict(ratio, low, high, p, slope, gamma); None when the fit fails or the slope is not
-    positive (no dose-response)."""
+    (×e^Δ in lr; positive: the flagged runs reach 50% at a larger lr). With `moderator` (0/1 per run,
+    constant within a stratum) the model adds δ·shifted·moderator and the tested quantity is how
+    much the moderator changes that shift: Δ = −δ/β (×e^Δ: the shift where the moderator holds over
+    the shift where it does not). The interval is the delta method's; the test of γ = 0 (δ = 0) is
+    the penalised likelihood ratio (χ² with one degree of freedom), which the verdict uses. Returns
+    dict(ratio, low, high, p, slope, gamma); None when the fit fails or the slope is not positive
+    (no dose-response)."""
     log_lr, event = np.asarray(log_lr, dtype=float), np.asarray(event, dtype=float)
     shifted = np.asarray(shifted, dtype=float)
     strata = np.zeros(len(event), dtype=int) if strata is None else np.asarray([str(s) for s in strata])
     names = list(dict.fromkeys(strata))
-    X = np.column_stack([(strata == s).astype(float) for s in names] + [log_lr, shifted])
+    columns = [(strata == s).astype(float) for s in names] + [log_lr, shifted]
+    if moderator is not None:
+        columns.append(shifted * np.asarray(moderator, dtype=float))
+    X = np.column_stack(columns)
     full = firth_logistic(X, event)
     if full is None:
         return None
     beta, cov, loglik = full
-    b, g = beta[-2], beta[-1]
+    slope, tested = len(names), X.shape[1] - 1
+    b, g = beta[slope], beta[tested]
     if not b > 0:
         return None
-    restricted = firth_logistic(X, event, fixed={X.shape[1] - 1: 0.0})
+    restricted = firth_logistic(X, event, fixed={tested: 0.0})
     if restricted is None:
         return None
     p = float(stats.chi2.sf(max(0.0, 2 * (loglik - restricted[2])), 1))
     delta = -g / b
-    grad = np.array([g / b ** 2, -1 / b])  # ∂Δ/∂β, ∂Δ/∂γ
-    sd = math.sqrt(max(0.0, grad @ cov[-2:, -2:] @ grad))
+    grad = np.array([g / b ** 2, -1 / b])  # ∂Δ/∂β, ∂Δ/∂(tested coefficient)
+    block = cov[np.ix_([slope, tested], [slope, tested])]
+    sd = math.sqrt(max(0.0, grad @ block @ grad))
     z = stats.norm.ppf(0.5 + level / 2)
     return dict(ratio=math.exp(delta), low=math.exp(delta - z * sd), high=math.exp(delta + z * sd), p=p,
                 slope=float(b), gamma=float(g))
