@@ -104,7 +104,7 @@ def within_fits(runs, tables):
 
 
 def fitted(fits):
-    """The fits that count (docs/experiments.md): at init every run, after training the gated
+    """The fits that count (docs/round2.md, E2): at init every run, after training the gated
     runs; both at L ≥ WITHIN_DEPTH."""
     return fits[(fits.depth >= WITHIN_DEPTH) & ((fits.stage == "init") | fits.gated.astype(bool))]
 
