@@ -82,6 +82,8 @@ def settings_of(a, given):
     for name in given:
         if name in values and not (a.report and name in TRAINING_SETTINGS):
             values[name] = getattr(a, name)
+    if "lr_from" in given and "lr" not in given:
+        values["lr"] = None  # --lr-from given takes the learning rates in place of a preset's
     if "train_data" in given and "tokenizer" not in given:
         values["tokenizer"] = None  # a preset's tokenizer is its data's: other data, the one beside it
     for name in PATH_SETTINGS:
