@@ -448,6 +448,8 @@ def firth_logistic(X, y, fixed=None, iterations=100):
     (coefficients, covariance = the inverse information, penalised log-likelihood); None when the
     information is singular."""
     X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+    if np.linalg.matrix_rank(X) < X.shape[1]:
+        return None  # the information Xᵀ·W·X is singular with X: rounding would hide it from slogdet
     beta = np.zeros(X.shape[1])
     fixed = fixed or {}
     for j, v in fixed.items():

@@ -601,6 +601,19 @@ class E3(unittest.TestCase):
         self.assertIn("| weight decay | diverged | — | not tested | Pre-LN's runs are not at two weight decays |", lines)
 
 
+    def test_one_learning_rate_has_no_dose_response(self):
+        # A tiny sweep at one lr, a third of the runs stopped: no curve in ln lr can be fitted.
+        runs = [(ln, 1.0, wd, 0.01, seed, "diverged" if seed == 1 else "ok", None if seed == 1 else 5.0, 8.3,
+                 dict(final_train_loss=9.0 if seed == 1 else 5.0)) for ln in ("pre", "peri") for wd in (0.0, 0.1)
+                for seed in (1, 2, 3)]
+        lines, tables = e3.report(None, on_grid(*hand_made(runs)))
+        found = tables["tests.csv"]
+        self.assertEqual(len(found), 2 * 3)  # one Δt
+        self.assertTrue(found.p.isna().all() and found.ratio.isna().all(), found)
+        self.assertEqual(set(found.why), {"no dose-response: the fitted slope in ln lr is not positive"})
+        self.assertIn("| Pre-LN Δt=1 | 0 | — | — | — |", lines)
+
+
 def full_layers(name, depth, mean_abs, entry_var=None):
     """trained_layers with every per-layer series ./eval writes (the figures draw them all): those it
     does not set are 1."""

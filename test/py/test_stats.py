@@ -314,6 +314,9 @@ class DoseResponse(unittest.TestCase):
         self.assertIsNone(S.logistic_edge(x, 1 - y))
         self.assertIsNone(S.logistic_edge(x, [0.0] * len(x)))
         self.assertIsNone(S.logistic_edge(x, [1.0] * len(x)))
+        # One learning rate: no curve to fit (the design's columns are collinear, the information singular).
+        self.assertIsNone(S.logistic_edge([math.log(0.3)] * 6, [0, 1, 0, 1, 1, 0]))
+        self.assertIsNone(S.firth_logistic([[1.0, 2.0], [1.0, 2.0], [1.0, 2.0]], [0.0, 1.0, 1.0]))
 
     def test_logistic_shift_recovers_a_known_shift(self):
         # Two strata (weight decays) with their own intercepts, one slope β = 4; the flagged runs
@@ -339,6 +342,7 @@ class DoseResponse(unittest.TestCase):
         # dose-response, None.
         self.assertIsNone(S.logistic_shift(xs, [1 - v for v in ys], flags, strata))
         self.assertIsNone(S.logistic_shift(xs, [0.0] * len(xs), flags, strata))
+        self.assertIsNone(S.logistic_shift([0.1] * 8, [0, 1] * 4, [0, 0, 1, 1] * 2, ["a"] * 4 + ["b"] * 4))
 
     def test_logistic_shift_interval_and_p_keep_their_level_at_e3s_size(self):
         # E3's size: 8 lrs × 5 seeds × 2 groups × 2 strata per Δt. Under no shift the test rejects at
