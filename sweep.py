@@ -5,7 +5,7 @@ tables, the experiment reports and the figures; also the claims table.
 The grid is LayerNorm placements × residual steps Δt × weight decays × learning rates × depths ×
 precisions × seeds, at one model width, schedule and step count.
 
-    python3 sweep.py --preset e1                  # E1 of docs/experiments.md, "The protocol" (then e2, e3)
+    python3 sweep.py --preset e1                  # E1 of docs/protocol.md (then e2, e3)
     python3 sweep.py --init l8h2c64v4096 --ln pre,peri --dt 1,0.1 --wd 0,0.1 --lr 1e-3,1e-2 --seeds 1-5 \\
                      --steps 600 --B 8 --T 64 --out runs/mine
     python3 sweep.py --report runs/mine           # (re)write the tables, reports and figures of a sweep

@@ -18,7 +18,7 @@ BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 HEADER = ["claim (paper)", "primary test (named before the runs)", "what holds by construction", "numbers", "p (Holm)",
           "power", "verdict"]
 # A test with less power than this at the protocol's seeds is untestable at this scale
-# (docs/experiments.md, *Power of the primary tests*).
+# (docs/protocol.md, *Power*).
 ENOUGH_POWER = 0.8
 
 

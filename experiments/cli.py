@@ -82,6 +82,8 @@ def settings_of(a, given):
     for name in given:
         if name in values and not (a.report and name in TRAINING_SETTINGS):
             values[name] = getattr(a, name)
+    if "lr_from" in given and "lr" not in given:
+        values["lr"] = None  # --lr-from given takes the learning rates in place of a preset's
     if "train_data" in given and "tokenizer" not in given:
         values["tokenizer"] = None  # a preset's tokenizer is its data's: other data, the one beside it
     for name in PATH_SETTINGS:
@@ -186,7 +188,7 @@ def check_slurm_file(path):
 
 def lr_from_e1(s):
     """The learning rates of a sweep without --lr, from the E1 sweep in s.lr_from (its
-    results.csv), by --lr-from-rule (docs/experiments.md, *The protocol*): edge, Pre-LN's edge of
+    results.csv), by --lr-from-rule (docs/experiments.md, *sweep.py*): edge, Pre-LN's edge of
     stability (e1.pre_ln_edge: where half its runs fail), one lr for every run; best, each
     configuration's best lr there (e1.best_of), as ln/Δt=lr entries; matched, the two matched
     learning rates (e1.matched_lrs) for every run, and each configuration's best lr where it is

@@ -1,4 +1,4 @@
-"""E1, learning-rate sensitivity and the edge of stability (docs/experiments.md, "The protocol"):
+"""E1, learning-rate sensitivity and the edge of stability (docs/protocol.md; docs/round2.md, E1):
 final validation loss and failure rate against learning rate per configuration; the grid's
 extension (upward until every Pre- and Peri-LN configuration fails in most seeds at its largest
 learning rate, downward until none has its best learning rate at the smallest); each
@@ -26,7 +26,7 @@ CONFIG = ["ln", "dt", "wd", "depth", "precision"]
 
 # A run fails when it does not end ok (it stopped, or collapsed) or when its final validation loss
 # is above unigram_ce − FAIL_SHARE·(unigram_ce − bigram_ce): it did not learn a quarter of what a
-# bigram table knows beyond the unigram one (docs/experiments.md, *The protocol*).
+# bigram table knows beyond the unigram one (docs/round2.md, *Failure*).
 FAIL_SHARE = 0.25
 # The grid extends while a configuration of these placements is not bracketed, by half decades,
 # within [LR_FLOOR, LR_CEILING].
@@ -132,10 +132,11 @@ def dt_pairs(runs):
 
 
 def divergence_edge(runs):
-    """E3's learning rates (docs/experiments.md, *The third round*): over all Pre-LN runs (both Δt),
-    above Pre-LN's best lr, where half of them diverge (stats.failure_edge of `diverged`),
-    rounded to two significant digits, and the grid's learning rate above it (η_hi, where at
-    least half diverged). ([η_d, η_hi], edge dict), or ([], edge) when it is not bracketed."""
+    """E3's learning rates in the third round (docs/rounds.md, *The third round, pre-registered*):
+    over all Pre-LN runs (both Δt), above Pre-LN's best lr, where half of them diverge
+    (stats.failure_edge of `diverged`), rounded to two significant digits, and the grid's learning
+    rate above it (η_hi, where at least half diverged). ([η_d, η_hi], edge dict), or ([], edge)
+    when it is not bracketed."""
     pre = recorded(runs[runs.ln == "pre"])
     best = best_of(pre)
     if best is None:
@@ -165,7 +166,7 @@ NATURAL_COLUMNS = ["quantity", "ln", "dt", "runs", "lrs", "slope", "low", "high"
 
 
 def natural_variation(runs, layers):
-    """Claim 4 without an intervention (docs/experiments.md, *The third round*): across E1's
+    """Claim 4 without an intervention (docs/rounds.md, *The third round, pre-registered*): across E1's
     learning rates, per Pre- and Peri-LN configuration over its finished runs, the slope of
     ln(largest block sensitivity) and of ln(largest ‖∂L/∂W_fcproj‖ over the blocks) against
     ln mean|X_L|, with its 95% interval and t-test against 0: whether, where the learning rate made
@@ -323,7 +324,7 @@ def measure(runs):
 def counted_lrs(runs):
     """The learning rates LR sensitivity averages over: the grid's, less those at which every run of
     `runs` is recorded and none finished (a learning rate at which every configuration stops
-    measures the grid, not a configuration; docs/experiments.md, *The third round*)."""
+    measures the grid, not a configuration; docs/rounds.md, *The third round, pre-registered*)."""
     got = recorded(runs)
     return [lr for lr in sorted(set(runs.lr)) if (runs.lr == lr).sum() > (got.lr == lr).sum() or
             len(finished(got[got.lr == lr]))]

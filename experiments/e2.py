@@ -1,36 +1,39 @@
-"""E2, growth of the hidden states with depth, on trained models (docs/experiments.md, "The
-protocol"). A run enters a fit only when it trained: its final validation loss is at least GATE
-nats below unigram_ce (the others are listed, never fitted). Growth is measured two ways:
+"""E2, growth inside deep runs (docs/protocol.md, *The design*): Pre- and Peri-LN at Δt = 1, two
+learning rates, L = 64 and 128, no intervention. The primary measure is inside each run: over the
+deep half l ∈ [L/2, L] of its stream after training, the rate of ln mean|X_l| per block and the
+local powers of l (deep_half; claims 1 and 2). The report gives every finished run's rate and
+powers (deep.csv), their mean ± sd per configuration, each placement's rate as L doubles (an
+exponential keeps its rate per block, a power of l halves it) and Pre- against Peri-LN per
+learning rate and depth.
 
-- across depth: X_L (mean_abs and entry_var of the last block's output) of the models of depth L
-  against L, in logarithms: exponential in L (ln X = α + r·L) against a power of L (ln X = α +
-  p·ln L), and both terms at once, whose r says whether there is exponential growth beyond a
-  power law (stats.depth_law); at init (step 0) and after training;
-- within a run: the profile X_1..X_L of the runs with L ≥ WITHIN_DEPTH against four laws
-  (stats.fit_laws: linear, quadratic, power, offset exponential), where the simulation of
-  test_stats tells them apart at the noise of real profiles.
+The secondaries: the profile X_1..X_L of each run against four laws (stats.fit_laws: linear,
+quadratic, power, offset exponential; fits.csv), counted at L ≥ WITHIN_DEPTH, where the
+simulation of test_stats tells them apart at the noise of real profiles; after training, per run,
+Spearman's ρ over the blocks between ‖∂L/∂W_fcproj‖ and the MLP's hidden RMS, the largest block
+sensitivity, the amplification of input noise at X_L (absolute: W2 bound at X_L over W2 bound at
+X_0; relative: divided by the stream's growth) and the scale-free gradient ratio, Pre- against
+Peri-LN by Welch's tests; and, where a sweep ran the intervention (sweep.py --intervene 1,
+intervene.py; the presets do not), the response of each checkpoint's largest block sensitivity to
+its branch outputs scaled by k. The fits after training and the diagnostics keep to the runs that
+trained (`gated`: a final validation loss at least GATE nats below unigram_ce); the deep half
+takes every finished run and marks the gated ones.
 
-After training, per run: Spearman's ρ over the blocks between ‖∂L/∂W_fcproj‖ and the MLP's
-hidden RMS, the largest block sensitivity, the amplification of input noise at X_L (absolute:
-W2 bound at X_L over W2 bound at X_0; relative: divided by the stream's growth) and the
-scale-free gradient ratio; Δt = 0.1 against 1 by sign tests; Pre- against Peri-LN by Welch's
-tests; and, with the intervention's table (intervene.py), the response of each checkpoint's
-largest block sensitivity to its branch outputs scaled by k. Writes fits.csv (one row per run,
-stage and quantity), depth_fits.csv (one row per configuration, stage and quantity) and the
-figure growth.png."""
-import math
-
+The third round's across-depth fits (X_L against L at five depths, depth_fits.csv) and its Δt
+pairs are gone with its design: two depths cannot tell e^{r·L} from a power of L, and E2 runs one
+Δt. Writes deep.csv (one row per finished run), fits.csv (one row per run, stage and quantity)
+and the figure growth.png."""
 import numpy as np
 import pandas as pd
 
 from . import stats
 from .collect import FINISHED, RUN_KEYS
-from .grid import PLACEMENT_LABEL, fmt_num
+from .grid import fmt_num
+from .primary import KEPT_RATE
 from .results import finite
 from .tables import fmt_spread, groups, recorded, short_label, table, tally, values
 
-TITLE = "E2: hidden states against layer and depth"
-FILES = ("fits.csv", "depth_fits.csv", "growth.png")
+TITLE = "E2: growth of the hidden states inside deep runs"
+FILES = ("deep.csv", "fits.csv", "growth.png")
 STAGES = ("init", "trained")
 QUANTITIES = ("mean_abs", "entry_var")
 # A run trained when its final validation loss is at least GATE nats below unigram_ce.
@@ -42,11 +45,11 @@ FIT_COLUMNS = (RUN_KEYS + ["stage", "quantity", "gated", "first", "last", "winne
                            "delta_aicc", "residual"] + [f"aicc_{law}" for law in stats.LAWS] +
                ["linear_a", "linear_b", "quadratic_a", "quadratic_b", "quadratic_c", "power_a", "power_b", "power_p",
                 "exponential_a", "exponential_b", "exponential_r"])
-DEPTH_COLUMNS = ["ln", "dt", "lr", "stage", "quantity", "runs", "depths", "r", "r_low", "r_high", "r_p", "p", "p_low",
-                 "p_high", "p_linear_p", "p_quadratic_p", "exp_alone_r", "power_alone_p", "aicc_exponential",
-                 "aicc_power", "preferred"]
 DIAGNOSTIC_COLUMNS = ("run", "ln", "dt", "lr", "precision", "depth", "seed", "gated", "rho", "rho_p", "max_sensitivity",
                       "amplification", "absolute_amplification", "gradient_ratio")
+# deep.csv's measures, and their words in the report.
+DEEP_MEASURES = {"rate": "rate of ln mean\\|X_l\\| per block", "power_mean": "power of l, mean\\|X_l\\|",
+                 "power_var": "power of l, entry_var"}
 
 
 def profiles(sweep_layers):
@@ -64,57 +67,6 @@ def gated(rows):
 
 def depth_of(run, rows):
     return int(run.depth) if run.depth == run.depth and run.depth else len(rows) - 1
-
-
-# ---------------------------------------------------------------------------------------------
-# Across depth
-
-def last_values(runs, stage_profiles, quantity, only_gated):
-    """(depths, X_L) of the recorded runs (only the gated ones when `only_gated`) that have a
-    profile."""
-    L, X = [], []
-    keep = gated(runs) if only_gated else runs.outcome.notna()
-    for run in runs[keep].itertuples():
-        rows = stage_profiles.get(run.run)
-        if rows is not None and len(rows) > 1:
-            L.append(depth_of(run, rows))
-            X.append(float(rows[quantity].iloc[-1]))
-    return L, X
-
-
-def depth_fit(runs, stage_profiles, stage, quantity):
-    """One row of depth_fits.csv for the runs of one configuration: stats.depth_law of X_L against
-    L (after training, gated runs only), with r's and p's intervals, r's p against 0 and p's
-    against 1 and 2 (linear and quadratic growth of X with L); None with fewer than three depths."""
-    L, X = last_values(runs, stage_profiles, quantity, only_gated=stage == "trained")
-    law = stats.depth_law(L, X)
-    if law is None or law["both"] is None:
-        return None
-    both = law["both"]
-    r, r_low, r_high = stats.coefficient_ci(both, 1)
-    p, p_low, p_high = stats.coefficient_ci(both, 2)
-    power = law["power"]
-    aicc = law["aicc"]
-    return dict(stage=stage, quantity=quantity, runs=len(L), depths=" ".join(str(d) for d in sorted(set(L))), r=r,
-                r_low=r_low, r_high=r_high, r_p=float(both[2][1]), p=p, p_low=p_low, p_high=p_high,
-                p_linear_p=stats.coefficient_test(power, 1, 1.0), p_quadratic_p=stats.coefficient_test(power, 1, 2.0),
-                exp_alone_r=float(law["exponential"][0][1]), power_alone_p=float(power[0][1]),
-                aicc_exponential=aicc["exponential"], aicc_power=aicc["power"],
-                preferred=None if None in aicc.values() else
-                "exponential" if aicc["exponential"] < aicc["power"] else "power")
-
-
-def depth_fits(runs, tables):
-    """depth_fits.csv: per configuration (ln, Δt, lr), stage and quantity, depth_fit."""
-    stage_profiles = {"init": profiles(tables.init_layers), "trained": profiles(tables.layers)}
-    rows = []
-    for (ln, dt, lr), group in groups(recorded(runs), ["ln", "dt", "lr"]):
-        for stage in STAGES:
-            for quantity in QUANTITIES:
-                fit = depth_fit(group, stage_profiles[stage], stage, quantity)
-                if fit:
-                    rows.append(dict(ln=ln, dt=dt, lr=lr, **fit))
-    return pd.DataFrame(rows, columns=DEPTH_COLUMNS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,7 +104,7 @@ def within_fits(runs, tables):
 
 
 def fitted(fits):
-    """The fits that count (docs/experiments.md): at init every run, after training the gated
+    """The fits that count (docs/round2.md, E2): at init every run, after training the gated
     runs; both at L ≥ WITHIN_DEPTH."""
     return fits[(fits.depth >= WITHIN_DEPTH) & ((fits.stage == "init") | fits.gated.astype(bool))]
 
@@ -183,36 +135,6 @@ def diagnostics(runs, tables):
     got = recorded(runs)
     return pd.DataFrame([diagnostic(run, layers[run.run], g) for run, g in zip(got.itertuples(), gated(got))
                          if run.run in layers], columns=list(DIAGNOSTIC_COLUMNS))
-
-
-def dt_pairs(runs, tables, only_gated=True, keys=("ln", "lr", "depth", "seed")):
-    """X_L after training of the same placement, learning rate, depth and seed (`keys`) at the two
-    Δt: one row per pair with mean_abs and entry_var at each (columns QUANTITY_small,
-    QUANTITY_large)."""
-    dts = sorted(set(runs.dt))
-    layers = profiles(tables.layers)
-    got = recorded(runs)
-    rows = []
-    for run, is_gated in zip(got.itertuples(), gated(got)):
-        if run.run in layers and (is_gated or not only_gated):
-            rows.append(dict(ln=run.ln, dt=run.dt, lr=run.lr, depth=depth_of(run, layers[run.run]), seed=run.seed,
-                             **{q: float(layers[run.run][q].iloc[-1]) for q in QUANTITIES}))
-    frame = pd.DataFrame(rows, columns=["ln", "dt", "lr", "depth", "seed"] + list(QUANTITIES))
-    if len(dts) != 2:
-        return frame.iloc[0:0]
-    return frame[frame.dt == dts[0]].merge(frame[frame.dt == dts[1]], on=list(keys), suffixes=("_small", "_large"))
-
-
-def ratio_test(small, large):
-    """Paired comparison of positive values: how many pairs are smaller in `small`, the sign
-    test's p, and the geometric mean of large/small with its t interval (on the logarithms)."""
-    small, large = np.asarray(small, dtype=float), np.asarray(large, dtype=float)
-    k, n = int((small < large).sum()), len(small)
-    logs = np.log(large / small)
-    ci = stats.mean_ci(logs)
-    return dict(smaller=k, pairs=n, p=stats.sign_test(k, n),
-                ratio=math.exp(logs.mean()) if n else None,
-                low=math.exp(ci[1]) if ci else None, high=math.exp(ci[2]) if ci else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,31 +223,21 @@ def interval(v, low, high, spec=".3g"):
 
 
 def report(s, runs, tables):
-    """E2's markdown lines and tables ({"fits.csv", "depth_fits.csv"}) from `runs` (the grid joined
-    to its results, tables.on_grid) and the sweep's per-layer tables after training and at step 0
+    """E2's markdown lines and tables ({"deep.csv", "fits.csv"}) from `runs` (the grid joined to
+    its results, tables.on_grid) and the sweep's per-layer tables after training and at step 0
     (and the intervention's, when it ran)."""
     got = recorded(runs)
-    lines = ["## E2: growth of the hidden states with depth", ""]
+    lines = ["## E2: growth of the hidden states inside deep runs", ""]
     lines += training_lines(got)
-    across = depth_fits(runs, tables)
-    lines += ["", "### Across depth", "",
-              "X_L of the models of depth L against L, one point per run (after training the gated runs only), fitted "
-              "in logarithms with both terms, ln X_L = α + r·L + p·ln L: r > 0 is growth exponential in L beyond a "
-              "power of L. Beside it the power law alone (ln X_L = α + p·ln L: p is the power of L; its tests against "
-              "p = 1 and p = 2, linear and quadratic growth) and which of the two-coefficient laws (exponential in L, "
-              "power of L) has the lower AICc. Intervals are 95%.", ""]
-    lines += table(["configuration", "stage", "quantity", "runs", "depths", "r (both terms)", "p of r = 0",
-                    "p alone", "p of p = 1", "p of p = 2", "preferred"],
-                   [[lr_label(f.ln, f.dt, f.lr), f.stage, f.quantity, f.runs, f.depths, interval(f.r, f.r_low, f.r_high),
-                     number(f.r_p, ".2g"), f"{number(f.power_alone_p)}", number(f.p_linear_p, ".2g"),
-                     number(f.p_quadratic_p, ".2g"), f.preferred or "— (too few runs)"] for f in across.itertuples()])
+    deep = deep_half(runs, tables)
+    lines += deep_lines(deep, got)
+    lines += doubling_lines(deep)
+    lines += placement_lines(deep)
     fits = within_fits(runs, tables)
     lines += within_lines(fits)
-    lines += pair_lines(runs, tables)
-    diag = diagnostics(runs, tables)
-    lines += diagnostic_lines(diag)
+    lines += diagnostic_lines(diagnostics(runs, tables))
     lines += intervention_lines(intervention_slopes(tables.intervention, runs))
-    return lines, {"fits.csv": fits, "depth_fits.csv": across}
+    return lines, {"deep.csv": deep, "fits.csv": fits}
 
 
 def training_lines(got):
@@ -337,8 +249,9 @@ def training_lines(got):
         rows.append([short_label(ln, dt), depth, fmt_num(lr), f"{int(passed.sum())}/{len(group)}",
                      fmt_spread(values(group[group.outcome.isin(FINISHED)], "val_loss"), ".3f"),
                      fmt_spread(list(group.val_loss - group.unigram_ce), ".3f")])
-    lines = [f"Training: a run enters the fits after training when its final validation loss is at least {GATE:g} "
-             "nats below unigram_ce (gated); the others are listed and never fitted.", ""]
+    lines = [f"Training: a run is gated when its final validation loss is at least {GATE:g} nats below unigram_ce; "
+             "the deep half takes every finished run, the law fits after training and the diagnostics the gated ones. "
+             "Loss over the finished runs.", ""]
     lines += table(["configuration", "L", "lr", "gated", "val loss", "val − unigram"], rows)
     missed = got[~gated(got)]
     if len(missed):
@@ -346,6 +259,73 @@ def training_lines(got):
             f"{r.run} ({r.outcome}" + (f", {r.val_loss - r.unigram_ce:+.3f}" if r.val_loss == r.val_loss else "") + ")"
             for r in missed.itertuples())]
     return lines
+
+
+def deep_lines(deep, got):
+    """Per configuration (placement, Δt, lr, L): the deep half's rate and powers, mean ± sd (n) over
+    its finished runs (all of them, and the gated ones)."""
+    rows = []
+    for (ln, dt, lr, depth), group in groups(deep, ["ln", "dt", "lr", "depth"]):
+        ran = got[(got.ln == ln) & (got.dt == dt) & (got.lr == lr) & (got.depth == depth)]
+        rows.append([lr_label(ln, dt, lr), depth, f"{len(group)}/{len(ran)}"] +
+                    [fmt_spread(values(group, m), ".3g") for m in DEEP_MEASURES] +
+                    [fmt_spread(values(group[group.gated], "rate"), ".3g")])
+    lines = ["", "### Inside deep runs", "",
+             "Per finished run, over the deep half l ∈ [L/2, L] of its stream after training: the rate r of ln "
+             "mean\\|X_l\\| per block (least squares on l: an exponential e^{r·l} has rate r at every depth) and the "
+             "local powers of l (least squares of ln mean\\|X_l\\| and ln entry_var_l on ln l: linear growth has "
+             "power 1 for mean\\|X_l\\| and 2 for entry_var). Mean ± sd (n) over every finished run of the "
+             "configuration, and the rate over its gated runs alone. Every run: deep.csv.", ""]
+    if not rows:
+        return lines + ["No finished run with a profile of at least three blocks in its deep half."]
+    return lines + table(["configuration", "L", "finished / runs"] + list(DEEP_MEASURES.values()) +
+                         ["rate, gated runs"], rows)
+
+
+def doubling_lines(deep):
+    """Per placement, Δt and lr, at each pair of depths L and 2L: the mean rate at both, their ratio,
+    and the mean rate at 2L − KEPT_RATE·(mean rate at L) with its Welch–Satterthwaite interval and
+    p (stats.combined_means; primary.deep_growth's second part, per lr)."""
+    rows = []
+    for (ln, dt, lr), group in groups(deep, ["ln", "dt", "lr"]):
+        depths = sorted(set(group.depth))
+        for short, long in [(d, 2 * d) for d in depths if 2 * d in depths]:
+            at_short, at_long = group[group.depth == short].rate, group[group.depth == long].rate
+            kept = stats.combined_means([(1.0, at_long), (-KEPT_RATE, at_short)])
+            ratio = at_long.mean() / at_short.mean() if len(at_short) and at_short.mean() else None
+            rows.append([lr_label(ln, dt, lr), f"{short} → {long}", fmt_spread(list(at_short), ".3g"),
+                         fmt_spread(list(at_long), ".3g"), number(ratio),
+                         "—" if kept is None else interval(*kept[:3]), "—" if kept is None else number(kept[3], ".2g")])
+    if not rows:
+        return []
+    return ["", "### The rate as L doubles", "",
+            f"Per placement and learning rate, the deep-half rate at L and at 2L: an exponential in l keeps its rate "
+            f"(ratio 1), a power of l (linear growth too) halves it (ratio ½). The test is of the mean rate at 2L − "
+            f"{KEPT_RATE:g}·the mean rate at L, half way between (positive: closer to an exponential), with its 95% "
+            "interval (Welch–Satterthwaite) and two-sided p; claim 1 takes Pre-LN's, the learning rates averaged "
+            "(docs/protocol.md).", ""] + \
+        table(["configuration", "L", "rate at L", "rate at 2L", "ratio", f"2L − {KEPT_RATE:g}·L (95% CI)", "p"], rows)
+
+
+def placement_lines(deep):
+    """Pre- against Peri-LN at the same Δt, lr and depth: the difference of the mean deep-half rates
+    and powers with Welch's interval and p."""
+    rows = []
+    by_config = dict(groups(deep, ["ln", "dt", "lr", "depth"]))
+    for (ln, dt, lr, depth), pre in by_config.items():
+        peri = by_config.get(("peri", dt, lr, depth))
+        if ln != "pre" or peri is None:
+            continue
+        for measure, words in DEEP_MEASURES.items():
+            found, test = stats.welch_ci(pre[measure], peri[measure]), stats.welch(pre[measure], peri[measure])
+            rows.append([fmt_num(dt), fmt_num(lr), depth, words, "—" if found is None else interval(*found),
+                         "—" if test is None else number(test[1], ".2g")])
+    if not rows:
+        return []
+    return ["", "Pre-LN − Peri-LN at the same Δt, learning rate and depth: the difference of the means over the "
+            "finished runs with Welch's 95% interval and two-sided p (claim 1 fits the rate's difference within "
+            "the (lr, L) cells at once, docs/protocol.md).", ""] + \
+        table(["Δt", "lr", "L", "measure", "Pre − Peri (95% CI)", "p"], rows)
 
 
 def within_lines(fits):
@@ -359,32 +339,12 @@ def within_lines(fits):
         clear = won[won.delta_aicc >= 2]
         rows.append([lr_label(ln, dt, lr), depth, stage, key, fmt_spread(values(group, "last")),
                      tally(won.law) or "—", tally(clear.law) or "—", number(group.residual.median(), ".2g")])
-    lines = ["", "### Within runs", "",
+    lines = ["", "### Within runs: laws of the whole profile", "",
              f"The profile X_1..X_L of each run with L ≥ {WITHIN_DEPTH} (at init every run, after training the gated "
              "ones) against four laws by AICc on relative residuals (linear; quadratic; power a + b·i^p; offset "
              "exponential a + b·e^(r·i)), named by shape; clear = ΔAICc ≥ 2; residual = the winner's RMS relative "
              "residual (median). Every fit, at every depth: fits.csv.", ""]
     return lines + table(["configuration", "L", "stage", "quantity", "X_L", "winners", "clear wins", "residual"], rows)
-
-
-def pair_lines(runs, tables):
-    """Δt = small against large: X_L of the gated pairs, sign test and geometric mean ratio."""
-    pairs = dt_pairs(runs, tables)
-    dts = sorted(set(runs.dt))
-    if len(dts) != 2 or not len(pairs):
-        return []
-    rows = []
-    for key in QUANTITIES:
-        for placement in sorted(set(pairs.ln)) + ["all"]:
-            mine = pairs[(pairs.ln == placement) | (placement == "all")]
-            t = ratio_test(mine[f"{key}_small"], mine[f"{key}_large"])
-            rows.append([key, PLACEMENT_LABEL.get(placement, placement), f"{t['smaller']} of {t['pairs']}",
-                         number(t["p"], ".2g"), interval(t["ratio"], t["low"], t["high"])])
-    return ["", f"### Δt = {fmt_num(dts[0])} against Δt = {fmt_num(dts[1])}", "",
-            f"X_L after training of the same placement, learning rate, depth and seed, both runs gated: pairs in which Δt = "
-            f"{fmt_num(dts[0])} gives the smaller value, the two-sided sign test, and the geometric mean of "
-            "X_L(large Δt) / X_L(small Δt) with its 95% interval.", ""] + \
-        table(["quantity", "placement", f"smaller with Δt = {fmt_num(dts[0])}", "sign test p", "ratio (95% CI)"], rows)
 
 
 def diagnostic_lines(diag):
@@ -439,50 +399,50 @@ def intervention_lines(slopes):
 
 
 def figure(plt, runs, tables, path):
-    """growth.png: mean_abs and entry_var against layer at init and after training (every run, the
-    deeper models darker; after training the gated runs), and X_L against the depth L."""
+    """growth.png: mean|X_l| of every finished run after training against l, on a log scale (the
+    slope is the rate of ln mean|X_l|), one panel per depth (rows) and learning rate (columns):
+    the placements coloured (Δt by the line's dash), the deep half l ∈ [L/2, L] shaded, a run that
+    missed the gate fainter; each legend entry with its configuration's mean deep-half rate."""
+    import matplotlib
     from .figures import COLORS, DT_STYLES, plain_log_axis, save
-    stage_profiles = {"init": profiles(tables.init_layers), "trained": profiles(tables.layers)}
-    got = recorded(runs)
-    depths = sorted({int(d) for d in got.depth if d == d and d})
-    fig, axes = plt.subplots(2, 3, figsize=(16, 8))
-    labelled = set()
-    for col, key in enumerate(QUANTITIES):
-        for row, stage in enumerate(STAGES):
-            ax, depth_ax = axes[row][col], axes[row][2]
-            keep = got if stage == "init" else got[gated(got)]
-            for run in keep.itertuples():
-                rows = stage_profiles[stage].get(run.run)
-                if rows is None or (rows[key] <= 0).any():
-                    continue
-                label = short_label(run.ln, run.dt)
-                alpha = 0.35 + 0.65 * (depths.index(run.depth) + 1) / len(depths) if run.depth in depths else 1
-                ax.plot(rows.layer, rows[key], color=COLORS[run.ln], linestyle=DT_STYLES.get(run.dt, "-."), alpha=alpha,
-                        linewidth=1.1, label=None if label in labelled else label)
-                labelled.add(label)
-            plain_log_axis(ax)
-            ax.set_xlabel("layer i (0 = embedding output, i = output of block i)")
-            ax.set_ylabel(f"{key} of X_i (log scale)")
-            ax.set_title(f"{key} {'at initialisation (step 0)' if stage == 'init' else 'after training (gated runs)'}",
-                         fontsize=10)
-            ax.grid(True, which="both", alpha=0.3)
-            if key == "mean_abs":
-                for (ln, dt), group in groups(got, ["ln", "dt"]):
-                    L, X = last_values(group, stage_profiles[stage], key, only_gated=stage == "trained")
-                    if L:
-                        depth_ax.plot(L, X, linestyle="none", marker="o", markersize=4, color=COLORS[ln],
-                                      fillstyle="full" if dt == 1 else "none", label=short_label(ln, dt))
-                depth_ax.set_xscale("log")
-                depth_ax.set_xticks(depths, [str(d) for d in depths])  # the depths run, in plain numbers
-                depth_ax.set_xticks([], minor=True)
-                plain_log_axis(depth_ax)
-                depth_ax.set_xlabel("depth L")
-                depth_ax.set_ylabel("mean_abs of X_L (log scale)")
-                depth_ax.set_title(f"X_L against depth, {'at init' if stage == 'init' else 'after training'}",
-                                   fontsize=10)
-                depth_ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    axes[0][2].legend(fontsize=8)
-    fig.suptitle(f"{TITLE}; L ∈ {{{', '.join(map(str, depths))}}} (fainter = shallower)", fontsize=11)
+    layers = profiles(tables.layers)
+    done = recorded(runs)
+    done = done[done.outcome.isin(FINISHED)]
+    deep = deep_half(runs, tables)
+    panels = {}
+    for run, is_gated in zip(done.itertuples(), gated(done)):
+        rows = layers.get(run.run)
+        if rows is not None and (rows.mean_abs > 0).all():
+            panels.setdefault((depth_of(run, rows), run.lr), []).append((run, rows, is_gated))
+    depths, lrs = sorted({d for d, _ in panels}) or [None], sorted({lr for _, lr in panels}) or [None]
+    fig, axes = plt.subplots(len(depths), len(lrs), figsize=(5.6 * len(lrs), 3.9 * len(depths)), squeeze=False,
+                             sharey=True)
+    for (depth, lr), mine in panels.items():
+        ax = axes[depths.index(depth)][lrs.index(lr)]
+        ax.axvspan(depth / 2, depth, color="0.9", zorder=0)
+        for run, rows, is_gated in mine:
+            ax.plot(rows.layer, rows.mean_abs, color=COLORS[run.ln], linestyle=DT_STYLES.get(run.dt, "-."),
+                    linewidth=0.9, alpha=0.8 if is_gated else 0.3)
+        handles = [matplotlib.patches.Patch(color="0.9", label="deep half, l ∈ [L/2, L]")]
+        for (ln, dt), group in groups(deep[(deep.depth == depth) & (deep.lr == lr)], ["ln", "dt"]):
+            mean, sd, n = stats.mean_sd(group.rate)
+            handles.append(matplotlib.lines.Line2D(
+                [], [], color=COLORS[ln], linestyle=DT_STYLES.get(dt, "-."),
+                label=f"{short_label(ln, dt)}: rate {mean:.3g}" + (f" ± {sd:.2g}" if sd is not None else "") +
+                      f" per block ({n} runs)"))
+        ax.legend(handles=handles, fontsize=7.5, loc="upper left")
+        ax.set_title(f"L = {depth}, lr {fmt_num(lr)}", fontsize=10)
+        ax.set_xlim(0, depth)
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in axes[-1]:
+        ax.set_xlabel("layer l (0 = embedding output, l = output of block l)")
+    for row in axes:
+        row[0].set_ylabel("mean|X_l| (log scale)")
+    if panels:
+        plain_log_axis(axes[0][0])  # the panels share y: one call sets every panel
+    else:
+        axes[0][0].text(0.5, 0.5, "no finished run with ./eval's layers", ha="center", transform=axes[0][0].transAxes)
+    fig.suptitle(f"{TITLE}: every finished run after training (fainter: missed the gate, {GATE:g} nats below "
+                 "unigram_ce)", fontsize=11)
     fig.tight_layout()
     save(fig, path)

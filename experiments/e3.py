@@ -1,173 +1,217 @@
-"""E3, failures at the edge of stability with and without weight decay (docs/experiments.md, "The
-protocol"): per run its outcome beside what it went through (spikes, the highest training loss
-and its step, the largest attention logit and mean |X_L| ./train logged); per configuration
-the counts; Fisher's exact tests (two-sided) of Pre- against Peri-LN and of weight decay off
-against on, counting failures (e1.failed) and runs that stopped, each with the difference of
-the failure rates and its interval, and beside it the rank-sum test of the final loss (a run
-that stopped ranks worst); Welch's and the rank-sum test of the final loss against Peri-LN
-Δt = 0.1; the growth laws of the finished runs' profiles. Writes tests.csv (one row per count
-test)."""
+"""E3, divergence as a dose-response (docs/protocol.md, *The design*): Pre- and Peri-LN × Δt × weight
+decay over a fine grid of learning rates, E1's schedule. Four events per run (claim_rows.EVENTS):
+diverged (e1.diverged, the primary: stopped, its last training loss above its first, or collapsed
+after a blow-up), ran away (stopped or above its first loss), broke (diverged or collapsed) and
+failed (E1's failure line). Per configuration (placement, Δt, wd)
+and learning rate the counts of each over the seeds; per configuration and event the learning
+rate at which half the runs have it, from a logistic curve in ln lr (stats.logistic_edge); and
+claim 6's shift tests in each Δt (primary.divergence_shift: Peri-LN's 50% learning rate against
+Pre-LN's, one curve per weight decay with one slope; primary.weight_decay_gap: how much larger
+Peri-LN's advantage is without weight decay; and each placement's own weight-decay shift), for the
+primary event and the secondary ones. Writes tests.csv
+(one row per test, event and Δt) and the figure divergence.png."""
 import math
 
+import numpy as np
 import pandas as pd
 
-from . import stats
-from .collect import FINISHED, OUTCOMES
-from .e1 import failed
+from . import primary, stats
+from .claim_rows import EVENTS
+from .collect import OUTCOMES
 from .grid import PLACEMENT_LABEL, fmt_num
-from .tables import CONFIG_KEYS, finished, fmt_stat, groups, outcome_counts, recorded, short_label, table, tally, \
-    values
+from .tables import groups, outcome_counts, recorded, short_label, table
 
-FILES = ("tests.csv",)
-TEST_COLUMNS = ["test", "counted", "first_failed", "first_runs", "second_failed", "second_runs", "difference",
-                "difference_low", "difference_high", "p", "rank_share", "rank_p"]
-# What a count test counts.
-COUNTED = {"failed": failed, "stopped": lambda rows: rows.outcome.isin(["diverged", "nonfinite"])}
-
-
-def ranked_loss(rows):
-    """The final validation loss of each run for a rank test: a run that stopped (or whose loss is
-    not finite) ranks above every finished one (+inf)."""
-    return [loss if outcome in FINISHED and loss == loss else math.inf for outcome, loss in zip(rows.outcome, rows.val_loss)]
-
-
-def count_test(name, first, second, counted):
-    """Fisher's exact test of `counted` in `first` against `second`, the difference of their
-    rates with Newcombe's interval, and the rank-sum test of their final losses."""
-    a, c = int(COUNTED[counted](first).sum()), int(COUNTED[counted](second).sum())
-    d, low, high = stats.rate_difference(a, len(first), c, len(second))
-    ranks = stats.mann_whitney(ranked_loss(first), ranked_loss(second))
-    return dict(test=name, counted=counted, first_failed=a, first_runs=len(first), second_failed=c,
-                second_runs=len(second), difference=d, difference_low=low, difference_high=high,
-                p=stats.fisher_exact(a, len(first) - a, c, len(second) - c), rank_share=ranks and ranks[0],
-                rank_p=ranks and ranks[1])
-
-
-def tests(got):
-    """The count tests of E3's runs: Pre- against Peri-LN over everything, and wd 0 against the
-    other weight decay per placement and pooled."""
-    out = []
-    wds = sorted(set(got.wd))
-    pre, peri = got[got.ln == "pre"], got[got.ln == "peri"]
-    if len(pre) and len(peri):
-        for counted in COUNTED:
-            out.append(count_test("Pre-LN vs Peri-LN (all wd, Δt)", pre, peri, counted))
-    if len(wds) == 2:
-        for ln in ("pre", "peri"):
-            mine = got[got.ln == ln]
-            if len(mine):
-                for counted in COUNTED:
-                    out.append(count_test(f"{PLACEMENT_LABEL[ln]}: wd {fmt_num(wds[0])} vs {fmt_num(wds[1])} (all Δt)",
-                                          mine[mine.wd == wds[0]], mine[mine.wd == wds[1]], counted))
-        out.append(count_test(f"wd {fmt_num(wds[0])} vs {fmt_num(wds[1])} (all placements, Δt)", got[got.wd == wds[0]],
-                              got[got.wd == wds[1]], "failed"))
-    return pd.DataFrame(out, columns=TEST_COLUMNS)
+TITLE = "E3: divergence against learning rate"
+FILES = ("tests.csv", "divergence.png")
+# The shift tests of claim 6: (name, what its ratio is, primary's test).
+SHIFT_TESTS = (("placement", "Peri-LN's 50% lr ÷ Pre-LN's (6a: claimed above 1)", primary.divergence_shift),
+               ("placement × weight decay", "Peri-LN's advantage at the smaller wd ÷ at the larger (6b: claimed "
+                "above 1)", primary.weight_decay_gap),
+               ("Pre-LN's weight decay", "Pre-LN's 50% lr at the smaller wd ÷ at the larger (secondary)",
+                primary.weight_decay_shift),
+               ("Peri-LN's weight decay", "Peri-LN's 50% lr at the smaller wd ÷ at the larger (secondary)",
+                lambda runs: primary.weight_decay_shift(runs, "peri")))
+TEST_COLUMNS = ["test", "event", "dt", "runs", "events", "ratio", "low", "high", "p", "slope", "direction", "why"]
 
 
 def number(x, spec=".3g"):
     return "—" if x is None or x != x else format(x, spec)
 
 
-def report(s, runs, tables=None):
-    """E3's markdown lines and its tables ({"tests.csv": DataFrame}) from `runs`, the grid joined
-    to its results (tables.on_grid), and the sweep's per-layer tables (for the laws)."""
+def with_event(runs, event):
+    """The recorded runs with the column `diverged` set to `event` (the column primary's tests read)."""
     got = recorded(runs)
-    lines = ["## E3: failures at the edge, with and without weight decay", "",
-             f"Learning rate {', '.join(sorted({fmt_num(lr) for lr in runs.lr}))} (E3's rule on E1: Pre-LN's edge, "
-             "and the grid's lr above it). A run fails when it does not end ok or ends less than a quarter of the way "
-             "from unigram_ce to bigram_ce (E1's rule). Per configuration and learning rate, over the seeds:", ""]
-    rows = []
-    for (ln, dt, wd, lr, depth, precision), group in groups(runs, CONFIG_KEYS):
-        mine = recorded(group)
-        if len(mine):
-            counts = outcome_counts(mine)
-            rows.append([short_label(ln, dt, precision, depth), fmt_num(wd), fmt_num(lr), len(mine)] +
-                        [counts[k] for k in OUTCOMES] +
-                        [int(failed(mine).sum()), int(mine.spikes.fillna(0).sum()),
-                         fmt_stat(values(finished(mine), "val_loss"), 3),
-                         number(pd.Series(ranked_loss(mine)).median(), ".3f"),
-                         number(mine.train_max_attn_logit.median()), number(mine.train_max_mean_abs_L.median())])
-    lines += table(["configuration", "wd", "lr", "runs", "ok", "collapsed", "diverged", "nonfinite", "failed", "spikes",
-                    "val loss (finished)", "median final loss (stopped = ∞)", "median largest attention logit",
-                    "median largest mean |X_L|"], rows)
+    return got.assign(diverged=event(got).astype(bool))
 
-    found = tests(got)
-    lines += ["", "Count tests: Fisher's exact test, two-sided (failed = E1's rule; stopped = diverged or nonfinite), "
-              "the difference of the rates (first − second) with Newcombe's 95% interval; beside it the rank-sum test "
-              "of the final loss (share = P(first's loss > second's), a stopped run ranking worst).", ""]
-    lines += table(["comparison", "counted", "first", "second", "difference (95% CI)", "Fisher p", "rank share",
-                    "rank-sum p"],
-                   [[t.test, t.counted, f"{t.first_failed}/{t.first_runs}", f"{t.second_failed}/{t.second_runs}",
-                     f"{t.difference:+.2f} ({t.difference_low:+.2f}, {t.difference_high:+.2f})", f"{t.p:.3g}",
-                     number(t.rank_share, ".2f"), number(t.rank_p)] for t in found.itertuples()])
-    lines += against_reference(got, sorted(set(runs.wd)), sorted(set(runs.dt), reverse=True))
-    lines += per_run(got)
-    lines += laws(got, tables)
+
+def shift_fit(runs, name):
+    """stats.logistic_shift on the runs and flags that primary's test `name` fits (its estimate and
+    interval; primary's Primary keeps the p and direction only); None where it makes no fit."""
+    if name == "placement":
+        return stats.logistic_shift(np.log(runs.lr.to_numpy(dtype=float)), runs.diverged.to_numpy(dtype=float),
+                                    (runs.ln == "peri").to_numpy(), runs.wd)
+    pre = runs[runs.ln == "pre"]
+    wds = sorted(set(pre.wd))
+    if len(wds) != 2:
+        return None
+    return stats.logistic_shift(np.log(pre.lr.to_numpy(dtype=float)), pre.diverged.to_numpy(dtype=float),
+                                (pre.wd == wds[0]).to_numpy())
+
+
+def tests(runs):
+    """tests.csv: claim 6's shift tests per event and Δt: the ratio of the 50% learning rates with its
+    95% interval, the p and direction of primary's test, the common slope in ln lr, how many runs
+    and events entered; `why` when the test cannot be made."""
+    rows = []
+    for name, _, test in SHIFT_TESTS:
+        for event_name, _, event in EVENTS:
+            flagged = with_event(runs, event)
+            for dt in sorted(set(flagged.dt), reverse=True):
+                mine = flagged[flagged.dt == dt]
+                found, result = shift_fit(mine, name), test(mine)
+                entered = mine[mine.ln == "pre"] if name == "weight decay" else mine
+                rows.append(dict(test=name, event=event_name, dt=dt, runs=len(entered),
+                                 events=int(entered.diverged.sum()),
+                                 **{k: (found or {}).get(k, math.nan) for k in ("ratio", "low", "high")},
+                                 p=math.nan if result.p is None else result.p,
+                                 slope=(found or {}).get("slope", math.nan), direction=result.direction,
+                                 why=result.why))
+    return pd.DataFrame(rows, columns=TEST_COLUMNS)
+
+
+def edge(rows, event):
+    """stats.logistic_edge of `event` over `rows` (one configuration): (lr, low, high) or None."""
+    return stats.logistic_edge(np.log(rows.lr.to_numpy(dtype=float)), event(rows).to_numpy(dtype=float))
+
+
+def edge_text(found, lrs):
+    """"0.31 (0.25–0.37)", "—" without a dose-response; marked where the estimate lies outside the
+    grid's learning rates (an extrapolation)."""
+    if found is None:
+        return "—"
+    outside = " (outside the grid)" if not min(lrs) <= found[0] <= max(lrs) else ""
+    return f"{found[0]:.2g} ({found[1]:.2g}–{found[2]:.2g}){outside}"
+
+
+def report(s, runs, tables=None):
+    """E3's markdown lines and its table ({"tests.csv": DataFrame}) from `runs`, the grid joined
+    to its results (tables.on_grid)."""
+    got = recorded(runs)
+    lrs = sorted(set(runs.lr))
+    lines = ["## E3: divergence as a dose-response", "",
+             f"Learning rates {', '.join(fmt_num(lr) for lr in lrs)}; seeds {', '.join(map(str, sorted(set(runs.seed))))}. "
+             "Events per run: **diverged** (the primary: ./train stopped it, or its last training loss is above its "
+             "step-0 loss, so it ended worse than the untrained model), **broke** (diverged or collapsed: ended at "
+             "or above unigram_ce) and **failed** (E1's line: not ok, or less than a quarter of the way from "
+             "unigram_ce to bigram_ce). docs/protocol.md gives the reasons.", ""]
+    lines += count_lines(got)
+    lines += edge_lines(got, lrs)
+    found = tests(runs)
+    lines += test_lines(runs, found)
     return lines, {"tests.csv": found}
 
 
-def against_reference(got, wds, dts):
-    """The final loss of each configuration against Peri-LN Δt = 0.1 at the same weight decay and lr:
-    Welch's test of the finished runs and the rank-sum test of all (a stopped run worst)."""
+def count_lines(got):
+    """Per configuration and learning rate: the outcomes, the three events, and the medians of the
+    largest attention logit and mean |X_L| that ./train logged (whether the logits or the stream ran
+    away)."""
     rows = []
-    for lr, wd in [(lr, wd) for lr in sorted(set(got.lr)) for wd in wds]:
-        at = got[(got.lr == lr) & (got.wd == wd)]
-        ref = at[(at.ln == "peri") & (at.dt == 0.1)]
-        for ln in ("pre", "peri"):
-            for dt in dts:
-                mine = at[(at.ln == ln) & (at.dt == dt)]
+    for (ln, dt, wd, lr, depth, precision), mine in groups(got, ["ln", "dt", "wd", "lr", "depth", "precision"]):
+        counts = outcome_counts(mine)
+        rows.append([short_label(ln, dt, precision, depth), fmt_num(wd), fmt_num(lr), len(mine)] +
+                    [counts[k] for k in OUTCOMES] + [int(event(mine).sum()) for _, _, event in EVENTS] +
+                    [int(mine.spikes.fillna(0).sum()), number(mine.train_max_attn_logit.median()),
+                     number(mine.train_max_mean_abs_L.median())])
+    return ["Per configuration and learning rate, over the seeds: the outcomes (README, *Run outcomes*), the three "
+            "events, spikes, and the medians of the largest attention logit and of the largest mean\\|X_L\\| in "
+            "./train's stats records. Every run: results.csv.", ""] + \
+        table(["configuration", "wd", "lr", "runs"] + list(OUTCOMES) + [name for name, _, _ in EVENTS] +
+              ["spikes", "median largest attention logit", "median largest mean\\|X_L\\|"], rows)
+
+
+def edge_lines(got, lrs):
+    """Per configuration (placement, Δt, wd) and event, the 50% learning rate (edge_text)."""
+    rows = [[short_label(ln, dt, precision, depth), fmt_num(wd)] +
+            [edge_text(edge(mine, event), lrs) for _, _, event in EVENTS]
+            for (ln, dt, wd, depth, precision), mine in groups(got, ["ln", "dt", "wd", "depth", "precision"])]
+    return ["", "The learning rate at which half the runs have the event: a logistic curve in ln lr per configuration "
+            "(Firth's penalised likelihood, finite where the runs separate), P = 1/2 at e^{−α/β}, with its "
+            "delta-method 95% interval; — where the fitted slope is not positive (no dose-response).", ""] + \
+        table(["configuration", "wd"] + [words for _, words, _ in EVENTS], rows)
+
+
+def test_lines(runs, found):
+    """The shift tests per event: each Δt apart (tests.csv), then both Δt joined as claim 6 joins
+    them (primary.per_dt: both the same way)."""
+    rows = [[t.test, t.event, fmt_num(t.dt), f"{t.events}/{t.runs}",
+             "—" if t.ratio != t.ratio else f"×{t.ratio:.3g} (×{t.low:.3g} to ×{t.high:.3g})",
+             number(t.slope), number(t.p, ".2g"), t.direction or f"not tested ({t.why})"] for t in found.itertuples()]
+    joined = []
+    for name, _, test in SHIFT_TESTS:
+        for event_name, _, event in EVENTS:
+            result = primary.per_dt(with_event(runs, event), test)
+            joined.append([name, event_name, number(result.p, ".2g"),
+                           result.direction or "not tested", result.effect if result.p is not None else result.why])
+    return ["", "### The shift of the 50% learning rate (claim 6)", "",
+            "Per Δt, one logistic curve in ln lr per weight decay with one common slope (Firth), the compared runs "
+            "shifted along ln lr: the ratio of their 50% learning rates with its delta-method 95% interval, the "
+            "common slope per unit of ln lr, and the penalised likelihood-ratio p. "
+            + " ".join(f"{name}: {words}." for name, words, _ in SHIFT_TESTS) +
+            " The primary event is claim 6's test; the two others are secondaries.", ""] + \
+        table(["test", "event", "Δt", "events / runs", "ratio (95% CI)", "slope", "p", "direction"], rows) + \
+        ["", "Both Δt joined as claim 6 joins them (claimed when both point the claimed way, with the larger p; "
+         "against when either points the other way): the direction and p before Holm's adjustment across the "
+         "claims.", ""] + table(["test", "event", "p", "direction", "effect"], joined)
+
+
+def figure(plt, runs, tables, path):
+    """divergence.png: the share of runs with each event against the learning rate (log axis), one
+    row per event and one column per Δt and weight decay, the placements coloured: the observed
+    shares as points (Pre- and Peri-LN nudged apart along lr), the fitted logistic curve as a line
+    and its 50% learning rate as a tick on the ½ line."""
+    import matplotlib
+    from .figures import COLORS, save
+    got = recorded(runs)
+    columns = [key for key, _ in groups(got, ["dt", "wd"])]
+    columns.sort(key=lambda k: (-k[0], k[1]))
+    lrs = sorted(set(got.lr)) or [1.0]
+    grid = np.exp(np.linspace(math.log(lrs[0]) - 0.3, math.log(lrs[-1]) + 0.3, 200))
+    fig, axes = plt.subplots(len(EVENTS), max(1, len(columns)), figsize=(4.4 * max(1, len(columns)),
+                             3.3 * len(EVENTS)), squeeze=False, sharex=True, sharey=True)
+    nudge = {"pre": 0.97, "peri": 1.03}
+    for row, (_, words, event) in enumerate(EVENTS):
+        for col, (dt, wd) in enumerate(columns):
+            ax = axes[row][col]
+            for ln in ("pre", "peri"):
+                mine = got[(got.ln == ln) & (got.dt == dt) & (got.wd == wd)]
                 if not len(mine):
                     continue
-                own = ln == "peri" and dt == 0.1
-                welch = None if own else stats.welch(values(finished(mine), "val_loss"), values(finished(ref), "val_loss"))
-                ranks = None if own or not len(ref) else stats.mann_whitney(ranked_loss(mine), ranked_loss(ref))
-                done = finished(mine)
-                rows.append([short_label(ln, dt), fmt_num(wd), fmt_num(lr), fmt_stat(values(done, "val_loss"), 3),
-                             fmt_stat(values(done, "accuracy"), 3), fmt_stat(values(done, "rouge1_stem"), 3),
-                             "—" if welch is None else f"{welch[1]:.3g}", "—" if ranks is None else f"{ranks[1]:.3g}"])
-    return ["", "Final validation loss against Peri-LN Δt = 0.1 at the same wd and lr: Welch's t-test of the finished runs, "
-            "and the rank-sum test of every run (a stopped run ranking worst).", ""] + \
-        table(["configuration", "wd", "lr", "val loss (finished)", "accuracy", "ROUGE-1 (stemmed)", "Welch p",
-               "rank-sum p"],
-              rows)
-
-
-def per_run(got):
-    """One line per run: its outcome beside what it went through."""
-    rows = [[short_label(r.ln, r.dt), fmt_num(r.wd), fmt_num(r.lr), r.seed,
-             r.outcome + (" (failed)" if f and r.outcome == "ok" else ""),
-             number(r.stopped_step, ".0f"), number(r.spikes, ".0f"),
-             f"{number(r.max_loss, '.2f')} @{number(r.max_loss_step, '.0f')}", number(r.train_max_attn_logit),
-             number(r.train_max_mean_abs_L), number(r.val_loss, ".3f")]
-            for r, f in zip(got.itertuples(), failed(got))]
-    return ["", "Every run: its outcome (ok (failed) = finished ok but less than a quarter of the way to bigram_ce), "
-            "the step it stopped at, its spikes, the highest training loss after step 0 and its step, and the largest "
-            "attention logit and mean |X_L| of ./train's stats records: whether the attention logits or the residual "
-            "stream ran away.", ""] + \
-        table(["configuration", "wd", "lr", "seed", "outcome", "stopped", "spikes", "max loss @step",
-               "largest attention logit",
-               "largest mean |X_L|", "val loss"], rows)
-
-
-def laws(got, tables):
-    """The growth laws of mean_abs over X_1..X_L of the finished runs (stats.fit_laws), per
-    configuration: which law wins how often. Read with care at L = 8 (docs/experiments.md)."""
-    if tables is None or tables.layers is None or not len(tables.layers):
-        return []
-    profiles = {name: rows.sort_values("layer") for name, rows in tables.layers.groupby("run")}
-    rows = []
-    for (ln, dt, wd), group in groups(got, ["ln", "dt", "wd"]):
-        names = []
-        for run in group.itertuples():
-            y = list(profiles[run.run].mean_abs)[1:] if run.run in profiles else []
-            if len(y) >= 5 and min(y) > 0:
-                fits, winner = stats.fit_laws(range(1, len(y) + 1), y)
-                if winner:
-                    names.append(stats.law_name(winner, fits[winner]["params"]))
-        if names:
-            rows.append([short_label(ln, dt), fmt_num(wd), len(names), tally(names)])
-    if not rows:
-        return []
-    return ["", "Growth laws of mean |X_i| over the blocks of each finished run (E2's fits; at these depths the "
-            "simulation of docs/experiments.md tells the laws apart poorly, so this is description, not a test).", ""] + \
-        table(["configuration", "wd", "runs", "winning laws"], rows)
+                flags = event(mine).astype(float)
+                share = flags.groupby(mine.lr).mean()
+                ax.plot(share.index * nudge[ln], share.values, linestyle="none", marker="o", markersize=5,
+                        color=COLORS[ln], alpha=0.85)
+                fit = stats.firth_logistic(np.column_stack([np.ones(len(mine)), np.log(mine.lr.to_numpy(dtype=float))]),
+                                           flags.to_numpy())
+                if fit is not None:
+                    a, b = fit[0]
+                    with np.errstate(over="ignore"):
+                        ax.plot(grid, 1 / (1 + np.exp(-(a + b * np.log(grid)))), color=COLORS[ln], linewidth=1.4)
+                    if b > 0 and math.log(grid[0]) <= -a / b <= math.log(grid[-1]):
+                        ax.plot([math.exp(-a / b)], [0.5], marker="|", markersize=14, color=COLORS[ln])
+            ax.axhline(0.5, color="gray", linestyle=":", linewidth=0.8)
+            ax.set_xscale("log")
+            ax.set_xticks(lrs, [fmt_num(lr) for lr in lrs], fontsize=7)
+            ax.set_xticks([], minor=True)
+            ax.set_ylim(-0.05, 1.05)
+            ax.grid(True, alpha=0.3)
+            ax.set_title(f"{words}: Δt = {fmt_num(dt)}, wd = {fmt_num(wd)}", fontsize=9)
+            if row == len(EVENTS) - 1:
+                ax.set_xlabel("peak learning rate (log scale)")
+        axes[row][0].set_ylabel("share of runs")
+    handles = [matplotlib.lines.Line2D([], [], color=COLORS[ln], marker="o", label=PLACEMENT_LABEL[ln])
+               for ln in ("pre", "peri")]
+    fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=9, frameon=False)
+    fig.suptitle(f"{TITLE}: observed shares over the seeds (points) and the logistic curve in ln lr fitted to "
+                 "each configuration's runs (Firth; | = its 50% learning rate)", fontsize=11)
+    fig.tight_layout()
+    save(fig, path)

@@ -1,4 +1,4 @@
-"""Claim 4's intervention (docs/experiments.md, *The protocol*, E2): a trained checkpoint whose
+"""Claim 4's intervention (docs/round2.md, E2, *The intervention*): a trained checkpoint whose
 residual branches' output projections are scaled by k, and ./eval's block sensitivity on it.
 
 Scaling the output projection of attention (attprojw, attprojb) and of the MLP (fcprojw,
@@ -24,7 +24,7 @@ from .files import write_whole
 from .grid import InputError, fmt_num
 from .results import read_json
 
-# The factors of the intervention (docs/experiments.md, E2): 1 is the trained model itself,
+# The factors of the intervention (docs/round2.md, E2): 1 is the trained model itself,
 # evaluated alike.
 K = (0.5, 1.0, 2.0, 4.0)
 MAGIC, HEADER_WORDS = 20240326, 256

@@ -89,7 +89,7 @@ SETTINGS = [
             "Pre-LN's divergence edge there and the grid's lr above it, for every run"),
     Setting("lr_extend", 0, int, TRAINING,
             "1 = after the grid, add learning rates by half decades until it brackets every Pre- and Peri-LN edge "
-            "(E1's rule, docs/experiments.md), running each addition", low=0, high=2),
+            "(the earlier rounds' E1 rule, docs/round2.md), running each addition", low=0, high=2),
     Setting("intervene", 0, int, TRAINING,
             "1 = after the runs, E2's intervention on every finished run: its branch outputs scaled by k, ./eval "
             "again (intervention.csv)", low=0, high=2),
@@ -151,10 +151,10 @@ def default_warmup(steps):
 
 
 # ---------------------------------------------------------------------------------------------
-# Presets (docs/experiments.md, "The protocol" and "Presets"). Flags given with a preset override
+# Presets (docs/protocol.md; docs/experiments.md, *Presets*). Flags given with a preset override
 # it; a preset publishes its tables to docs/ only when nothing but execution settings changed.
 
-# The CPU protocol (docs/experiments.md, *The protocol*): an 8-block, 64-channel GPT-2 on the
+# The CPU protocol (docs/protocol.md): an 8-block, 64-channel GPT-2 on the
 # bundled corpus with its compact vocabulary, 600 steps of 8 × 64 tokens (about one epoch), 2 runs
 # at a time on 1 thread each.
 PROTOCOL = dict(COMPACT_DATA, init="l8h2c64v4096", wd="0.1", warmup=30, steps=600, B=8, T=64, clip=1.0, beta2=0.95,

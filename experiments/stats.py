@@ -1,4 +1,4 @@
-"""The statistics of the experiments (docs/experiments.md, "The protocol"), each a named test or
+"""The statistics of the experiments (docs/protocol.md, *The primary tests*), each a named test or
 estimate on scipy.stats, numpy and scipy.optimize, with its inputs and its conventions:
 
     mean_sd             mean, sample standard deviation and n of the finite values
@@ -6,15 +6,20 @@ estimate on scipy.stats, numpy and scipy.optimize, with its inputs and its conve
     sign_test           the exact binomial sign test of paired comparisons, two-sided
     welch               Welch's unequal-variance t-test of two samples, two-sided
     spearman            Spearman's rank correlation, two-sided p (exact by permutation for n ≤ 8)
-    mann_whitney        the Wilcoxon–Mann–Whitney rank-sum test, two-sided
     mean_ci, welch_ci   t intervals of a mean and of a difference of means (Welch)
-    wilson_interval     Wilson's interval of a proportion; rate_difference Newcombe's of a difference
     holm                Holm's adjustment of a family of p-values
     ols                 least squares with standard errors and t-tests of the coefficients
     fit_laws, aicc      growth laws of a profile y(x) (relative residuals), compared by AICc
-    depth_law           X_L against the depth L: exponential against a power of L
     lr_sensitivity      Wortsman et al.'s LR sensitivity E_η[min(L(η), L_init) − L*]
     failure_edge        the learning rate at which runs fail half the time, bracketed by the grid
+    mean_test           Student's one-sample t-test with its interval
+    cell_contrast       a difference between two groups within cells (cell fixed effects)
+    cell_slopes         two groups' slopes within cells, and the test of their difference
+    cells_mean          a mean over cells weighted alike, one pooled residual variance
+    combined_means      a weighted sum of independent means, Welch–Satterthwaite interval
+    firth_logistic      Firth's penalised logistic regression (finite under separation)
+    logistic_shift      the shift of a dose-response's 50% point in ln lr, with interval and p
+    logistic_edge       one dose-response's 50% learning rate with its interval
 
 Every function takes plain sequences (lists, numpy arrays or pandas Series) and returns plain
 floats, or None where the statistic is not defined (too few values, no spread).
@@ -130,40 +135,6 @@ def welch_ci(xs, ys, level=0.95):
     return diff, diff - half, diff + half
 
 
-def mann_whitney(xs, ys):
-    """Two-sided p of the Wilcoxon–Mann–Whitney rank-sum test of two samples, and the share of
-    pairs (x, y) with x > y (ties count one half): (share, p). Infinite values take part (a run
-    that stopped ranks above every finished one); NaN and None are dropped. scipy's exact p
-    without ties and small samples, else the normal approximation with the tie correction.
-    None with an empty side."""
-    x = np.array([np.nan if v is None else v for v in xs], dtype=float)
-    y = np.array([np.nan if v is None else v for v in ys], dtype=float)
-    x, y = x[~np.isnan(x)], y[~np.isnan(y)]
-    if not len(x) or not len(y):
-        return None
-    if np.concatenate([x, y]).min() == np.concatenate([x, y]).max():
-        return 0.5, 1.0
-    result = stats.mannwhitneyu(x, y, alternative="two-sided")
-    return float(result.statistic) / (len(x) * len(y)), float(result.pvalue)
-
-
-def wilson_interval(k, n, level=0.95):
-    """Wilson's score interval of a proportion k/n: (low, high)."""
-    z = stats.norm.ppf(0.5 + level / 2)
-    centre, half = (k + z * z / 2) / (n + z * z), z * math.sqrt(k * (n - k) / n + z * z / 4) / (n + z * z)
-    return centre - half, centre + half
-
-
-def rate_difference(k1, n1, k2, n2, level=0.95):
-    """(k1/n1 − k2/n2, low, high): Newcombe's hybrid score interval of a difference of two
-    proportions (his method 10, from the two Wilson intervals)."""
-    p1, p2 = k1 / n1, k2 / n2
-    l1, u1 = wilson_interval(k1, n1, level)
-    l2, u2 = wilson_interval(k2, n2, level)
-    d = p1 - p2
-    return d, d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
-
-
 def holm(ps):
     """Holm's step-down adjustment of the p-values `ps` (None counts as 1): the adjusted p of the
     i-th smallest is max over j ≤ i of min(1, (m − j + 1)·p_(j))."""
@@ -197,12 +168,6 @@ def coefficient_ci(fit, i, level=0.95):
     beta, se, _, _, df = fit
     half = stats.t.ppf(0.5 + level / 2, df) * se[i]
     return float(beta[i]), float(beta[i] - half), float(beta[i] + half)
-
-
-def coefficient_test(fit, i, value):
-    """Two-sided p of the t-test of coefficient i of an ols() fit against `value`."""
-    beta, se, _, _, df = fit
-    return float(2 * stats.t.sf(abs((beta[i] - value) / se[i]), df)) if se[i] > 0 else float(beta[i] != value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,23 +306,6 @@ def relative_residual(fits, winner, n):
     """The RMS relative residual of the winning fit, sqrt(RSS/n): the noise level of a profile
     around its law."""
     return math.sqrt(fits[winner]["rss"] / n) if winner else None
-
-
-def depth_law(depths, values):
-    """X_L of models of depth L against L, one point per run, fitted in logarithms: ln X =
-    α + r·L (exponential in L), ln X = α + p·ln L (a power of L) and both terms at once,
-    ln X = α + r·L + p·ln L. Returns {"exponential", "power", "both": ols() fits (None where
-    undefined), "aicc": {law: AICc of the two-coefficient fits}} or None without positive values
-    at three depths or more."""
-    L, X = np.asarray(depths, dtype=float), np.asarray(values, dtype=float)
-    keep = np.isfinite(X) & (X > 0)
-    L, X = L[keep], X[keep]
-    if len(set(L)) < 3:
-        return None
-    one, y = np.ones_like(L), np.log(X)
-    fits = dict(exponential=ols([one, L], y), power=ols([one, np.log(L)], y), both=ols([one, L, np.log(L)], y))
-    fits["aicc"] = {law: aicc(fits[law][3], len(L), 3) if fits[law] else None for law in ("exponential", "power")}
-    return fits
 
 
 # ---------------------------------------------------------------------------------------------
@@ -500,6 +448,8 @@ def firth_logistic(X, y, fixed=None, iterations=100):
     (coefficients, covariance = the inverse information, penalised log-likelihood); None when the
     information is singular."""
     X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+    if np.linalg.matrix_rank(X) < X.shape[1]:
+        return None  # the information Xᵀ·W·X is singular with X: rounding would hide it from slogdet
     beta = np.zeros(X.shape[1])
     fixed = fixed or {}
     for j, v in fixed.items():
@@ -539,6 +489,13 @@ def firth_logistic(X, y, fixed=None, iterations=100):
     return beta, np.linalg.inv(info), current
 
 
+def exp_or_inf(values):
+    """e^v of each value as plain floats, inf where it overflows (a slope near 0 puts the 50% point and
+    its interval's ends far out in ln lr)."""
+    with np.errstate(over="ignore"):
+        return tuple(float(v) for v in np.exp(np.asarray(values, dtype=float)))
+
+
 def logistic_shift(log_lr, event, shifted, strata=None, moderator=None, level=0.95):
     """A dose-response: the probability of `event` (0/1 per run) against ln(learning rate), one
     logistic curve per stratum (its own intercept: a weight decay) with one common slope β, and the
@@ -549,10 +506,12 @@ def logistic_shift(log_lr, event, shifted, strata=None, moderator=None, level=0.
     much the moderator changes that shift: Δ = −δ/β (×e^Δ: the shift where the moderator holds over
     the shift where it does not). The interval is the delta method's; the test of γ = 0 (δ = 0) is
     the penalised likelihood ratio (χ² with one degree of freedom), which the verdict uses. Returns
-    dict(ratio, low, high, p, slope, gamma); None when the fit fails or the slope is not positive
-    (no dose-response)."""
+    dict(ratio, low, high, p, slope, gamma); None when the fit fails, every run or none has the
+    event, or the slope is not positive (no dose-response)."""
     log_lr, event = np.asarray(log_lr, dtype=float), np.asarray(event, dtype=float)
     shifted = np.asarray(shifted, dtype=float)
+    if not 0 < event.sum() < len(event):
+        return None
     strata = np.zeros(len(event), dtype=int) if strata is None else np.asarray([str(s) for s in strata])
     names = list(dict.fromkeys(strata))
     columns = [(strata == s).astype(float) for s in names] + [log_lr, shifted]
@@ -576,15 +535,17 @@ def logistic_shift(log_lr, event, shifted, strata=None, moderator=None, level=0.
     block = cov[np.ix_([slope, tested], [slope, tested])]
     sd = math.sqrt(max(0.0, grad @ block @ grad))
     z = stats.norm.ppf(0.5 + level / 2)
-    return dict(ratio=math.exp(delta), low=math.exp(delta - z * sd), high=math.exp(delta + z * sd), p=p,
-                slope=float(b), gamma=float(g))
+    ratio, low, high = exp_or_inf([delta, delta - z * sd, delta + z * sd])
+    return dict(ratio=ratio, low=low, high=high, p=p, slope=float(b), gamma=float(g))
 
 
 def logistic_edge(log_lr, event, level=0.95):
     """One dose-response curve alone: logit P = α + β·ln lr (Firth's fit); the learning rate at which
-    P = 1/2, e^{−α/β}, with its delta-method interval: (lr, low, high); None without a positive
-    slope."""
-    log_lr = np.asarray(log_lr, dtype=float)
+    P = 1/2, e^{−α/β}, with its delta-method interval: (lr, low, high); None when every run or none
+    has the event, or without a positive slope."""
+    log_lr, event = np.asarray(log_lr, dtype=float), np.asarray(event, dtype=float)
+    if not 0 < event.sum() < len(event):
+        return None
     fit = firth_logistic(np.column_stack([np.ones(len(log_lr)), log_lr]), event)
     if fit is None or not fit[0][1] > 0:
         return None
@@ -593,7 +554,7 @@ def logistic_edge(log_lr, event, level=0.95):
     grad = np.array([-1 / b, a / b ** 2])
     sd = math.sqrt(max(0.0, grad @ cov @ grad))
     z = stats.norm.ppf(0.5 + level / 2)
-    return math.exp(centre), math.exp(centre - z * sd), math.exp(centre + z * sd)
+    return exp_or_inf([centre, centre - z * sd, centre + z * sd])
 
 
 def cells_mean(cells, values, value=0.0, level=0.95):

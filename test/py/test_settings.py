@@ -9,7 +9,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -98,32 +97,42 @@ class SettingsAgainstThePrograms(unittest.TestCase):
         self.assertEqual(sorted(PLACEMENTS), sorted(train["ln"]["values"]["choices"]))
 
 
-class E1Grid(unittest.TestCase):
-    """E1's grid as docs/experiments.md pre-registers it (*E1, refined where the placements part*):
-    "Pre-, Peri- and Post-LN × Δt ∈ {1, 0.1} × lr ∈ {3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.13, 0.17,
-    0.23, 0.3, 1} × seeds 101–105", and the review's decision for Post-LN: "only the half-decade lrs
-    3e-4 … 1 with seeds 101–103". The numbers below are typed from those sentences."""
-    DOC_LRS = {3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.13, 0.17, 0.23, 0.3, 1.0}
-    DOC_POST_LRS = {3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0}  # the half decades from 3e-4 to 1
-    DOC_SEEDS, DOC_POST_SEEDS = {101, 102, 103, 104, 105}, {101, 102, 103}
+class ThirdRoundE1(unittest.TestCase):
+    """The third round's E1 grid as docs/rounds.md pre-registered it (*E1, refined where the placements
+    part*), now history: the sentences stay as they were written."""
 
-    def test_the_decision_is_the_docs(self):
-        with open(os.path.join(REPO, "docs", "experiments.md"), encoding="utf-8") as f:
+    def test_the_decision_is_in_the_history(self):
+        with open(os.path.join(REPO, "docs", "rounds.md"), encoding="utf-8") as f:
             doc = " ".join(f.read().split())
         self.assertIn("lr ∈ {3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.13, 0.17, 0.23, 0.3, 1} × seeds 101–105", doc)
         self.assertIn("only the half-decade lrs 3e-4 … 1 with seeds 101–103", doc)
 
-    def test_post_ln_runs_at_the_half_decades_with_three_seeds_and_the_others_on_the_whole_grid(self):
-        s = argparse.Namespace(**{**defaults(TRAIN, EVAL), **PRESETS["e1"], "out": "/nowhere"})
-        runs = make_grid(s)
-        for ln in ("pre", "peri", "post"):
-            mine = [r for r in runs if r.ln == ln]
-            lrs, seeds = (self.DOC_POST_LRS, self.DOC_POST_SEEDS) if ln == "post" else (self.DOC_LRS, self.DOC_SEEDS)
-            for dt in (1.0, 0.1):
-                cells = {(r.lr, r.seed) for r in mine if r.dt == dt}
-                self.assertEqual(cells, {(lr, seed) for lr in lrs for seed in seeds}, f"{ln} Δt {dt}")
-            self.assertEqual(len(mine), 2 * len(lrs) * len(seeds), ln)
-        self.assertEqual(len([r for r in runs if r.ln == "post"]), 2 * 8 * 3)
+
+class FourthRoundGrids(unittest.TestCase):
+    """The grids of the presets e1, e2, e3 as the fourth round designs them, typed here from that
+    design: E1 Pre-, Peri-LN × Δt {1, 0.1} × lr {1e-3, 3e-3, 0.01, 0.03} × seeds 401–412; E2 Pre-,
+    Peri-LN × Δt 1 × lr {0.01, 0.03} × L {64, 128} × seeds 501–508; E3 Pre-, Peri-LN × Δt {1, 0.1} ×
+    wd {0, 0.1} × lr {0.13, 0.17, 0.23, 0.31, 0.42, 0.56, 0.75, 1} × seeds 601–605."""
+    DESIGN = {
+        "e1": dict(ln={"pre", "peri"}, dt={1.0, 0.1}, wd={0.1}, lr={1e-3, 3e-3, 0.01, 0.03}, depth={None},
+                   seed=set(range(401, 413))),
+        "e2": dict(ln={"pre", "peri"}, dt={1.0}, wd={0.1}, lr={0.01, 0.03}, depth={64, 128}, seed=set(range(501, 509))),
+        "e3": dict(ln={"pre", "peri"}, dt={1.0, 0.1}, wd={0.0, 0.1},
+                   lr={0.13, 0.17, 0.23, 0.31, 0.42, 0.56, 0.75, 1.0}, depth={None}, seed=set(range(601, 606))),
+    }
+
+    def test_every_preset_runs_the_whole_design_and_nothing_else(self):
+        base = defaults(TRAIN, EVAL)
+        for name, design in self.DESIGN.items():
+            s = argparse.Namespace(**{**base, **PRESETS[name], "out": "/nowhere"})
+            runs = make_grid(s)
+            cells = {tuple(getattr(r, k) for k in ("ln", "dt", "wd", "lr", "depth", "seed")) for r in runs}
+            want = {(ln, dt, wd, lr, depth, seed) for ln in design["ln"] for dt in design["dt"] for wd in design["wd"]
+                    for lr in design["lr"] for depth in design["depth"] for seed in design["seed"]}
+            self.assertEqual(cells, want, name)
+            self.assertEqual(len(runs), len(want), name)
+        self.assertEqual([len(make_grid(argparse.Namespace(**{**base, **PRESETS[n], "out": "/x"})))
+                          for n in ("e1", "e2", "e3")], [192, 64, 320])
 
 
 class ReadingATable(unittest.TestCase):
