@@ -15,7 +15,7 @@ import numpy as np
 from . import e1, primary, stats
 from .grid import PLACEMENT_LABEL, fmt_num
 from .primary import CLAIMED, CONSTRUCTION, OPPOSITE, not_tested, over_range, per_dt
-from .tables import finished, recorded, two_digits
+from .tables import finished, recorded
 
 ALPHA = 0.05
 Claim = namedtuple("Claim", "title test construction primaries numbers")
@@ -84,7 +84,6 @@ def deep_cells(deep, column):
 
 def gate_note(x):
     got = recorded(x.e2)
-    done = finished(got)
     return (f"{len(x.e2_deep)} of {len(got)} E2 runs finished with a profile (all enter; {int(x.e2_deep.gated.sum())} "
             f"of them also end 0.75 nats below unigram_ce)")
 

@@ -9,8 +9,8 @@ import numpy as np
 
 from . import e1, stats
 from .claim_rows import EVENTS, label, lrs_text
-from .grid import PLACEMENT_LABEL, fmt_num, parse_list
-from .settings import PRESETS
+from .grid import PLACEMENT_LABEL, fmt_num
+from .settings import EARLIER_SEEDS
 from .tables import finished, recorded, two_digits
 
 BEGIN, END = "<!-- found:begin -->", "<!-- found:end -->"
@@ -26,17 +26,16 @@ def fmt_seeds(runs):
 
 
 def is_current(x):
-    """Are the loaded tables the current round's (the seeds of the presets)?"""
-    return all(seeds_of(runs) == parse_list(PRESETS[name]["seeds"], "int", "--seeds")
-               for name, runs in (("e1", x.e1), ("e2", x.e2), ("e3", x.e3)))
+    """Are the loaded tables this round's evidence: none of their runs made with an earlier round's
+    seed (settings.EARLIER_SEEDS: those tables are the pilot this round's tests were designed on)?"""
+    return not any(set(seeds_of(runs)) & EARLIER_SEEDS for runs in (x.e1, x.e2, x.e3))
 
 
 def which_protocol(x):
     """One sentence: whose tables these are (the fourth round's seeds, or not yet)."""
-    current = is_current(x)
     counts = (f"E1 {len(recorded(x.e1))} runs, E2 {len(recorded(x.e2))} runs, E3 {len(recorded(x.e3))} runs, seeds "
               f"{fmt_seeds(x.e1)}, {fmt_seeds(x.e2)} and {fmt_seeds(x.e3)}")
-    if current:
+    if is_current(x):
         return f"The tables under `docs/` are the fourth round's ({counts})."
     return (f"The tables under `docs/` are still the third round's ({counts}); the fourth round, pre-registered in "
             "[docs/protocol.md](docs/protocol.md), has not run yet. Its tests, designed after these tables were "

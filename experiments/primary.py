@@ -296,7 +296,7 @@ def divergence_shift(runs):
     found = stats.logistic_shift(np.log(runs.lr.to_numpy(dtype=float)), runs.diverged.to_numpy(dtype=float),
                                  (runs.ln == "peri").to_numpy(), runs.wd)
     if found is None:
-        return not_tested("no dose-response: the fitted slope in ln lr is not positive")
+        return not_tested("no dose-response: no fit, or its slope in ln lr is not positive")
     return Primary(found["p"], direction(found["ratio"] > 1),
                    f"Peri-LN's 50% lr {times(found['ratio'])} Pre-LN's (95% CI {times(found['low'])} to "
                    f"{times(found['high'])})")
@@ -314,7 +314,7 @@ def weight_decay_gap(runs):
     found = stats.logistic_shift(np.log(runs.lr.to_numpy(dtype=float)), runs.diverged.to_numpy(dtype=float),
                                  (runs.ln == "peri").to_numpy(), runs.wd, (runs.wd == wds[0]).to_numpy())
     if found is None:
-        return not_tested("no dose-response: the fitted slope in ln lr is not positive")
+        return not_tested("no dose-response: no fit, or its slope in ln lr is not positive")
     return Primary(found["p"], direction(found["ratio"] > 1),
                    f"Peri-LN's advantage at wd {fmt_num(wds[0])} {times(found['ratio'])} its advantage at wd "
                    f"{fmt_num(wds[1])} (95% CI {times(found['low'])} to {times(found['high'])})")
@@ -330,7 +330,7 @@ def weight_decay_shift(runs, ln="pre"):
     found = stats.logistic_shift(np.log(mine.lr.to_numpy(dtype=float)), mine.diverged.to_numpy(dtype=float),
                                  (mine.wd == wds[0]).to_numpy())
     if found is None:
-        return not_tested("no dose-response: the fitted slope in ln lr is not positive")
+        return not_tested("no dose-response: no fit, or its slope in ln lr is not positive")
     return Primary(found["p"], direction(found["ratio"] < 1),
                    f"{'Pre-LN' if ln == 'pre' else 'Peri-LN'}'s 50% lr at wd {fmt_num(wds[0])} {times(found['ratio'])} "
                    f"its lr at wd {fmt_num(wds[1])} (95% CI {times(found['low'])} to {times(found['high'])})")

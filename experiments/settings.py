@@ -167,6 +167,10 @@ E1_LRS = "1e-3,3e-3,1e-2,3e-2"
 E2_LRS, E2_DEPTHS = "0.01,0.03", "64,128"
 E3_LRS = "0.1,0.13,0.17,0.23,0.31,0.42,0.56,0.75,1"
 E1_SEEDS, E2_SEEDS, E3_SEEDS = "401-422", "501-504", "601-605"
+# The seeds the earlier rounds ran with: tables made with any of them are a pilot of this round
+# (its tests were designed on them), not its evidence (findings.is_current).
+EARLIER_SEEDS = frozenset(range(1, 11)) | frozenset(range(101, 106)) | frozenset(range(201, 204)) | \
+    frozenset(range(301, 313))
 GPU_E1_SEEDS, GPU_E2_SEEDS, GPU_E3_SEEDS = "401-405", "501-504", "601-605"
 # E2's models: 2 heads of 16 channels (C = 32), so that 128 blocks fit the CPU budget.
 E2_INIT = "l8h2c32v4096"

@@ -71,8 +71,8 @@ TEST(Outcomes, BlowUpInsideTheFirstWindowThatNeverRecoversIsNotStopped) {
     // Warmup 30, W 20: the loss leaves 8.3 at step 2 and sits near 11 for good. The first W-step
     // mean (step 19) already holds the blow-up, so it is the best mean, and nothing after warmup
     // rises above it: ./train's rule (a rise after warmup, README "Run outcomes") cannot see this
-    // run, which finishes. The analysis's divergence event stands in for it (docs/experiments.md,
-    // "The third round": the last training loss above the first, or a collapse after a blow-up).
+    // run, which finishes. The analysis's divergence event stands in for it (docs/protocol.md,
+    // "Divergence": the last training loss above the first, or a collapse after a blow-up).
     OutcomeTracker t({20, 1.0, 1.0, 30});
     std::vector<double> losses = {8.3, 8.2};
     for (int i = 2; i < 600; i++) losses.push_back(11.0 + (i % 2 ? 0.2 : -0.2));
