@@ -140,7 +140,7 @@ def claims_markdown(lines):
 
 def main(repo, docs=None):
     """--claims: writes docs/claims.md and README.md's claims table; with `docs`, DIR/claims.md of
-    the tables published there only."""
+    the tables published there only; and the time table of DIR/protocol.md where it has one."""
     readme = docs is None or os.path.realpath(docs) == os.path.realpath(os.path.join(repo, "docs"))
     docs = docs or os.path.join(repo, "docs")
     for name in ("e1", "e2", "e3"):
@@ -149,6 +149,13 @@ def main(repo, docs=None):
     x = load_experiments(docs)
     lines = claims_table(docs, x)
     reports.write_text(os.path.join(docs, "claims.md"), claims_markdown(lines))
+    protocol = os.path.join(docs, "protocol.md")
+    if os.path.isfile(protocol):
+        with open(protocol, encoding="utf-8") as f:
+            page = f.read()
+        if findings.TIME_BEGIN in page:
+            reports.write_text(protocol, between_markers(page, findings.time_lines(x), findings.TIME_BEGIN,
+                                                         findings.TIME_END))
     if not readme:
         print(f"claims: {os.path.join(docs, 'claims.md')}")
         return 0

@@ -24,12 +24,16 @@ from .tables import groups, outcome_counts, recorded, short_label, table
 TITLE = "E3: divergence against learning rate"
 FILES = ("tests.csv", "divergence.png")
 # The shift tests of claim 6: (name, what its ratio is, primary's test).
-SHIFT_TESTS = (("placement", "Peri-LN's 50% lr ÷ Pre-LN's (6a: claimed above 1)", primary.divergence_shift),
+# (name, what its ratio is, the fit, primary's test of it): the report's estimates and the claims'
+# verdicts come from one fit.
+SHIFT_TESTS = (("placement", "Peri-LN's 50% lr ÷ Pre-LN's (6a: claimed above 1)", primary.divergence_shift_fit,
+                primary.divergence_shift),
                ("placement × weight decay", "Peri-LN's advantage at the smaller wd ÷ at the larger (6b: claimed "
-                "above 1)", primary.weight_decay_gap),
+                "above 1)", primary.weight_decay_gap_fit, primary.weight_decay_gap),
                ("Pre-LN's weight decay", "Pre-LN's 50% lr at the smaller wd ÷ at the larger (secondary)",
-                primary.weight_decay_shift),
+                primary.weight_decay_shift_fit, primary.weight_decay_shift),
                ("Peri-LN's weight decay", "Peri-LN's 50% lr at the smaller wd ÷ at the larger (secondary)",
+                lambda runs: primary.weight_decay_shift_fit(runs, "peri"),
                 lambda runs: primary.weight_decay_shift(runs, "peri")))
 TEST_COLUMNS = ["test", "event", "dt", "runs", "events", "ratio", "low", "high", "p", "slope", "direction", "why"]
 
@@ -44,32 +48,17 @@ def with_event(runs, event):
     return got.assign(diverged=event(got).astype(bool))
 
 
-def shift_fit(runs, name):
-    """stats.logistic_shift on the runs and flags that primary's test `name` fits (its estimate and
-    interval; primary's Primary keeps the p and direction only); None where it makes no fit."""
-    if name == "placement":
-        return stats.logistic_shift(np.log(runs.lr.to_numpy(dtype=float)), runs.diverged.to_numpy(dtype=float),
-                                    (runs.ln == "peri").to_numpy(), runs.wd)
-    pre = runs[runs.ln == "pre"]
-    wds = sorted(set(pre.wd))
-    if len(wds) != 2:
-        return None
-    return stats.logistic_shift(np.log(pre.lr.to_numpy(dtype=float)), pre.diverged.to_numpy(dtype=float),
-                                (pre.wd == wds[0]).to_numpy())
-
-
 def tests(runs):
     """tests.csv: claim 6's shift tests per event and Δt: the ratio of the 50% learning rates with its
     95% interval, the p and direction of primary's test, the common slope in ln lr, how many runs
     and events entered; `why` when the test cannot be made."""
     rows = []
-    for name, _, test in SHIFT_TESTS:
+    for name, _, fit, test in SHIFT_TESTS:
         for event_name, _, event in EVENTS:
             flagged = with_event(runs, event)
             for dt in sorted(set(flagged.dt), reverse=True):
                 mine = flagged[flagged.dt == dt]
-                found, result = shift_fit(mine, name), test(mine)
-                entered = mine[mine.ln == "pre"] if name == "weight decay" else mine
+                (found, entered), result = fit(mine), test(mine)
                 rows.append(dict(test=name, event=event_name, dt=dt, runs=len(entered),
                                  events=int(entered.diverged.sum()),
                                  **{k: (found or {}).get(k, math.nan) for k in ("ratio", "low", "high")},
@@ -147,7 +136,7 @@ def test_lines(runs, found):
              "—" if t.ratio != t.ratio else f"×{t.ratio:.3g} (×{t.low:.3g} to ×{t.high:.3g})",
              number(t.slope), number(t.p, ".2g"), t.direction or f"not tested ({t.why})"] for t in found.itertuples()]
     joined = []
-    for name, _, test in SHIFT_TESTS:
+    for name, _, _, test in SHIFT_TESTS:
         for event_name, _, event in EVENTS:
             result = primary.per_dt(with_event(runs, event), test)
             joined.append([name, event_name, number(result.p, ".2g"),
@@ -156,7 +145,7 @@ def test_lines(runs, found):
             "Per Δt, one logistic curve in ln lr per weight decay with one common slope (Firth), the compared runs "
             "shifted along ln lr: the ratio of their 50% learning rates with its delta-method 95% interval, the "
             "common slope per unit of ln lr, and the penalised likelihood-ratio p. "
-            + " ".join(f"{name}: {words}." for name, words, _ in SHIFT_TESTS) +
+            + " ".join(f"{name}: {words}." for name, words, _, _ in SHIFT_TESTS) +
             " The primary event is claim 6's test; the two others are secondaries.", ""] + \
         table(["test", "event", "Δt", "events / runs", "ratio (95% CI)", "slope", "p", "direction"], rows) + \
         ["", "Both Δt joined as claim 6 joins them (claimed when both point the claimed way, with the larger p; "

@@ -14,6 +14,8 @@ from .settings import EARLIER_SEEDS
 from .tables import finished, recorded, two_digits
 
 BEGIN, END = "<!-- found:begin -->", "<!-- found:end -->"
+# docs/protocol.md's table of the time the published runs took, between these markers.
+TIME_BEGIN, TIME_END = "<!-- time:begin -->", "<!-- time:end -->"
 
 
 def seeds_of(runs):
@@ -104,3 +106,20 @@ def findings(x):
     """The lines of README's *What the runs found*."""
     return ([f"**What the runs found.** {which_protocol(x)}", ""] + e1_lines(x) + e2_lines(x) + e3_lines(x) +
             e1_best_line(x))
+
+
+def time_lines(x):
+    """docs/protocol.md's table of the time each experiment's runs took, from the published tables:
+    per experiment the runs, the CPU seconds of ./train and ./eval summed (what two idle cores take
+    half of), and the runs' own wall times summed over two at a time."""
+    rows = ["| experiment | runs | CPU seconds (train + eval) | on 2 idle cores | runs' wall times / 2 |",
+            "|---|---|---|---|---|"]
+    totals = [0.0, 0.0]
+    for name, runs in (("E1", x.e1), ("E2", x.e2), ("E3", x.e3)):
+        got = recorded(runs)
+        cpu = float(got.reindex(columns=["train_cpu_seconds", "eval_cpu_seconds"]).fillna(0).to_numpy().sum())
+        wall = float(got.reindex(columns=["train_seconds", "eval_seconds"]).fillna(0).to_numpy().sum()) / 2
+        totals = [totals[0] + cpu / 2, totals[1] + wall]
+        rows.append(f"| {name} | {len(got)} | {cpu:,.0f} | {cpu / 120:.0f} min | {wall / 60:.0f} min |")
+    rows.append(f"| **all** | | | **{totals[0] / 60:.0f} min** | **{totals[1] / 60:.0f} min** |")
+    return rows

@@ -289,51 +289,74 @@ def amplification_at_two(pairs, lrs):
 # ---------------------------------------------------------------------------------------------
 # Claim 6: divergence as a dose-response (E3's runs: ln, dt, wd, lr and `diverged`)
 
-def divergence_shift(runs):
-    """Claim 6a in one Δt: the 50% divergence learning rate of Peri-LN against Pre-LN's (a logistic
-    curve in ln lr, one per weight decay, one slope; stats.logistic_shift), claimed when Peri-LN's
-    is the larger."""
-    found = stats.logistic_shift(np.log(runs.lr.to_numpy(dtype=float)), runs.diverged.to_numpy(dtype=float),
-                                 (runs.ln == "peri").to_numpy(), runs.wd)
+def dose_response(runs, shifted, moderator=None):
+    """stats.logistic_shift of `runs`' divergence (the column `diverged`) on ln lr, an intercept per
+    weight decay, the runs flagged `shifted` moved (with `moderator`, the change of that shift)."""
+    return stats.logistic_shift(np.log(runs.lr.to_numpy(dtype=float)), runs.diverged.to_numpy(dtype=float),
+                                np.asarray(shifted), runs.wd, moderator)
+
+
+def divergence_shift_fit(runs):
+    """Claim 6a's fit in one Δt: Peri-LN's runs shifted against Pre-LN's (dose_response); with the
+    runs it took."""
+    return dose_response(runs, (runs.ln == "peri").to_numpy()), runs
+
+
+def weight_decay_gap_fit(runs):
+    """Claim 6b's fit in one Δt: Peri-LN's shift, moderated by the smaller weight decay; None without
+    two weight decays."""
+    wds = sorted(set(runs.wd))
+    if len(wds) != 2:
+        return None, runs
+    return dose_response(runs, (runs.ln == "peri").to_numpy(), (runs.wd == wds[0]).to_numpy()), runs
+
+
+def weight_decay_shift_fit(runs, ln="pre"):
+    """One placement's runs at the smaller weight decay shifted against the larger; None without two."""
+    mine = runs[runs.ln == ln]
+    wds = sorted(set(mine.wd))
+    if len(wds) != 2:
+        return None, mine
+    return stats.logistic_shift(np.log(mine.lr.to_numpy(dtype=float)), mine.diverged.to_numpy(dtype=float),
+                                (mine.wd == wds[0]).to_numpy()), mine
+
+
+def shift_primary(found, claimed_above, text):
+    """A Primary of a dose-response fit: claimed when its ratio is above 1 (or below, with claimed_above
+    False), the effect `text` followed by the ratio and its interval."""
     if found is None:
         return not_tested("no dose-response: no fit, or its slope in ln lr is not positive")
-    return Primary(found["p"], direction(found["ratio"] > 1),
-                   f"Peri-LN's 50% lr {times(found['ratio'])} Pre-LN's (95% CI {times(found['low'])} to "
-                   f"{times(found['high'])})")
+    return Primary(found["p"], direction((found["ratio"] > 1) == claimed_above),
+                   text.format(ratio=times(found["ratio"])) + f" (95% CI {times(found['low'])} to {times(found['high'])})")
+
+
+def divergence_shift(runs):
+    """Claim 6a in one Δt: the 50% divergence learning rate of Peri-LN against Pre-LN's (a logistic
+    curve in ln lr, one per weight decay, one slope), claimed when Peri-LN's is the larger."""
+    return shift_primary(divergence_shift_fit(runs)[0], True, "Peri-LN's 50% lr {ratio} Pre-LN's")
 
 
 def weight_decay_gap(runs):
     """Claim 6b in one Δt: how much larger Peri-LN's advantage (its 50% divergence lr over Pre-LN's) is
-    without weight decay than with it — the placement × weight decay term of the logistic curve
-    (stats.logistic_shift with a moderator); claimed when larger without weight decay (Pre-LN
-    diverges at smaller lrs than Peri-LN, more so without weight decay). A weight decay that moves
-    both placements alike moves neither side of it."""
+    without weight decay than with it — the placement × weight decay term of the logistic curve;
+    claimed when larger without weight decay (Pre-LN diverges at smaller lrs than Peri-LN, more so
+    without weight decay). A weight decay that moves both placements alike moves neither side of it."""
     wds = sorted(set(runs.wd))
     if len(wds) != 2:
         return not_tested("the runs are not at two weight decays")
-    found = stats.logistic_shift(np.log(runs.lr.to_numpy(dtype=float)), runs.diverged.to_numpy(dtype=float),
-                                 (runs.ln == "peri").to_numpy(), runs.wd, (runs.wd == wds[0]).to_numpy())
-    if found is None:
-        return not_tested("no dose-response: no fit, or its slope in ln lr is not positive")
-    return Primary(found["p"], direction(found["ratio"] > 1),
-                   f"Peri-LN's advantage at wd {fmt_num(wds[0])} {times(found['ratio'])} its advantage at wd "
-                   f"{fmt_num(wds[1])} (95% CI {times(found['low'])} to {times(found['high'])})")
+    return shift_primary(weight_decay_gap_fit(runs)[0], True,
+                         f"Peri-LN's advantage at wd {fmt_num(wds[0])} {{ratio}} its advantage at wd {fmt_num(wds[1])}")
 
 
 def weight_decay_shift(runs, ln="pre"):
     """Secondary to claim 6b, in one Δt: placement `ln`'s 50% divergence learning rate without weight
-    decay against with it (stats.logistic_shift), as a Primary claimed when it is the smaller."""
-    mine = runs[runs.ln == ln]
+    decay against with it, claimed when it is the smaller."""
+    found, mine = weight_decay_shift_fit(runs, ln)
     wds = sorted(set(mine.wd))
     if len(wds) != 2:
         return not_tested("the runs are not at two weight decays")
-    found = stats.logistic_shift(np.log(mine.lr.to_numpy(dtype=float)), mine.diverged.to_numpy(dtype=float),
-                                 (mine.wd == wds[0]).to_numpy())
-    if found is None:
-        return not_tested("no dose-response: no fit, or its slope in ln lr is not positive")
-    return Primary(found["p"], direction(found["ratio"] < 1),
-                   f"{'Pre-LN' if ln == 'pre' else 'Peri-LN'}'s 50% lr at wd {fmt_num(wds[0])} {times(found['ratio'])} "
-                   f"its lr at wd {fmt_num(wds[1])} (95% CI {times(found['low'])} to {times(found['high'])})")
+    return shift_primary(found, False, f"{'Pre-LN' if ln == 'pre' else 'Peri-LN'}'s 50% lr at wd {fmt_num(wds[0])} "
+                                       f"{{ratio}} its lr at wd {fmt_num(wds[1])}")
 
 
 def per_dt(runs, test):

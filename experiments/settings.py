@@ -166,7 +166,9 @@ PROTOCOL = dict(COMPACT_DATA, init="l8h2c64v4096", wd="0.1", warmup=30, steps=60
 E1_LRS = "1e-3,3e-3,1e-2,3e-2"
 E2_LRS, E2_DEPTHS = "0.01,0.03", "64,128"
 E3_LRS = "0.1,0.13,0.17,0.23,0.31,0.42,0.56,0.75,1"
-E1_SEEDS, E2_SEEDS, E3_SEEDS = "401-422", "501-504", "601-605"
+# E2 was designed with seeds 501-504; the budget's cut fixed before the runs (docs/protocol.md, *Budget*)
+# triggered (E1 and E3 took 129 minutes, more than 115), so E2 runs 501-503.
+E1_SEEDS, E2_SEEDS, E3_SEEDS = "401-422", "501-503", "601-605"
 # The seeds the earlier rounds ran with: tables made with any of them are a pilot of this round
 # (its tests were designed on them), not its evidence (findings.is_current).
 EARLIER_SEEDS = frozenset(range(1, 11)) | frozenset(range(101, 106)) | frozenset(range(201, 204)) | \

@@ -69,6 +69,13 @@ class Published(unittest.TestCase):
         for test, percent in quoted:
             self.assertEqual(stated[test], int(percent), f"docs/protocol.md quotes claim {test} at {percent}%")
 
+    def test_protocol_time_table_is_the_tables(self):
+        with open(os.path.join(REPO, "docs", "protocol.md"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertEqual(page, tables.between_markers(page, findings.time_lines(self.x), findings.TIME_BEGIN,
+                                                      findings.TIME_END),
+                         "docs/protocol.md's time table differs from the published tables: run python3 sweep.py --claims")
+
     def test_one_row_per_claim(self):
         self.assertEqual(len(self.lines), 2 + len(claim_rows.CLAIMS))
         for i, line in enumerate(self.lines[2:], 1):
