@@ -233,7 +233,8 @@ EMU_TEST_RUNS := $(foreach bin,$(EMU_TEST_BINS),$(foreach order,$(SIMT_ORDERS),S
 EMU_TEST_RUNS += $(if $(EMU_TEST_BINS),$(COUNT)/traffic_test)
 EMU_TEST_RUNS += $(if $(EMU_PROGRAMS),CUDA_BIN_DIR=$(EMU):$(BUILD)/test_cli_cuda)
 
-.SECONDARY: $(EMU_SOURCES) $(SIMT_OBJECTS) $(EMU_SRC)/test/traffic_test.cu  # keep them: they are made by pattern rules only
+.SECONDARY: $(EMU_SOURCES) $(SIMT_OBJECTS) $(EMU_SRC)/test/traffic_test.cu \
+            $(EMU_SRC)/bench/bench_gpu_backend.cu  # keep them: they are made by pattern rules only
 
 $(EMU_SRC)/%: % $(SIMT)/rewrite_cuda.py
 	@mkdir -p $(@D)
@@ -272,12 +273,18 @@ $(EMU)/simt/nccl/nccl.o: $(SIMT)/nccl/nccl.cpp $(SIMT)/nccl/nccl.h $(SIMT)/inter
 $(EMU)/gpt2_cuda.o: $(EMU_SRC)/gpt2.cu $(EMU_SOURCES) $(wildcard $(SIMT)/*.h) $(SIMT)/nccl/nccl.h
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_NCCL_DEFS) -include $(SIMT)/simt.h -I$(EMU_SRC) -x c++ -c $< -o $@
 
+# ./bench_gpu's backend: gpt2.cu with the benchmark's watched ops (bench/bench_gpu_backend.cu).
+$(EMU)/bench_gpu_backend.o: $(EMU_SRC)/bench/bench_gpu_backend.cu $(EMU_SOURCES) $(wildcard $(SIMT)/*.h) \
+                            $(SIMT)/nccl/nccl.h
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_NCCL_DEFS) -include $(SIMT)/simt.h -I$(EMU_SRC) -x c++ -c $< -o $@
+
 # The emulated ./train has MPI too (test_distributed runs it under mpirun).
 $(EMU)/train: EMU_MPI_DEFS := $(MPI_DEFS)
-$(EMU)/bench_gpu: bench/bench_gpu.cpp
-$(EMU)/train $(EMU)/eval: $(EMU)/%: %.cpp
-$(EMU_PROGRAMS): $(HEADERS) $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) $(EMU_NCCL_OBJ)
-	$(EMU_CXX) $(EMU_CXXFLAGS) -DUSE_CUDA $(EMU_MPI_DEFS) -I. $(filter %.cpp,$^) $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) $(EMU_NCCL_OBJ) \
+$(EMU)/bench_gpu: bench/bench_gpu.cpp $(EMU)/bench_gpu_backend.o
+$(EMU)/train $(EMU)/eval: $(EMU)/%: %.cpp $(EMU)/gpt2_cuda.o
+$(EMU_PROGRAMS): $(HEADERS) $(SIMT_OBJECTS) $(EMU_NCCL_OBJ)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -DUSE_CUDA $(EMU_MPI_DEFS) -I. $(filter %.cpp,$^) \
+	    $(filter %/gpt2_cuda.o %/bench_gpu_backend.o,$^) $(SIMT_OBJECTS) $(EMU_NCCL_OBJ) \
 	    -o $@ -lgomp -pthread $(LDLIBS) $(if $(EMU_NCCL_OBJ),$(MPI_LIBS))
 
 # The emulated NCCL's own test (test/simt/nccl/nccl_test.cpp), which test_distributed runs
@@ -350,10 +357,17 @@ $(BUILD)/gpt2_cuda.o: gpt2.cu $(CUDA_HEADERS) $(HEADERS)
 	@mkdir -p $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $(NCCL_DEFS) $(GPU_ARCH) -c -o $@ gpt2.cu
 
-ifneq ($(CUDA_LINK),)
-$(BUILD)/bench_gpu: bench/bench_gpu.cpp $(HEADERS) $(CUDA_OBJ)
+# build/bench_gpu_backend.o: the same backend with the benchmark's watched ops beside it
+# (bench/bench_gpu_backend.cu), which ./bench_gpu links instead of build/gpt2_cuda.o.
+$(BUILD)/bench_gpu_backend.o: bench/bench_gpu_backend.cu gpt2.cu $(CUDA_HEADERS) $(HEADERS)
 	@mkdir -p $(BUILD)
-	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -I$(CUDA_INCLUDE) -o $@ bench/bench_gpu.cpp $(CUDA_OBJ) $(LDLIBS) $(CUDA_LIBS)
+	$(NVCC) $(NVCCFLAGS) $(NCCL_DEFS) $(GPU_ARCH) -c -o $@ bench/bench_gpu_backend.cu
+
+ifneq ($(CUDA_LINK),)
+$(BUILD)/bench_gpu: bench/bench_gpu.cpp $(HEADERS) $(BUILD)/bench_gpu_backend.o
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -I$(CUDA_INCLUDE) -o $@ bench/bench_gpu.cpp $(BUILD)/bench_gpu_backend.o $(LDLIBS) \
+	    $(CUDA_LIBS)
 
 bench: $(BUILD)/bench_gpu
 	./$(BUILD)/bench_gpu $(BENCH_GPU_ARGS)
@@ -429,10 +443,14 @@ $(BUNDLE)/train $(BUNDLE)/eval: $(BUNDLE)/%: %.cpp $(HEADERS) $(BUNDLE_OBJ)/gpt2
 	$(CXX) $(BUNDLE_CXXFLAGS) -DUSE_CUDA -c -o $(BUNDLE_OBJ)/$*.o $<
 	$(CXX) -o $@ $(BUNDLE_OBJ)/$*.o $(BUNDLE_OBJ)/gpt2_cuda.o $(BUNDLE_CUDA) $(BUNDLE_LINK) -lm
 
-$(BUNDLE)/bench_gpu: bench/bench_gpu.cpp $(HEADERS) $(BUNDLE_OBJ)/gpt2_cuda.o
+$(BUNDLE_OBJ)/bench_gpu_backend.o: bench/bench_gpu_backend.cu gpt2.cu $(CUDA_HEADERS) $(HEADERS)
+	@mkdir -p $(@D)
+	$(BUNDLE_NVCC) -c -o $@ bench/bench_gpu_backend.cu
+
+$(BUNDLE)/bench_gpu: bench/bench_gpu.cpp $(HEADERS) $(BUNDLE_OBJ)/bench_gpu_backend.o
 	@mkdir -p $(@D)
 	$(CXX) $(BUNDLE_CXXFLAGS) -DUSE_CUDA -I$(CUDA_INCLUDE) -c -o $(BUNDLE_OBJ)/bench_gpu.o $<
-	$(CXX) -o $@ $(BUNDLE_OBJ)/bench_gpu.o $(BUNDLE_OBJ)/gpt2_cuda.o $(BUNDLE_CUDA) $(BUNDLE_LINK) -lm
+	$(CXX) -o $@ $(BUNDLE_OBJ)/bench_gpu.o $(BUNDLE_OBJ)/bench_gpu_backend.o $(BUNDLE_CUDA) $(BUNDLE_LINK) -lm
 
 $(BUNDLE)/cuda_test_%: $(BUNDLE_OBJ)/cuda_test_%.o
 	@mkdir -p $(@D)

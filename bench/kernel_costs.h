@@ -602,21 +602,13 @@ Launches attention_backward_traffic(int B, int Tn, int C, int NH) {
 }
 
 // =============================================================================================
-// residual.cuh: residual_forward_kernel, residual_backward_kernel
+// residual.cuh: residual_forward_kernel
 // =============================================================================================
 
 // Traffic of residual_forward: x (S) and f (F) read, out (S) written.
 template <typename S, typename F>
 Traffic residual_forward_traffic(size_t n) {
     return {"residual_forward_kernel", (double)n * (sizeof(S) + sizeof(F)), (double)n * sizeof(S), 2.0 * n};
-}
-
-// Traffic of residual_backward: ds (S) read, and df (F) when added into; df written.
-template <typename F, typename S>
-Traffic residual_backward_traffic(size_t n, GradOut df_out) {
-    const double df_read = df_out == GradOut::Add ? sizeof(F) : 0;
-    return {"residual_backward_kernel", (double)n * (sizeof(S) + df_read), (double)n * sizeof(F),
-            (df_out == GradOut::Add ? 2.0 : 1.0) * n};
 }
 
 // =============================================================================================
