@@ -1,6 +1,5 @@
 // attention.cuh — causal multi-head self-attention on the packed projections qkv (B,T,3C) =
-// [q | k | v], NH heads of hs = C/NH channels, without any T×T buffer (docs/cuda.md, "The
-// attention kernels"):
+// [q | k | v], NH heads of hs = C/NH channels, without any T×T buffer (docs/attention.md):
 //
 //   forward:  for each query t of head h: s[t'] = q_t·k_t'/√hs for t' ≤ t, p = softmax(s),
 //             out (B,T,C)[t, h·hs + i] = Σ_t' p[t']·v_t'[i], and the log-sum-exp

@@ -1,6 +1,6 @@
 // attention_mma.cuh — causal attention on the tensor cores, in the manner of FlashAttention-2
-// (Dao 2023), for bf16 and a head size HS fixed at compile time (docs/cuda.md, "The attention
-// kernels"). attention.cuh says what is computed and picks these kernels or its exact ones.
+// (Dao 2023), for bf16 and a head size HS fixed at compile time (docs/attention.md). attention.cuh
+// says what is computed; its op picks these kernels or its exact ones.
 //
 // Work is cut into tiles of 64 rows. A block of 4 warps owns 64 rows, each warp 16 of them, and
 // walks the tiles of the other side; every tile is copied once per block, a tile ahead of its use

@@ -92,7 +92,7 @@ public:
     virtual void get_moments(float* m, float* v) = 0;
     virtual void set_moments(const float* m, const float* v) = 0;
 
-    // Data parallelism (README "Training on several GPUs or nodes").
+    // Data parallelism (docs/distributed.md).
     // The range of the flat parameter array (file order) whose AdamW moments this backend keeps
     // and whose parameters update() changes (ZeRO-1: each rank its own shard); the whole array
     // unless set. Setting it zeroes the moments.
@@ -136,11 +136,11 @@ FusionChoice choose_cuda_fusion(const FusionRequest& request, const ModelConfig&
 std::vector<ProductTiming> time_cuda_fused_products(const ModelConfig& cfg, int B, int T, bool bf16);
 // The ranks' NCCL communicator on GPU `gpu`, warmed up with one of each collective the backend
 // runs on `num_parameters` floats, so that the device memory NCCL takes (it connects its peers
-// at the first collective) is already in use when the batch is fitted (docs/cuda.md §4).
+// at the first collective) is already in use when the batch is fitted (docs/cuda_memory.md).
 // Collective over `group`; null for one rank, and in a build without NCCL. timeout_s: see
 // nccl_timeout_seconds (distributed/process_group.h).
 std::shared_ptr<NcclComm> make_cuda_comm(ProcessGroup& group, int gpu, size_t num_parameters, double timeout_s);
-// The device memory make_cuda_backend would allocate, counted without a device (docs/cuda.md §4).
+// The device memory make_cuda_backend would allocate, counted without a device (docs/cuda_memory.md).
 MemoryPlan cuda_memory_plan(const ModelConfig& cfg, int B, int T, bool bf16);
 // Free bytes on CUDA device `gpu`.
 uint64_t cuda_free_memory(int gpu = 0);

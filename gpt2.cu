@@ -18,7 +18,7 @@
 // in both modes (docs/model.md §6).
 //
 // Device memory, allocated once for micro-batches of shape (B, T), N = B·T (cuda_memory_plan
-// counts it without allocating, docs/cuda.md §4):
+// counts it without allocating, docs/cuda_memory.md):
 //   params, grads, m, v     fp32, num_parameters floats each, in checkpoint order (model.h)
 //   weights                 bf16 mode only: the bf16 copy of params
 //   per block               the activations Gpt2 keeps (T; the stream fp32), LayerNorm mean/rstd and
@@ -76,7 +76,7 @@ public:
                                range.lo, range.hi, h, t, grad_scale);
     }
 
-    // Data parallelism (README "Training on several GPUs or nodes"): over NCCL on the device
+    // Data parallelism (docs/distributed.md): over NCCL on the device
     // buffers where built with it, else through the host: the buffers go down, through the
     // process group's collectives and back up.
     void set_optimizer_range(Range r) override {

@@ -11,9 +11,9 @@
 // rank, writes config.json (run/run_config.h) and loops over the steps; train_step() is one
 // optimiser step: the micro-steps, the gradients summed, clipping, the update, the log record.
 //
-// Exit status (README "Exit status"): 0 done, 1 out of memory, 2 bad input (one line naming the
+// Exit status (docs/train.md §3): 0 done, 1 out of memory, 2 bad input (one line naming the
 // flag or file, before any work; also a -out folder in use or holding another run), 3 stopped as
-// nonfinite or diverged (README "Run outcomes"), 4 a write failed, 130 / 143 stopped by
+// nonfinite or diverged (docs/train.md §8), 4 a write failed, 130 / 143 stopped by
 // SIGINT / SIGTERM after writing a checkpoint.
 #include <chrono>
 #include <cmath>
@@ -57,7 +57,7 @@ static std::string duration_text(double seconds) {
     return buf;
 }
 
-// What -sample_every samples with, on rank 0 (README "Samples during training"): the tokenizer,
+// What -sample_every samples with, on rank 0 (docs/train.md §5): the tokenizer,
 // a CPU model of batch 1 over a (1, SAMPLE_PROMPT_TOKENS + -sample_tokens) window that gets a
 // copy of the weights for each sample, and the prompt.
 constexpr int SAMPLE_PROMPT_TOKENS = 16;
@@ -165,7 +165,7 @@ static int train_step(Training& t, int step) {
 }
 
 // The checkpoint pair of the steps done (run/resume.h), then, with -keep_checkpoints K, the pairs
-// beyond the newest K removed except the final one (rank 0; README "Run folders").
+// beyond the newest K removed except the final one (rank 0; docs/train.md §6).
 static void save(Training& t) {
     save_checkpoint(t.model, t.r, t.r.state, t.train_data, t.group);
     t.saved_at = t.r.state.steps_done;

@@ -10,7 +10,7 @@
 // test/traffic_test.cu checks every declaration: the bytes and wavefronts against the emulator's
 // counts of each launch, the threads against the launch, the warp instructions against the
 // kernel's sm_90 PTX and the registers and static shared memory against ptxas's report
-// (docs/cuda.md, "The traffic model" and "The cost model").
+// (docs/cost_model.md).
 #pragma once
 #include <algorithm>
 #include <cmath>

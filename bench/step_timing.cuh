@@ -1,5 +1,5 @@
 // bench/step_timing.cuh — the measured time of each op of a training step, for `make bench`'s table of
-// measured beside modelled time (bench/bench_gpu.cpp, docs/cuda.md "The traffic model").
+// measured beside modelled time (bench/bench_gpu.cpp, docs/cost_model.md, "The traffic model").
 //
 // The Timer observes the CUDA ops (bench/observed_ops.cuh): it records a pair of CUDA events on the
 // stream around every op, under the op names bench/step_traffic.cuh's model uses, so both tables

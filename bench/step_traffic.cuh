@@ -1,5 +1,5 @@
 // bench/step_traffic.cuh — the launches of one training step without running a kernel, for the cost
-// model of `./bench_gpu -model` (bench/traffic.h, docs/cuda.md "The traffic model").
+// model of `./bench_gpu -model` (bench/traffic.h, docs/cost_model.md, "The traffic model").
 //
 // The Recorder observes the CUDA ops (bench/observed_ops.cuh) and notes, under the op's name, the
 // launches each op declares. Built while device memory is counted (cuda/cuda_common.cuh), the ops

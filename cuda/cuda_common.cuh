@@ -10,7 +10,7 @@
 //   * convert_kernel (one element type to another; CudaOps::convert launches it) and DeviceArray,
 //     an owning device buffer;
 //   * the device ledger: while a MemoryPlan is being counted, DeviceArray adds up the bytes it
-//     would allocate instead of allocating them (docs/cuda.md §4).
+//     would allocate instead of allocating them (docs/cuda_memory.md).
 //
 // These headers define kernels and host functions, so each program includes them in exactly
 // one translation unit (gpt2.cu, bench/bench_gpu_backend.cu, or one test file).

@@ -1,5 +1,5 @@
 // run/resume.h — what a ./train run starts from, and the checkpoint pairs it leaves for -resume 1
-// (README "Stopping and resuming"):
+// (docs/train.md §7):
 //
 //   Run              everything a run needs, resolved and checked before any output is written
 //   prepare_run      the device; the model resumed from the folder's newest checkpoint pair,
@@ -197,7 +197,7 @@ inline void check_inputs_outside_run_folder(const TrainOptions& o) {
     check_inputs_outside_folder(o.out_dir, inputs);
 }
 
-// GPT-2's step of 524,288 tokens (README "Defaults"), the default -total_batch on CUDA, and the
+// GPT-2's step of 524,288 tokens (docs/train.md §1), the default -total_batch on CUDA, and the
 // share of the training tokens a default step may take at most: one sixteenth.
 constexpr long long kGpt2StepTokens = 524288;
 constexpr long long kDefaultStepShareOfData = 16;
@@ -205,7 +205,7 @@ constexpr long long kDefaultStepShareOfData = 16;
 // The default -total_batch on CUDA of one process: GPT-2's 524,288 tokens rounded down to a
 // multiple of `micro_tokens` (B·T, at least one); on a corpus of `train_tokens` so small that this is
 // more than 1/16 of it, 1/16 of it (at least one micro-step), said on one line. The bundled
-// corpus's 287,625 tokens take one micro-step of 16 x 1024 tokens (README "Quick start").
+// corpus's 287,625 tokens take one micro-step of 16 x 1024 tokens (docs/train.md §1).
 inline long long default_gpu_total_batch(long long micro_tokens, uint64_t train_tokens) {
     const long long gpt2 = std::max(micro_tokens, kGpt2StepTokens / micro_tokens * micro_tokens);
     const long long share = (long long)std::min<uint64_t>(train_tokens / kDefaultStepShareOfData, kGpt2StepTokens);
@@ -250,7 +250,7 @@ inline Run prepare_run(const TrainOptions& o, int ranks) {
 
 // The micro-batch on the device, then the steps' shape. Collective, after the ranks agreed on
 // prepare_run: on CUDA with several ranks their NCCL communicator is made first, so that the
-// device memory NCCL takes is in use when fit_device_batch asks what is free (docs/cuda.md §4).
+// device memory NCCL takes is in use when fit_device_batch asks what is free (docs/cuda_memory.md).
 inline void fit_to_device(Run& r, ProcessGroup& group) {
     const bool gpu = r.device == "cuda";
     const int ranks = r.ranks;

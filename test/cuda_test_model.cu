@@ -497,7 +497,7 @@ TEST(FusedOrPlain, TimingMakesARefusedKindPlain) {
 
 #endif
 
-// ---- the memory plan (docs/cuda.md §4) ---------------------------------------------------------
+// ---- the memory plan (docs/cuda_memory.md) ---------------------------------------------------------
 
 // The plan counts what the backend allocates: building the backend for real takes exactly the
 // planned bytes from the device (the emulator's cudaMemGetInfo counts every byte it hands out;

@@ -917,7 +917,7 @@ TEST(Ptx, DeclaredResourcesAsPtxas) {
 // kind of product fused) that is not a cuBLAS product, a memset or a copy is a kernel of the
 // project, and each declares its warp instructions and the resources of its blocks: none is
 // rated by its roofline alone, but for the exact attention kernels (fp32, and head sizes without
-// a tensor-core kernel), which are not meant to be fast (docs/cuda.md, "The cost model"). With
+// a tensor-core kernel), which are not meant to be fast (docs/cost_model.md, "The cost model"). With
 // every kind fused, the plain kinds' kernels (add_bias_kernel, bias_backward_kernel, which declare
 // their bytes alone) do not run; the GELU passes, which run in fp32, are checked.
 TEST(CostModel, EveryKernelOfTheStepDeclaresItsIssue) {
@@ -945,7 +945,7 @@ TEST(CostModel, EveryKernelOfTheStepDeclaresItsIssue) {
 
 // The WMMA tile kernels of attention.cuh before FlashAttention-2's tiling replaced them (commit
 // 3b8fddc): one warp per block of 16 rows, 16×16 tiles, at head size 64 in bf16. Their costs as
-// recorded from that commit's sm_90 PTX and ptxas report (docs/cuda.md, "The cost model"): per
+// recorded from that commit's sm_90 PTX and ptxas report (docs/cost_model.md, "The cost model"): per
 // 16×16 tile pair, the warp instructions of the tile loop (its inner loops counted as often as
 // they run: each load of a 16-row tile is 8 passes of a 96-instruction loop, the softmax loop one
 // pass of 635 on 16 lanes, ...), and the shared-memory wavefronts counted by hand from the same
