@@ -32,7 +32,7 @@ namespace gpu {
 constexpr int WTE_CHUNK = 32;
 
 // Scratch of the wte gradient for N positions of C channels: keys[i] = token << 32 | position,
-// sorted ascending by sort_tokens, `padded` (a power of two ≥ N, at least 2) keys, the last
+// sorted ascending by CudaOps::encoder_backward, `padded` (a power of two ≥ N, at least 2) keys, the last
 // padded − N of them all ones; per chunk of sorted positions, the sums (C) of its first piece
 // where that continues a run from the chunk before (heads) and of its last piece where that
 // starts a run going on past the chunk (tails).

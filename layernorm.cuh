@@ -168,7 +168,7 @@ __global__ void layernorm_backward_kernel(D* dinp, F* dres, float dt, float* par
 
 // dw, db stage 2: dw[c] += Σ_k partial[k·2C + c] and db[c] += Σ_k partial[k·2C + C + c] over
 // the `chunks` partials, both in one launch: a block per 32 of the 2C columns, each column
-// summed as add_column_partials does (cuda/cuda_common.cuh).
+// summed as add_column_partials_kernel does (cuda/cuda_common.cuh).
 __global__ void layernorm_weight_gradients_kernel(float* dw, float* db, const float* partial, int chunks, int C) {
     __shared__ float shared[TILE_ROWS * TILE_COLS];
     const int c = blockIdx.x * TILE_COLS + threadIdx.x;

@@ -202,7 +202,7 @@ __device__ inline float block_max(float x, float* shared) { return block_reduce(
 //   stage 1 (a kernel in each op's file): the rows are cut into `chunks` contiguous chunks;
 //           block (TILE_COLS, TILE_ROWS) handles 32 columns of one chunk, thread (x, y) summing
 //           rows y, y + 8, ... of it, and writes partial[k·stride + c] for chunk k;
-//   stage 2 (add_column_partials): out[c] += Σ_k partial[k·stride + c] in a fixed order (8
+//   stage 2 (add_column_partials_kernel): out[c] += Σ_k partial[k·stride + c] in a fixed order (8
 //           threads per column, each over every 8th chunk, their sums added in order).
 // Every sum has a fixed order, so results are the same on every run. The partial buffer holds
 // at most MAX_ROW_CHUNKS rows of `stride` floats.
