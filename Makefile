@@ -1,8 +1,9 @@
 # GPT-2 with Pre-, Post- and Peri-LN: build, test and benchmark.
 #   make            build ./train ./eval ./tokenize and the benchmarks (CUDA backend too when nvcc is found)
-#   make test       build and run every test; the last line is "N passed, N failed"
+#   make test       build and run every test; the last line is "N passed, N failed, N skipped"
+#   make test-kernels  only the kernels against the CPU reference, and the CPU reference against PyTorch
 #   make train      build ./train only
-#   make docs       write the tables of flags into README.md and docs/cli.md
+#   make docs       write the tables of flags into docs/cli.md
 CXX      ?= g++
 CXXFLAGS ?= -O3 -march=native
 CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter
@@ -67,7 +68,7 @@ endif
 
 # ---- MPI (data parallelism) ----
 # When mpicxx is found (Debian: libopenmpi-dev), ./train is built with MPI (USE_MPI) and runs as
-# one rank of a data-parallel job under mpirun (README "Training on several GPUs or nodes");
+# one rank of a data-parallel job under mpirun (docs/distributed.md);
 # `make MPICXX=` builds it without, as does a machine without MPI. The compile and link flags
 # are asked of OpenMPI's wrapper (mpicxx --showme), so the compiler stays $(CXX).
 ifeq ($(origin MPICXX),undefined)
@@ -83,7 +84,7 @@ endif
 # Where MPI, the CUDA backend and NCCL (nccl.h beside the toolkit's headers, libnccl.so in its
 # library folder or the toolkit's lib/) are all found, gpt2.cu is compiled with USE_NCCL: under
 # mpirun the CUDA ranks sum gradients and gather parameters on the device with NCCL. Otherwise
-# they go through host memory and MPI (README "Training on several GPUs or nodes"); `make NCCL=`
+# they go through host memory and MPI (docs/distributed.md); `make NCCL=`
 # builds without. The emulated build always uses the emulated NCCL of test/simt/nccl (with MPI).
 ifeq ($(origin NCCL),undefined)
 NCCL := $(if $(and $(MPICXX),$(CUDA_LINK),$(wildcard $(CUDA_INCLUDE)/nccl.h)),$(patsubst %/libnccl.so,%,$(firstword \
@@ -131,7 +132,7 @@ clean:
 .PHONY: all test clean golden
 
 # ---- docs ----
-# `make docs` writes the tables of flags of README.md and docs/cli.md from the programs' own
+# `make docs` writes the tables of flags of docs/cli.md from the programs' own
 # tables (flags/train_flags.h, flags/eval_flags.h), between marker comments (flags/flag_docs.h); test_flags fails
 # when a table in the docs differs from the code's. docs/ is a folder, so the target is phony.
 $(BUILD)/flag_docs: flags/flag_docs.cpp $(HEADERS)
@@ -233,7 +234,8 @@ EMU_TEST_RUNS := $(foreach bin,$(EMU_TEST_BINS),$(foreach order,$(SIMT_ORDERS),S
 EMU_TEST_RUNS += $(if $(EMU_TEST_BINS),$(COUNT)/traffic_test)
 EMU_TEST_RUNS += $(if $(EMU_PROGRAMS),CUDA_BIN_DIR=$(EMU):$(BUILD)/test_cli_cuda)
 
-.SECONDARY: $(EMU_SOURCES) $(SIMT_OBJECTS) $(EMU_SRC)/test/traffic_test.cu  # keep them: they are made by pattern rules only
+.SECONDARY: $(EMU_SOURCES) $(SIMT_OBJECTS) $(EMU_SRC)/test/traffic_test.cu \
+            $(EMU_SRC)/bench/bench_gpu_backend.cu  # keep them: they are made by pattern rules only
 
 $(EMU_SRC)/%: % $(SIMT)/rewrite_cuda.py
 	@mkdir -p $(@D)
@@ -272,12 +274,18 @@ $(EMU)/simt/nccl/nccl.o: $(SIMT)/nccl/nccl.cpp $(SIMT)/nccl/nccl.h $(SIMT)/inter
 $(EMU)/gpt2_cuda.o: $(EMU_SRC)/gpt2.cu $(EMU_SOURCES) $(wildcard $(SIMT)/*.h) $(SIMT)/nccl/nccl.h
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_NCCL_DEFS) -include $(SIMT)/simt.h -I$(EMU_SRC) -x c++ -c $< -o $@
 
+# ./bench_gpu's backend: gpt2.cu with the benchmark's watched ops (bench/bench_gpu_backend.cu).
+$(EMU)/bench_gpu_backend.o: $(EMU_SRC)/bench/bench_gpu_backend.cu $(EMU_SOURCES) $(wildcard $(SIMT)/*.h) \
+                            $(SIMT)/nccl/nccl.h
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_NCCL_DEFS) -include $(SIMT)/simt.h -I$(EMU_SRC) -x c++ -c $< -o $@
+
 # The emulated ./train has MPI too (test_distributed runs it under mpirun).
 $(EMU)/train: EMU_MPI_DEFS := $(MPI_DEFS)
-$(EMU)/bench_gpu: bench/bench_gpu.cpp
-$(EMU)/train $(EMU)/eval: $(EMU)/%: %.cpp
-$(EMU_PROGRAMS): $(HEADERS) $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) $(EMU_NCCL_OBJ)
-	$(EMU_CXX) $(EMU_CXXFLAGS) -DUSE_CUDA $(EMU_MPI_DEFS) -I. $(filter %.cpp,$^) $(EMU)/gpt2_cuda.o $(SIMT_OBJECTS) $(EMU_NCCL_OBJ) \
+$(EMU)/bench_gpu: bench/bench_gpu.cpp $(EMU)/bench_gpu_backend.o
+$(EMU)/train $(EMU)/eval: $(EMU)/%: %.cpp $(EMU)/gpt2_cuda.o
+$(EMU_PROGRAMS): $(HEADERS) $(SIMT_OBJECTS) $(EMU_NCCL_OBJ)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -DUSE_CUDA $(EMU_MPI_DEFS) -I. $(filter %.cpp,$^) \
+	    $(filter %/gpt2_cuda.o %/bench_gpu_backend.o,$^) $(SIMT_OBJECTS) $(EMU_NCCL_OBJ) \
 	    -o $@ -lgomp -pthread $(LDLIBS) $(if $(EMU_NCCL_OBJ),$(MPI_LIBS))
 
 # The emulated NCCL's own test (test/simt/nccl/nccl_test.cpp), which test_distributed runs
@@ -336,6 +344,18 @@ $(BUILD)/cuda/cuda_test_%: test/cuda_test_%.cu $(CUDA_SOURCES)
 	    -L$(CUDA_LIBDIR) -lcublas -lcublasLt -lgtest -lgtest_main -lgomp -lpthread -Xlinker -rpath,$(CUDA_LIBDIR)
 
 test: $(EMU_TEST_BINS) $(EMU_PROGRAMS) $(CUDA_TEST_BINS) $(if $(CUDA_LINK),$(BUILD)/bench_gpu)
+
+# `make test-kernels`: only the suites that check the kernels against the CPU reference
+# (cuda_test_kernels: every op of CudaOps; cuda_test_model: whole training steps against
+# CpuBackend), emulated, each under every thread order of SIMT_ORDERS, and the CPU reference
+# against PyTorch (test_golden), run two at a time, with the same last line as `make test`. It
+# builds nothing else (no nvcc, no ./train), so a changed kernel is checked in minutes.
+KERNEL_TEST_BINS := $(EMU)/cuda_test_kernels $(EMU)/cuda_test_model
+test-kernels: $(KERNEL_TEST_BINS) $(BUILD)/test_golden
+	@TEST_JOBS=2 bash test/run_tests.sh $(BUILD)/test_golden \
+	    $(foreach bin,$(KERNEL_TEST_BINS),$(foreach order,$(SIMT_ORDERS),SIMT_ORDER=$(order):$(bin)))
+
+.PHONY: test-kernels
 # ---- end CUDA tests ----
 
 # ---- CUDA rules ----
@@ -350,10 +370,17 @@ $(BUILD)/gpt2_cuda.o: gpt2.cu $(CUDA_HEADERS) $(HEADERS)
 	@mkdir -p $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $(NCCL_DEFS) $(GPU_ARCH) -c -o $@ gpt2.cu
 
-ifneq ($(CUDA_LINK),)
-$(BUILD)/bench_gpu: bench/bench_gpu.cpp $(HEADERS) $(CUDA_OBJ)
+# build/bench_gpu_backend.o: the same backend with the benchmark's watched ops beside it
+# (bench/bench_gpu_backend.cu), which ./bench_gpu links instead of build/gpt2_cuda.o.
+$(BUILD)/bench_gpu_backend.o: bench/bench_gpu_backend.cu gpt2.cu $(CUDA_HEADERS) $(HEADERS)
 	@mkdir -p $(BUILD)
-	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -I$(CUDA_INCLUDE) -o $@ bench/bench_gpu.cpp $(CUDA_OBJ) $(LDLIBS) $(CUDA_LIBS)
+	$(NVCC) $(NVCCFLAGS) $(NCCL_DEFS) $(GPU_ARCH) -c -o $@ bench/bench_gpu_backend.cu
+
+ifneq ($(CUDA_LINK),)
+$(BUILD)/bench_gpu: bench/bench_gpu.cpp $(HEADERS) $(BUILD)/bench_gpu_backend.o
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS) $(CUDA_DEFS) -I$(CUDA_INCLUDE) -o $@ bench/bench_gpu.cpp $(BUILD)/bench_gpu_backend.o $(LDLIBS) \
+	    $(CUDA_LIBS)
 
 bench: $(BUILD)/bench_gpu
 	./$(BUILD)/bench_gpu $(BENCH_GPU_ARGS)
@@ -371,7 +398,7 @@ endif
 # `make gpu-bundle` builds here, for the GPU machine, every native program that
 # `scripts/gpu_check.sh --prebuilt build/gpu-bundle` runs (train, eval, bench_gpu, the five
 # cuda_test_* and test_cli_cuda; llm.c's prebuilt trainer in anchors/llmc where ANCHORS has it),
-# so that nothing is compiled there (docs/cuda.md §8):
+# so that nothing is compiled there (docs/gpu_check.md):
 #  - GPU code for sm_90 (H100/H200) and compute_90 PTX for newer GPUs;
 #  - the CUDA runtime, GoogleTest and libgomp linked in statically; cuBLAS and cuBLASLt from
 #    the GPU machine's CUDA 13 (this toolkit has no static cuBLAS, and libcublasLt.so alone is
@@ -429,10 +456,14 @@ $(BUNDLE)/train $(BUNDLE)/eval: $(BUNDLE)/%: %.cpp $(HEADERS) $(BUNDLE_OBJ)/gpt2
 	$(CXX) $(BUNDLE_CXXFLAGS) -DUSE_CUDA -c -o $(BUNDLE_OBJ)/$*.o $<
 	$(CXX) -o $@ $(BUNDLE_OBJ)/$*.o $(BUNDLE_OBJ)/gpt2_cuda.o $(BUNDLE_CUDA) $(BUNDLE_LINK) -lm
 
-$(BUNDLE)/bench_gpu: bench/bench_gpu.cpp $(HEADERS) $(BUNDLE_OBJ)/gpt2_cuda.o
+$(BUNDLE_OBJ)/bench_gpu_backend.o: bench/bench_gpu_backend.cu gpt2.cu $(CUDA_HEADERS) $(HEADERS)
+	@mkdir -p $(@D)
+	$(BUNDLE_NVCC) -c -o $@ bench/bench_gpu_backend.cu
+
+$(BUNDLE)/bench_gpu: bench/bench_gpu.cpp $(HEADERS) $(BUNDLE_OBJ)/bench_gpu_backend.o
 	@mkdir -p $(@D)
 	$(CXX) $(BUNDLE_CXXFLAGS) -DUSE_CUDA -I$(CUDA_INCLUDE) -c -o $(BUNDLE_OBJ)/bench_gpu.o $<
-	$(CXX) -o $@ $(BUNDLE_OBJ)/bench_gpu.o $(BUNDLE_OBJ)/gpt2_cuda.o $(BUNDLE_CUDA) $(BUNDLE_LINK) -lm
+	$(CXX) -o $@ $(BUNDLE_OBJ)/bench_gpu.o $(BUNDLE_OBJ)/bench_gpu_backend.o $(BUNDLE_CUDA) $(BUNDLE_LINK) -lm
 
 $(BUNDLE)/cuda_test_%: $(BUNDLE_OBJ)/cuda_test_%.o
 	@mkdir -p $(@D)
@@ -460,7 +491,7 @@ gpu-reference: train scripts/gpu_reference.sh
 # ---- end GPU check's CPU reference ----
 
 # ---- fuzzing ----
-# Every test/fuzz_*.cpp is a libFuzzer target (README "Fuzzing"), built by clang++ with
+# Every test/fuzz_*.cpp is a libFuzzer target (docs/testing.md §4), built by clang++ with
 # -fsanitize=fuzzer,address,undefined into build/fuzz/ when clang's libFuzzer runtime is found
 # (Debian: clang, libclang-rt-14-dev, libomp-14-dev). `make fuzz` runs each for FUZZ_SECONDS on
 # its seed corpus test/fuzz/NAME/ (new inputs go to build/fuzz/corpus/NAME/, findings to

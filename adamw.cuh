@@ -11,6 +11,8 @@
 // tensors), each with its own weight decay, given to the kernel as a small table. A launch
 // covers any range [lo, hi) of the flat array, so a process that owns only a slice of the
 // optimiser state (ZeRO-1) updates just its slice.
+// The ops that launch these kernels (cuda_ops.cuh): CudaOps::adamw_update, and sum_of_squares,
+// which CudaOps::norm uses.
 #pragma once
 #include <cmath>
 #include <vector>
@@ -122,51 +124,17 @@ __global__ void sum_of_squares_kernel(float* partial, const T* x, size_t n) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Launchers
+// The shapes of the launches (CudaOps::adamw_update and sum_of_squares)
 
 constexpr int SUMSQ_THREADS = 256;
 constexpr int SUMSQ_MIN_PER_THREAD = 64;  // elements per thread before another block is added
 constexpr int SUMSQ_MAX_BLOCKS = 512;     // size of the `partial` scratch, in floats
-
-// One AdamW update at step t (1-based) of the elements [lo, hi) of the flat arrays params,
-// copy, grads (pointers to element 0), with the moments m, v of that range only (hi − lo
-// floats each: a ZeRO-1 rank keeps just its share), in one launch of ADAMW_PACK parameters per
-// thread; h.weight_decay applies to the segments of `table` that decay.
-template <typename T>
-void adamw_update(float* params, T* copy, const float* grads, float* m, float* v, const AdamWTable& table, size_t lo,
-                  size_t hi, const AdamWHyper& h, int t, double grad_scale, cudaStream_t stream) {
-    if (hi <= lo) return;
-    const AdamWStep step{(float)h.lr, (float)h.beta1, (float)h.beta2, (float)h.eps, (float)h.weight_decay,
-                         (float)(1.0 - std::pow(h.beta1, t)), (float)(1.0 - std::pow(h.beta2, t)), (float)grad_scale};
-    const size_t blocks = ceil_div(ceil_div(hi - lo, ADAMW_PACK), 256);
-    if (narrow_index(hi))
-        adamw_kernel<T, unsigned><<<blocks, 256, 0, stream>>>(params, copy, grads, m, v, (unsigned)lo, (unsigned)hi,
-                                                              table, step);
-    else
-        adamw_kernel<T, size_t><<<blocks, 256, 0, stream>>>(params, copy, grads, m, v, lo, hi, table, step);
-    cudaCheck(cudaGetLastError());
-}
 
 // Blocks of sum_of_squares over n elements: one per SUMSQ_MIN_PER_THREAD elements a thread, at
 // most SUMSQ_MAX_BLOCKS.
 inline int sum_of_squares_blocks(size_t n) {
     const size_t wanted = std::max<size_t>(1, ceil_div(n, SUMSQ_MIN_PER_THREAD * SUMSQ_THREADS));
     return (int)std::min<size_t>(SUMSQ_MAX_BLOCKS, wanted);
-}
-
-// Σ x² over n elements: per-block fp32 sums on the device, added in order (in double) on the
-// host. `partial` is scratch of SUMSQ_MAX_BLOCKS floats. Waits for the result.
-template <typename T>
-double sum_of_squares(const T* x, size_t n, float* partial, cudaStream_t stream) {
-    const int blocks = sum_of_squares_blocks(n);
-    sum_of_squares_kernel<T><<<blocks, SUMSQ_THREADS, 0, stream>>>(partial, x, n);
-    cudaCheck(cudaGetLastError());
-    std::vector<float> host(blocks);
-    cudaCheck(cudaMemcpyAsync(host.data(), partial, blocks * sizeof(float), cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaStreamSynchronize(stream));
-    double total = 0.0;
-    for (float s : host) total += s;
-    return total;
 }
 
 }  // namespace gpu

@@ -1,6 +1,5 @@
 // attention.cuh — causal multi-head self-attention on the packed projections qkv (B,T,3C) =
-// [q | k | v], NH heads of hs = C/NH channels, without any T×T buffer (docs/cuda.md, "The
-// attention kernels"):
+// [q | k | v], NH heads of hs = C/NH channels, without any T×T buffer (docs/attention.md):
 //
 //   forward:  for each query t of head h: s[t'] = q_t·k_t'/√hs for t' ≤ t, p = softmax(s),
 //             out (B,T,C)[t, h·hs + i] = Σ_t' p[t']·v_t'[i], and the log-sum-exp
@@ -20,6 +19,8 @@
 //     tensor-core kernel fits. Not fast.
 // In both, each output element has exactly one owner and every sum a fixed order: no atomics,
 // and results do not depend on scheduling.
+// The ops that launch these kernels and those of attention_mma.cuh: CudaOps::attention_forward and
+// attention_backward (cuda_ops.cuh).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -192,7 +193,7 @@ __global__ void attention_delta_kernel(float* delta, const T* dout, const T* out
 }
 
 // ---------------------------------------------------------------------------------------------
-// Launchers
+// The shapes of the launches (CudaOps::attention_forward and attention_backward)
 
 // The head size of the tensor-core kernels for these shapes and pointers, or 0 where the exact
 // kernels run: C/NH when T is bf16, C/NH is a head size with a tensor-core kernel (64, 8, 12 or
@@ -218,69 +219,6 @@ inline dim3 attention_tiles(int B, int Tn, int NH) {
 // Blocks of the exact kernels: WARPS_PER_BLOCK rows each.
 inline size_t attention_row_blocks(int B, int Tn, int NH) {
     return ceil_div(attention_saved_size(B, Tn, NH), WARPS_PER_BLOCK);
-}
-
-// out (B,T,C) and lse (attention_saved_size(B,T,NH) floats) from qkv (B,T,3C): the tensor-core
-// kernel of the head size where there is one (mma_head_size), else the exact kernel.
-template <typename T>
-void attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH, cudaStream_t stream) {
-    const int hs = mma_head_size<T>(C, NH, out, qkv);
-    if constexpr (std::is_same<T, bf16>::value) {
-        const dim3 tiles = attention_tiles(B, Tn, NH);
-        const int threads = ATTENTION_WARPS * WARP_SIZE;
-        switch (hs) {
-            case 64: attention_forward_mma_kernel<64><<<tiles, threads, 0, stream>>>(out, lse, qkv, Tn, C, NH); break;
-            case 8: attention_forward_mma_kernel<8><<<tiles, threads, 0, stream>>>(out, lse, qkv, Tn, C, NH); break;
-            case 12: attention_forward_mma_kernel<12><<<tiles, threads, 0, stream>>>(out, lse, qkv, Tn, C, NH); break;
-            case 16: attention_forward_mma_kernel<16><<<tiles, threads, 0, stream>>>(out, lse, qkv, Tn, C, NH); break;
-        }
-    }
-    if (hs == 0)
-        attention_forward_rows_kernel<T><<<attention_row_blocks(B, Tn, NH), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
-            out, lse, qkv, B, Tn, C, NH);
-    cudaCheck(cudaGetLastError());
-}
-
-// dqkv (B,T,3C) = the gradient of attention_forward given dout (B,T,C), its qkv, out and lse
-// (stored: dqkv is not read). delta is scratch of attention_saved_size(B,T,NH) floats. First
-// delta, then dq, then dk and dv: with the tensor-core kernels of the head size where there
-// are, else the exact ones.
-template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, float* delta, int B,
-                        int Tn, int C, int NH, cudaStream_t stream) {
-    const size_t blocks = attention_row_blocks(B, Tn, NH);
-    attention_delta_kernel<T><<<blocks, WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(delta, dout, out, B, Tn, C, NH);
-    cudaCheck(cudaGetLastError());
-    const int hs = mma_head_size<T>(C, NH, dqkv, dout, qkv);
-    if constexpr (std::is_same<T, bf16>::value) {
-        const dim3 g = attention_tiles(B, Tn, NH);
-        const int th = ATTENTION_WARPS * WARP_SIZE;
-        switch (hs) {  // dq, then dk and dv
-            case 64:
-                attention_backward_dq_mma_kernel<64><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
-                attention_backward_dkdv_mma_kernel<64><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
-                break;
-            case 8:
-                attention_backward_dq_mma_kernel<8><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
-                attention_backward_dkdv_mma_kernel<8><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
-                break;
-            case 12:
-                attention_backward_dq_mma_kernel<12><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
-                attention_backward_dkdv_mma_kernel<12><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
-                break;
-            case 16:
-                attention_backward_dq_mma_kernel<16><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
-                attention_backward_dkdv_mma_kernel<16><<<g, th, 0, stream>>>(dqkv, dout, qkv, lse, delta, Tn, C, NH);
-                break;
-        }
-    }
-    if (hs == 0) {
-        attention_backward_dq_rows_kernel<T><<<blocks, WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
-            dqkv, dout, qkv, lse, delta, B, Tn, C, NH);
-        attention_backward_dkdv_rows_kernel<T><<<blocks, WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
-            dqkv, dout, qkv, lse, delta, B, Tn, C, NH);
-    }
-    cudaCheck(cudaGetLastError());
 }
 
 }  // namespace gpu

@@ -1,6 +1,6 @@
 // attention_mma.cuh — causal attention on the tensor cores, in the manner of FlashAttention-2
-// (Dao 2023), for bf16 and a head size HS fixed at compile time (docs/cuda.md, "The attention
-// kernels"). attention.cuh says what is computed and picks these kernels or its exact ones.
+// (Dao 2023), for bf16 and a head size HS fixed at compile time (docs/attention.md). attention.cuh
+// says what is computed; its op picks these kernels or its exact ones.
 //
 // Work is cut into tiles of 64 rows. A block of 4 warps owns 64 rows, each warp 16 of them, and
 // walks the tiles of the other side; every tile is copied once per block, a tile ahead of its use
@@ -215,9 +215,12 @@ __device__ void store_rows(bf16* dst, size_t row_stride, const float (&acc)[Head
 // copies of tile j + 1 started right after it overwrite. The block's own rows (q, or q and dout,
 // or k and v) come in before the walk through the second pair, with the first tile.
 //
-// The forward's __launch_bounds__ asks for at least 3 blocks an SM, which is what ptxas plans its
-// registers for: without it nvcc 13.0 gave it 128 registers at head size 64 and spilled; with it
-// (at most 170) none spills. docs/cuda.md lists what each kernel gets.
+// The block's own rows are copied into buffer [1] of the tile pairs, which the walk does not use
+// before tile 1: each kernel names that buffer for what it holds then (q_rows, k_rows, ...).
+//
+// The forward's __launch_bounds__ asks for at least 3 blocks an SM, and ptxas plans its registers
+// for that occupancy (at most 170 a thread), with no spills at head size 64. docs/cuda.md lists
+// what each kernel gets.
 
 // out (B,T,C) and lse (B,NH,T) for the 64 queries of tile (⌈T/64⌉ − 1 − blockIdx.z) of head
 // blockIdx.x, sequence blockIdx.y. Per row the running maximum m (log2 units) and each lane's part
@@ -226,8 +229,9 @@ template <int HS>
 __global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE, 3)
     attention_forward_mma_kernel(bf16* out, float* lse, const bf16* qkv, int Tn, int C, int NH) {
     using S = HeadShape<HS>;
-    __shared__ __align__(16) bf16 k_tiles[2][S::tile_elements];  // key tile j in [j % 2]; q first in [1]
-    __shared__ __align__(16) bf16 v_tiles[2][S::tile_elements];
+    __shared__ __align__(16) bf16 k_tiles[2][S::tile_elements];  // key tile j in [j % 2]
+    __shared__ __align__(16) bf16 v_tiles[2][S::tile_elements];  // value tile j in [j % 2]
+    bf16* q_rows = k_tiles[1];  // the block's 64 queries, before the walk needs [1]
     const int h = blockIdx.x, b = blockIdx.y, tile = gridDim.z - 1 - blockIdx.z, warp = threadIdx.x / WARP_SIZE;
     const int q0 = tile * ATTENTION_ROWS, row0 = q0 + warp * ATTENTION_WARP_ROWS;
     const size_t stride = 3 * (size_t)C;
@@ -236,14 +240,14 @@ __global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE, 3)
     const float scale = LOG2E / sqrtf((float)HS);  // scores in log2 units: exp(x) = 2^(x·log2 e)
 
     for (int i = 0; i < 2; i++) zero_head_padding<HS>(k_tiles[i]), zero_head_padding<HS>(v_tiles[i]);
-    start_tile_copy<HS>(k_tiles[1], q, stride, q0, Tn);
+    start_tile_copy<HS>(q_rows, q, stride, q0, Tn);
     start_tile_copy<HS>(k_tiles[0], k, stride, 0, Tn);
     start_tile_copy<HS>(v_tiles[0], v, stride, 0, Tn);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
     uint32_t qf[S::chunks][4];  // this warp's 16 queries
-    load_row_fragments<HS>(qf, k_tiles[1], warp * ATTENTION_WARP_ROWS);
+    load_row_fragments<HS>(qf, q_rows, warp * ATTENTION_WARP_ROWS);
 
     float o[S::n_tiles][4] = {};
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8; ℓ: this lane's part
@@ -251,7 +255,7 @@ __global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE, 3)
         const int k0 = j * ATTENTION_ROWS;
         const bf16 *k_tile = k_tiles[j % 2], *v_tile = v_tiles[j % 2];
         cp_async_wait<0>();  // this thread's copies of tile j are in
-        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or q)
+        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or q_rows)
         if (!diagonal) {
             start_tile_copy<HS>(k_tiles[(j + 1) % 2], k, stride, k0 + ATTENTION_ROWS, Tn);
             start_tile_copy<HS>(v_tiles[(j + 1) % 2], v, stride, k0 + ATTENTION_ROWS, Tn);
@@ -297,8 +301,9 @@ __global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE)
     attention_backward_dq_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                      const float* delta, int Tn, int C, int NH) {
     using S = HeadShape<HS>;
-    __shared__ __align__(16) bf16 k_tiles[2][S::tile_elements];  // key tile j in [j % 2]; q first in [1]
-    __shared__ __align__(16) bf16 v_tiles[2][S::tile_elements];  // value tile j; dout first in [1]
+    __shared__ __align__(16) bf16 k_tiles[2][S::tile_elements];  // key tile j in [j % 2]
+    __shared__ __align__(16) bf16 v_tiles[2][S::tile_elements];  // value tile j in [j % 2]
+    bf16 *q_rows = k_tiles[1], *dout_rows = v_tiles[1];  // the block's 64 queries and their dout, before the walk
     const int h = blockIdx.x, b = blockIdx.y, tile = gridDim.z - 1 - blockIdx.z, warp = threadIdx.x / WARP_SIZE;
     const int q0 = tile * ATTENTION_ROWS, row0 = q0 + warp * ATTENTION_WARP_ROWS;
     const size_t stride = 3 * (size_t)C, rows = ((size_t)b * NH + h) * Tn;
@@ -307,8 +312,8 @@ __global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE)
     const float scale = LOG2E / sqrtf((float)HS);
 
     for (int i = 0; i < 2; i++) zero_head_padding<HS>(k_tiles[i]), zero_head_padding<HS>(v_tiles[i]);
-    start_tile_copy<HS>(k_tiles[1], q, stride, q0, Tn);
-    start_tile_copy<HS>(v_tiles[1], dout + (size_t)b * Tn * C + h * HS, C, q0, Tn);
+    start_tile_copy<HS>(q_rows, q, stride, q0, Tn);
+    start_tile_copy<HS>(dout_rows, dout + (size_t)b * Tn * C + h * HS, C, q0, Tn);
     start_tile_copy<HS>(k_tiles[0], k, stride, 0, Tn);
     start_tile_copy<HS>(v_tiles[0], v, stride, 0, Tn);
     cp_async_commit();
@@ -320,15 +325,15 @@ __global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE)
     cp_async_wait<0>();
     __syncthreads();
     uint32_t qf[S::chunks][4], dof[S::chunks][4];  // this warp's 16 queries and their dout
-    load_row_fragments<HS>(qf, k_tiles[1], warp * ATTENTION_WARP_ROWS);
-    load_row_fragments<HS>(dof, v_tiles[1], warp * ATTENTION_WARP_ROWS);
+    load_row_fragments<HS>(qf, q_rows, warp * ATTENTION_WARP_ROWS);
+    load_row_fragments<HS>(dof, dout_rows, warp * ATTENTION_WARP_ROWS);
 
     float dq[S::n_tiles][4] = {};
     auto key_tile = [&](int j, bool diagonal) {  // the diagonal tile is the last
         const int k0 = j * ATTENTION_ROWS;
         const bf16 *k_tile = k_tiles[j % 2], *v_tile = v_tiles[j % 2];
         cp_async_wait<0>();  // this thread's copies of tile j are in
-        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or q, dout)
+        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or q_rows, dout_rows)
         if (!diagonal) {
             start_tile_copy<HS>(k_tiles[(j + 1) % 2], k, stride, k0 + ATTENTION_ROWS, Tn);
             start_tile_copy<HS>(v_tiles[(j + 1) % 2], v, stride, k0 + ATTENTION_ROWS, Tn);
@@ -359,12 +364,13 @@ __global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE)
     attention_backward_dkdv_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                        const float* delta, int Tn, int C, int NH) {
     using S = HeadShape<HS>;
-    // Query tile j in [(j − tile) % 2], k and v first in [1]; with each query tile its lse (log2
-    // units) and D.
+    // Query tile j and its dout in [(j − tile) % 2]; with each query tile its lse (log2 units)
+    // and D.
     __shared__ __align__(16) bf16 q_tiles[2][S::tile_elements];
     __shared__ __align__(16) bf16 dout_tiles[2][S::tile_elements];
     __shared__ float tile_lse[2][ATTENTION_ROWS];
     __shared__ float tile_delta[2][ATTENTION_ROWS];
+    bf16 *k_rows = q_tiles[1], *v_rows = dout_tiles[1];  // the block's 64 keys and their values, before the walk
     const int h = blockIdx.x, b = blockIdx.y, tile = blockIdx.z, warp = threadIdx.x / WARP_SIZE;
     const int k0 = tile * ATTENTION_ROWS, key0 = k0 + warp * ATTENTION_WARP_ROWS;
     const size_t stride = 3 * (size_t)C, rows = ((size_t)b * NH + h) * Tn;
@@ -380,15 +386,15 @@ __global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE)
     };
 
     for (int i = 0; i < 2; i++) zero_head_padding<HS>(q_tiles[i]), zero_head_padding<HS>(dout_tiles[i]);
-    start_tile_copy<HS>(q_tiles[1], k, stride, k0, Tn);
-    start_tile_copy<HS>(dout_tiles[1], v, stride, k0, Tn);
+    start_tile_copy<HS>(k_rows, k, stride, k0, Tn);
+    start_tile_copy<HS>(v_rows, v, stride, k0, Tn);
     start_query_tile_copy(tile, 0);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
     uint32_t kf[S::chunks][4], vf[S::chunks][4];  // this warp's 16 keys and their values
-    load_row_fragments<HS>(kf, q_tiles[1], warp * ATTENTION_WARP_ROWS);
-    load_row_fragments<HS>(vf, dout_tiles[1], warp * ATTENTION_WARP_ROWS);
+    load_row_fragments<HS>(kf, k_rows, warp * ATTENTION_WARP_ROWS);
+    load_row_fragments<HS>(vf, v_rows, warp * ATTENTION_WARP_ROWS);
 
     float dk[S::n_tiles][4] = {}, dv[S::n_tiles][4] = {};
     auto query_tile = [&](int j, bool diagonal) {
@@ -396,7 +402,7 @@ __global__ void __launch_bounds__(ATTENTION_WARPS* WARP_SIZE)
         cp_async_wait<0>();  // this thread's copies of tile j are in
         finish_row_values(tile_lse[buffer], t0, Tn, LOG2E, INFINITY);  // queries past T: p = 0
         finish_row_values(tile_delta[buffer], t0, Tn, 1.0f, 0.0f);
-        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or k, v)
+        __syncthreads();     // every thread's are, and every warp is done with tile j − 1 (or k_rows, v_rows)
         if (t0 + ATTENTION_ROWS < Tn) {
             start_query_tile_copy(j + 1, 1 - buffer);
             cp_async_commit();

@@ -1,8 +1,8 @@
 // backend.h — Backend, the one interface between ./train, ./eval, the benchmarks and tests and a
 // backend (CPU or CUDA), so the training loop is written once: the model's passes, its
 // diagnostics and the rest of a training step (AdamW, the parameters in and out, data
-// parallelism). A backend is the model itself, Gpt2<Ops> (gpt2.h) on its op set, which
-// implements the passes (ModelPasses), plus what a backend adds: CpuBackend (gpt2_cpu.h) and
+// parallelism). A backend is the model itself, Gpt2<Ops, Backend> (gpt2.h) on its op set, whose
+// methods are the passes declared here, plus what a backend adds: CpuBackend (gpt2_cpu.h) and
 // CudaBackend (gpt2.cu). So ./train's model.backward(...) is Gpt2::backward, with no call between.
 #pragma once
 #include <algorithm>
@@ -38,13 +38,20 @@ struct ForwardStats {
     LogitStats logits;                   // of the output logits
 };
 
-// What the model does with one micro-batch, its passes and its diagnostics, written once for
-// every op set by Gpt2<Ops> (gpt2.h).
-// Backend inherits it virtually, and so does Gpt2, so that in a backend (which is both) Gpt2's
-// methods are the ones ./train calls.
-class ModelPasses {
+// What ./train, ./eval, the benchmarks and the tests call on a backend (CPU or CUDA), so the
+// training loop is written once. A backend owns the model (parameters, their gradients, the
+// activations of one micro-batch of fixed shape (B, T)) and the AdamW moments. The passes and
+// the diagnostics are Gpt2's (gpt2.h), the same for every backend; the rest is the backend's.
+class Backend {
 public:
-    virtual ~ModelPasses() = default;
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;  // e.g. "cpu (fp32, 2 threads)"
+    virtual const ModelConfig& config() const = 0;
+    // CUDA: which kinds of matrix product run fused with their epilogue, and why (decided at
+    // start-up, cuda/fused_products.h); null on the CPU, which fuses none.
+    virtual const FusionChoice* fusion() const = 0;
+
+    // ---- the passes of one micro-batch (Gpt2) ----
     // Forward pass of one micro-batch: inputs, targets (B·T token ids). Keeps what backward
     // needs and returns the mean cross-entropy over the B·T positions (evaluation: the logits
     // are kept).
@@ -65,27 +72,15 @@ public:
     virtual void record_stream_grads(bool on) = 0;
     virtual std::vector<double> stream_grad_norms() const = 0;
 
-    // ---- the diagnostics (docs/experiments.md, *Diagnostics*) ----
+    // ---- the diagnostics (docs/experiments.md, *Diagnostics*; Gpt2) ----
     // All of a `stats` record of the last forward; call it before backward, which overwrites
     // the logits.
     virtual ForwardStats forward_stats() = 0;
     // Per block, the norm of the gradient of its W_fcproj (the MLP's output projection weight)
     // as accumulated since zero_grad.
     virtual std::vector<double> fcproj_grad_norms() = 0;
-};
 
-// What ./train, ./eval, the benchmarks and the tests call on a backend (CPU or CUDA), so the
-// training loop is written once. A backend owns the model (parameters, their gradients, the
-// activations of one micro-batch of fixed shape (B, T)) and the AdamW moments.
-class Backend : public virtual ModelPasses {
-public:
-    virtual std::string name() const = 0;  // e.g. "cpu (fp32, 2 threads)"
-    virtual const ModelConfig& config() const = 0;
-    // CUDA: which kinds of matrix product run fused with their epilogue, and why (decided at
-    // start-up, cuda/fused_products.h); null on the CPU, which fuses none.
-    virtual const FusionChoice* fusion() const = 0;
-
-    // ---- the rest of a training step ----
+    // ---- the rest of a training step (the backend's own) ----
     // AdamW update at step t (1-based), gradients multiplied by grad_scale first (clipping);
     // weight decay on the 2-D tensors only (docs/model.md §5).
     virtual void update(const AdamWHyper& h, int t, double grad_scale) = 0;
@@ -97,7 +92,7 @@ public:
     virtual void get_moments(float* m, float* v) = 0;
     virtual void set_moments(const float* m, const float* v) = 0;
 
-    // Data parallelism (README "Training on several GPUs or nodes").
+    // Data parallelism (docs/distributed.md).
     // The range of the flat parameter array (file order) whose AdamW moments this backend keeps
     // and whose parameters update() changes (ZeRO-1: each rank its own shard); the whole array
     // unless set. Setting it zeroes the moments.
@@ -141,14 +136,11 @@ FusionChoice choose_cuda_fusion(const FusionRequest& request, const ModelConfig&
 std::vector<ProductTiming> time_cuda_fused_products(const ModelConfig& cfg, int B, int T, bool bf16);
 // The ranks' NCCL communicator on GPU `gpu`, warmed up with one of each collective the backend
 // runs on `num_parameters` floats, so that the device memory NCCL takes (it connects its peers
-// at the first collective) is already in use when the batch is fitted (docs/cuda.md §4).
+// at the first collective) is already in use when the batch is fitted (docs/cuda_memory.md).
 // Collective over `group`; null for one rank, and in a build without NCCL. timeout_s: see
 // nccl_timeout_seconds (distributed/process_group.h).
 std::shared_ptr<NcclComm> make_cuda_comm(ProcessGroup& group, int gpu, size_t num_parameters, double timeout_s);
-// The device memory make_cuda_backend would allocate, counted without a device (docs/cuda.md §4).
+// The device memory make_cuda_backend would allocate, counted without a device (docs/cuda_memory.md).
 MemoryPlan cuda_memory_plan(const ModelConfig& cfg, int B, int T, bool bf16);
-// The device memory bench_gpu's per-op timing allocates (bench/step_timing.cuh: its own model and
-// AdamW moments), counted the same way.
-MemoryPlan cuda_step_timing_plan(const ModelConfig& cfg, int B, int T, bool bf16);
 // Free bytes on CUDA device `gpu`.
 uint64_t cuda_free_memory(int gpu = 0);

@@ -7,6 +7,8 @@
 // One warp per row computes the row's maximum (and log-partition) in fp32; the host downloads
 // the per-row values and reduces them in double. They run only at stats time, so the attention
 // kernel recomputes the dot products plainly (no tensor cores, no score buffer).
+// The ops that launch these kernels: CudaOps::attention_logit_max and logit_statistics
+// (cuda_ops.cuh).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -57,39 +59,10 @@ __global__ void logit_row_stats_kernel(float* row_max, float* row_lse, const A* 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Launchers (each waits for its result)
+// Scratch (CudaOps::attention_logit_max and logit_statistics)
 
-// Floats of scratch the two launchers need for a model of these sizes.
+// Floats of scratch the two ops (CudaOps::attention_logit_max, logit_statistics) need for a model
+// of these sizes.
 inline size_t diagnostics_scratch(int B, int T, int NH) { return (size_t)B * T * std::max(NH, 2); }
-
-// The largest pre-softmax attention logit of one block from its qkv (B,T,3C).
-template <typename A>
-double attention_logit_max(const A* qkv, int B, int T, int C, int NH, float* scratch, cudaStream_t stream) {
-    const int rows = B * NH * T;
-    attention_logit_row_max_kernel<A><<<ceil_div(rows, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
-        scratch, qkv, B, T, C, NH, 1.0f / std::sqrt((float)(C / NH)));
-    cudaCheck(cudaGetLastError());
-    std::vector<float> host(rows);
-    cudaCheck(cudaMemcpyAsync(host.data(), scratch, rows * sizeof(float), cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaStreamSynchronize(stream));
-    return *std::max_element(host.begin(), host.end());
-}
-
-// Largest logit and mean log-partition of logits (N,Vp) over the V real tokens.
-template <typename A>
-LogitStats logit_statistics(const A* logits, int N, int V, int Vp, float* scratch, cudaStream_t stream) {
-    logit_row_stats_kernel<A><<<ceil_div(N, WARPS_PER_BLOCK), WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(
-        scratch, scratch + N, logits, N, V, Vp);
-    cudaCheck(cudaGetLastError());
-    std::vector<float> host(2 * (size_t)N);
-    cudaCheck(cudaMemcpyAsync(host.data(), scratch, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaStreamSynchronize(stream));
-    LogitStats st;
-    st.logit_max = *std::max_element(host.begin(), host.begin() + N);
-    double lse_sum = 0;
-    for (int n = 0; n < N; n++) lse_sum += host[N + n];
-    st.log_z_mean = lse_sum / N;
-    return st;
-}
 
 }  // namespace gpu

@@ -19,6 +19,7 @@
 // step whose pairs lie within a tile of SORT_TILE keys in one block's shared memory, so it takes
 // few launches: one that builds and sorts the tiles, then per larger stage one launch per
 // partner distance of a tile or more and one that finishes the stage in the tiles.
+// The ops that launch these kernels: CudaOps::encoder_forward and encoder_backward (cuda_ops.cuh).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -31,7 +32,7 @@ namespace gpu {
 constexpr int WTE_CHUNK = 32;
 
 // Scratch of the wte gradient for N positions of C channels: keys[i] = token << 32 | position,
-// sorted ascending by sort_tokens, `padded` (a power of two ≥ N, at least 2) keys, the last
+// sorted ascending by CudaOps::encoder_backward, `padded` (a power of two ≥ N, at least 2) keys, the last
 // padded − N of them all ones; per chunk of sorted positions, the sums (C) of its first piece
 // where that continues a run from the chunk before (heads) and of its last piece where that
 // starts a run going on past the chunk (tails).
@@ -61,7 +62,7 @@ inline int sort_tile(int padded) { return std::min(SORT_TILE, padded); }
 
 // out[n, c] = wte[tokens[n], c] + wpe[t, c] over the n·C elements of out, row n = b·T + t.
 // Thread k handles the K elements [k·K, k·K + K), which lie in one row (K divides C), with one
-// access per buffer: K = pack_width<S, W>() (16 bytes of the fp32 stream) where the launcher
+// access per buffer: K = pack_width<S, W>() (16 bytes of the fp32 stream) where its op
 // found the rows aligned, else K = 1. I is the index type (narrow_index).
 template <int K, typename S, typename W, typename I>
 __global__ void encoder_forward_kernel(S* out, const int32_t* tokens, const W* wte, const W* wpe, I n, I T, I C) {
@@ -209,69 +210,6 @@ __global__ void wte_run_sums_kernel(float* dwte, const float* heads, const float
         if (next_last + 1 >= N || key_token(keys[next_last + 1]) != token) break;
     }
     dwte[(size_t)token * C + c] += sum;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Launchers
-
-// out (B,T,C) from tokens (B,T) on the device: in packs of pack_width<S, W>() elements of a row
-// (16 bytes of the fp32 stream) where C is a multiple and out, wte and wpe are aligned to their
-// packs, else element by element.
-template <typename S, typename W>
-void encoder_forward(S* out, const int32_t* tokens, const W* wte, const W* wpe, int B, int T, int C,
-                     cudaStream_t stream) {
-    const size_t n = (size_t)B * T * C;
-    if (n == 0) return;
-    constexpr int K = pack_width<S, W>();
-    const bool packed = rows_in_packs<K>(C, out, wte, wpe);
-    const size_t blocks = ceil_div(ceil_div(n, packed ? K : 1), 256);
-    const unsigned n32 = (unsigned)n, T32 = (unsigned)T, C32 = (unsigned)C;
-    const size_t T64 = T, C64 = C;
-    if (packed && narrow_index(n))
-        encoder_forward_kernel<K, S, W, unsigned><<<blocks, 256, 0, stream>>>(out, tokens, wte, wpe, n32, T32, C32);
-    else if (packed)
-        encoder_forward_kernel<K, S, W, size_t><<<blocks, 256, 0, stream>>>(out, tokens, wte, wpe, n, T64, C64);
-    else if (narrow_index(n))
-        encoder_forward_kernel<1, S, W, unsigned><<<blocks, 256, 0, stream>>>(out, tokens, wte, wpe, n32, T32, C32);
-    else
-        encoder_forward_kernel<1, S, W, size_t><<<blocks, 256, 0, stream>>>(out, tokens, wte, wpe, n, T64, C64);
-    cudaCheck(cudaGetLastError());
-}
-
-// Sorts the N tokens (device memory) with their positions into order.keys: the tiles built
-// and sorted in one launch, then for each stage k > tile the steps j ≥ tile one launch each and
-// the steps j < tile in one (with P = padded = 2^p and tile = 2^s: 1 + Σ_{q=s+1..p} (q − s + 1)
-// launches instead of p·(p + 1)/2).
-inline void sort_tokens(TokenOrder& order, const int32_t* tokens, cudaStream_t stream) {
-    const int P = order.padded, tile = sort_tile(P), tiles = P / tile;
-    unsigned long long* keys = order.keys.data();
-    sort_token_tiles_kernel<<<tiles, tile / 2, 0, stream>>>(keys, tokens, order.N);
-    cudaCheck(cudaGetLastError());
-    for (int k = 2 * tile; k <= P; k *= 2) {
-        for (int j = k / 2; j >= tile; j /= 2) {
-            bitonic_step_kernel<<<ceil_div(P, 256), 256, 0, stream>>>(keys, j, k, P);
-            cudaCheck(cudaGetLastError());
-        }
-        merge_token_tiles_kernel<<<tiles, tile / 2, 0, stream>>>(keys, k);
-        cudaCheck(cudaGetLastError());
-    }
-}
-
-// dwte (Vp,C), dwpe (maxT,C) += from dout (B,T,C) and the batch's tokens (B,T) on the device;
-// `order` is scratch for B·T positions of C channels.
-template <typename G>
-void encoder_backward(float* dwte, float* dwpe, const G* dout, const int32_t* tokens, TokenOrder& order, int B,
-                      int T, int C, cudaStream_t stream) {
-    wpe_backward_kernel<G><<<ceil_div((size_t)T * C, 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
-    cudaCheck(cudaGetLastError());
-    sort_tokens(order, tokens, stream);
-    const dim3 grid((unsigned)order.chunks, (unsigned)ceil_div(C, 256));
-    wte_chunk_sums_kernel<G><<<grid, 256, 0, stream>>>(dwte, order.heads.data(), order.tails.data(), dout,
-                                                       order.keys.data(), B * T, C);
-    cudaCheck(cudaGetLastError());
-    wte_run_sums_kernel<<<grid, 256, 0, stream>>>(dwte, order.heads.data(), order.tails.data(), order.keys.data(),
-                                                 B * T, C);
-    cudaCheck(cudaGetLastError());
 }
 
 }  // namespace gpu

@@ -648,7 +648,7 @@ static int evaluate(EvalOptions o) {
         std::printf("baselines: off (%s; give -train_data)\n", e.what());
     }
     // A model with non-finite weights, or whose loss is not finite, has no metrics: said, written
-    // as null, and the exit status 3 (README "Exit status").
+    // as null, and the exit status 3 (docs/train.md §3).
     Progress progress("eval", o.progress);
     const size_t nonfinite_weights = count_nonfinite(params);
     if (nonfinite_weights == 0) evaluate_metrics(o, *backend, *ref, same_model, val, tok.get(), r, progress);

@@ -14,6 +14,8 @@
 // (docs/cuda.md §3). Elements are T (float or bf16), arithmetic in fp32. The kernels move 16 bytes per load and
 // store (4 floats or 8 bf16) where OC is a multiple of the pack and the buffers are 16-byte
 // aligned, else one element at a time, with 32-bit indices where the sizes allow.
+// The ops that launch these kernels: CudaOps::matmul_gelu_forward and matmul_gelu_backward
+// (cuda_ops.cuh).
 #pragma once
 #include <type_traits>
 
@@ -45,7 +47,7 @@ __device__ inline float gelu_derivative(float x) {
 // pre[n, o] += bias[o], then out = GELU(pre) of the stored (rounded) pre, so the result is the
 // same as a bias pass followed by a GELU pass. Thread k handles the K elements [k·K, k·K + K)
 // of the n = N·OC elements, which lie in one row (K divides OC), with one access per buffer:
-// K = Pack16<T>::size (16 bytes) where the launcher found the rows aligned, else K = 1. I is
+// K = Pack16<T>::size (16 bytes) where its op found the rows aligned, else K = 1. I is
 // the index type (narrow_index).
 template <int K, typename T, typename I>
 __global__ void bias_gelu_forward_kernel(T* out, T* pre, const T* bias, I n, I OC) {
@@ -60,7 +62,7 @@ __global__ void bias_gelu_forward_kernel(T* out, T* pre, const T* bias, I n, I O
 
 // d[e] *= GELU'(pre[e]) over the n elements of d, each product rounded to T as it is stored:
 // the pass of GELU's backward over a product's result. Thread k handles the K elements
-// [k·K, k·K + K) with one access per buffer: K = Pack16<T>::size where the launcher found the
+// [k·K, k·K + K) with one access per buffer: K = Pack16<T>::size where its op found the
 // buffers aligned, else K = 1. I is the index type (narrow_index).
 template <int K, typename T, typename I>
 __global__ void gelu_backward_inplace_kernel(T* d, const T* pre, I n) {
@@ -71,51 +73,6 @@ __global__ void gelu_backward_inplace_kernel(T* d, const T* pre, I n) {
     load_pack(x, pre + first);
     for (int e = 0; e < K; e++) g[e] *= gelu_derivative(x[e]);
     store_pack(d + first, g);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Launchers
-
-// pre (N,OC) += bias (OC);  out (N,OC) = GELU(pre): in 16-byte packs where OC is a multiple of
-// Pack16<T>::size and out, pre and bias are 16-byte aligned, else element by element (the same
-// results, bit for bit).
-template <typename T>
-void bias_gelu_forward(T* out, T* pre, const T* bias, int N, int OC, cudaStream_t stream) {
-    const size_t n = (size_t)N * OC;
-    if (n == 0) return;
-    constexpr int K = Pack16<T>::size;
-    const bool packed = rows_in_packs<K>(OC, out, pre, bias);
-    const size_t blocks = ceil_div(ceil_div(n, packed ? K : 1), 256);
-    const unsigned n32 = (unsigned)n, OC32 = (unsigned)OC;
-    if (packed && narrow_index(n))
-        bias_gelu_forward_kernel<K, T, unsigned><<<blocks, 256, 0, stream>>>(out, pre, bias, n32, OC32);
-    else if (packed)
-        bias_gelu_forward_kernel<K, T, size_t><<<blocks, 256, 0, stream>>>(out, pre, bias, n, (size_t)OC);
-    else if (narrow_index(n))
-        bias_gelu_forward_kernel<1, T, unsigned><<<blocks, 256, 0, stream>>>(out, pre, bias, n32, OC32);
-    else
-        bias_gelu_forward_kernel<1, T, size_t><<<blocks, 256, 0, stream>>>(out, pre, bias, n, (size_t)OC);
-    cudaCheck(cudaGetLastError());
-}
-
-// d (N,OC) *= GELU'(pre) elementwise, in 16-byte packs where OC is a multiple of
-// Pack16<T>::size and both buffers are 16-byte aligned, else element by element.
-template <typename T>
-void gelu_backward_inplace(T* d, const T* pre, int N, int OC, cudaStream_t stream) {
-    const size_t n = (size_t)N * OC;
-    if (n == 0) return;
-    constexpr int K = Pack16<T>::size;
-    const bool packed = rows_in_packs<K>(OC, d, pre);
-    const size_t blocks = ceil_div(ceil_div(n, packed ? K : 1), 256);
-    if (packed && narrow_index(n))
-        gelu_backward_inplace_kernel<K, T, unsigned><<<blocks, 256, 0, stream>>>(d, pre, (unsigned)n);
-    else if (packed)
-        gelu_backward_inplace_kernel<K, T, size_t><<<blocks, 256, 0, stream>>>(d, pre, n);
-    else if (narrow_index(n))
-        gelu_backward_inplace_kernel<1, T, unsigned><<<blocks, 256, 0, stream>>>(d, pre, (unsigned)n);
-    else
-        gelu_backward_inplace_kernel<1, T, size_t><<<blocks, 256, 0, stream>>>(d, pre, n);
-    cudaCheck(cudaGetLastError());
 }
 
 }  // namespace gpu

@@ -1,8 +1,7 @@
-// gpt2.cu — the model on one GPU: CudaModel<T>, the model of gpt2.h on the CUDA ops of
-// cuda_ops.cuh, and CudaBackend, which adds AdamW and serves ./train and ./eval through the
-// Backend interface.
+// gpt2.cu — the model on one GPU: CudaBackend<T>, the model of gpt2.h on the CUDA ops of
+// cuda_ops.cuh with AdamW added, which serves ./train and ./eval through the Backend interface.
 //
-// CudaModel<T> is the same Gpt2 as CpuModel (gpt2_cpu.h): the same block, residual step and
+// Its model is the same Gpt2 as CpuModel (gpt2_cpu.h): the same block, residual step and
 // modules, the same order of gradient accumulation. Only the ops differ: here they are the
 // kernels of the .cuh files (namespace gpu) and cuBLAS, each launched when the model calls its
 // op; the two ops the model calls for a pair of adjacent equations, residual_layernorm_forward
@@ -19,7 +18,7 @@
 // in both modes (docs/model.md §6).
 //
 // Device memory, allocated once for micro-batches of shape (B, T), N = B·T (cuda_memory_plan
-// counts it without allocating, docs/cuda.md §4):
+// counts it without allocating, docs/cuda_memory.md):
 //   params, grads, m, v     fp32, num_parameters floats each, in checkpoint order (model.h)
 //   weights                 bf16 mode only: the bf16 copy of params
 //   per block               the activations Gpt2 keeps (T; the stream fp32), LayerNorm mean/rstd and
@@ -27,13 +26,15 @@
 //   shared by all blocks    gradients of activations, attention's row sums, reduction scratch
 // Everything runs in order on one CUDA stream; the host waits only for the loss, the norms and
 // the statistics it returns. Before any of it is allocated, -fused auto times the products that
-// can be fused on buffers of its own, freed before the model is allocated (choose_cuda_fusion,
-// time_fused_products in cuda_ops.cuh).
+// can be fused on buffers of its own, freed before the model is allocated (choose_cuda_fusion and
+// time_fused_products, below).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -46,45 +47,36 @@
 #include "gpt2.h"
 #include "model.h"
 
-template <typename T>
-using CudaModel = Gpt2<CudaOps<T>>;
-
-// The model on the GPU as a Backend for ./train and ./eval: CudaModel<Act>, whose passes ./train
-// calls (Gpt2, gpt2.h), plus AdamW moments, the copies in and out and the collectives.
+// The model on the GPU as a Backend for ./train and ./eval: Gpt2 on the CUDA ops, whose passes
+// ./train calls (gpt2.h), plus AdamW moments, the copies in and out and the collectives. (The
+// model's members are this->params and so on: a base that depends on a template's parameter is
+// not searched for plain names.)
 template <typename Act>
-class CudaBackend final : public Backend, public CudaModel<Act> {
+class CudaBackend final : public Gpt2<CudaOps<Act>, Backend> {
 public:
-    // The model, and its members used here by name (a base that depends on the template's
-    // parameter is not searched for names otherwise).
-    using Model = CudaModel<Act>;
-    using Model::cfg;
-    using Model::grads;
-    using Model::ops;
-    using Model::params;
-
-    // fusion: the kinds of product its ops ask cuBLASLt for fused (make_cuda_backend decides).
+    // fusion: the kinds of product its ops run fused (choose_cuda_fusion decides).
     CudaBackend(const ModelConfig& cfg, int B, int T, const std::string& device, FusionChoice fusion = {},
                 std::shared_ptr<NcclComm> comm = nullptr)
-        : Model(cfg, B, T), range{0, params.size()}, m(moment_buffer(range.size())), v(moment_buffer(range.size())),
-          device(device), fused_products(std::move(fusion)), comm(std::move(comm)) {
-        ops.fused = fused_products.kinds;
-        ops.finish();
+        : Gpt2<CudaOps<Act>, Backend>(cfg, B, T), range{0, this->params.size()}, m(moment_buffer(range.size())),
+          v(moment_buffer(range.size())), device(device), fused_products(std::move(fusion)), comm(std::move(comm)) {
+        this->ops.fused = fused_products.kinds;
+        this->ops.finish();
     }
 
     std::string name() const override {
         const char* precision = std::is_same<Act, float>::value ? "fp32" : "bf16, fp32 master weights";
         return std::string("cuda (") + precision + ", " + device + ", " + RANK_COLLECTIVES + ")";
     }
-    const ModelConfig& config() const override { return cfg; }
+    const ModelConfig& config() const override { return this->cfg; }
     const FusionChoice* fusion() const override { return &fused_products; }
 
     // Every tensor of the optimiser range in one launch; m and v hold that range only.
     void update(const AdamWHyper& h, int t, double grad_scale) override {
-        ops.adamw_update(params.data(), this->weight_copy(0), grads.data(), m.data(), v.data(),
+        this->ops.adamw_update(this->params.data(), this->weight_copy(0), this->grads.data(), m.data(), v.data(),
                                range.lo, range.hi, h, t, grad_scale);
     }
 
-    // Data parallelism (README "Training on several GPUs or nodes"): over NCCL on the device
+    // Data parallelism (docs/distributed.md): over NCCL on the device
     // buffers where built with it, else through the host: the buffers go down, through the
     // process group's collectives and back up.
     void set_optimizer_range(Range r) override {
@@ -96,43 +88,43 @@ public:
     static constexpr const char* RANK_COLLECTIVES = "ranks over NCCL";
     void sum_grads(ProcessGroup& group) override {
         if (group.size() == 1) return;
-        nccl().sum(grads.data(), grads.size(), ops.stream);
+        nccl().sum(this->grads.data(), this->grads.size(), this->ops.stream);
     }
     void gather_params(ProcessGroup& group) override {
         if (group.size() == 1) return;
-        nccl().all_gather(params.data(), params.size(), ops.stream);
+        nccl().all_gather(this->params.data(), this->params.size(), this->ops.stream);
         this->sync_weights();
     }
 #else
     static constexpr const char* RANK_COLLECTIVES = "ranks through host memory";
     void sum_grads(ProcessGroup& group) override {
         if (group.size() == 1) return;
-        std::vector<float> host(grads.size());
-        grads.download(host.data(), ops.stream);
+        std::vector<float> host(this->grads.size());
+        this->grads.download(host.data(), this->ops.stream);
         group.sum(host.data(), host.size());
-        grads.upload(host.data(), ops.stream);
+        this->grads.upload(host.data(), this->ops.stream);
     }
     void gather_params(ProcessGroup& group) override {
         if (group.size() == 1) return;
-        std::vector<float> host(params.size());
+        std::vector<float> host(this->params.size());
         get_params(host.data());
         group.all_gather(host.data(), host.size());
         set_params(host.data());
     }
 #endif
 
-    void get_params(float* out) override { params.download(out, ops.stream); }
+    void get_params(float* out) override { this->params.download(out, this->ops.stream); }
     void set_params(const float* in) override {
-        params.upload(in, ops.stream);
+        this->params.upload(in, this->ops.stream);
         this->sync_weights();
     }
     void get_moments(float* m_out, float* v_out) override {
-        m.download(m_out, ops.stream);
-        v.download(v_out, ops.stream);
+        m.download(m_out, this->ops.stream);
+        v.download(v_out, this->ops.stream);
     }
     void set_moments(const float* m_in, const float* v_in) override {
-        m.upload(m_in, ops.stream);
-        v.upload(v_in, ops.stream);
+        m.upload(m_in, this->ops.stream);
+        v.upload(v_in, this->ops.stream);
     }
 
 private:
@@ -151,8 +143,8 @@ private:
 
     // n zeroed floats of AdamW moments (counted with the parameters in a memory plan).
     DeviceArray<float> moment_buffer(size_t n) {
-        ops.memory_category(MemoryCategory::Parameters);
-        return ops.template alloc<float>(n);
+        this->ops.memory_category(MemoryCategory::Parameters);
+        return this->ops.template alloc<float>(n);
     }
 };
 
@@ -222,6 +214,90 @@ uint64_t cuda_free_memory(int gpu) {
     return free;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Fused or plain, timed on the card (-fused auto, cuda/fused_products.h). Every op with a product
+// that can be fused runs at the shapes of the model's layers for micro-batches (B, T), with its
+// kind fused and then plain (the other kinds plain both times); each time is the median of
+// TIMED_RUNS runs after one untimed run, which also asks cuBLASLt for its algorithm. A kind
+// cuBLASLt refuses, or cannot be asked for (GELU's auxiliary matrix needs a row stride 4C that
+// is a multiple of 8), has no fused time (NaN). The buffers hold a constant (bytes 0x3C: about
+// 0.011 in bf16 and in fp32) and are freed on return: the backend times before it allocates the
+// model, so the two never share the device's memory. They are 256-byte aligned, where the model's
+// weights and biases lie at any offset: cuBLASLt may pick another algorithm for those. GELU's
+// kinds are timed in bf16 only.
+template <typename Act>
+std::vector<ProductTiming> time_fused_products(const ModelConfig& cfg, int B, int T) {
+    constexpr int TIMED_RUNS = 5;
+    CudaOps<Act> ops(cfg, B, T);
+    const int N = B * T, C = cfg.C;
+    DeviceArray<Act> in((size_t)N * 4 * C), out((size_t)N * 4 * C), pre((size_t)N * 4 * C);  // (N,4C) each
+    DeviceArray<Act> w((size_t)4 * C * C), bias(4 * C);                                     // (4C,C), (4C)
+    DeviceArray<float> dw((size_t)4 * C * C), dbias(4 * C);
+    for (DeviceArray<Act>* a : {&in, &out, &pre, &w, &bias})
+        cudaCheck(cudaMemsetAsync(a->data(), 0x3C, a->size() * sizeof(Act), ops.stream));
+    for (DeviceArray<float>* a : {&dw, &dbias})
+        cudaCheck(cudaMemsetAsync(a->data(), 0x3C, a->size() * sizeof(float), ops.stream));
+    cudaEvent_t start, end;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&end));
+
+    // The median time of `op` with `kinds` fused, in ms.
+    auto median_ms = [&](const FusedKinds& kinds, const std::function<void()>& op) {
+        ops.fused = kinds;
+        op();
+        std::array<float, TIMED_RUNS> ms;
+        for (float& t : ms) {
+            cudaCheck(cudaEventRecord(start, ops.stream));
+            op();
+            cudaCheck(cudaEventRecord(end, ops.stream));
+            cudaCheck(cudaEventSynchronize(end));
+            cudaCheck(cudaEventElapsedTime(&t, start, end));
+        }
+        std::sort(ms.begin(), ms.end());
+        return (double)ms[TIMED_RUNS / 2];
+    };
+    std::vector<ProductTiming> timings;
+    // Layer `layer`'s op with kind e fused, then plain.
+    auto time_kind = [&](Epilogue e, const char* layer, const std::function<void()>& op) {
+        FusedKinds only_e = NO_KIND_FUSED;
+        only_e[e] = true;
+        const bool needs_aux = e == Epilogue::BiasGelu || e == Epilogue::GeluGrad;
+        const size_t refused_before = ops.blas->refused_kinds();
+        double fused_ms = median_ms(only_e, op);
+        if (ops.blas->refused_kinds() > refused_before || (needs_aux && !gpu::aux_stride_allowed(4 * C))) fused_ms = NAN;
+        timings.push_back({e, layer, fused_ms, median_ms(NO_KIND_FUSED, op)});
+    };
+    struct Layer {
+        const char* name;
+        int IC, OC;
+    };
+    const Layer qkv{"qkv", C, 3 * C}, attproj{"attproj", C, C}, fc{"fc", C, 4 * C}, fcproj{"fcproj", 4 * C, C};
+    // fcproj's backward: dpre (N,4C) into out, dout (N,C) and inp (N,4C) both read from `in`.
+    auto fcproj_backward = [&] {
+        ops.matmul_gelu_backward(out.data(), dw.data(), dbias.data(), in.data(), in.data(), w.data(), pre.data(), N,
+                                 fcproj.IC, fcproj.OC);
+    };
+    for (const Layer& l : {qkv, attproj, fcproj})
+        time_kind(Epilogue::Bias, l.name,
+                  [&] { ops.matmul_forward(out.data(), in.data(), w.data(), bias.data(), N, l.IC, l.OC); });
+    if (gpu::gelu_epilogue_allowed<Act>()) {
+        time_kind(Epilogue::BiasGelu, fc.name, [&] {
+            ops.matmul_gelu_forward(out.data(), pre.data(), in.data(), w.data(), bias.data(), N, fc.IC, fc.OC);
+        });
+        time_kind(Epilogue::GeluGrad, fcproj.name, fcproj_backward);
+    }
+    for (const Layer& l : {qkv, attproj, fc})
+        time_kind(Epilogue::BiasGrad, l.name, [&] {
+            ops.matmul_backward(out.data(), dw.data(), dbias.data(), in.data(), pre.data(), w.data(), N, l.IC, l.OC,
+                                GradOut::Write);
+        });
+    time_kind(Epilogue::BiasGrad, fcproj.name, fcproj_backward);
+
+    cudaEventDestroy(start);
+    cudaEventDestroy(end);
+    return timings;
+}
+
 std::vector<ProductTiming> time_cuda_fused_products(const ModelConfig& cfg, int B, int T, bool use_bf16) {
     return use_bf16 ? time_fused_products<bf16>(cfg, B, T) : time_fused_products<float>(cfg, B, T);
 }
@@ -264,5 +340,3 @@ std::shared_ptr<NcclComm> make_cuda_comm(ProcessGroup& group, int gpu, size_t nu
 #endif
 }
 
-#include "bench/step_timing.cuh"   // needs CudaOps
-#include "bench/step_traffic.cuh"  // needs CudaOps

@@ -7,8 +7,8 @@
 //   * the CPU ops (gpt2_cpu.h): the textbook reference of cpu_ops.h (CpuModel<double> for the
 //     gradient checks, ./train -cpu_ops reference) or the fast ops of cpu_fast_ops.h
 //     (CpuModel<float>, for training);
-//   * the CUDA ops (gpt2.cu): the kernels of the .cuh files and cuBLAS; the ops object holds
-//     the cuBLAS handle, the stream and the scratch memory the kernels need.
+//   * the CUDA ops (cuda_ops.cuh): each launches the kernels of its .cuh file or calls cuBLAS; the
+//     ops object holds the cuBLAS handles, the stream and the scratch memory the kernels need.
 // The model calls one op per equation of docs/block.md, except for two pairs of adjacent
 // equations it calls as one op, which the CUDA ops run as one kernel (docs/cuda.md §3) and the
 // CPU ops as the two ops in turn: residual_layernorm_forward, the residual add s = x + Δt·f and
@@ -40,10 +40,14 @@
 #include "util/memory_plan.h"
 #include "model.h"
 
-// The passes are ModelPasses' (backend.h): a backend is a Gpt2 on its op set, so ./train calls
-// these methods directly.
-template <class Ops>
-class Gpt2 : public virtual ModelPasses {
+// No interface: Gpt2<Ops> is the model alone (the gradient checks' CpuModel<double>, the sampler's).
+struct NoInterface {};
+
+// Interface = Backend (backend.h) makes the model a backend's base: its passes and diagnostics
+// below are the ones Backend declares, so ./train's model.backward(...) is Gpt2::backward
+// (CpuBackend, CudaBackend add AdamW, the copies and the collectives).
+template <class Ops, class Interface = NoInterface>
+class Gpt2 : public Interface {
 public:
     using Act = typename Ops::Act;
     using Acc = typename Ops::Acc;
@@ -160,25 +164,25 @@ public:
     // Pre-/Peri-LN: the LayerNorm that reads X_j (the next step's LN_in, LNf after the last step)
     // runs in one op with the add that makes X_j (step_forward); only X_0's runs alone. Post-LN:
     // each step's LN_after runs with its add, and LNf reads X_L alone.
-    void forward_to_logits(const int32_t* host_tokens, const int32_t* host_targets) override {
+    void forward_to_logits(const int32_t* host_tokens, const int32_t* host_targets) {
         const int C = cfg.C;
         ops.load_batch(tokens, targets, host_tokens, host_targets);
         ops.encoder_forward(embedded.data(), tokens.data(), p.wte, p.wpe, B, T, C);
-        if (plan.input) layernorm_forward(stream_norm(0), embedded.data());  // u = LN_in(X_0) of the first step
+        if (plan.input) stream_norm_forward(stream_norm(0), embedded.data());  // u = LN_in(X_0) of the first step
         for (int j = 0; j < 2 * cfg.L; j++) step_forward(j / 2, Half(j % 2), half_stream(j), stream_norm(j + 1));
-        if (plan.after_add) layernorm_forward(stream_norm(2 * cfg.L), stream(cfg.L));  // LNf(X_L), Post-LN
+        if (plan.after_add) stream_norm_forward(stream_norm(2 * cfg.L), stream(cfg.L));  // LNf(X_L), Post-LN
         ops.matmul_forward(logits.data(), final_norm.out.data(), p.wte, (const Act*)nullptr, N, C, cfg.Vp);
     }
 
     // Forward pass with the loss (evaluation): forward_to_logits, then the per-position losses;
     // the logits are kept. Returns the mean cross-entropy, loss = CE(logits, target).
-    double forward(const int32_t* host_tokens, const int32_t* host_targets) override {
+    double forward(const int32_t* host_tokens, const int32_t* host_targets) {
         forward_to_logits(host_tokens, host_targets);
         ops.crossentropy_forward(losses.data(), logits.data(), targets.data(), N, cfg.V, cfg.Vp);
         return ops.mean(losses);
     }
 
-    void zero_grad() override { ops.zero(grads); }
+    void zero_grad() { ops.zero(grads); }
 
     // Backward pass of the last forward (either one): grads += loss_weight · d(mean loss)/d(params).
     // Its first op computes the per-position losses and, in the same pass over the logits, turns
@@ -186,7 +190,7 @@ public:
     // scratch buffer is written by the op that produces it first (GradOut::Write, or an op that
     // always stores, as attention's backward does d_qkv) and added into by the later ones, so
     // none is zeroed (docs/block.md §2).
-    double backward(double loss_weight) override {
+    double backward(double loss_weight) {
         const int C = cfg.C;
         ops.crossentropy_forward_backward(losses.data(), logits.data(), targets.data(), (Acc)loss_weight / N, N,
                                           cfg.V, cfg.Vp);
@@ -213,11 +217,11 @@ public:
     }
 
     // Global L2 norm of all parameter gradients.
-    double grad_norm() override { return ops.norm(grads); }
+    double grad_norm() { return ops.norm(grads); }
 
     // When on, backward stores ‖∂loss/∂X‖ at the 2L + 1 half_stream points (stream_grad_norms).
-    void record_stream_grads(bool on) override { recording_stream_grads = on; }
-    std::vector<double> stream_grad_norms() const override { return stream_grad_norm; }
+    void record_stream_grads(bool on) { recording_stream_grads = on; }
+    std::vector<double> stream_grad_norms() const { return stream_grad_norm; }
 
     // ---- one residual step -------------------------------------------------------------------
     //
@@ -339,7 +343,7 @@ public:
     // diagnostics.cuh on CUDA).
 
     // All of a `stats` record of the last forward (backend.h, ForwardStats).
-    ForwardStats forward_stats() override {
+    ForwardStats forward_stats() {
         const int C = cfg.C;
         const size_t NC = (size_t)N * C;
         ForwardStats f;
@@ -361,7 +365,7 @@ public:
 
     // ‖∂loss/∂W_fcproj‖ of each block: the MLP's output projection weight (4C×C, bias excluded),
     // as accumulated since zero_grad.
-    std::vector<double> fcproj_grad_norms() override {
+    std::vector<double> fcproj_grad_norms() {
         const size_t size = (size_t)4 * cfg.C * cfg.C;
         std::vector<double> out;
         for (int l = 0; l < cfg.L; l++) out.push_back(std::sqrt(ops.sum_of_squares(g.fcprojw + l * size, size)));
@@ -397,7 +401,7 @@ public:
     // losses are left as they were.
     void run_blocks_from(const Stream* x0) {
         ops.copy(embedded.data(), x0, (size_t)N * cfg.C);
-        if (plan.input) layernorm_forward(stream_norm(0), embedded.data());
+        if (plan.input) stream_norm_forward(stream_norm(0), embedded.data());
         for (int j = 0; j < 2 * cfg.L; j++)
             step_forward(j / 2, Half(j % 2), half_stream(j), j + 1 < 2 * cfg.L ? stream_norm(j + 1) : StreamNorm{});
     }
@@ -405,7 +409,7 @@ public:
     // One residual step of block l alone on x (N,C), as the stability tests run it: its LN_in,
     // the step, its sum formed on its own. Returns x' (N,C), valid until the step runs again.
     const Stream* run_step(int l, Half half, const Stream* x) {
-        if (plan.input) layernorm_forward(stream_norm(2 * l + (int)half), x);
+        if (plan.input) stream_norm_forward(stream_norm(2 * l + (int)half), x);
         return step_forward(l, half, x, StreamNorm{});
     }
 
@@ -464,7 +468,7 @@ private:
         return {&blocks[j / 2].step(half).in, norm_weights(j / 2, half, StepNorm::Input)};
     }
     // n = that LayerNorm of x (N,C), run alone.
-    void layernorm_forward(const StreamNorm& n, const Stream* x) {
+    void stream_norm_forward(const StreamNorm& n, const Stream* x) {
         ops.layernorm_forward(n.norm->out.data(), n.norm->mean.data(), n.norm->rstd.data(), x, n.w.w, n.w.b, N, cfg.C);
     }
 

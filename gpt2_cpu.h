@@ -81,12 +81,13 @@ struct ReferenceOps : HostMemory<Real> {
                                    int B, int T, int C, int NH) {
         ::attention_backward(dqkv, dout, qkv, att, B, T, C, NH);
     }
-    static constexpr auto gelu_forward = ::gelu_forward<Real>;
-    static constexpr auto gelu_backward = ::gelu_backward<Real>;
     static constexpr auto residual_forward = ::residual_forward<Real>;
-    static constexpr auto residual_backward = ::residual_backward<Real>;
     static constexpr auto crossentropy_forward = ::crossentropy_forward<Real>;
-    // Ops that are two of the above in turn (one kernel on CUDA):
+    // GELU's backward alone: no pass of the model calls it (matmul_gelu_backward runs it), the
+    // tangent pass of measure/stability.h does.
+    static constexpr auto gelu_backward = ::gelu_backward<Real>;
+    // Ops that are two functions of cpu_ops.h in turn (on CUDA one cuBLASLt product with its
+    // epilogue, where that kind runs fused):
     // pre (N,OC) = inp·wᵀ + bias, out = GELU(pre): the MLP's fc layer and its activation.
     static void matmul_gelu_forward(Real* out, Real* pre, const Real* inp, const Real* w, const Real* bias, int N,
                                     int IC, int OC) {
@@ -150,11 +151,9 @@ struct FastOps : HostMemory<float> {
                                    const float* att, int B, int T, int C, int NH) {
         fast::attention_backward(dqkv, dout, qkv, att, B, T, C, NH);
     }
-    static constexpr auto gelu_forward = fast::gelu_forward;
-    static constexpr auto gelu_backward = fast::gelu_backward;
-    static constexpr auto residual_forward = ::residual_forward<float>;    // the reference
-    static constexpr auto residual_backward = ::residual_backward<float>;  // the reference
+    static constexpr auto residual_forward = ::residual_forward<float>;  // the reference
     static constexpr auto crossentropy_forward = fast::crossentropy_forward;
+    static constexpr auto gelu_backward = fast::gelu_backward;  // measure/stability.h's, as above
     // Ops that are two of the above in turn, as ReferenceOps has them.
     static void matmul_gelu_forward(float* out, float* pre, const float* inp, const float* w, const float* bias, int N,
                                     int IC, int OC) {
@@ -208,10 +207,8 @@ CPU_OP_SETS_AGREE_ON(matmul_forward);
 CPU_OP_SETS_AGREE_ON(matmul_backward);
 CPU_OP_SETS_AGREE_ON(attention_forward);
 CPU_OP_SETS_AGREE_ON(attention_backward);
-CPU_OP_SETS_AGREE_ON(gelu_forward);
 CPU_OP_SETS_AGREE_ON(gelu_backward);
 CPU_OP_SETS_AGREE_ON(residual_forward);
-CPU_OP_SETS_AGREE_ON(residual_backward);
 CPU_OP_SETS_AGREE_ON(crossentropy_forward);
 CPU_OP_SETS_AGREE_ON(matmul_gelu_forward);
 CPU_OP_SETS_AGREE_ON(matmul_gelu_backward);
@@ -232,40 +229,35 @@ using CpuModel = Gpt2<std::conditional_t<std::is_same<Real, float>::value, FastO
 // The CPU model as a Backend for ./train and ./eval: the model on the op set Ops (the fast ops
 // unless ./train -cpu_ops reference), whose passes ./train calls (Gpt2, gpt2.h), plus AdamW
 // moments and the copies in and out.
+// (The model's members are this->params and so on: a base that depends on a template's
+// parameter is not searched for plain names.)
 template <class Ops = FastOps>
-class CpuBackend final : public Backend, public Gpt2<Ops> {
+class CpuBackend final : public Gpt2<Ops, Backend> {
     static_assert(std::is_same<typename Ops::Acc, float>::value, "the backend's parameters are fp32");
 
 public:
-    // The model, and its members used here by name (a base that depends on the template's
-    // parameter is not searched for names otherwise).
-    using Model = Gpt2<Ops>;
-    using Model::cfg;
-    using Model::grads;
-    using Model::params;
-
     CpuBackend(const ModelConfig& cfg, int B, int T)
-        : Model(cfg, B, T), range{0, params.size()}, m(params.size()), v(params.size()) {}
+        : Gpt2<Ops, Backend>(cfg, B, T), range{0, this->params.size()}, m(range.size()), v(range.size()) {}
 
     std::string name() const override {
         const char* ops = std::is_same<Ops, FastOps>::value ? "" : "the textbook ops of cpu_ops.h, ";
         return std::string("cpu (fp32, ") + ops + counted(omp_get_max_threads(), "thread") + ")";
     }
-    const ModelConfig& config() const override { return cfg; }
+    const ModelConfig& config() const override { return this->cfg; }
     const FusionChoice* fusion() const override { return nullptr; }
 
     // AdamW over the optimiser range; m and v hold that range only.
     void update(const AdamWHyper& h, int t, double grad_scale) override {
-        for_each_tensor_part(cfg, range, [&](int i, size_t o, size_t n) {
+        for_each_tensor_part(this->cfg, range, [&](int i, size_t o, size_t n) {
             AdamWHyper hi = h;
             if (!param_decays(i)) hi.weight_decay = 0;
-            adamw_update(params.data() + o, grads.data() + o, m.data() + (o - range.lo),
+            adamw_update(this->params.data() + o, this->grads.data() + o, m.data() + (o - range.lo),
                          v.data() + (o - range.lo), n, hi, t, grad_scale);
         });
     }
 
-    void get_params(float* out) override { std::copy(params.begin(), params.end(), out); }
-    void set_params(const float* in) override { std::copy(in, in + params.size(), params.begin()); }
+    void get_params(float* out) override { std::copy(this->params.begin(), this->params.end(), out); }
+    void set_params(const float* in) override { std::copy(in, in + this->params.size(), this->params.begin()); }
     void get_moments(float* m_out, float* v_out) override {
         std::copy(m.begin(), m.end(), m_out);
         std::copy(v.begin(), v.end(), v_out);
@@ -280,8 +272,8 @@ public:
         m.assign(r.size(), 0.0f);
         v.assign(r.size(), 0.0f);
     }
-    void sum_grads(ProcessGroup& group) override { group.sum(grads.data(), grads.size()); }
-    void gather_params(ProcessGroup& group) override { group.all_gather(params.data(), params.size()); }
+    void sum_grads(ProcessGroup& group) override { group.sum(this->grads.data(), this->grads.size()); }
+    void gather_params(ProcessGroup& group) override { group.all_gather(this->params.data(), this->params.size()); }
 
 private:
     Range range;              // the optimiser range (set_optimizer_range)

@@ -18,6 +18,8 @@
 // element type of the kernel (4 where one tensor is fp32, 8 when all are bf16), when C is a
 // multiple of K and every pointer is aligned to its pack; else one element at a time (K = 1).
 // Indices inside a row are 32-bit; each row's start is computed once, in 64 bits.
+// The ops that launch these kernels: CudaOps::layernorm_forward, residual_layernorm_forward,
+// layernorm_backward and layernorm_backward_residual (cuda_ops.cuh).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -166,7 +168,7 @@ __global__ void layernorm_backward_kernel(D* dinp, F* dres, float dt, float* par
 
 // dw, db stage 2: dw[c] += Σ_k partial[k·2C + c] and db[c] += Σ_k partial[k·2C + C + c] over
 // the `chunks` partials, both in one launch: a block per 32 of the 2C columns, each column
-// summed as add_column_partials does (cuda/cuda_common.cuh).
+// summed as add_column_partials_kernel does (cuda/cuda_common.cuh).
 __global__ void layernorm_weight_gradients_kernel(float* dw, float* db, const float* partial, int chunks, int C) {
     __shared__ float shared[TILE_ROWS * TILE_COLS];
     const int c = blockIdx.x * TILE_COLS + threadIdx.x;
@@ -178,41 +180,7 @@ __global__ void layernorm_weight_gradients_kernel(float* dw, float* db, const fl
 }
 
 // ---------------------------------------------------------------------------------------------
-// Launchers
-
-// out (N,C), mean (N), rstd (N) = LayerNorm of inp (N,C) with w, b (C): one warp per row, in
-// packs where the rows allow, else element by element.
-template <typename O, typename X, typename W>
-void layernorm_forward(O* out, float* mean, float* rstd, const X* inp, const W* w, const W* b, int N, int C,
-                       cudaStream_t stream) {
-    constexpr int K = pack_width<O, X, W>();
-    const int blocks = ceil_div(N, WARPS_PER_BLOCK), threads = WARPS_PER_BLOCK * WARP_SIZE;
-    X* no_sum = nullptr;
-    const X* no_f = nullptr;
-    if (rows_in_packs<K>(C, out, inp, w, b))
-        layernorm_forward_kernel<false, K, O, X, X, W><<<blocks, threads, 0, stream>>>(out, mean, rstd, no_sum, inp,
-                                                                                      no_f, 0.0f, w, b, N, C);
-    else
-        layernorm_forward_kernel<false, 1, O, X, X, W><<<blocks, threads, 0, stream>>>(out, mean, rstd, no_sum, inp,
-                                                                                      no_f, 0.0f, w, b, N, C);
-    cudaCheck(cudaGetLastError());
-}
-
-// sum (N,C) = x + Δt·f, then out (N,C), mean (N), rstd (N) = layernorm_forward of sum with w,
-// b (C): the same values as residual_forward (residual.cuh) followed by layernorm_forward.
-template <typename S, typename F, typename O, typename W>
-void residual_layernorm_forward(S* sum, O* out, float* mean, float* rstd, const S* x, const F* f, float dt, const W* w,
-                                const W* b, int N, int C, cudaStream_t stream) {
-    constexpr int K = pack_width<O, S, F, W>();
-    const int blocks = ceil_div(N, WARPS_PER_BLOCK), threads = WARPS_PER_BLOCK * WARP_SIZE;
-    if (rows_in_packs<K>(C, out, sum, x, f, w, b))
-        layernorm_forward_kernel<true, K, O, S, F, W><<<blocks, threads, 0, stream>>>(out, mean, rstd, sum, x, f, dt, w,
-                                                                                     b, N, C);
-    else
-        layernorm_forward_kernel<true, 1, O, S, F, W><<<blocks, threads, 0, stream>>>(out, mean, rstd, sum, x, f, dt, w,
-                                                                                     b, N, C);
-    cudaCheck(cudaGetLastError());
-}
+// The shapes of the launches (CudaOps::layernorm_backward and layernorm_backward_residual)
 
 // The backward kernel's grid: a block for every 16 rows (two for each of 8 warps), and at most
 // two blocks for each of an H200's 132 SMs.
@@ -236,39 +204,5 @@ inline size_t layernorm_backward_shared_bytes(int C) {
 
 // Floats of the `partial` scratch layernorm_backward needs for C channels.
 inline size_t layernorm_backward_scratch(int C) { return (size_t)LAYERNORM_BACKWARD_MAX_BLOCKS * 2 * C; }
-
-// dinp (N,C) += ... (= with GradOut::Write); dw, db (C) += ... given dout (N,C) and the
-// forward's inp, w, mean, rstd: one pass over the rows for dinp and the chunks' partial column
-// sums, in packs where the rows allow, then one launch that adds them up into dw and db.
-// `partial` is scratch of layernorm_backward_scratch(C) floats. With dres (N,C), the pass also
-// stores dres = Δt·dinp as stored (written): when dinp is the gradient of a residual sum
-// s = x + Δt·f, the residual step's backward for f (docs/block.md §2) without another pass over
-// the stream gradient (layernorm_backward_residual, gpt2.cu). Above the default 48 KiB of
-// dynamic shared memory the pass's limit is raised first.
-template <typename D, typename G, typename X, typename W, typename F = G>
-void layernorm_backward(D* dinp, float* dw, float* db, const G* dout, const X* inp, const W* w, const float* mean,
-                        const float* rstd, int N, int C, float* partial, cudaStream_t stream,
-                        GradOut dinp_out = GradOut::Add, F* dres = nullptr, float dt = 0.0f) {
-    constexpr int K = pack_width<D, G, X, W, F>();
-    const int blocks = layernorm_backward_blocks(N), threads = layernorm_backward_warps(C) * WARP_SIZE;
-    const size_t shared = layernorm_backward_shared_bytes(C);
-    const bool add = dinp_out == GradOut::Add;
-    if (shared > (48 << 10)) {  // both variants' limit
-        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<K, D, G, X, W, F>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
-        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<1, D, G, X, W, F>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
-    }
-    if (rows_in_packs<K>(C, dinp, dres, dout, inp, w))
-        layernorm_backward_kernel<K, D, G, X, W, F><<<blocks, threads, shared, stream>>>(
-            dinp, dres, dt, partial, dout, inp, w, mean, rstd, N, C, add);
-    else
-        layernorm_backward_kernel<1, D, G, X, W, F><<<blocks, threads, shared, stream>>>(
-            dinp, dres, dt, partial, dout, inp, w, mean, rstd, N, C, add);
-    cudaCheck(cudaGetLastError());
-    layernorm_weight_gradients_kernel<<<column_tiles(2 * C, 1), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
-        dw, db, partial, blocks, C);
-    cudaCheck(cudaGetLastError());
-}
 
 }  // namespace gpu

@@ -5,8 +5,8 @@
 //   gradient: logits[n,v] ← dloss·(exp(logits[n,v] − lse[n]) − [v = target[n]]) for v < V,
 //             and 0 for the padding columns V..Vp−1: the logits become their own gradient.
 //
-// Two launchers. crossentropy_forward (evaluation: the logits are kept) computes the losses,
-// one warp per row. crossentropy_forward_backward (training) computes the losses and the
+// Two ops (cuda_ops.cuh). crossentropy_forward (evaluation: the logits are kept) computes the
+// losses, one warp per row. crossentropy_forward_backward (training) computes the losses and the
 // gradient in ONE pass over the logits: one block per row, which keeps its row in shared memory
 // between the log-sum-exp and the gradient, so each logit is read from device memory once and
 // its gradient written once (docs/cuda.md §3).
@@ -14,6 +14,8 @@
 // training one writes) a row in 16-byte packs (4 floats or 8 bf16) where Vp is a multiple of the
 // pack and the logits are 16-byte aligned, the last V mod pack real columns one by one; else one
 // element at a time.
+// The ops that launch these kernels: CudaOps::crossentropy_forward and
+// crossentropy_forward_backward (cuda_ops.cuh).
 #pragma once
 #include <cstdint>
 
@@ -79,7 +81,7 @@ constexpr int CE_THREADS = 1024;
 
 // One block per row n: the loss, then the logits of the row overwritten with their gradient.
 // Every pass visits the row's V real columns in packs of K (for_row_columns: one access of
-// K·sizeof(T) bytes, 16 where the launcher found the rows aligned, the last columns one by one).
+// K·sizeof(T) bytes, 16 where its op found the rows aligned, the last columns one by one).
 // With `staged` the block first copies the row's V real logits into its dynamic shared memory
 // (V·sizeof(T) bytes, under 227 KiB on an H100/H200 up to V = 58K in fp32 and 116K in bf16) and
 // every later pass (the maximum, Σ exp, the gradient) reads them there: the row crosses device
@@ -128,21 +130,7 @@ __global__ void __launch_bounds__(CE_THREADS)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Launchers
-
-// losses (N) from logits (N,Vp) and targets (N).
-template <typename T>
-void crossentropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V, int Vp,
-                          cudaStream_t stream) {
-    if (N == 0) return;
-    constexpr int K = Pack16<T>::size;
-    const int blocks = ceil_div(N, WARPS_PER_BLOCK), threads = WARPS_PER_BLOCK * WARP_SIZE;
-    if (rows_in_packs<K>(Vp, logits))
-        crossentropy_forward_kernel<K, T><<<blocks, threads, 0, stream>>>(losses, logits, targets, N, V, Vp);
-    else
-        crossentropy_forward_kernel<1, T><<<blocks, threads, 0, stream>>>(losses, logits, targets, N, V, Vp);
-    cudaCheck(cudaGetLastError());
-}
+// The shape of a launch (CudaOps::crossentropy_forward_backward)
 
 // The most dynamic shared memory one block of this device may use (the opt-in limit, less the
 // kernel's static reduction scratch); asked once per process (the backend uses one device).
@@ -156,31 +144,6 @@ inline size_t crossentropy_shared_limit() {
         limit = prop.sharedMemPerBlockOptin - WARP_SIZE * sizeof(float);
     }
     return limit;
-}
-
-// losses (N) from logits (N,Vp) and targets (N), and logits ← d(Σ_n dloss·losses[n])/dlogits,
-// in one pass (the row kept in shared memory when V·sizeof(T) fits).
-template <typename T>
-void crossentropy_forward_backward(float* losses, T* logits, const int32_t* targets, float dloss, int N, int V, int Vp,
-                                   cudaStream_t stream) {
-    if (N == 0) return;
-    const size_t row_bytes = (size_t)V * sizeof(T);
-    const bool staged = row_bytes <= crossentropy_shared_limit();
-    const size_t shared = staged ? row_bytes : 0;
-    constexpr int K = Pack16<T>::size;
-    if (shared > 0) {  // both variants' limit
-        cudaCheck(cudaFuncSetAttribute(crossentropy_forward_backward_kernel<K, T>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
-        cudaCheck(cudaFuncSetAttribute(crossentropy_forward_backward_kernel<1, T>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
-    }
-    if (rows_in_packs<K>(Vp, logits))
-        crossentropy_forward_backward_kernel<K, T><<<N, CE_THREADS, shared, stream>>>(losses, logits, targets, dloss,
-                                                                                       V, Vp, staged);
-    else
-        crossentropy_forward_backward_kernel<1, T><<<N, CE_THREADS, shared, stream>>>(losses, logits, targets, dloss,
-                                                                                       V, Vp, staged);
-    cudaCheck(cudaGetLastError());
 }
 
 }  // namespace gpu

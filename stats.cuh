@@ -7,6 +7,7 @@
 // Variances are biased and computed around the mean (two passes), in fp32 on the device: per
 // row Σ|x| and the row variance, per column the sum and then Σ (x − column mean)². The host
 // adds those N + N + C numbers in double.
+// The op that launches these kernels: CudaOps::stream_statistics (cuda_ops.cuh).
 #pragma once
 #include <vector>
 
@@ -81,47 +82,11 @@ __global__ void column_sq_dev_kernel(float* partial, const T* x, const float* co
 }
 
 // ---------------------------------------------------------------------------------------------
-// Launchers
+// Scratch (CudaOps::stream_statistics)
 
 // Floats of scratch stream_statistics needs for an (N,C) stream.
 inline size_t stream_statistics_scratch(int N, int C) {
     return 2 * (size_t)N + 2 * (size_t)C + (size_t)MAX_ROW_CHUNKS * C;
-}
-
-// The three statistics of x (N,C). Waits for the result.
-template <typename T>
-StreamStats stream_statistics(const T* x, int N, int C, float* scratch, cudaStream_t stream) {
-    float* abs_sum = scratch;
-    float* row_var = abs_sum + N;
-    float* col_sum = row_var + N;
-    float* col_sq_dev = col_sum + C;
-    float* partial = col_sq_dev + C;
-    const int rows_grid = (int)ceil_div(N, WARPS_PER_BLOCK), chunks = row_chunks(N);
-    const dim3 tiles = column_tiles(C, chunks), tile(TILE_COLS, TILE_ROWS);
-    row_stats_kernel<T><<<rows_grid, WARPS_PER_BLOCK * WARP_SIZE, 0, stream>>>(abs_sum, row_var, x, N, C);
-    cudaCheck(cudaGetLastError());
-    cudaCheck(cudaMemsetAsync(col_sum, 0, 2 * C * sizeof(float), stream));
-    column_sum_kernel<T><<<tiles, tile, 0, stream>>>(partial, x, N, C);
-    cudaCheck(cudaGetLastError());
-    add_column_partials(col_sum, partial, chunks, C, C, stream);
-    column_sq_dev_kernel<T><<<tiles, tile, 0, stream>>>(partial, x, col_sum, N, C);
-    cudaCheck(cudaGetLastError());
-    add_column_partials(col_sq_dev, partial, chunks, C, C, stream);
-
-    std::vector<float> host(2 * (size_t)N + 2 * C);
-    cudaCheck(cudaMemcpyAsync(host.data(), scratch, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaStreamSynchronize(stream));
-    double abs_total = 0, row_var_total = 0, col_var_total = 0;
-    for (int n = 0; n < N; n++) {
-        abs_total += host[n];
-        row_var_total += host[N + n];
-    }
-    for (int c = 0; c < C; c++) col_var_total += host[2 * N + C + c];
-    StreamStats st;
-    st.mean_abs = abs_total / ((double)N * C);
-    st.entry_var = row_var_total / N;
-    st.data_var = col_var_total / N / C;
-    return st;
 }
 
 }  // namespace gpu

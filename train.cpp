@@ -11,9 +11,9 @@
 // rank, writes config.json (run/run_config.h) and loops over the steps; train_step() is one
 // optimiser step: the micro-steps, the gradients summed, clipping, the update, the log record.
 //
-// Exit status (README "Exit status"): 0 done, 1 out of memory, 2 bad input (one line naming the
+// Exit status (docs/train.md §3): 0 done, 1 out of memory, 2 bad input (one line naming the
 // flag or file, before any work; also a -out folder in use or holding another run), 3 stopped as
-// nonfinite or diverged (README "Run outcomes"), 4 a write failed, 130 / 143 stopped by
+// nonfinite or diverged (docs/train.md §8), 4 a write failed, 130 / 143 stopped by
 // SIGINT / SIGTERM after writing a checkpoint.
 #include <chrono>
 #include <cmath>
@@ -57,7 +57,7 @@ static std::string duration_text(double seconds) {
     return buf;
 }
 
-// What -sample_every samples with, on rank 0 (README "Samples during training"): the tokenizer,
+// What -sample_every samples with, on rank 0 (docs/train.md §5): the tokenizer,
 // a CPU model of batch 1 over a (1, SAMPLE_PROMPT_TOKENS + -sample_tokens) window that gets a
 // copy of the weights for each sample, and the prompt.
 constexpr int SAMPLE_PROMPT_TOKENS = 16;
@@ -165,7 +165,7 @@ static int train_step(Training& t, int step) {
 }
 
 // The checkpoint pair of the steps done (run/resume.h), then, with -keep_checkpoints K, the pairs
-// beyond the newest K removed except the final one (rank 0; README "Run folders").
+// beyond the newest K removed except the final one (rank 0; docs/train.md §6).
 static void save(Training& t) {
     save_checkpoint(t.model, t.r, t.r.state, t.train_data, t.group);
     t.saved_at = t.r.state.steps_done;
@@ -264,55 +264,6 @@ static int finish(Training& t) {
                 std::isfinite(t.last_val_loss) ? json_number(t.last_val_loss).c_str() : "not evaluated",
                 numbered(o.out_dir, "model", o.steps).c_str());
     return 0;
-}
-
-// The weights (the checkpoint's or fresh ones of -seed), the share of the AdamW state this rank
-// updates (all of it, or its shard with ZeRO-1) and, resuming, the saved moments of that share.
-static Range load_model(const Run& r, Backend& model, ProcessGroup& group) {
-    const size_t P = num_parameters(r.cfg);
-    if (r.initial_params.empty()) {
-        std::vector<float> params(P);
-        init_parameters(r.cfg, params.data(), r.state.seed);
-        model.set_params(params.data());
-    } else {
-        model.set_params(r.initial_params.data());
-    }
-    const Range range = sharded(r) ? group.my_shard(P) : Range{0, P};
-    model.set_optimizer_range(range);
-    if (r.resuming) model.set_moments(r.state.m.data() + range.lo, r.state.v.data() + range.lo);
-    return range;
-}
-
-// The start-up lines: backend, model, data, batch, ranks and optimiser.
-static void print_start(const Run& r, const Backend& model, const DataLoader& train, const DataLoader* val,
-                        const Range& optimizer_range) {
-    const TrainOptions& o = r.opt;
-    std::printf("backend: %s\n", model.name().c_str());
-    if (const FusionChoice* fused = model.fusion()) std::printf("fused products: %s\n", fused->line.c_str());
-    print_model(r.cfg, r.model_origin);
-    std::printf("train data: %s (%s, %llu tokens)\n", o.train_data.c_str(), counted(train.files().size(), "file").c_str(),
-                (unsigned long long)train.total_tokens());
-    if (val) {
-        std::printf("val data: %s (%s, %llu tokens)\n", o.val_data.c_str(), counted(val->files().size(), "file").c_str(),
-                    (unsigned long long)val->total_tokens());
-        if (const std::string shared = shared_shard(train, *val); !shared.empty())
-            std::printf("warning: the validation shard %s is also training data: the val loss then measures how well "
-                        "the model remembers, not how it generalises\n", shared.c_str());
-        if (uint64_t(o.eval_batches) > val->num_windows())
-            std::printf("val batches: %d per evaluation but %llu distinct ones: batches after %llu repeat the first "
-                        "ones (-allow_repeats 1)\n", o.eval_batches, (unsigned long long)val->num_windows(),
-                        (unsigned long long)val->num_windows());
-    }
-    std::printf("batch: B=%d T=%d, %lld tokens per step (%s), shuffle %d, seed %llu\n", o.B, o.T, o.total_batch,
-                counted(r.grad_accum * r.ranks, "micro-step").c_str(), (int)o.shuffle, (unsigned long long)r.state.seed);
-    if (r.ranks > 1)
-        std::printf("ranks: %d processes, each %s of B*T = %d tokens per step (%lld tokens); AdamW state %s\n",
-                    r.ranks, counted(r.grad_accum, "micro-step").c_str(), o.B * o.T, o.total_batch / r.ranks,
-                    sharded(r) ? ("sharded over the ranks (ZeRO-1, " + format_count(optimizer_range.size()) +
-                                  " parameters on rank 0)").c_str()
-                               : "replicated on every rank (-zero 0)");
-    std::printf("optimiser: AdamW lr %g -> %g, warmup %d, %d steps, wd %g, betas (%g, %g), eps %g, clip %g\n", o.lr,
-                o.lr_min, o.warmup, o.steps, o.wd, o.beta1, o.beta2, o.eps, o.clip);
 }
 
 // The sampler of -sample_every N (null when 0), its needs checked first, each refused with one

@@ -24,7 +24,7 @@ inline double clip_factor(double grad_norm, double clip) {
     return (clip > 0 && grad_norm > clip) ? clip / grad_norm : 1.0;
 }
 
-// Run outcomes (README "Run outcomes"). A run ends as
+// Run outcomes (docs/train.md §8). A run ends as
 //   nonfinite  a training loss or gradient norm (or the final validation loss) is not finite;
 //   diverged   once warmup is over, the mean loss of the last `window` steps exceeds the best
 //              mean of `window` consecutive steps seen so far by more than `diverge_rise`;

@@ -237,7 +237,7 @@ std::vector<OpRow> op_breakdown(const ModelConfig& cfg, int B, int T, int reps) 
     add("attention fwd", L, 4.0 * B * T * T * C, false, [&] { Ops::attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH); });
     add("layernorm fwd", 2 * L + 1, 0, false,
         [&] { Ops::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), lnw.data(), bias.data(), N, C); });
-    add("gelu fwd", L, 0, false, [&] { Ops::gelu_forward(g4.data(), h4.data(), 4 * NC); });
+    add("gelu fwd", L, 0, false, [&] { fast::gelu_forward(g4.data(), h4.data(), 4 * NC); });  // in matmul_gelu_forward
     add("residual fwd", 2 * L, 0, false, [&] { Ops::residual_forward(z.data(), x.data(), y.data(), dt, NC); });
     add("encoder fwd", 1, 0, false, [&] { Ops::encoder_forward(x.data(), tokens.data(), w.data(), wpe.data(), B, T, C); });
     // Backward ops.
@@ -261,8 +261,8 @@ std::vector<OpRow> op_breakdown(const ModelConfig& cfg, int B, int T, int reps) 
                                 rstd.data(), N, C, GradOut::Add);
     });
     add("gelu bwd", L, 0, false, [&] { Ops::gelu_backward(dg4.data(), dh4.data(), h4.data(), 4 * NC, GradOut::Add); });
-    add("residual bwd", 2 * L, 0, false,
-        [&] { Ops::residual_backward(dy.data(), z.data(), dt, NC, GradOut::Write); });
+    add("residual bwd", 2 * L, 0, false,  // in layernorm_backward_residual
+        [&] { ::residual_backward(dy.data(), z.data(), dt, NC, GradOut::Write); });
     add("encoder bwd", 1, 0, false,
         [&] { Ops::encoder_backward(dw.data(), dwpe.data(), dy.data(), tokens.data(), B, T, C); });
     // Optimiser over all parameters (the bench's buffers stand in for params/grads/moments).

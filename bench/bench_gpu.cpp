@@ -22,7 +22,7 @@
 // says so and exits 0. The first loss (of the first warm-up step) is printed: at
 // initialisation it is about ln V.
 // -plan prints the device memory the backend would allocate, by category, without a GPU
-// (docs/cuda.md §4): B defaults to ./train's 32; then the benchmark's peak at that B; -fit GIB
+// (docs/cuda_memory.md): B defaults to ./train's 32; then the benchmark's peak at that B; -fit GIB
 // adds the largest B that fits GIB with ./train's reserve kept free, and the B the benchmark
 // itself would take on a device with GIB free.
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
 // bench/cost_model.h — how long one kernel launch takes on an H200 SXM, as `./bench_gpu -model` sees
-// it (docs/cuda.md, "The cost model"). A launch's Traffic (bench/traffic.h), as the kernel's
+// it (docs/cost_model.md, "The cost model"). A launch's Traffic (bench/traffic.h), as the kernel's
 // declaration in bench/kernel_costs.h gives it, holds what it moves and computes and, where the kernel
 // declares them, the warp instructions it issues, the shared-memory wavefronts it takes and the
 // resources of one block; the modelled time is the

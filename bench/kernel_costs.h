@@ -1,16 +1,17 @@
 // bench/kernel_costs.h — the cost model's declarations of the CUDA backend's kernels, one section per
-// kernel file: for each launcher, a `*_traffic` function that returns, for the sizes it is called
-// with, one Traffic (bench/traffic.h) per launch the launcher makes (the kernel, the distinct bytes read
-// and written, the FLOPs), and for the project's own kernels their issue (a WarpWork from the
-// kernel's structure, the shared-memory wavefronts, and the threads, registers and shared bytes
-// of a block). bench/cost_model.h turns them into time; `./bench_gpu -model` adds them up over the
-// launches of a step (bench/step_traffic.cuh). The kernel files hold the kernels and their launchers
-// only; this file includes them for their constants (block sizes, tiles, packs) and size helpers.
+// kernel file: for each op of the CUDA op set (cuda_ops.cuh), a `*_traffic` function that returns,
+// for the sizes it is called with, one Traffic (bench/traffic.h) per launch the op makes (the
+// kernel, the distinct bytes read and written, the FLOPs), and for the project's own kernels their
+// issue (a WarpWork from the kernel's structure, the shared-memory wavefronts, and the threads,
+// registers and shared bytes of a block). bench/cost_model.h turns them into time; `./bench_gpu
+// -model` adds them up over the launches of a step (bench/step_traffic.cuh). The kernel files hold
+// the kernels and the sizes of their launches; this file includes them for those constants and
+// size helpers.
 //
 // test/traffic_test.cu checks every declaration: the bytes and wavefronts against the emulator's
 // counts of each launch, the threads against the launch, the warp instructions against the
 // kernel's sm_90 PTX and the registers and static shared memory against ptxas's report
-// (docs/cuda.md, "The traffic model" and "The cost model").
+// (docs/cost_model.md).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -59,7 +60,7 @@ inline Traffic column_partials_issue(Traffic t, int chunks, int width, KernelRes
                       blocks * COLUMN_PARTIALS_WAVEFRONTS, resources);
 }
 
-// Traffic of add_column_partials: the `chunks` partials of each column read, out read and written.
+// Traffic of one add_column_partials_kernel launch: the `chunks` partials of each column read, out read and written.
 inline Traffic add_column_partials_traffic(int chunks, int width) {
     return column_partials_issue({"add_column_partials_kernel", 4.0 * width * (chunks + 1), 4.0 * width,
                                   (double)width * chunks},
@@ -356,10 +357,10 @@ Launches layernorm_backward_residual_traffic(int N, int C, GradOut dinp_out = Gr
 }
 
 // =============================================================================================
-// matmul.cuh: gemm and fused_gemm (cuBLAS, cuBLASLt), add_bias_kernel
+// matmul.cuh: the products (cublasGemmEx, cublasLtMatmul), add_bias_kernel, bias_backward_kernel
 // =============================================================================================
 
-// Traffic of gemm with elements of sizes ab_bytes (A, B) and c_bytes (C): reads op(A) (M,K) and
+// Traffic of one plain product (cublasGemmEx) with elements of sizes ab_bytes (A, B) and c_bytes (C): reads op(A) (M,K) and
 // op(B) (K,N), reads C only when beta ≠ 0, writes C (M,N), and does 2·M·N·K FLOPs.
 inline Traffic gemm_traffic(int M, int N, int K, bool beta_nonzero, size_t ab_bytes, size_t c_bytes) {
     const double mn = (double)M * N;
@@ -367,7 +368,7 @@ inline Traffic gemm_traffic(int M, int N, int K, bool beta_nonzero, size_t ab_by
             mn * c_bytes, 0, 2.0 * mn * K};
 }
 
-// Traffic of fused_gemm: gemm's, plus the bias read (Bias, BiasGelu) or written (BiasGrad, as
+// Traffic of one product with an epilogue (cublasLtMatmul): the plain product's, plus the bias read (Bias, BiasGelu) or written (BiasGrad, as
 // TC), and pre written (BiasGelu) or read (GeluGrad); the epilogue's FLOPs count as other FLOPs
 // (about 11 per element for GELU, 21 for its derivative, as the kernels they replace).
 inline Traffic fused_gemm_traffic(Epilogue e, int M, int N, int K, bool beta_nonzero, size_t ab_bytes,
@@ -385,7 +386,7 @@ inline Traffic fused_gemm_traffic(Epilogue e, int M, int N, int K, bool beta_non
     return t;
 }
 
-// Traffic of add_bias: out and bias read, out written, one FLOP per element.
+// Traffic of one add_bias_kernel launch: out and bias read, out written, one FLOP per element.
 template <typename T>
 Traffic add_bias_traffic(int N, int OC) {
     const double n = (double)N * OC;
@@ -393,7 +394,7 @@ Traffic add_bias_traffic(int N, int OC) {
 }
 
 // Traffic of matmul_forward (cuda_ops.cuh): the product with its bias epilogue where the bias
-// kind is fused, else the product and add_bias; the product alone without a bias.
+// kind is fused, else the product and add_bias_kernel; the product alone without a bias.
 template <typename T>
 Launches matmul_forward_traffic(int N, int IC, int OC, bool bias, const FusedKinds& fused) {
     if (bias && fused[Epilogue::Bias])
@@ -403,7 +404,7 @@ Launches matmul_forward_traffic(int N, int IC, int OC, bool bias, const FusedKin
     return out;
 }
 
-// Traffic of bias_backward's stage 1 (matmul.cuh): dout read, a row of partial sums per chunk of
+// Traffic of bias_backward_kernel, stage 1 of the bias gradient (matmul.cuh): dout read, a row of partial sums per chunk of
 // rows written, one FLOP per element. Its bytes only: the cost model gives it no issue or
 // latency term (it runs where the bias-gradient kind is plain).
 template <typename T>
@@ -602,21 +603,13 @@ Launches attention_backward_traffic(int B, int Tn, int C, int NH) {
 }
 
 // =============================================================================================
-// residual.cuh: residual_forward_kernel, residual_backward_kernel
+// residual.cuh: residual_forward_kernel
 // =============================================================================================
 
 // Traffic of residual_forward: x (S) and f (F) read, out (S) written.
 template <typename S, typename F>
 Traffic residual_forward_traffic(size_t n) {
     return {"residual_forward_kernel", (double)n * (sizeof(S) + sizeof(F)), (double)n * sizeof(S), 2.0 * n};
-}
-
-// Traffic of residual_backward: ds (S) read, and df (F) when added into; df written.
-template <typename F, typename S>
-Traffic residual_backward_traffic(size_t n, GradOut df_out) {
-    const double df_read = df_out == GradOut::Add ? sizeof(F) : 0;
-    return {"residual_backward_kernel", (double)n * (sizeof(S) + df_read), (double)n * sizeof(F),
-            (df_out == GradOut::Add ? 2.0 : 1.0) * n};
 }
 
 // =============================================================================================
@@ -630,7 +623,7 @@ constexpr KernelResources gelu_pass_resources() {
     return {256, sizeof(T) == 4 ? 30 : 32, 0};
 }
 
-// Traffic of bias_gelu_forward: pre and bias read, pre and out written, about 11 FLOPs per
+// Traffic of one bias_gelu_forward_kernel launch: pre and bias read, pre and out written, about 11 FLOPs per
 // element.
 // Its issue, a warp per 32 packs of K (the model's rows are aligned), from the structure of the
 // kernel: 17 of setup, the index, the exit test and the three pack addresses; per element the
@@ -648,7 +641,7 @@ Traffic bias_gelu_forward_traffic(int N, int OC) {
                       gelu_pass_resources<T>());
 }
 
-// Traffic of gelu_backward_inplace: d and pre read, d written, about 21 FLOPs per element.
+// Traffic of one gelu_backward_inplace_kernel launch: d and pre read, d written, about 21 FLOPs per element.
 // Its issue, a warp per 32 packs of K: 14 of setup, the index, the exit test and the two pack
 // addresses; per element the tanh form's argument (4), tanhf (19), the derivative's two terms
 // (sech² = 1 − tanh², and x·u'·sech²: 10) and the product with d (2).

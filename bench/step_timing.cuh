@@ -1,13 +1,17 @@
 // bench/step_timing.cuh — the measured time of each op of a training step, for `make bench`'s table of
-// measured beside modelled time (bench/bench_gpu.cpp, docs/cuda.md "The traffic model").
+// measured beside modelled time (bench/bench_gpu.cpp, docs/cost_model.md, "The traffic model").
 //
-// The Timer observes CudaOps (cuda_ops.cuh): it records a pair of CUDA events on the stream around
-// every op, under the op names bench/step_traffic.cuh's model uses, so both tables group the same
-// launches. Included by gpt2.cu, after the model (gpt2.h) and its CUDA ops.
+// The Timer observes the CUDA ops (bench/observed_ops.cuh): it records a pair of CUDA events on the
+// stream around every op, under the op names bench/step_traffic.cuh's model uses, so both tables
+// group the same launches.
 #pragma once
 #include <map>
 #include <string>
 #include <vector>
+
+#include "bench/observed_ops.cuh"
+#include "bench/traffic.h"
+#include "gpt2.h"
 
 namespace step_timing {
 
@@ -45,11 +49,11 @@ private:
     cudaStream_t stream;
 };
 
-// What `measure` allocates on the device: the model on CudaOps<T> and its AdamW moments.
+// What `measure` allocates on the device: the model on the CUDA ops and its AdamW moments.
 // Built while counting (cuda/cuda_common.cuh), it is the plan of the timing (bench_gpu -plan).
 template <typename T>
 struct TimedStep {
-    Gpt2<CudaOps<T>> model;
+    Gpt2<ObservedOps<T>> model;
     DeviceArray<float> m, v;
     TimedStep(const ModelConfig& cfg, int B, int T_) : model(cfg, B, T_) {
         model.ops.memory_category(MemoryCategory::Parameters);

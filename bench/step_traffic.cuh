@@ -1,24 +1,24 @@
 // bench/step_traffic.cuh — the launches of one training step without running a kernel, for the cost
-// model of `./bench_gpu -model` (bench/traffic.h, docs/cuda.md "The traffic model").
+// model of `./bench_gpu -model` (bench/traffic.h, docs/cost_model.md, "The traffic model").
 //
-// The Recorder observes CudaOps (cuda_ops.cuh) and notes, under the op's name, the launches each op
-// declares (its launcher's `*_traffic` function). Built while device memory is counted
-// (cuda/cuda_common.cuh), CudaOps launches nothing and its buffers are distinct made-up addresses
-// that nothing reads, so the model's own forward and backward run in the order of a real step,
-// fused ops and all, for a step of any size on any machine.
-// Included by gpt2.cu, after the model (gpt2.h) and its CUDA ops.
+// The Recorder observes the CUDA ops (bench/observed_ops.cuh) and notes, under the op's name, the
+// launches each op declares. Built while device memory is counted (cuda/cuda_common.cuh), the ops
+// launch nothing and their buffers are distinct made-up addresses that nothing reads, so the
+// model's own forward and backward run in the order of a real step, fused ops and all, for a
+// step of any size on any machine.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "bench/observed_ops.cuh"
 #include "bench/traffic.h"
+#include "gpt2.h"
 
 namespace step_traffic {
 
-// Records each op's launches in `ops`, in call order. Transfers between host and device are
-// not told to it.
+// Records each op's launches in `ops`, in call order.
 struct Recorder : OpObserver {
     std::vector<OpTraffic> ops;
 
@@ -34,7 +34,7 @@ std::vector<OpTraffic> record_step(const ModelConfig& cfg, int B, int T_, const 
                                    const FusedKinds& fused) {
     MemoryPlan unused;
     CountingScope no_device(&unused);
-    Gpt2<CudaOps<T>> model(cfg, B, T_);
+    Gpt2<ObservedOps<T>> model(cfg, B, T_);
     model.ops.fused = fused;
     Recorder recorder;
     model.ops.observer = &recorder;

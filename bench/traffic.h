@@ -1,8 +1,9 @@
 // bench/traffic.h — what one kernel launch or cuBLAS call of the CUDA backend moves and computes
-// (docs/cuda.md, "The traffic model"); bench/cost_model.h says how long that takes on an H200.
+// (docs/cost_model.md, "The traffic model"); bench/cost_model.h says how long that takes on an H200.
 //
-// Every launcher of the .cuh files has a `*_traffic` function in bench/kernel_costs.h (one section
-// per kernel file) that returns one Traffic per launch it makes, computed from the same sizes.
+// Every op of the CUDA op set (cuda_ops.cuh) has a `*_traffic` function in bench/kernel_costs.h (one
+// section per kernel file) that returns one Traffic per launch the op makes, computed from the same
+// sizes.
 // The emulated build counts the distinct global-memory bytes each launch really reads and
 // writes (test/traffic_test.cu), so the declarations cannot drift from the kernels.
 // `./bench_gpu -model` adds them up over the launches of one training step. Plain C++: no CUDA
@@ -16,6 +17,7 @@
 
 #include "cuda/fused_products.h"
 #include "model.h"
+#include "util/memory_plan.h"
 
 // What one block of a kernel holds on an SM, for its occupancy: its threads (checked against
 // the launch) and the registers and shared bytes ptxas reports for sm_90 (the dynamic shared
@@ -84,8 +86,8 @@ struct OpTraffic {
 // The launches of one training step (zero_grad, forward, backward, gradient norm, AdamW) of
 // the CUDA model at micro-batch (B, T) on the batch `tokens` (B·T host tokens: how they repeat
 // decides the embedding backward's traffic), recorded by running the model's own forward and
-// backward on ops that only note what each launcher would do (gpt2.cu), with the kinds of
-// product `fused` fused (cuda/fused_products.h). Needs no GPU.
+// backward on ops that only note what each op would launch (bench/step_traffic.cuh), with the
+// kinds of product `fused` fused (cuda/fused_products.h). Needs no GPU.
 std::vector<OpTraffic> cuda_step_traffic(const ModelConfig& cfg, int B, int T, bool bf16, const int32_t* tokens,
                                          const FusedKinds& fused);
 
@@ -95,3 +97,7 @@ std::vector<OpTraffic> cuda_step_traffic(const ModelConfig& cfg, int B, int T, b
 // with the kinds of product `fused` fused. Needs a device.
 std::map<std::string, double> cuda_step_op_ms(const ModelConfig& cfg, int B, int T, bool bf16, int steps,
                                               const int32_t* tokens, const FusedKinds& fused);
+
+// The device memory that per-op timing allocates (bench/step_timing.cuh: its own model and AdamW
+// moments), counted without a device as cuda_memory_plan counts the backend's (backend.h).
+MemoryPlan cuda_step_timing_plan(const ModelConfig& cfg, int B, int T, bool bf16);

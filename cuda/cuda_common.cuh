@@ -7,12 +7,13 @@
 //   * deterministic column sums of an (N, width) matrix over its N rows, in two stages and
 //     without atomics, which every weight gradient that sums over positions uses;
 //   * packs of up to 16 bytes for vector loads and stores, and the index width of a launch;
-//   * convert (one element type to another) and DeviceArray, an owning device buffer;
+//   * convert_kernel (one element type to another; CudaOps::convert launches it) and DeviceArray,
+//     an owning device buffer;
 //   * the device ledger: while a MemoryPlan is being counted, DeviceArray adds up the bytes it
-//     would allocate instead of allocating them (docs/cuda.md §4).
+//     would allocate instead of allocating them (docs/cuda_memory.md).
 //
 // These headers define kernels and host functions, so each program includes them in exactly
-// one translation unit (gpt2.cu, or one test file).
+// one translation unit (gpt2.cu, bench/bench_gpu_backend.cu, or one test file).
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -150,7 +151,7 @@ __device__ inline void store_pack(T* p, const float (&v)[K]) {
 
 // Whether a launch over n elements indexes them in 32 bits (unsigned: cheaper arithmetic) rather
 // than size_t: when n stays 2^16 below 2^32, so that the first index of the last, partly idle
-// block's last pack does not wrap either. A launcher picks the index type I of its kernel with it.
+// block's last pack does not wrap either. An op picks the index type I of its kernel with it.
 inline bool narrow_index(size_t n) { return n < ((size_t)1 << 32) - ((size_t)1 << 16); }
 
 // ---------------------------------------------------------------------------------------------
@@ -201,7 +202,7 @@ __device__ inline float block_max(float x, float* shared) { return block_reduce(
 //   stage 1 (a kernel in each op's file): the rows are cut into `chunks` contiguous chunks;
 //           block (TILE_COLS, TILE_ROWS) handles 32 columns of one chunk, thread (x, y) summing
 //           rows y, y + 8, ... of it, and writes partial[k·stride + c] for chunk k;
-//   stage 2 (add_column_partials): out[c] += Σ_k partial[k·stride + c] in a fixed order (8
+//   stage 2 (add_column_partials_kernel): out[c] += Σ_k partial[k·stride + c] in a fixed order (8
 //           threads per column, each over every 8th chunk, their sums added in order).
 // Every sum has a fixed order, so results are the same on every run. The partial buffer holds
 // at most MAX_ROW_CHUNKS rows of `stride` floats.
@@ -252,13 +253,6 @@ __global__ void add_column_partials_kernel(float* out, const float* partial, int
     if (threadIdx.y == 0 && c < width) out[c] += sum;
 }
 
-inline void add_column_partials(float* out, const float* partial, int chunks, int stride, int width,
-                                cudaStream_t stream) {
-    add_column_partials_kernel<<<ceil_div(width, TILE_COLS), dim3(TILE_COLS, TILE_ROWS), 0, stream>>>(
-        out, partial, chunks, stride, width);
-    cudaCheck(cudaGetLastError());
-}
-
 // Grid of a stage-1 kernel over `width` columns and `chunks` row chunks.
 inline dim3 column_tiles(int width, int chunks) { return dim3((unsigned)ceil_div(width, TILE_COLS), (unsigned)chunks); }
 
@@ -290,14 +284,6 @@ __global__ void convert_kernel(TOut* out, const TIn* in, I n) {
     for (I i = first; i < n && i < first + S; i++) out[i] = from_float<TOut>(to_float(in[i]));
 }
 
-template <typename TOut, typename TIn>
-void convert(TOut* out, const TIn* in, size_t n, cudaStream_t stream) {
-    if (n == 0) return;
-    const size_t blocks = ceil_div(ceil_div(n, convert_pack_size<TOut, TIn>()), 256);
-    if (narrow_index(n)) convert_kernel<TOut, TIn, unsigned><<<blocks, 256, 0, stream>>>(out, in, (unsigned)n);
-    else convert_kernel<TOut, TIn, size_t><<<blocks, 256, 0, stream>>>(out, in, n);
-    cudaCheck(cudaGetLastError());
-}
 
 // ---------------------------------------------------------------------------------------------
 // The device ledger. Normally `plan` is null and buffers are allocated. While a CountingScope

@@ -1,5 +1,5 @@
 // flags/flag_docs.cpp — `make docs`: writes the tables of flags of ./train and ./eval (flags/train_flags.h,
-// flags/eval_flags.h) into README.md and docs/cli.md, between their marker comments (flags/flag_docs.h),
+// flags/eval_flags.h) into docs/cli.md, between their marker comments (flags/flag_docs.h),
 // and says which files changed. Run from the repository root.
 #include <cstdio>
 #include <fstream>

@@ -1,5 +1,5 @@
-// flags/flag_docs.h — where the documentation holds the programs' tables of flags: README.md and
-// docs/cli.md, each between the marker comments "<!-- BEGIN name -->" and "<!-- END name -->".
+// flags/flag_docs.h — where the documentation holds the programs' tables of flags: docs/cli.md,
+// each between the marker comments "<!-- BEGIN name -->" and "<!-- END name -->".
 // `make docs` (flags/flag_docs.cpp) writes them there; test_flags fails when one differs.
 #pragma once
 #include <string>
@@ -17,5 +17,5 @@ struct FlagDoc {
 
 inline std::vector<FlagDoc> flag_docs() {
     const std::string train = markdown_table(train_flags()), eval = markdown_table(eval_flags());
-    return {{"README.md", "train flags", train}, {"docs/cli.md", "train flags", train}, {"docs/cli.md", "eval flags", eval}};
+    return {{"docs/cli.md", "train flags", train}, {"docs/cli.md", "eval flags", eval}};
 }

@@ -6,7 +6,7 @@
 //               the option it sets, its values, default, help, whether it defines the run (and
 //               so must match on -resume 1) and the config.json member that records it. From
 //               the table come the parsing (read_flags), the usage text (usage_text), the
-//               markdown tables of README and docs/cli.md (markdown_table, `make docs`), the
+//               markdown tables of docs/cli.md (markdown_table, `make docs`), the
 //               JSON of `-flags_json 1` that the sweep's settings read (flags_json), and
 //               ./train's config.json record and resume check (run/run_config.h).
 //
@@ -258,7 +258,7 @@ inline Json option_json(double x) { return Json::number(x); }
 inline Json option_json(float x) { return Json::number(json_float(x)); }
 inline Json option_json(const std::string& x) { return Json::string(x); }
 
-// What -resume 1 asks of a flag (README "Stopping and resuming").
+// What -resume 1 asks of a flag (docs/train.md §7).
 enum class OnResume {
     MayChange,         // it observes or runs the run: may differ from the run's
     MustMatch,         // it defines the run: its recorded value must be config.json's
@@ -426,7 +426,7 @@ inline const char* on_resume_text(OnResume r) {
     return r == OnResume::MustMatch ? "must match" : r == OnResume::MustMatchIfGiven ? "must match when given" : "may change";
 }
 
-// The markdown table of `table` (README and docs/cli.md hold it between marker comments, and
+// The markdown table of `table` (docs/cli.md holds it between marker comments, and
 // `make docs` writes it there): flag, values, default, what -resume 1 asks, meaning.
 template <typename Options>
 std::string markdown_table(const std::vector<Flag<Options>>& table) {

@@ -1,6 +1,6 @@
 // flags/train_flags.h — the flags of ./train (docs/cli.md §2), declared once: train_flags() gives each
 // its option, values, default, help, whether it defines the run (and so must match on -resume 1)
-// and where config.json records it. The parsing, `./train -h`, the flag tables of README and
+// and where config.json records it. The parsing, `./train -h`, the flag tables of
 // docs/cli.md (`make docs`), config.json and the resume check all come from this table.
 #pragma once
 #include <algorithm>
@@ -100,7 +100,7 @@ inline const std::vector<TrainFlag>& train_flags() {
         {"eps", &O::eps, reals_above(0, 1), "1e-8", MUST_MATCH, "AdamW ε"},
         {"clip", &O::clip, reals(0, 1e9), "1.0", MUST_MATCH, "global gradient-norm clipping (0 = off)"},
         {"outcome_window", &O::outcome_window, integers(1, 1 << 30), "20", MUST_MATCH,
-         "the window W (steps) of the run outcomes (README \"Run outcomes\")"},
+         "the window W (steps) of the run outcomes (docs/train.md §8)"},
         {"diverge_rise", &O::diverge_rise, reals_above(0, 1e9), "1.0", MUST_MATCH,
          "a rise (nats) of the mean loss of W steps over the best such mean that ends the run as diverged"},
         {"spike_rise", &O::spike_rise, reals_above(0, 1e9), "1.0", MUST_MATCH,
@@ -120,18 +120,18 @@ inline const std::vector<TrainFlag>& train_flags() {
          "checkpoint every N steps (0 = only the final one, which is always written)"},
         {"keep_checkpoints", &O::keep_checkpoints, integers(0, 1 << 30), "0", MAY_CHANGE,
          "after each checkpoint pair is written, remove the pairs older than the newest N (0 = keep all); the "
-         "final pair is always kept (README \"Run folders\")"},
+         "final pair is always kept (docs/train.md §6)"},
         {"sample_every", &O::sample_every, integers(0, 1 << 30), "0", MAY_CHANGE,
          "every N steps and after the last one, rank 0 prints and logs a sampled continuation of the first 16 "
-         "validation tokens (0 = off); the training run is the same with or without it (README \"Samples during "
-         "training\")"},
+         "validation tokens (0 = off); the training run is the same with or without it (docs/train.md "
+         "§5)"},
         {"sample_tokens", &O::sample_tokens, integers(1, 1 << 20), "32", MAY_CHANGE,
          "tokens per -sample_every continuation (16 + this at most the model's maxT)"},
         {"tokenizer", &O::tokenizer_path, text("FILE"), DEFAULT_TOKENIZER, MAY_CHANGE,
          "decodes the -sample_every samples; must cover the model's vocabulary and be the one the shards record"},
         {"stats_every", &O::stats_every, integers(0, 1 << 30), "0", MAY_CHANGE,
          "hidden-state and gradient statistics per layer (docs/statistics.md) into log.jsonl every N steps (0 = off)"},
-        {"out", &O::out_dir, text("DIR"), "out", MAY_CHANGE, "output folder: one run per folder (README \"Run folders\")",
+        {"out", &O::out_dir, text("DIR"), "out", MAY_CHANGE, "output folder: one run per folder (docs/train.md §6)",
          NOT_RECORDED},
         {"resume", &O::resume, integers(0, 1), "0", MAY_CHANGE,
          "1 = continue the run in -out from its newest complete checkpoint pair, with the same settings", NOT_RECORDED},
@@ -161,7 +161,7 @@ inline const std::vector<TrainFlag>& train_flags() {
          "for stepping through what one reads); the two agree within 1e-5"},
         {"zero", &O::zero, integers(0, 1), "1", MAY_CHANGE,
          "under mpirun: 1 = each rank keeps the AdamW moments of its shard of the parameters only (ZeRO-1), 0 = every "
-         "rank keeps all (README \"Training on several GPUs or nodes\"); config.json records 1 only with several ranks"},
+         "rank keeps all (docs/distributed.md); config.json records 1 only with several ranks"},
         {"progress", &O::progress, reals(0, 1e6), "10", MAY_CHANGE,
          "a progress line on stderr every X seconds inside a step or evaluation that runs longer (0 = none; "
          "docs/logs.md)",
@@ -172,7 +172,7 @@ inline const std::vector<TrainFlag>& train_flags() {
 
 // The closing lines of `./train -h`.
 constexpr const char* TRAIN_USAGE_FOOTER =
-    "* defines the run: -resume 1 refuses a value other than the run's (README \"Stopping and resuming\")\n";
+    "* defines the run: -resume 1 refuses a value other than the run's (docs/train.md §7)\n";
 
 inline std::string train_usage() {
     return usage_text("usage: ./train [-name value ...]", train_flags(), TRAIN_USAGE_FOOTER);

@@ -1,4 +1,4 @@
-// measure/baselines.h — the cross-entropies a language model must beat (README "Run outcomes",
+// measure/baselines.h — the cross-entropies a language model must beat (docs/train.md §8,
 // docs/experiments.md "Baselines"): a unigram and a bigram model of the training tokens.
 //
 //   unigram (add-one over the V real tokens):  p(v) = (count(v) + 1) / (N + V)

@@ -35,7 +35,7 @@ inline JsonRecord val_record(int step, double val_loss) {
     return r;
 }
 
-// The `stats` record for the current micro-batch (README, *Outputs*): per layer (the residual
+// The `stats` record for the current micro-batch (docs/train.md §4): per layer (the residual
 // stream X_0 .. X_L) and, with suffix _half, at all 2L + 1 half-block points; then per block
 // and for the output logits. fcproj_grad_norms is of the whole step's gradient.
 inline std::string stats_record(int step, const ForwardStats& f, const std::vector<double>& grad_norms,

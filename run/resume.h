@@ -1,5 +1,5 @@
 // run/resume.h — what a ./train run starts from, and the checkpoint pairs it leaves for -resume 1
-// (README "Stopping and resuming"):
+// (docs/train.md §7):
 //
 //   Run              everything a run needs, resolved and checked before any output is written
 //   prepare_run      the device; the model resumed from the folder's newest checkpoint pair,
@@ -8,6 +8,8 @@
 //                    device holds, the tokens per step and the micro-steps
 //   save_checkpoint  writes model_N.bin and state_N.bin (N = steps done), each whole or not at all
 //   resume_loader    puts a rank's data loader where the saved run left off
+//   load_model       the weights and the optimiser range (and, resuming, its moments) into the backend
+//   print_start      the start-up lines: backend, model, data, batch, ranks and optimiser
 #pragma once
 #include <sys/stat.h>
 #include <unistd.h>
@@ -197,7 +199,7 @@ inline void check_inputs_outside_run_folder(const TrainOptions& o) {
     check_inputs_outside_folder(o.out_dir, inputs);
 }
 
-// GPT-2's step of 524,288 tokens (README "Defaults"), the default -total_batch on CUDA, and the
+// GPT-2's step of 524,288 tokens (docs/train.md §1), the default -total_batch on CUDA, and the
 // share of the training tokens a default step may take at most: one sixteenth.
 constexpr long long kGpt2StepTokens = 524288;
 constexpr long long kDefaultStepShareOfData = 16;
@@ -205,7 +207,7 @@ constexpr long long kDefaultStepShareOfData = 16;
 // The default -total_batch on CUDA of one process: GPT-2's 524,288 tokens rounded down to a
 // multiple of `micro_tokens` (B·T, at least one); on a corpus of `train_tokens` so small that this is
 // more than 1/16 of it, 1/16 of it (at least one micro-step), said on one line. The bundled
-// corpus's 287,625 tokens take one micro-step of 16 x 1024 tokens (README "Quick start").
+// corpus's 287,625 tokens take one micro-step of 16 x 1024 tokens (docs/train.md §1).
 inline long long default_gpu_total_batch(long long micro_tokens, uint64_t train_tokens) {
     const long long gpt2 = std::max(micro_tokens, kGpt2StepTokens / micro_tokens * micro_tokens);
     const long long share = (long long)std::min<uint64_t>(train_tokens / kDefaultStepShareOfData, kGpt2StepTokens);
@@ -250,7 +252,7 @@ inline Run prepare_run(const TrainOptions& o, int ranks) {
 
 // The micro-batch on the device, then the steps' shape. Collective, after the ranks agreed on
 // prepare_run: on CUDA with several ranks their NCCL communicator is made first, so that the
-// device memory NCCL takes is in use when fit_device_batch asks what is free (docs/cuda.md §4).
+// device memory NCCL takes is in use when fit_device_batch asks what is free (docs/cuda_memory.md).
 inline void fit_to_device(Run& r, ProcessGroup& group) {
     const bool gpu = r.device == "cuda";
     const int ranks = r.ranks;
@@ -307,4 +309,53 @@ inline void save_checkpoint(Backend& model, const Run& r, TrainState& state, con
         }
     });
     std::printf("saved %s\n", model_path.c_str());
+}
+
+// The weights (the checkpoint's or fresh ones of -seed), the share of the AdamW state this rank
+// updates (all of it, or its shard with ZeRO-1) and, resuming, the saved moments of that share.
+inline Range load_model(const Run& r, Backend& model, ProcessGroup& group) {
+    const size_t P = num_parameters(r.cfg);
+    if (r.initial_params.empty()) {
+        std::vector<float> params(P);
+        init_parameters(r.cfg, params.data(), r.state.seed);
+        model.set_params(params.data());
+    } else {
+        model.set_params(r.initial_params.data());
+    }
+    const Range range = sharded(r) ? group.my_shard(P) : Range{0, P};
+    model.set_optimizer_range(range);
+    if (r.resuming) model.set_moments(r.state.m.data() + range.lo, r.state.v.data() + range.lo);
+    return range;
+}
+
+// The start-up lines: backend, model, data, batch, ranks and optimiser.
+inline void print_start(const Run& r, const Backend& model, const DataLoader& train, const DataLoader* val,
+                        const Range& optimizer_range) {
+    const TrainOptions& o = r.opt;
+    std::printf("backend: %s\n", model.name().c_str());
+    if (const FusionChoice* fused = model.fusion()) std::printf("fused products: %s\n", fused->line.c_str());
+    print_model(r.cfg, r.model_origin);
+    std::printf("train data: %s (%s, %llu tokens)\n", o.train_data.c_str(), counted(train.files().size(), "file").c_str(),
+                (unsigned long long)train.total_tokens());
+    if (val) {
+        std::printf("val data: %s (%s, %llu tokens)\n", o.val_data.c_str(), counted(val->files().size(), "file").c_str(),
+                    (unsigned long long)val->total_tokens());
+        if (const std::string shared = shared_shard(train, *val); !shared.empty())
+            std::printf("warning: the validation shard %s is also training data: the val loss then measures how well "
+                        "the model remembers, not how it generalises\n", shared.c_str());
+        if (uint64_t(o.eval_batches) > val->num_windows())
+            std::printf("val batches: %d per evaluation but %llu distinct ones: batches after %llu repeat the first "
+                        "ones (-allow_repeats 1)\n", o.eval_batches, (unsigned long long)val->num_windows(),
+                        (unsigned long long)val->num_windows());
+    }
+    std::printf("batch: B=%d T=%d, %lld tokens per step (%s), shuffle %d, seed %llu\n", o.B, o.T, o.total_batch,
+                counted(r.grad_accum * r.ranks, "micro-step").c_str(), (int)o.shuffle, (unsigned long long)r.state.seed);
+    if (r.ranks > 1)
+        std::printf("ranks: %d processes, each %s of B*T = %d tokens per step (%lld tokens); AdamW state %s\n",
+                    r.ranks, counted(r.grad_accum, "micro-step").c_str(), o.B * o.T, o.total_batch / r.ranks,
+                    sharded(r) ? ("sharded over the ranks (ZeRO-1, " + format_count(optimizer_range.size()) +
+                                  " parameters on rank 0)").c_str()
+                               : "replicated on every rank (-zero 0)");
+    std::printf("optimiser: AdamW lr %g -> %g, warmup %d, %d steps, wd %g, betas (%g, %g), eps %g, clip %g\n", o.lr,
+                o.lr_min, o.warmup, o.steps, o.wd, o.beta1, o.beta2, o.eps, o.clip);
 }

@@ -1,4 +1,4 @@
-// run/run_config.h — DIR/config.json of ./train (README "Outputs", docs/cli.md §3): what made the
+// run/run_config.h — DIR/config.json of ./train (docs/train.md §4, docs/cli.md §3): what made the
 // run. It is written from the run (the command, backend, the model and data the flags resolved
 // to) and from train_flags() (every recorded flag at its resolved value), through util/json.h; and
 // read back by -resume 1, which refuses a flag that defines the run (MUST_MATCH in the table) at

@@ -1,4 +1,4 @@
-// run/run_counts.h — the counts ./train and ./eval derive from their flags (README "Bad input"):
+// run/run_counts.h — the counts ./train and ./eval derive from their flags (docs/train.md §3):
 // token positions of a batch, tokens of one micro-step over the ranks, micro-steps per step,
 // tokens of the whole run and of an evaluation. Each is computed in 64 bits with its overflow
 // checked; a count that overflows, or that leaves nothing to do, is an InputError naming the
@@ -64,7 +64,7 @@ inline StepCounts step_counts(long long B, long long T, long long ranks, long lo
 // The default -total_batch under `ranks` ranks: `one_process`, the tokens per step of one
 // process with the same flags (B·T on the CPU, default_gpu_total_batch on CUDA), whatever the
 // number of ranks, so that `mpirun -np N` with the same flags trains the same run as one process
-// (README "Training on several GPUs or nodes"). When ranks·B·T does not divide it (on the CPU with
+// (docs/distributed.md). When ranks·B·T does not divide it (on the CPU with
 // several ranks, always) the run is refused: its step is then chosen with -total_batch, as llm.c's
 // total_batch_size is given explicitly.
 inline long long default_total_batch(long long one_process, long long B, long long T, long long ranks) {

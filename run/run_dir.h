@@ -1,4 +1,4 @@
-// run/run_dir.h — the -out folder of ./train (README "Run folders"): one run per folder, every write
+// run/run_dir.h — the -out folder of ./train (docs/train.md §6): one run per folder, every write
 // the run depends on checked, and -resume 1 continuing the same run or refusing.
 //
 //   RunFolder      checks the path, holds an exclusive lock on the folder for the run's life,
@@ -140,7 +140,7 @@ inline void check_not_a_run_file(const std::string& path, const std::string& nam
 
 // Removes DIR's config.json and log.jsonl, those of a run stopped before its first step was done:
 // nothing of it is kept, so the same command starts it again instead of finding another run's
-// files (README "Stopping and resuming").
+// files (docs/train.md §7).
 inline void remove_unstarted_run(const std::string& dir) {
     for (const char* name : {"log.jsonl", "config.json"}) std::remove(in_folder(dir, name).c_str());
 }

@@ -22,7 +22,7 @@
 // about 1.2e-38 in magnitude) as zero on x86 (the FTZ and DAZ bits of MXCSR). A network whose
 // activations or gradients vanish (a collapsed or diverging run) otherwise spends most of its
 // time in slow subnormal arithmetic: about 10x slower steps, measured on the CPU reference
-// (README "Performance notes"). Call it before the first parallel region.
+// (docs/cpu_speed.md). Call it before the first parallel region.
 inline void flush_subnormals_to_zero() {
 #if defined(__SSE__)
     _mm_setcsr(_mm_getcsr() | 0x8040);

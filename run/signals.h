@@ -1,4 +1,4 @@
-// run/signals.h — stopping ./train like a user expects (README "Stopping and resuming"): the first
+// run/signals.h — stopping ./train like a user expects (docs/train.md §7): the first
 // SIGINT (Ctrl-C) or SIGTERM asks the run to stop after its current step, or at once in an
 // evaluation (which is then dropped), and to write the checkpoint pair of the steps done and exit
 // with status 128 + the signal (130, 143); a second one of either kind ends the process at once,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/bf16_spread.sh [SEEDS] — how far bf16 training is from fp32, step by step: the spread
-# that scripts/gpu_check.sh's bf16 tolerances are derived from (docs/cuda.md §8). For each seed
+# that scripts/gpu_check.sh's bf16 tolerances are derived from (docs/gpu_check.md). For each seed
 # (default 1-4) and each placement of the check (Pre-LN; Peri-LN with Δt = 0.1) it trains a
 # small model for 10 steps twice with the same arguments: ./train on the CPU in fp32, and the
 # CUDA backend in bf16 through the emulation layer (EMU_TRAIN, default build/emu/train: make

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/bundle_manifest.sh DIR — writes DIR/MANIFEST.txt: what each program in DIR (the GPU
-# bundle of `make gpu-bundle`, docs/cuda.md §8) needs from the machine it runs on: the shared
+# bundle of `make gpu-bundle`, docs/gpu_check.md) needs from the machine it runs on: the shared
 # libraries it names (NEEDED) and where the loader finds each here, its run path, the newest
 # glibc and libstdc++ symbol versions it uses, and its size. Exit status 1 when the loader here
 # finds no copy of a library other than the driver's libcuda.so.1 (which the GPU machine has and

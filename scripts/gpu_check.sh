@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gpu_check.sh — first contact of the CUDA backend with a real GPU (docs/cuda.md §8):
+# scripts/gpu_check.sh — first contact of the CUDA backend with a real GPU (docs/gpu_check.md):
 # every check that needs the hardware, one row each, printed the moment it is decided, then one
 # summary line. It passes only when everything ran and passed: a missing GoogleTest, a test
 # binary that ran no test or did not know a flag, a skipped test, a missing compute-sanitizer
@@ -18,7 +18,7 @@
 # far, from build/gpu_check/logs). A SIGTERM, a SIGINT or the time limit stops the check: the
 # row running is a FAIL row saying so, and the three files are written once more.
 #
-# Groups, in the order they run (docs/cuda.md §8 splits them into calls of at most 5 minutes):
+# Groups, in the order they run (docs/gpu_check.md splits them into calls of at most 5 minutes):
 #   driver     nvidia-smi names the GPU and its memory (always; without it the check stops)
 #   bundle     (--prebuilt, always) every binary finds its libraries (libcublas from the CUDA
 #              toolkit or PyTorch's wheels is looked for when the loader does not find it)
@@ -30,7 +30,7 @@
 #   train      the runs of the CPU reference computed beforehand (GPU_CHECK_REFERENCE, default
 #              test/fixtures/gpu_reference.txt; make gpu-reference) in fp32 and bf16 on the
 #              device: every loss and gradient norm within its step's tolerance of the CPU's
-#              (fp32 1e-4; bf16 from the measured spread, docs/cuda.md §8), and the loss falls
+#              (fp32 1e-4; bf16 from the measured spread, docs/gpu_check.md), and the loss falls
 #   bench      build/bench_gpu (d12, T = 1024, B as fits): its first loss finite and within 0.5
 #              of ln V; its timing of each kind of product fused and plain and its choice
 #   anchors    scripts/torch_gpt2_bench.py: bench_gpu, a PyTorch GPT-2 and llm.c's trainer (where
@@ -99,7 +99,7 @@ selected() { [ "$ONLY" = all ] || [[ ",$ONLY," == *",$1,"* ]]; }
 # Relative difference allowed between a device run and the CPU reference at step s (counted
 # from 0): BASE + SLOPE·s. fp32 computes what the CPU computes, up to the order of sums. bf16's
 # come from the spread of bf16 against fp32 measured on the emulated device over 4 seeds and
-# both placements (scripts/bf16_spread.sh; docs/cuda.md §8 gives the distribution): a line over
+# both placements (scripts/bf16_spread.sh; docs/gpu_check.md gives the distribution): a line over
 # four times the largest difference seen at each step, never below fp32's. Measured largest: the
 # loss 1.2e-5 at step 0 growing to 9.6e-5 at step 9, the gradient norm 1.0e-3 to 2.7e-3 at every step.
 FP32_TOL=(1e-4 0 1e-4 0)           # loss base, slope; grad norm base, slope
@@ -453,7 +453,7 @@ if selected anchors; then
   else row "side by side" FAIL "${summary:-no table}, exit status $status; see logs/side_by_side.log"; fi
 fi
 
-# 7. The memory plans, sized from the memory the device reports (docs/cuda.md §4).
+# 7. The memory plans, sized from the memory the device reports (docs/cuda_memory.md).
 if selected plan; then
   gib=$(awk -v m="$DEVICE_MIB" 'BEGIN {printf "%.1f", m / 1024}')
   for size in d12 d24 d36 d48; do

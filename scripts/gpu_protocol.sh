@@ -24,7 +24,7 @@
 # On the GPU the runs at once are sized from the memory the device reports (nvidia-smi): as many
 # as fit, at most the presets' 8, each taking the plan of the protocol's largest run (gpu-e2's
 # deepest model, l96h4c256v4096 at B = 16, T = 128, in fp32: build/bench_gpu -plan) and ./train's
-# 1 GiB reserve (docs/cuda.md §4).
+# 1 GiB reserve (docs/cuda_memory.md).
 # Exit status: 0 done, 1 an experiment failed (its sweep's log says which run), 2 bad arguments.
 set -u
 cd "$(dirname "$0")/.." || exit 1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/gpu_reference.sh TRAIN FILE [ARGS...] — the CPU reference of gpu_check.sh's training
-# rows (docs/cuda.md §8): runs TRAIN (./train) on the CPU backend in fp32 once per placement of
+# rows (docs/gpu_check.md): runs TRAIN (./train) on the CPU backend in fp32 once per placement of
 # the check (Pre-LN; Peri-LN with Δt = 0.1) with ARGS (default: the d12 configuration below) and
 # writes each step's loss and gradient norm to FILE. The runs are deterministic (a fixed seed,
 # and every sum of the CPU backend in a fixed order whatever the number of threads), so FILE is

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side by side on one GPU (docs/cuda.md §7): this project's training step (build/bench_gpu), a
+"""Side by side on one GPU (docs/cost_model.md): this project's training step (build/bench_gpu), a
 PyTorch GPT-2 of the same shape written here (bf16 autocast, scaled_dot_product_attention,
 torch.compile where it works) and llm.c's CUDA trainer where a prebuilt one is given: tokens
 per second and MFU of each in one table, from one command.

@@ -375,7 +375,9 @@ TEST(CudaMixedPrecision, Fp32StreamKeepsSmallStepsOfLargeStates) {
 
 // CudaOps runs two pairs of adjacent ops as one kernel each: residual_layernorm_forward and
 // layernorm_backward_residual. Each must give, bit for bit, the values of its two ops run one
-// after the other. Results are read straight from the device (DeviceArray::download).
+// after the other (residual_forward then layernorm_forward; layernorm_backward, then df = Δt·dx
+// as cpu_ops.h's residual_backward computes it). Results are read straight from the device
+// (DeviceArray::download).
 class CudaFusedOps : public ::testing::Test {
 protected:
     static constexpr int N = 8, C = 64;
@@ -436,17 +438,66 @@ TEST_F(CudaFusedOps, LayerNormBackwardAndScalingEqualTheTwoOps) {
                                           x.data(), w.data(), mean.data(), rstd.data(), N, C, mode);
         ops().layernorm_backward(dx[1].data(), dw[1].data(), db[1].data(), dout.data(), x.data(), w.data(),
                                  mean.data(), rstd.data(), N, C, mode);
-        gpu::residual_backward(df[1].data(), dx[1].data(), dt, NC, GradOut::Write, ops().stream);
         EXPECT_EQ(read(dx[0]), read(dx[1]));
         EXPECT_EQ(read(dw[0]), read(dw[1]));
         EXPECT_EQ(read(db[0]), read(db[1]));
-        EXPECT_EQ(read(df[0]), read(df[1]));
+        // df: the residual step's backward df = Δt·dx (cpu_ops.h's residual_backward) of the dx stored
         const std::vector<float> grad = read(dx[0]), scaled = read(df[0]);
         for (size_t i = 0; i < NC; i++) ASSERT_EQ(scaled[i], dt * grad[i]) << i;
     }
 }
 
-// ---- the memory plan (docs/cuda.md §4) ---------------------------------------------------------
+// ---- fused or plain, timed at start-up (-fused auto) ---------------------------------------------
+
+// -fused auto's timing (time_fused_products, gpt2.cu): every layer of each kind timed both
+// ways, finite and positive: in bf16 the bias of qkv, attproj and fcproj, fc's bias + GELU,
+// fcproj's GELU' and the four bias gradients; in fp32 (no GELU epilogue) the bias and the bias
+// gradients.
+template <typename T>
+void check_timing_covers_every_layer() {
+    const bool bf16_mode = std::is_same<T, bf16>::value;
+    const std::vector<ProductTiming> timings = time_fused_products<T>(tiny_config({Placement::Pre, 1.0f, false}), 2, 8);
+    std::vector<std::string> timed;
+    for (const ProductTiming& t : timings) {
+        timed.push_back(std::string(epilogue_name(t.kind)) + " " + t.layer);
+        EXPECT_GT(t.plain_ms, 0.0) << timed.back();
+        EXPECT_TRUE(std::isfinite(t.plain_ms)) << timed.back();
+#ifdef SIMT_EMULATION
+        EXPECT_GT(t.fused_ms, 0.0) << timed.back() << ": the emulated cuBLASLt takes every product";
+#endif
+    }
+    std::vector<std::string> want = {"bias qkv", "bias attproj", "bias fcproj"};
+    if (bf16_mode) want.insert(want.end(), {"bias + GELU fc", "GELU' fcproj"});
+    want.insert(want.end(), {"bias gradient qkv", "bias gradient attproj", "bias gradient fc", "bias gradient fcproj"});
+    EXPECT_EQ(timed, want);
+}
+TEST(FusedOrPlain, TimingCoversEveryLayerOfEachKindOfProduct) {
+    REQUIRE_CUDA_DEVICE();
+    check_timing_covers_every_layer<float>();
+    check_timing_covers_every_layer<bf16>();
+}
+
+
+#ifdef SIMT_EMULATION
+// A kind cuBLASLt refuses has no fused time, and -fused auto runs it plain.
+TEST(FusedOrPlain, TimingMakesARefusedKindPlain) {
+    for (bool use_bf16 : {false, true}) {
+        simt::refuse_cublaslt_epilogues(simt::LtRefusal::kMatmul);
+        testing::internal::CaptureStderr();
+        const ModelConfig cfg = tiny_config({Placement::Pre, 1.0f, use_bf16});
+        const std::vector<ProductTiming> timings =
+            use_bf16 ? time_fused_products<bf16>(cfg, 2, 8) : time_fused_products<float>(cfg, 2, 8);
+        testing::internal::GetCapturedStderr();
+        simt::refuse_cublaslt_epilogues(simt::LtRefusal::kNone);
+        for (const ProductTiming& t : timings)
+            EXPECT_TRUE(std::isnan(t.fused_ms)) << epilogue_name(t.kind) << " " << t.layer;
+        EXPECT_EQ(faster_products(timings).kinds, NO_KIND_FUSED);
+    }
+}
+
+#endif
+
+// ---- the memory plan (docs/cuda_memory.md) ---------------------------------------------------------
 
 // The plan counts what the backend allocates: building the backend for real takes exactly the
 // planned bytes from the device (the emulator's cudaMemGetInfo counts every byte it hands out;

@@ -1,4 +1,4 @@
-// fuzz_input.h — shared by the libFuzzer targets test/fuzz_*.cpp (README "Fuzzing"): the readers
+// fuzz_input.h — shared by the libFuzzer targets test/fuzz_*.cpp (docs/testing.md §4): the readers
 // under test take a path, so each input is written to a scratch file first.
 #pragma once
 #include <unistd.h>

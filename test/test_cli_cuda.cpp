@@ -140,7 +140,7 @@ TEST_F(CliCuda, Bf16TrainsLikeTheCpuWithinBf16Tolerance) {
     }
 }
 
-// The diagnostics of the stats records (README, *Outputs*): the RMS of the residual stream, the
+// The diagnostics of the stats records (docs/train.md §4): the RMS of the residual stream, the
 // scale-free gradients, the attention-logit maximum, parameter norm, W_fcproj gradient norm and
 // MLP hidden RMS per block, and the output-logit statistics, computed by the CUDA backend's own
 // kernels and reductions, against the CPU reference's, in

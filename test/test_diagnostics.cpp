@@ -1,4 +1,4 @@
-// The diagnostics as ./eval's JSON and ./train's `stats` records carry them (README, *Outputs*;
+// The diagnostics as ./eval's JSON and ./train's `stats` records carry them (docs/train.md §4;
 // docs/experiments.md, *Diagnostics*), on the real programs with a tiny model and tiny shards
 // made here: every field present with its length, the relations between fields that their
 // definitions fix, and perplexity per sequence against exp of single-sequence losses. The

@@ -1,4 +1,4 @@
-// Data-parallel ./train under mpirun (README "Training on several GPUs or nodes"), on the CPU
+// Data-parallel ./train under mpirun (docs/distributed.md), on the CPU
 // backend, a tiny model and tiny shards made here:
 //   - 2 and 3 ranks give the step losses and final parameters of one process at the same
 //     total batch (within 1e-6 relative), with the AdamW state sharded (ZeRO-1) or not;
@@ -120,7 +120,7 @@ protected:
     // Asserts that the run in `out_name` matches the one-process run in `one` of `steps` steps: every step and
     // validation loss within 1e-6 relative, the final parameters within 1e-6 in norm. Element by
     // element the parameters differ more: where a gradient is near zero, its sum in another order
-    // can differ in sign, and AdamW's step m/√v is then ±lr either way (README, "what scales").
+    // can differ in sign, and AdamW's step m/√v is then ±lr either way (docs/distributed.md, "What scales and what does not").
     void expect_same_as_one_process(const std::string& out_name, const std::string& one_name = "one",
                                     int steps = 6) const {
         const std::vector<double> one = numbers(one_name, "loss"), many = numbers(out_name, "loss");

@@ -1,6 +1,6 @@
 // The tables of flags (flags/train_flags.h, flags/eval_flags.h) and what comes from them: every flag at and
 // beyond each bound of its values (the option then holds what was typed), the defaults within
-// the values, the checks across flags, the usage naming every flag, and the tables of README and
+// the values, the checks across flags, the usage naming every flag, and the tables of
 // docs/cli.md equal to the code's (`make docs`). Also util/json.h's reader and writer, through which
 // config.json goes. Run from the repository root (the docs are read from there).
 #include <gtest/gtest.h>
@@ -377,7 +377,7 @@ TEST(FlagCounts, StepCountsAreExactOrRefusedForExtremeValues) {
     EXPECT_THROW(evaluation_tokens(1LL << 40, 1 << 15, 1 << 15), InputError);  // 2^70 tokens
 }
 
-// The default step on CUDA (README "Quick start"): GPT-2's 524,288 tokens on a large corpus, at
+// The default step on CUDA (docs/train.md §1): GPT-2's 524,288 tokens on a large corpus, at
 // most 1/16 of a small one's training tokens, never below one micro-step.
 TEST(FlagCounts, TheDefaultGpuStepFitsTheCorpus) {
     EXPECT_EQ(default_gpu_total_batch(16384, 9000000000ull), 524288);
@@ -388,8 +388,8 @@ TEST(FlagCounts, TheDefaultGpuStepFitsTheCorpus) {
     EXPECT_EQ(default_gpu_total_batch(16384, 0), 524288);             // no readable shard: the loader says why
 }
 
-// The default step is one process's, whatever the ranks (README "Training on several GPUs or
-// nodes"): kept when ranks·B·T divides it, refused naming -total_batch when it does not.
+// The default step is one process's, whatever the ranks (docs/distributed.md): kept when ranks·B·T
+// divides it, refused naming -total_batch when it does not.
 TEST(FlagCounts, TheDefaultStepIsOneProcessesUnderAnyRanks) {
     EXPECT_EQ(default_total_batch(524288, 32, 1024, 1), 524288);
     EXPECT_EQ(default_total_batch(524288, 32, 1024, 8), 524288);  // 2 micro-steps on each of 8 GPUs

@@ -1,4 +1,4 @@
-// The libFuzzer targets (test/fuzz_*.cpp, README "Fuzzing") for a few seconds each on their
+// The libFuzzer targets (test/fuzz_*.cpp, docs/testing.md §4) for a few seconds each on their
 // committed seed corpus test/fuzz/NAME/, so that a reader that crashes, leaks, overflows or
 // throws anything but a clean refusal on some input fails `make test`. New inputs go to a scratch
 // folder, never into the committed corpus. Skips when the targets were not built (no clang

@@ -1,4 +1,4 @@
-// The run-outcome rules of training.h (README "Run outcomes") on synthetic loss sequences: a spike
+// The run-outcome rules of training.h (docs/train.md §8) on synthetic loss sequences: a spike
 // that recovers, a sustained rise, a rise during warmup, a non-finite loss or gradient norm, a
 // collapse, each rule's boundary; then ./train itself: the log records and exit status of a run
 // that stops and of one that finishes, with unigram_ce computed as measure/baselines.h computes it, the
@@ -70,7 +70,7 @@ TEST(Outcomes, BlowUpInsideWarmupThatRecoversIsASpike) {
 TEST(Outcomes, BlowUpInsideTheFirstWindowThatNeverRecoversIsNotStopped) {
     // Warmup 30, W 20: the loss leaves 8.3 at step 2 and sits near 11 for good. The first W-step
     // mean (step 19) already holds the blow-up, so it is the best mean, and nothing after warmup
-    // rises above it: ./train's rule (a rise after warmup, README "Run outcomes") cannot see this
+    // rises above it: ./train's rule (a rise after warmup, docs/train.md §8) cannot see this
     // run, which finishes. The analysis's divergence event stands in for it (docs/protocol.md,
     // "Divergence": the last training loss above the first, or a collapse after a blow-up).
     OutcomeTracker t({20, 1.0, 1.0, 30});

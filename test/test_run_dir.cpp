@@ -1,4 +1,4 @@
-// ./train's run folder as a user meets it (README "Run folders", "Stopping and resuming", "Exit
+// ./train's run folder as a user meets it (docs/train.md §6, "Stopping and resuming", "Exit
 // status"): a folder belongs to one run (a lock held against a second real process, another
 // run's files refused unless -overwrite 1), a failed write stops the run with status 4 and a
 // parseable log (through a file-size limit, which fails writes as a full disk does), -resume 1
@@ -558,7 +558,7 @@ TEST_F(RunDir, TokenizeHelpPrintsUsage) {
 
 
 // ---------------------------------------------------------------------------------------------
-// Nothing a user gives destroys a file or overflows a count (README "Bad input")
+// Nothing a user gives destroys a file or overflows a count (docs/train.md §3)
 
 // Sets header word 3 (the tokenizer fingerprint, docs/formats.md §1) of the shard at `path`.
 void set_shard_tokenizer(const std::string& path, int32_t fingerprint) {

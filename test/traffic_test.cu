@@ -1,8 +1,8 @@
 // The traffic and cost model (bench/traffic.h, bench/cost_model.h) and the kernels' declarations
 // (bench/kernel_costs.h) against what the kernels really do:
-//   * every launcher of the .cuh files runs at odd test sizes in the counting build of the SIMT
-//     layer (test/simt/counting.h), which records the distinct device bytes each launch reads and
-//     writes, and each launch must match its declaration in `*_traffic`: the same kernel, read
+//   * every op of the CUDA op set (cuda_ops.cuh) runs at odd test sizes in the counting build of
+//     the SIMT layer (test/simt/counting.h), which records the distinct device bytes each launch
+//     reads and writes, and each launch must match its declaration in `*_traffic`: the same kernel, read
 //     and written bytes within 10%; where a kernel declares shared-memory wavefronts, they must
 //     match the emulator's count of every warp's shared requests, bank conflicts included; where
 //     it declares the resources of a block, the launch's threads per block exactly, and shared
@@ -39,7 +39,7 @@
 #include "loss.cuh"
 #include "matmul.cuh"
 #include "residual.cuh"
-#include "gpt2.cu"  // cuda_step_traffic: the CudaOps of one step with its recording observer
+#include "bench/bench_gpu_backend.cu"  // cuda_step_traffic: the launches of one step, as its ops declare them
 #include "bench/kernel_costs.h"
 #include "cuda/tensor_cores.cuh"
 #include "bench/traffic.h"
@@ -118,17 +118,20 @@ bool close(double a, size_t b) { return b == 0 ? a == 0 : std::fabs(a - (double)
     return agree(Launches{declared}, launches);
 }
 
+// A model of `channels` channels and NH heads whose CudaOps for (B, T) hold the scratch of a test.
+ModelConfig config_of(int channels, int T) {
+    ModelConfig cfg;
+    cfg.maxT = T, cfg.V = 64, cfg.Vp = 64, cfg.L = 1, cfg.NH = NH, cfg.C = channels;
+    return cfg;
+}
+
 template <typename T>
 class TrafficTest : public ::testing::Test {
 protected:
-    std::unique_ptr<gpu::Blas> blas;
-    std::unique_ptr<CudaOps<T>> ops;  // the linear layers' ops (cuda_ops.cuh), of a model of C channels
+    std::unique_ptr<CudaOps<T>> ops;  // the ops (cuda_ops.cuh) of a model of C channels, for (B, Tn)
     void SetUp() override {
         ASSERT_TRUE(simt::counting_compiled()) << "not the counting build: the hooks are never called";
-        blas = std::make_unique<gpu::Blas>(kStream);
-        ModelConfig cfg;
-        cfg.maxT = N, cfg.V = 64, cfg.Vp = 64, cfg.L = 1, cfg.NH = 1, cfg.C = C;
-        ops = std::make_unique<CudaOps<T>>(cfg, 1, N);
+        ops = std::make_unique<CudaOps<T>>(config_of(C, Tn), B, Tn);
     }
 };
 using ElementTypes = ::testing::Types<float, bf16>;
@@ -140,31 +143,9 @@ TYPED_TEST(TrafficTest, Convert) {
     DeviceArray<T> out(N * C);
     for (size_t offset : {0, 1})  // packs, and one element off alignment
         EXPECT_TRUE(agree(convert_traffic<T, float>(N * C - offset), counted([&] {
-                              convert(out.data() + offset, in.data() + offset, N * C - offset, kStream);
+                              this->ops->convert(out.data() + offset, in.data() + offset, N * C - offset);
                           })))
             << "offset " << offset;
-}
-
-TYPED_TEST(TrafficTest, AddColumnPartials) {
-    const int chunks = 5;
-    auto partial = filled<float>(chunks * 2 * C);
-    auto out = filled<float>(C);
-    EXPECT_TRUE(agree(add_column_partials_traffic(chunks, C),
-                      counted([&] { add_column_partials(out.data(), partial.data(), chunks, 2 * C, C, kStream); })));
-}
-
-TYPED_TEST(TrafficTest, Gemm) {
-    using T = TypeParam;
-    const int M = 7, Nn = 11, K = 5;
-    auto a = filled<T>(M * K);
-    auto b = filled<T>(K * Nn);
-    auto c = filled<float>(M * Nn);
-    for (float beta : {0.0f, 1.0f})
-        EXPECT_TRUE(agree(gpu::gemm_traffic(M, Nn, K, beta != 0, sizeof(T), 4), counted([&] {
-                              gpu::gemm(this->blas->cublas, false, true, M, Nn, K, 1.0f, a.data(), K, b.data(), K, beta,
-                                        c.data(), Nn);
-                          })))
-            << "beta = " << beta;
 }
 
 TYPED_TEST(TrafficTest, MatmulForwardAndBackward) {
@@ -208,28 +189,37 @@ TYPED_TEST(TrafficTest, PlainBiasGradientOverSeveralChunks) {
                       })));
 }
 
+// The bias pass of a plain forward (add_bias_kernel) at the widths and alignments of its paths.
 TYPED_TEST(TrafficTest, AddBias) {
     using T = TypeParam;
-    const int OC = 3 * C;
-    auto out = filled<T>(N * OC + 1), bias = filled<T>(OC);
+    const int IC = C, OC = 3 * C;
+    this->ops->fused = NO_KIND_FUSED;
+    auto out = filled<T>(N * OC + 1), inp = filled<T>(N * IC), w = filled<T>(OC * IC), bias = filled<T>(OC);
     for (int oc : {OC, OC - 3})  // packs of 16 bytes, and OC not a multiple of a pack
         for (size_t offset : {0, 1})  // out aligned, and one element off
-            EXPECT_TRUE(agree(gpu::add_bias_traffic<T>(N, oc), counted([&] {
-                                  gpu::add_bias(out.data() + offset, bias.data(), N, oc, kStream);
+            EXPECT_TRUE(agree(gpu::matmul_forward_traffic<T>(N, IC, oc, true, NO_KIND_FUSED), counted([&] {
+                                  this->ops->matmul_forward(out.data() + offset, inp.data(), w.data(), bias.data(), N,
+                                                            IC, oc);
                               })))
                 << "OC " << oc << ", offset " << offset;
 }
 
+// GELU's backward pass of a plain fcproj backward (gelu_backward_inplace_kernel) at the widths and
+// alignments of its paths.
 TYPED_TEST(TrafficTest, GeluBackwardInplace) {
     using T = TypeParam;
-    const int OC = 4 * C;
-    auto pre = filled<T>(N * OC), d = filled<T>(N * OC + 1);
-    for (int oc : {OC, OC - 3})  // packs of 16 bytes, and OC not a multiple of a pack
+    const int IC = 4 * C, OC = C;
+    this->ops->fused = NO_KIND_FUSED;
+    auto pre = filled<T>(N * IC), d = filled<T>(N * IC + 1), inp = filled<T>(N * IC), w = filled<T>(OC * IC);
+    auto dout = filled<T>(N * OC), dw = filled<float>(OC * IC), dbias = filled<float>(OC);
+    for (int ic : {IC, IC - 3})  // packs of 16 bytes, and a row not a multiple of a pack
         for (size_t offset : {0, 1})  // d aligned, and one element off
-            EXPECT_TRUE(agree(gpu::gelu_backward_inplace_traffic<T>(N, oc), counted([&] {
-                                  gpu::gelu_backward_inplace(d.data() + offset, pre.data(), N, oc, kStream);
+            EXPECT_TRUE(agree(gpu::matmul_gelu_backward_traffic<T>(N, ic, OC, true, NO_KIND_FUSED), counted([&] {
+                                  this->ops->matmul_gelu_backward(d.data() + offset, dw.data(), dbias.data(),
+                                                                  dout.data(), inp.data(), w.data(), pre.data(), N, ic,
+                                                                  OC);
                               })))
-                << "OC " << oc << ", offset " << offset;
+                << "IC " << ic << ", offset " << offset;
 }
 
 // fcproj's backward with GELU's derivative: fused into the dpre product where the kind is fused
@@ -252,14 +242,19 @@ TYPED_TEST(TrafficTest, MatmulGeluBackward) {
         }
 }
 
+// The bias + GELU pass of a plain fc forward (bias_gelu_forward_kernel) at the widths and
+// alignments of its paths.
 TYPED_TEST(TrafficTest, BiasGelu) {
     using T = TypeParam;
-    const int OC = 4 * C;
+    const int IC = C, OC = 4 * C;
+    this->ops->fused = NO_KIND_FUSED;
     auto pre = filled<T>(N * OC + 1), out = filled<T>(N * OC), bias = filled<T>(OC);
+    auto inp = filled<T>(N * IC), w = filled<T>(OC * IC);
     for (int oc : {OC, OC - 3})  // packs of 16 bytes, and OC not a multiple of a pack
         for (size_t offset : {0, 1})  // pre aligned, and one element off
-            EXPECT_TRUE(agree(gpu::bias_gelu_forward_traffic<T>(N, oc), counted([&] {
-                                  gpu::bias_gelu_forward(out.data(), pre.data() + offset, bias.data(), N, oc, kStream);
+            EXPECT_TRUE(agree(gpu::matmul_gelu_forward_traffic<T>(N, IC, oc, NO_KIND_FUSED), counted([&] {
+                                  this->ops->matmul_gelu_forward(out.data(), pre.data() + offset, inp.data(), w.data(),
+                                                                 bias.data(), N, IC, oc);
                               })))
                 << "OC " << oc << ", offset " << offset;
 }
@@ -290,14 +285,8 @@ TYPED_TEST(TrafficTest, Residual) {
         auto x = filled<float>(n), out = filled<float>(n);
         auto f = filled<T>(n);
         EXPECT_TRUE(agree(gpu::residual_forward_traffic<float, T>(n),
-                          counted([&] { gpu::residual_forward(out.data(), x.data(), f.data(), 0.3f, n, kStream); })))
+                          counted([&] { this->ops->residual_forward(out.data(), x.data(), f.data(), 0.3f, n); })))
             << n;
-        // Its backward: the stream gradient fp32, df in T, written or added into.
-        for (GradOut mode : {GradOut::Write, GradOut::Add})
-            EXPECT_TRUE(agree(gpu::residual_backward_traffic<T, float>(n, mode), counted([&] {
-                                  gpu::residual_backward(f.data(), x.data(), 0.3f, n, mode, kStream);
-                              })))
-                << n << (mode == GradOut::Add ? " adding" : " writing");
     }
 }
 
@@ -308,24 +297,23 @@ TYPED_TEST(TrafficTest, LayerNorm) {
     auto x = filled<float>(N * C + 1), dx = filled<float>(N * C);
     auto out = filled<T>(N * C), w = filled<T>(C), b = filled<T>(C), df = filled<T>(N * C);
     auto mean = filled<float>(N), rstd = filled<float>(N), dw = filled<float>(C), db = filled<float>(C);
-    auto partial = filled<float>(gpu::layernorm_backward_scratch(C));
     for (size_t offset : {0, 1}) {
         EXPECT_TRUE(agree(gpu::layernorm_forward_traffic<T, float, T>(N, C), counted([&] {
-                              gpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data() + offset, w.data(),
-                                                     b.data(), N, C, kStream);
+                              this->ops->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data() + offset,
+                                                           w.data(), b.data(), N, C);
                           })))
             << "offset " << offset;
         for (GradOut mode : {GradOut::Add, GradOut::Write})
             EXPECT_TRUE(agree(gpu::layernorm_backward_traffic<float, T, float, T>(N, C, mode), counted([&] {
-                                  gpu::layernorm_backward(dx.data(), dw.data(), db.data(), out.data(), x.data() + offset,
-                                                          w.data(), mean.data(), rstd.data(), N, C, partial.data(),
-                                                          kStream, mode);
+                                  this->ops->layernorm_backward(dx.data(), dw.data(), db.data(), out.data(),
+                                                                x.data() + offset, w.data(), mean.data(), rstd.data(),
+                                                                N, C, mode);
                               })))
                 << (mode == GradOut::Add ? "added" : "written") << ", offset " << offset;
         EXPECT_TRUE(agree(gpu::layernorm_backward_residual_traffic<float, T, T, float, T>(N, C), counted([&] {
-                              gpu::layernorm_backward(dx.data(), dw.data(), db.data(), out.data(), x.data() + offset,
-                                                      w.data(), mean.data(), rstd.data(), N, C, partial.data(),
-                                                      kStream, GradOut::Add, df.data(), 0.3f);
+                              this->ops->layernorm_backward_residual(dx.data(), df.data(), 0.3f, dw.data(), db.data(),
+                                                                     out.data(), x.data() + offset, w.data(),
+                                                                     mean.data(), rstd.data(), N, C, GradOut::Add);
                           })))
             << "with the residual gradient, offset " << offset;
     }
@@ -339,12 +327,12 @@ TYPED_TEST(TrafficTest, ResidualLayerNorm) {
     auto f = filled<T>(N * C), w = filled<T>(C), b = filled<T>(C), out = filled<T>(N * C);
     auto out_stream = filled<float>(N * C), mean = filled<float>(N), rstd = filled<float>(N);
     EXPECT_TRUE(agree(gpu::residual_layernorm_forward_traffic<float, T, T, T>(N, C), counted([&] {
-                          gpu::residual_layernorm_forward(sum.data(), out.data(), mean.data(), rstd.data(), x.data(),
-                                                          f.data(), 0.3f, w.data(), b.data(), N, C, kStream);
+                          this->ops->residual_layernorm_forward(sum.data(), out.data(), mean.data(), rstd.data(),
+                                                                x.data(), f.data(), 0.3f, w.data(), b.data(), N, C);
                       })));
     EXPECT_TRUE(agree(gpu::residual_layernorm_forward_traffic<float, T, float, T>(N, C), counted([&] {
-                          gpu::residual_layernorm_forward(sum.data(), out_stream.data(), mean.data(), rstd.data(),
-                                                          x.data(), f.data(), 0.3f, w.data(), b.data(), N, C, kStream);
+                          this->ops->residual_layernorm_forward(sum.data(), out_stream.data(), mean.data(), rstd.data(),
+                                                                x.data(), f.data(), 0.3f, w.data(), b.data(), N, C);
                       })));
 }
 
@@ -355,13 +343,13 @@ TYPED_TEST(TrafficTest, CrossEntropy) {
     auto losses = filled<float>(N);
     for (size_t offset : {0, 1}) {  // packs of 16 bytes (V mod 8 columns one by one), and one element off
         EXPECT_TRUE(agree(gpu::crossentropy_forward_traffic<T>(N, V, Vp), counted([&] {
-                              gpu::crossentropy_forward(losses.data(), logits.data() + offset, targets.data(), N, V,
-                                                        Vp, kStream);
+                              this->ops->crossentropy_forward(losses.data(), logits.data() + offset, targets.data(),
+                                                              N, V, Vp);
                           })))
             << "offset " << offset;
         EXPECT_TRUE(agree(gpu::crossentropy_forward_backward_traffic<T>(N, V, Vp), counted([&] {
-                              gpu::crossentropy_forward_backward(losses.data(), logits.data() + offset,
-                                                                 targets.data(), 0.1f, N, V, Vp, kStream);
+                              this->ops->crossentropy_forward_backward(losses.data(), logits.data() + offset,
+                                                                       targets.data(), 0.1f, N, V, Vp);
                           })))
             << "offset " << offset;
     }
@@ -372,21 +360,20 @@ TYPED_TEST(TrafficTest, AdamWAndSumOfSquares) {
     const size_t n = 40001;  // several blocks of the sum of squares
     auto params = filled<float>(n), grads = filled<float>(n), m = filled<float>(n), v = filled<float>(n);
     auto copy = filled<T>(n);
-    auto partial = filled<float>(gpu::SUMSQ_MAX_BLOCKS);
     const bool has_copy = !std::is_same<T, float>::value;
     const AdamWHyper h{1e-3, 0.9, 0.95, 1e-8, 0.1};
-    gpu::AdamWTable table;
+    gpu::AdamWTable& table = this->ops->adamw_segments;
     table.count = 2, table.end[0] = n / 3, table.end[1] = n, table.decays[0] = true, table.decays[1] = false;
     for (size_t lo : {7, 8}) {  // a slice, as one ZeRO-1 rank updates: one at a time, and in packs
         const size_t hi = n - 5;
         EXPECT_TRUE(agree(gpu::adamw_update_traffic<T>(hi - lo, has_copy), counted([&] {
-                              gpu::adamw_update(params.data(), has_copy ? copy.data() : nullptr, grads.data(),
-                                                m.data(), v.data(), table, lo, hi, h, 3, 1.0, kStream);
+                              this->ops->adamw_update(params.data(), has_copy ? copy.data() : nullptr, grads.data(),
+                                                      m.data(), v.data(), lo, hi, h, 3, 1.0);
                           })))
             << "lo " << lo;
     }
     EXPECT_TRUE(agree(gpu::sum_of_squares_traffic<T>(n),
-                      counted([&] { gpu::sum_of_squares(copy.data(), n, partial.data(), kStream); })));
+                      counted([&] { this->ops->sum_of_squares(copy.data(), n); })));
 }
 
 TYPED_TEST(TrafficTest, Encoder) {
@@ -403,17 +390,15 @@ TYPED_TEST(TrafficTest, Encoder) {
     for (int width : {C, 50})
         for (size_t offset : {0, 1})
             EXPECT_TRUE(agree(gpu::encoder_forward_traffic<float, T>(B, Tn, width), counted([&] {
-                                  gpu::encoder_forward(out.data() + offset, tokens.data(), wte.data(), wpe.data(), B,
-                                                       Tn, width, kStream);
+                                  this->ops->encoder_forward(out.data() + offset, tokens.data(), wte.data(), wpe.data(),
+                                                             B, Tn, width);
                               })))
                 << "C " << width << ", offset " << offset;
     // Backward: repeated tokens, i² mod 10 takes 6 distinct values.
     tokens.upload(repeated.data(), kStream);
-    gpu::TokenOrder order(N, C);
     auto dwte = filled<float>(Vp * C), dwpe = filled<float>(maxT * C);
     EXPECT_TRUE(agree(gpu::encoder_backward_traffic<float>(B, Tn, C, gpu::token_runs(repeated.data(), N)), counted([&] {
-                          gpu::encoder_backward(dwte.data(), dwpe.data(), out.data(), tokens.data(), order, B, Tn, C,
-                                                kStream);
+                          this->ops->encoder_backward(dwte.data(), dwpe.data(), out.data(), tokens.data(), B, Tn, C);
                       })));
     // A batch of 3·1500 positions: 8192 keys, four tiles, so the sort also makes its launches
     // over the whole array and its merges in the tiles; 6 tokens, so every run crosses chunks.
@@ -422,24 +407,24 @@ TYPED_TEST(TrafficTest, Encoder) {
     for (int i = 0; i < big_N; i++) many[i] = (i * i) % 10;
     DeviceArray<int32_t> big_tokens(big_N);
     big_tokens.upload(many.data(), kStream);
-    gpu::TokenOrder big_order(big_N, 8);
+    CudaOps<T> big_ops(config_of(8, big_T), B, big_T);
     auto big_dout = filled<float>((size_t)big_N * 8), big_dwpe = filled<float>(big_T * 8), big_dwte = filled<float>(10 * 8);
     EXPECT_TRUE(agree(gpu::encoder_backward_traffic<float>(B, big_T, 8, gpu::token_runs(many.data(), big_N)), counted([&] {
-                          gpu::encoder_backward(big_dwte.data(), big_dwpe.data(), big_dout.data(), big_tokens.data(),
-                                                big_order, B, big_T, 8, kStream);
+                          big_ops.encoder_backward(big_dwte.data(), big_dwpe.data(), big_dout.data(), big_tokens.data(),
+                                                   B, big_T, 8);
                       })));
 }
 
 TYPED_TEST(TrafficTest, Attention) {
     using T = TypeParam;
     auto qkv = filled<T>(N * 3 * C), out = filled<T>(N * C), dout = filled<T>(N * C), dqkv = filled<T>(N * 3 * C);
-    auto lse = filled<float>(gpu::attention_saved_size(B, Tn, NH)), delta = filled<float>(gpu::attention_saved_size(B, Tn, NH));
+    auto lse = filled<float>(gpu::attention_saved_size(B, Tn, NH));
     EXPECT_TRUE(agree(gpu::attention_forward_traffic<T>(B, Tn, C, NH), counted([&] {
-                          gpu::attention_forward(out.data(), lse.data(), qkv.data(), B, Tn, C, NH, kStream);
+                          this->ops->attention_forward(out.data(), lse.data(), qkv.data(), B, Tn, C, NH);
                       })));
     EXPECT_TRUE(agree(gpu::attention_backward_traffic<T>(B, Tn, C, NH), counted([&] {
-                          gpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(),
-                                                  delta.data(), B, Tn, C, NH, kStream);
+                          this->ops->attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B,
+                                                        Tn, C, NH);
                       })));
 }
 
@@ -508,11 +493,13 @@ TEST(SharedMemory, AttentionKernelsAsDeclaredWithoutConflicts) {
         const size_t n = (size_t)s.B * s.Tn, rows = gpu::attention_saved_size(s.B, s.Tn, s.NH);
         auto qkv = filled<bf16>(n * 3 * s.C), out = filled<bf16>(n * s.C), dout = filled<bf16>(n * s.C);
         auto dqkv = filled<bf16>(n * 3 * s.C);
-        auto lse = filled<float>(rows), delta = filled<float>(rows);
-        const auto forward = counted([&] { gpu::attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.Tn, s.C, s.NH, kStream); });
+        auto lse = filled<float>(rows);
+        ModelConfig cfg = config_of(s.C, s.Tn);
+        cfg.NH = s.NH;
+        CudaOps<bf16> ops(cfg, s.B, s.Tn);
+        const auto forward = counted([&] { ops.attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.Tn, s.C, s.NH); });
         const auto backward = counted([&] {
-            gpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), delta.data(), s.B,
-                                    s.Tn, s.C, s.NH, kStream);
+            ops.attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B, s.Tn, s.C, s.NH);
         });
         const Launches declared_forward = gpu::attention_forward_traffic<bf16>(s.B, s.Tn, s.C, s.NH);
         const Launches declared_backward = gpu::attention_backward_traffic<bf16>(s.B, s.Tn, s.C, s.NH);
@@ -930,7 +917,7 @@ TEST(Ptx, DeclaredResourcesAsPtxas) {
 // kind of product fused) that is not a cuBLAS product, a memset or a copy is a kernel of the
 // project, and each declares its warp instructions and the resources of its blocks: none is
 // rated by its roofline alone, but for the exact attention kernels (fp32, and head sizes without
-// a tensor-core kernel), which are not meant to be fast (docs/cuda.md, "The cost model"). With
+// a tensor-core kernel), which are not meant to be fast (docs/cost_model.md, "The cost model"). With
 // every kind fused, the plain kinds' kernels (add_bias_kernel, bias_backward_kernel, which declare
 // their bytes alone) do not run; the GELU passes, which run in fp32, are checked.
 TEST(CostModel, EveryKernelOfTheStepDeclaresItsIssue) {
@@ -958,7 +945,7 @@ TEST(CostModel, EveryKernelOfTheStepDeclaresItsIssue) {
 
 // The WMMA tile kernels of attention.cuh before FlashAttention-2's tiling replaced them (commit
 // 3b8fddc): one warp per block of 16 rows, 16×16 tiles, at head size 64 in bf16. Their costs as
-// recorded from that commit's sm_90 PTX and ptxas report (docs/cuda.md, "The cost model"): per
+// recorded from that commit's sm_90 PTX and ptxas report (docs/cost_model.md, "The cost model"): per
 // 16×16 tile pair, the warp instructions of the tile loop (its inner loops counted as often as
 // they run: each load of a 16-row tile is 8 passes of a 96-instruction loop, the softmax loop one
 // pass of 635 on 16 lanes, ...), and the shared-memory wavefronts counted by hand from the same
@@ -999,18 +986,20 @@ TEST(CostModel, RatesTheOldAttentionKernelsAtSeveralTimesTheirRoofline) {
 TYPED_TEST(TrafficTest, WrongDeclarationsDisagree) {
     using T = TypeParam;
     const size_t n = (size_t)N * 4 * C;
-    auto x = filled<T>(n), f = filled<T>(n), out = filled<T>(n);
-    const auto launches = counted([&] { gpu::residual_forward(out.data(), x.data(), f.data(), 0.5f, n, kStream); });
-    Traffic wrong = gpu::residual_forward_traffic<T, T>(n);
+    auto f = filled<T>(n);
+    auto x_stream = filled<float>(n), out_stream = filled<float>(n);
+    const auto launches =
+        counted([&] { this->ops->residual_forward(out_stream.data(), x_stream.data(), f.data(), 0.5f, n); });
+    Traffic wrong = gpu::residual_forward_traffic<float, T>(n);
     wrong.bytes_read = n * sizeof(T);
     EXPECT_FALSE(agree(wrong, launches));
-    Traffic short_read = gpu::residual_forward_traffic<T, T>(n);
+    Traffic short_read = gpu::residual_forward_traffic<float, T>(n);
     short_read.bytes_read *= 0.85;
     EXPECT_FALSE(agree(short_read, launches));
     EXPECT_FALSE(agree(Launches{}, launches));  // a launch not declared at all
     auto in = filled<float>(n);
     DeviceArray<T> converted(n);
-    const auto conversion = counted([&] { convert(converted.data(), in.data(), n, kStream); });
+    const auto conversion = counted([&] { this->ops->convert(converted.data(), in.data(), n); });
     Traffic half_block = convert_traffic<T, float>(n);
     half_block.resources.threads_per_block /= 2;
     EXPECT_TRUE(agree(convert_traffic<T, float>(n), conversion));

@@ -1,4 +1,4 @@
-// util/memory_plan.h — device memory by category, and the micro-batch that fits (docs/cuda.md §4).
+// util/memory_plan.h — device memory by category, and the micro-batch that fits (docs/cuda_memory.md).
 //
 // The model (gpt2.h) names the category of every buffer it allocates; the CUDA backend can
 // build itself in a counting mode that adds up the bytes of each category instead of

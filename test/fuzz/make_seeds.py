@@ -1,4 +1,4 @@
-"""Writes the seed corpora of the fuzz targets (README "Fuzzing") into test/fuzz/<target>/:
+"""Writes the seed corpora of the fuzz targets (docs/testing.md §4) into test/fuzz/<target>/:
 small valid files of each format (the layouts of docs/formats.md) and a few
 broken ones. Run from the repository root: python3 test/fuzz/make_seeds.py"""
 import os

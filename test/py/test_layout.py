@@ -1,9 +1,11 @@
 """The layout of the sources (README "Code map"): the model and the kernels at the top level, the
 machinery in the folders the Makefile names (SOURCE_DIRS). Checked from the files themselves:
 every #include of the project names an existing file by its path from the repository root; the
-includes go one way, util/ ← cuda/, distributed/ ← the top level and bench/ ← the other folders ←
-the programs (no file includes one of a later layer); no include cycle; README's code map lists every source file, and nothing else.
-Standard library only. Run by build/test_experiments (make test)."""
+includes go one way, util/ ← cuda/, distributed/ ← the top level ← the other folders (bench/
+among them) ← the programs (no file includes one of a later layer); nothing that ./train and
+./eval compile includes bench/ (the benchmarks wrap the op set from outside); no include cycle;
+README's code map lists every source file, and nothing else. Standard library only. Run by
+build/test_experiments (make test)."""
 import os
 import re
 import unittest
@@ -39,23 +41,22 @@ def sources():
 # The folders below the top level: what the model and the kernels are built on, knowing nothing of
 # them (as llm.c's llmc/ is to train_gpt2.cu).
 FOUNDATIONS = ("cuda/", "distributed/")
-# The folder beside the top level: the kernels' cost model reads the kernel files' constants,
-# and the CUDA op set tells it each op's launches (bench/kernel_costs.h, bench/step_traffic.cuh).
-BESIDE_THE_KERNELS = ("bench/",)
+# What the programs ./train and ./eval compile: their sources, and the CUDA backend's.
+PROGRAM_SOURCES = ("train.cpp", "eval.cpp", "gpt2.cu")
 
 
 def layer(path):
     """0: util/; 1: cuda/ and distributed/ (the kernels' shared parts, the process group); 2: the top
-    level's headers and gpt2.cu (the model, the kernels, the data) and bench/'s headers (the cost
-    model and the op observers); 3: the other folders (the machinery around the model); 4: the
-    programs (a .cpp file anywhere)."""
-    if path.endswith(".cpp"):
+    level's headers and gpt2.cu (the model, the kernels, the data); 3: the other folders (the
+    machinery around the model, and bench/: the cost model, the watched op set); 4: the programs
+    (a .cpp file anywhere, and bench/'s CUDA translation unit)."""
+    if path.endswith(".cpp") or (path.startswith("bench/") and path.endswith(".cu")):
         return 4
     if path.startswith("util/"):
         return 0
     if path.startswith(FOUNDATIONS):
         return 1
-    if "/" not in path or path.startswith(BESIDE_THE_KERNELS):
+    if "/" not in path:
         return 2
     return 3
 
@@ -86,7 +87,19 @@ class Layout(unittest.TestCase):
                for i in incs if os.path.isfile(os.path.join(REPO, i)) and layer(i) > layer(f)]
         bad += [f"{f} includes {i}" for f, incs in self.graph.items() if f.startswith("util/")
                 for i in incs if not i.startswith("util/")]
-        self.assertEqual(bad, [], "an include against the layers util/ <- cuda/, distributed/ <- top level, bench/ <- folders <- programs")
+        self.assertEqual(bad, [], "an include against the layers util/ <- cuda/, distributed/ <- top level <- folders <- programs")
+
+    def test_the_programs_compile_nothing_of_bench(self):
+        # Every file ./train and ./eval compile, followed through its includes.
+        seen, todo = set(), list(PROGRAM_SOURCES)
+        while todo:
+            f = todo.pop()
+            if f in seen or not os.path.isfile(os.path.join(REPO, f)):
+                continue
+            seen.add(f)
+            todo.extend(i for i in includes(f) if not is_system_like(i))
+        self.assertEqual(sorted(f for f in seen if f.startswith("bench/")), [],
+                         "files of bench/ that ./train or ./eval compile: the benchmarks must wrap the op set from outside")
 
     def test_no_include_cycle(self):
         state = {}  # file -> 1 while on the path, 2 when done

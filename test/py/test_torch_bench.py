@@ -1,4 +1,4 @@
-"""scripts/torch_gpt2_bench.py (docs/cuda.md §7) without a GPU: its table from fake programs that
+"""scripts/torch_gpt2_bench.py (docs/cost_model.md) without a GPU: its table from fake programs that
 print what bench_gpu and llm.c's trainer print, with torch hidden (a clean skip line) and, where
 torch is installed, a tiny run of the PyTorch model on the CPU. Run by build/test_experiments."""
 import os
