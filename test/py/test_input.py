@@ -127,7 +127,7 @@ class Sweep(unittest.TestCase):
         with open(self.out, "w") as f:
             f.write("mine")
         status, _, err = self.sweep()
-        self.assertEqual((status, err), (2, f"sweep: --out {self.out}: is a file, not a folder\n"))
+        self.assertEqual((status, err), (2, f"sweep: --out {self.out}: is a regular file, not a folder\n"))
         with open(self.out) as f:
             self.assertEqual(f.read(), "mine")
 
