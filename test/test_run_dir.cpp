@@ -649,6 +649,22 @@ TEST_F(RunDir, ShardsOfDifferentTokenizersAreRefusedAcrossTrainAndValData) {
     expect_refused(run(args), "shards of different tokenizers cannot be read together");
 }
 
+// -fused auto, the default, has nothing to fuse on the CPU and is accepted there, given or not;
+// all and none choose among CUDA products and are refused, naming the value.
+TEST_F(RunDir, FusedAutoIsAcceptedOnTheCpu) {
+    Result r = train("-steps 2 -fused auto");
+    EXPECT_EQ(r.status, 0) << r.err;
+    const std::string eval = "./eval -device cpu -model " + dir + "out/model_00000002.bin -val_data " + dir +
+                             "val_*.bin -T 8 -B 2 -eval_batches 1 -diag_batches 0 -fused ";
+    r = run(eval + "auto");
+    EXPECT_EQ(r.status, 0) << r.err;
+    for (const char* value : {"all", "none"}) {
+        expect_refused(train(std::string("-steps 2 -overwrite 1 -fused ") + value),
+                       std::string("flag -fused: ") + value + " chooses how the CUDA backend");
+        expect_refused(run(eval + value), std::string("flag -fused: ") + value + " chooses how the CUDA backend");
+    }
+}
+
 TEST_F(RunDir, ValidationDataThatIsTrainingDataIsWarnedAbout) {
     std::string args = train_args("-steps 2 -eval_batches 1");
     args.replace(args.find("val_*.bin"), 9, "train_000.bin");
