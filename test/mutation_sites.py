@@ -6,9 +6,12 @@ by hand (docs/mutation.md):
                statement (Python) removed: the refusal no longer happens and the code goes on;
     exitN      an exit status 2, 3 or 4 (`return 2;`, `? 0 : 3;`, `return 4`, `sys.exit(2)`, the
                argparse `self.exit(2, ...)`) turned into 1;
-    OP>OP'     a comparison at its edge: < and <= swapped, > and >= swapped;
-    N+1, N-1   an integer literal of such a comparison, or of the data loader's window
+    OP→OP'     a comparison at its edge: < and <= swapped, > and >= swapped;
+    N→N±1      an integer literal of such a comparison, or of the data loader's window
                arithmetic, one more or one less.
+
+A mutant's name is FILE:LINE:KIND (eval.cpp:481:throw, training.h:80:>=→>, dataloader.h:210:1→2),
+with #2, #3 ... after a name that repeats on its line.
 
 Comparisons are taken from the conditions that guard a refusal (the `if` whose body is the throw
 or raise), and every one of training.h (the run-outcome rules) and dataloader.h (the loader's
@@ -179,12 +182,12 @@ def comparison_mutants(path, text, code, spans):
         if not lhs or not rhs:
             continue
         line = line_of(text, op_at)
-        variants = [(f"{op}>{EDGE[op]}", f"{lhs} {EDGE[op]} {rhs}")]
+        variants = [(f"{op}→{EDGE[op]}", f"{lhs} {EDGE[op]} {rhs}")]
         for side, operand in (("rhs", rhs), ("lhs", lhs)):
             if re.fullmatch(r"\d+", operand):
                 n = int(operand)
                 for shifted in (n + 1, n - 1):
-                    variants.append((f"{n}>{shifted}",
+                    variants.append((f"{n}→{shifted}",
                                      f"{lhs} {op} {shifted}" if side == "rhs" else f"{shifted} {op} {rhs}"))
         for kind, variant in variants:
             out.append(Mutant(f"{path}:{line}:{kind}", path, left[0], right[1], variant, f"{lhs} {op} {rhs}"))
@@ -227,7 +230,7 @@ def cpp_sites(path, text, code):
             if code[at - 1:at].isalnum() or code[at - 1:at] == "_":
                 continue
             for shifted in (n + 1, n - 1):
-                out.append(Mutant(f"{path}:{line_of(text, at)}:{n}>{shifted}", path, at, m.end(), str(shifted), m.group(0)))
+                out.append(Mutant(f"{path}:{line_of(text, at)}:{n}→{shifted}", path, at, m.end(), str(shifted), m.group(0)))
     return out
 
 
@@ -349,14 +352,14 @@ def py_mutants(path, text):
             for j, t in enumerate(toks[:colon]):
                 if t.type == tokenize.OP and t.string in EDGE:
                     at = offset(t.start)
-                    out.append(Mutant(f"{path}:{t.start[0]}:{t.string}>{EDGE[t.string]}", path, at, at + len(t.string),
+                    out.append(Mutant(f"{path}:{t.start[0]}:{t.string}→{EDGE[t.string]}", path, at, at + len(t.string),
                                       EDGE[t.string], " ".join(words[max(0, j - 1):j + 2])))
                     for neighbour in (j - 1, j + 1):
                         n = toks[neighbour]
                         if n.type == tokenize.NUMBER and re.fullmatch(r"\d+", n.string):
                             for shifted in (int(n.string) + 1, int(n.string) - 1):
                                 at = offset(n.start)
-                                out.append(Mutant(f"{path}:{n.start[0]}:{n.string}>{shifted}", path, at,
+                                out.append(Mutant(f"{path}:{n.start[0]}:{n.string}→{shifted}", path, at,
                                                   at + len(n.string), str(shifted), " ".join(words[max(0, j - 1):j + 2])))
     return out
 
@@ -371,5 +374,13 @@ def guards_a_refusal(toks, lines, i):
 
 
 def mutants_of(path, text):
-    """The mutants of one source file, C++ or Python by its name."""
-    return py_mutants(path, text) if path.endswith(".py") else cpp_mutants(path, text)
+    """The mutants of one source file, C++ or Python by its name, each with a name of its own."""
+    mutants = py_mutants(path, text) if path.endswith(".py") else cpp_mutants(path, text)
+    seen = {}
+    for mutant in mutants:
+        seen[mutant.name] = seen.get(mutant.name, 0) + 1
+        if seen[mutant.name] > 1:
+            mutant.name += f"#{seen[mutant.name]}"
+    for mutant in mutants:
+        mutant.what = " ".join(mutant.what.split())
+    return mutants
