@@ -37,7 +37,7 @@ import tempfile
 import time
 import unicodedata
 
-from experiments.files import InputError, check_inputs, kind_of, open_input, output_target
+from experiments.files import InputError, check_inputs, check_is_folder, kind_of, open_input, output_target
 
 REPO_DIR = os.path.dirname(os.path.abspath(__file__))
 DATA_DIR = os.path.join(REPO_DIR, "data")
@@ -374,7 +374,9 @@ def check_plain_name(name, origin):
 
 def make_output_dir(path):
     """Creates the output folder (and its parents) and checks that a file can be created in it
-    by creating one (and removing it), or raises UserError."""
+    by creating one (and removing it), or raises UserError; something other than a folder there
+    (a file, a FIFO, a dangling link) is refused (experiments/files.py, check_is_folder)."""
+    check_is_folder(path, "--out")
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:

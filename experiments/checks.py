@@ -11,7 +11,7 @@ import subprocess
 import numpy as np
 
 from .grid import CUSTOM_SIZE, InputError, fmt_num, header_word, is_model_size, make_grid, model_vocab, parse_list
-from .files import kind_of
+from .files import check_is_folder
 from .flag_table import check_value, flag_row
 from .settings import SETTINGS, ZERO_MEANS_DEFAULT, default_warmup
 
@@ -70,8 +70,7 @@ def resolve_warmup(s):
 
 
 def check_out(out):
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise InputError(f"--out {out}: is {kind_of(os.stat(out).st_mode)}, not a folder")
+    check_is_folder(out, "--out")
 
 
 def data_tokenizer(s):

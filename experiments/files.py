@@ -149,10 +149,24 @@ def check_outputs(outputs, inputs):
             raise InputError(f"{flag} {path}: is the input {same}; choose another name")
 
 
+def check_is_folder(path, flag):
+    """Refuses (InputError, led by `flag`) a folder path at which something other than a folder
+    (or a link to one) is: a file, a FIFO, a device, a dangling link, a link loop."""
+    if not os.path.lexists(path) or os.path.isdir(path):
+        return
+    try:
+        what = f"is {kind_of(os.stat(path).st_mode)}"
+    except OSError as e:
+        what = (f"is a symbolic link in a loop ({e.strerror})" if e.errno == errno.ELOOP else
+                f"is a symbolic link to {os.readlink(path)}, which does not exist")
+    raise InputError(f"{flag} {path}: {what}, not a folder")
+
+
 def check_folder(folder, flag):
-    """Refuses (InputError) an output folder in which no file can be created (read-only, full,
-    a path through a file, a name too long), by creating it and a file in it; what this check
-    created is removed again."""
+    """Refuses (InputError) an output folder that is something else (check_is_folder) or in which
+    no file can be created (read-only, full, a path through a file, a name too long), by creating
+    it and a file in it; what this check created is removed again."""
+    check_is_folder(folder, flag)
     created, path = [], os.path.abspath(folder)
     while not os.path.lexists(path):
         created.append(path)  # the deepest first

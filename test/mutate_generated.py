@@ -6,6 +6,8 @@ with mutants generated from the code (test/mutation_sites.py, docs/mutation.md).
     python3 test/mutate.py --generated eval.cpp training.h:80   only the names containing one of these
     python3 test/mutate.py --generated --tree DIR        the scratch copy (default /tmp/gpt2_mutate)
     python3 test/mutate.py --generated --at COMMIT       the sources and tests of an older commit
+    python3 test/mutate.py --generated --fast            without the slow suites (SLOW); a later run
+                                                         without --fast runs only those for the survivors
 
 The working tree (or COMMIT) is copied to the scratch folder, every C++ mutant of the generated
 set is compiled into its file there at once (mutation_sites.instrument_cpp) and the programs and
@@ -47,6 +49,7 @@ SUITES = {
     "py_sweep_runs": ("GTEST_FILTER=*test_sweep_runs:build/test_experiments", "test/py/test_sweep_runs.py"),
 }
 PROGRAMS = ["run_dir", "cli", "file_kinds", "user_commands"]  # the suites that run ./train and ./eval
+SLOW = ("run_dir", "cli", "sweep", "py_sweep_runs")  # minutes each on 2 cores: left out with --fast
 SWEEP = ["py_input", "py_file_kinds", "py_results", "py_sweep_runs", "sweep"]
 # The generated set's sources, each with the suites that cover it.
 SUITES_OF = {
@@ -97,7 +100,8 @@ def generated_mutants(root):
 
 def copy_tree(tree, commit):
     """The repository's files (tracked and untracked but not ignored; or COMMIT's) copied into
-    `tree`, each only when its content differs (so that make rebuilds only what changed)."""
+    `tree`, each only when its content differs (so that make rebuilds only what changed); returns
+    the folder copied from and how many files changed."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     source = repo
     if commit:
@@ -109,9 +113,11 @@ def copy_tree(tree, commit):
     else:
         names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=repo, capture_output=True,
                                text=True, check=True).stdout.split("\n")
+    changed = 0
+    instrumented = {path for path in SUITES_OF if not path.endswith(".py")}  # instrument() writes those
     for name in filter(None, names):
         src, dst = os.path.join(source, name), os.path.join(tree, name)
-        if not os.path.isfile(src) or os.path.islink(src):
+        if not os.path.isfile(src) or os.path.islink(src) or os.path.normpath(name) in instrumented:
             continue
         with open(src, "rb") as f:
             data = f.read()
@@ -123,12 +129,14 @@ def copy_tree(tree, commit):
         with open(dst, "wb") as f:
             f.write(data)
         shutil.copymode(src, dst)
-    return source
+        changed += 1
+    return source, changed
 
 
 def instrument(tree, source, mutants, ids):
     """Writes every C++ file of the generated set into `tree` with its mutants compiled in
-    (only when that text differs from what is there)."""
+    (only when that text differs from what is there); returns how many files it wrote."""
+    written = 0
     by_path = {}
     for mutant, k in zip(mutants, ids):
         if not mutant.path.endswith(".py"):
@@ -139,11 +147,14 @@ def instrument(tree, source, mutants, ids):
         with open(os.path.join(source, path), encoding="utf-8") as f:
             text = mutation_sites.instrument_cpp(f.read(), group, numbers)
         target = os.path.join(tree, path)
-        with open(target, encoding="utf-8") as f:
-            if f.read() == text:
-                continue
+        if os.path.exists(target):
+            with open(target, encoding="utf-8") as f:
+                if f.read() == text:
+                    continue
         with open(target, "w", encoding="utf-8") as f:
             f.write(text)
+        written += 1
+    return written
 
 
 def build(tree, suites):
@@ -157,13 +168,14 @@ def build(tree, suites):
 
 
 def read_results(path):
-    """name -> (verdict, killer, seconds) of the mutants already run (results.tsv)."""
+    """name -> (verdict, killer, seconds, the suites run) of the mutants already run (results.tsv;
+    the last line of a name wins)."""
     results = {}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             for line in f:
-                name, verdict, killer, seconds = line.rstrip("\n").split("\t")
-                results[name] = (verdict, killer, float(seconds))
+                name, verdict, killer, seconds, suites = line.rstrip("\n").split("\t")
+                results[name] = (verdict, killer, float(seconds), suites.split(","))
     return results
 
 
@@ -193,14 +205,14 @@ def run_mutant(tree, mutant, number, suites, run_binary):
 
 
 def main(argv, run_binary):
-    tree, commit, wanted = DEFAULT_TREE, None, []
+    tree, commit, wanted, fast = DEFAULT_TREE, None, [], "--fast" in argv
     args = iter(argv)
     for a in args:
         if a == "--tree":
             tree = next(args)
         elif a == "--at":
             commit = next(args)
-        elif a != "--list":
+        elif a not in ("--list", "--fast"):
             wanted.append(a)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if "--list" in argv:
@@ -209,11 +221,11 @@ def main(argv, run_binary):
         return 0
     os.makedirs(tree, exist_ok=True)
     tree = os.path.abspath(tree)
-    source = copy_tree(tree, commit)
+    source, changed = copy_tree(tree, commit)
     mutants = generated_mutants(source)
     ids = list(range(len(mutants)))
-    instrument(tree, source, mutants, ids)
-    suites_of = {path: [s for s in suites if os.path.exists(os.path.join(tree, SUITES[s][1]))]
+    changed += instrument(tree, source, mutants, ids)
+    suites_of = {path: [s for s in suites if os.path.exists(os.path.join(tree, SUITES[s][1])) and not (fast and s in SLOW)]
                  for path, suites in SUITES_OF.items()}
     chosen = [(m, k) for m, k in zip(mutants, ids) if not wanted or any(w in m.name for w in wanted)]
     needed = sorted({s for m, _ in chosen for s in suites_of[m.path]})
@@ -222,8 +234,17 @@ def main(argv, run_binary):
     if not ok:
         print("the instrumented build failed:\n" + log)
         return 2
+    baseline_path = os.path.join(tree, "baseline.tsv")
+    rebuilt = changed > 0 or "g++" in log
+    if rebuilt and os.path.exists(baseline_path):
+        os.remove(baseline_path)
     seconds = {}
+    if os.path.exists(baseline_path):
+        with open(baseline_path, encoding="utf-8") as f:
+            seconds = {suite: float(t) for suite, t in (line.split() for line in f)}
     for suite in needed:  # every suite passes with no mutant switched on, and how long it takes
+        if suite in seconds:
+            continue
         start = time.time()
         failed = run_binary(SUITES[suite][0], cwd=tree)
         seconds[suite] = time.time() - start
@@ -231,18 +252,22 @@ def main(argv, run_binary):
               flush=True)
         if failed:
             return 2
+        with open(baseline_path, "a", encoding="utf-8") as f:
+            f.write(f"{suite} {seconds[suite]:.1f}\n")
     results_path = os.path.join(tree, "results.tsv")
     results = read_results(results_path)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so that `finally` puts a Python file back
     for mutant, k in chosen:
-        if mutant.name in results:
+        done = results.get(mutant.name, ("", "", 0, []))
+        suites = sorted((s for s in suites_of[mutant.path] if s not in done[3]), key=lambda s: seconds[s])
+        if done[0] == "killed" or not suites:
             continue
         start = time.time()
-        suites = sorted(suites_of[mutant.path], key=lambda s: seconds[s])
         verdict, killer = run_mutant(tree, mutant, k, suites, run_binary)
-        results[mutant.name] = (verdict, killer, time.time() - start)
+        ran = done[3] + suites
+        results[mutant.name] = (verdict, killer, done[2] + time.time() - start, ran)
         with open(results_path, "a", encoding="utf-8") as f:
-            f.write(f"{mutant.name}\t{verdict}\t{killer}\t{time.time() - start:.0f}\n")
+            f.write(f"{mutant.name}\t{verdict}\t{killer}\t{results[mutant.name][2]:.0f}\t{','.join(ran)}\n")
         print(f"{mutant.name:40s} {verdict:8s} {killer} ({time.time() - start:.0f} s)", flush=True)
     return summary([m for m, _ in chosen], results)
 
@@ -264,5 +289,5 @@ def summary(mutants, results):
     print(f"\n{total['killed']} of {run} generated mutants killed ({100 * total['killed'] / max(run, 1):.1f}%)")
     survivors = [m for m in mutants if results.get(m.name, ("",))[0] == "survived"]
     for m in survivors:
-        print(f"survived: {m.name}  ({m.what})")
+        print(f"survived: {m.name}  ({m.what}; suites run: {', '.join(results[m.name][3])})")
     return 1 if survivors else 0

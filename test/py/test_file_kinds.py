@@ -132,6 +132,25 @@ class FileKinds(unittest.TestCase):
                 self.refused(says, self.prepare(self.path("story.txt"), *out))
                 self.assertEqual(sorted(glob.glob(self.path(".*.tmp"))), [])
 
+    def test_output_folders_of_each_kind(self):
+        # An --out that is no folder: refused in one line naming what it is; a link to a folder is it.
+        with open(self.path("file"), "w") as f:
+            f.write("mine")
+        for path, says in [(self.path("fifo"), "is a FIFO (named pipe), not a folder"),
+                           ("/dev/stdout", "is a FIFO (named pipe), not a folder"),  # the pipe run_tool reads
+                           ("/dev/null", "is a character device, not a folder"),
+                           (self.path("file"), "is a regular file, not a folder"),
+                           (self.path("dangling"), f"is a symbolic link to {self.path('nowhere', 'x')}, which does not exist"),
+                           (self.path("loop_a"), "is a symbolic link in a loop")]:
+            with self.subTest(path=path):
+                self.refused(f"--out {path}: {says}", self.prepare(self.path("story.txt"), "--out", path))
+                self.refused(f"--out {path}: {says}", self.sweep("--out", path))
+        self.assertFalse(os.path.exists(self.path("nowhere")))
+        os.symlink(self.path("folder"), self.path("link_folder"))
+        status, _, err = self.run_tool(self.prepare(self.path("story.txt"), "--out", self.path("link_folder")))
+        self.assertEqual(status, 0, err)
+        self.assertTrue(os.path.exists(self.path("folder", "story_train_000000.bin")))
+
     def test_prepare_data_shard_size_floor(self):
         self.refused("--shard_size 1: must be at least 2 tokens",
                      self.prepare(self.path("story.txt"), "--shard_size", "1", "--out", self.path("out")))
