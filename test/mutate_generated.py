@@ -2,22 +2,30 @@
 with mutants generated from the code (test/mutation_sites.py, docs/mutation.md).
 
     python3 test/mutate.py --generated --list            every generated mutant, by name
-    python3 test/mutate.py --generated                   run them all (hours: see docs/mutation.md)
+    python3 test/mutate.py --generated                   run them all (see docs/mutation.md for the time)
     python3 test/mutate.py --generated eval.cpp training.h:80   only the names containing one of these
     python3 test/mutate.py --generated --tree DIR        the scratch copy (default /tmp/gpt2_mutate)
     python3 test/mutate.py --generated --at COMMIT       the sources and tests of an older commit
-    python3 test/mutate.py --generated --fast            without the slow suites (SLOW); a later run
-                                                         without --fast runs only those for the survivors
+    python3 test/mutate.py --generated --rerun NAME...   those mutants again (after a test was added)
 
 The working tree (or COMMIT) is copied to the scratch folder, every C++ mutant of the generated
 set is compiled into its file there at once (mutation_sites.instrument_cpp) and the programs and
-test binaries are built once, at -O1, CPU only. Then every suite the mutants need runs once as it
-is (all must pass), and each mutant in turn: a C++ mutant switched on by GPT2_MUTANT=K, a Python
-mutant written into its file (and put back); the suites that cover its file (SUITES_OF, fastest
-first, each stopping at its first failure) run until one fails: the mutant is killed by that test.
-The results go to DIR/results.tsv as they come, so that a run stopped (Ctrl-C) continues where it
-was with the same command; the summary at the end counts killed and surviving mutants per file.
-Exit status 1 when a mutant survived."""
+test binaries are built once, at -O1, CPU only.
+
+Trace pass: every test case of every suite the mutants need (SUITES_OF) runs once on its own,
+unmutated, with GPT2_MUTANT_TRACE set: the C++ programs and tests record each mutant the test
+infects (a throw or exit status reached, a comparison or literal whose variant would give another
+value there), and Python (test/mutation_trace/sitecustomize.py) each line of the mutated files
+it runs. A case that fails here is left out (and said). Then each mutant in turn runs only the
+test cases that infect it (C++) or reach its line (Python), fastest first, stopping at the first
+failure: killed by that test; survived when none fails, or when no test case infects it. A test
+that never infects a mutant cannot tell it from the original, so this selection changes no
+verdict; it only leaves out runs whose outcome is known. A C++ mutant is switched on by
+GPT2_MUTANT=K; a Python mutant is written into its file and put back.
+
+The traces stay in DIR/traces/ and the verdicts go to DIR/results.tsv as they come, so a run
+stopped (Ctrl-C) continues where it was with the same command; the summary at the end counts
+killed and surviving mutants per file. Exit status 1 when a mutant survived."""
 import os
 import shutil
 import signal
@@ -27,7 +35,8 @@ import time
 
 import mutation_sites
 
-# The suites: how each runs (test/run_tests.sh's spelling) and the test source that must exist.
+# The suites: how each runs (a test binary, or "py:MODULE" for a unittest module of test/py/,
+# which build/test_experiments runs in make test) and the test source that must exist.
 SUITES = {
     "paths": ("build/test_paths", "test/test_paths.cpp"),
     "checkpoint": ("build/test_checkpoint", "test/test_checkpoint.cpp"),
@@ -43,13 +52,12 @@ SUITES = {
     "run_dir": ("build/test_run_dir", "test/test_run_dir.cpp"),
     "prepare_data": ("build/test_prepare_data", "test/test_prepare_data.cpp"),
     "sweep": ("build/test_sweep", "test/test_sweep.cpp"),
-    "py_input": ("GTEST_FILTER=*test_input:build/test_experiments", "test/py/test_input.py"),
-    "py_file_kinds": ("GTEST_FILTER=*test_file_kinds:build/test_experiments", "test/py/test_file_kinds.py"),
-    "py_results": ("GTEST_FILTER=*test_results:build/test_experiments", "test/py/test_results.py"),
-    "py_sweep_runs": ("GTEST_FILTER=*test_sweep_runs:build/test_experiments", "test/py/test_sweep_runs.py"),
+    "py_input": ("py:test_input", "test/py/test_input.py"),
+    "py_file_kinds": ("py:test_file_kinds", "test/py/test_file_kinds.py"),
+    "py_results": ("py:test_results", "test/py/test_results.py"),
+    "py_sweep_runs": ("py:test_sweep_runs", "test/py/test_sweep_runs.py"),
 }
 PROGRAMS = ["run_dir", "cli", "file_kinds", "user_commands"]  # the suites that run ./train and ./eval
-SLOW = ("run_dir", "cli", "sweep", "py_sweep_runs")  # minutes each on 2 cores: left out with --fast
 SWEEP = ["py_input", "py_file_kinds", "py_results", "py_sweep_runs", "sweep"]
 # The generated set's sources, each with the suites that cover it.
 SUITES_OF = {
@@ -84,6 +92,7 @@ SUITES_OF = {
     "sweep.py": SWEEP,
 }
 DEFAULT_TREE = "/tmp/gpt2_mutate"
+RUN_TIMEOUT_S = 1200  # as test/mutate.py's: a run longer than this has hung (the mutant counts as killed)
 
 
 def generated_mutants(root):
@@ -160,28 +169,117 @@ def instrument(tree, source, mutants, ids):
 def build(tree, suites):
     """The programs and the test binaries of `suites`, at -O1 without CUDA or MPI; returns
     (ok, the last lines of the output)."""
-    binaries = sorted({SUITES[s][0].rsplit(":", 1)[-1] for s in suites})
+    binaries = sorted({SUITES[s][0] for s in suites if not SUITES[s][0].startswith("py:")} | {"build/test_experiments"})
     env = dict(os.environ, CXXFLAGS="-O1 -march=native")
     p = subprocess.run(["make", "-j2", "NVCC=", "MPICXX=", "train", "eval", "tokenize"] + binaries, cwd=tree, env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return p.returncode == 0, "\n".join(p.stdout.splitlines()[-30:])
 
 
+def test_cases(tree, suite):
+    """The test cases of a suite, as its runner names them: Suite.Test (GoogleTest) or
+    Class.method (unittest)."""
+    runner = SUITES[suite][0]
+    if runner.startswith("py:"):
+        module = runner[3:]
+        code = ("import sys, unittest; sys.path.insert(0, 'test/py'); m = __import__(%r)\n"
+                "def ids(s):\n    for t in s:\n        yield from (ids(t) if isinstance(t, unittest.TestSuite) else [t.id()])\n"
+                "print('\\n'.join(i.split('.', 1)[1] for i in ids(unittest.defaultTestLoader.loadTestsFromModule(m))))") % module
+        out = subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, timeout=600).stdout
+        return [line for line in out.split("\n") if line]
+    out = subprocess.run([os.path.join(tree, runner), "--gtest_list_tests"], cwd=tree, capture_output=True, text=True).stdout
+    cases, group = [], ""
+    for line in out.split("\n"):
+        if not line.strip():
+            continue
+        if not line.startswith(" "):
+            group = line.split("#")[0].strip()
+        else:
+            cases.append(group + line.split("#")[0].strip())
+    return cases
+
+
+def run_cases(tree, suite, cases, env_extra, run_binary):
+    """Runs `cases` of `suite` (one process, stopping at the first failure); returns the failed
+    tests ([] when all passed), or a line saying that it crashed or hung."""
+    runner = SUITES[suite][0]
+    if runner.startswith("py:"):
+        env = dict(os.environ, **env_extra)
+        try:
+            p = subprocess.run([sys.executable, f"test/py/{runner[3:]}.py", "-f"] + cases, cwd=tree, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return [f"{runner} hung"]
+        if p.returncode == 0:
+            return []
+        failed = [line.split(" ", 1)[1] for line in p.stdout.split("\n") if line.startswith(("FAIL: ", "ERROR: "))]
+        return failed or [f"{runner} exited with status {p.returncode}"]
+    return run_binary(runner, cwd=tree, env_extra=dict(env_extra, GTEST_FILTER=":".join(cases)), fail_fast=True)
+
+
+def trace_pass(tree, suites, python_files, run_binary):
+    """Runs every test case of `suites` once, unmutated, recording what it infects (C++: mutant
+    numbers) and reaches (Python: FILE:LINE of `python_files`) in DIR/traces/SUITE/CASE; returns
+    {suite: [(case, seconds, set of infections)]}, the cases that failed left out."""
+    traces = {}
+    for suite in suites:
+        folder = os.path.join(tree, "traces", suite)
+        os.makedirs(folder, exist_ok=True)
+        traces[suite] = []
+        for case in test_cases(tree, suite):
+            path = os.path.join(folder, case.replace("/", "_"))
+            if not os.path.exists(path + ".done"):
+                if os.path.exists(path):
+                    os.remove(path)
+                env = {"GPT2_MUTANT_TRACE": path, "PYTHONPATH": os.path.join(tree, "test", "mutation_trace"),
+                       "GPT2_MUTANT_ROOT": tree, "GPT2_MUTANT_FILES": ",".join(os.path.join(tree, f) for f in python_files)}
+                start = time.time()
+                failed = run_cases(tree, suite, [case], env, run_binary)
+                with open(path + ".done", "w") as f:
+                    f.write(f"{time.time() - start:.1f} {'FAILED' if failed else 'passed'}\n")
+                print(f"trace {suite} {case}: {'FAILED ' + failed[0] if failed else 'passed'} ({time.time() - start:.0f} s)",
+                      flush=True)
+            with open(path + ".done") as f:
+                seconds, verdict = f.read().split()
+            if verdict == "FAILED":
+                print(f"trace {suite} {case}: fails unmutated, left out", flush=True)
+                continue
+            infections = set()
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    infections = {line.strip() for line in f if line.strip()}
+            traces[suite].append((case, float(seconds), infections))
+    return traces
+
+
 def read_results(path):
-    """name -> (verdict, killer, seconds, the suites run) of the mutants already run (results.tsv;
-    the last line of a name wins)."""
+    """name -> (verdict, killer, seconds, how many test cases ran) of the mutants already run
+    (results.tsv; the last line of a name wins)."""
     results = {}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             for line in f:
-                name, verdict, killer, seconds, suites = line.rstrip("\n").split("\t")
-                results[name] = (verdict, killer, float(seconds), suites.split(","))
+                name, verdict, killer, seconds, cases = line.rstrip("\n").split("\t")
+                results[name] = (verdict, killer, float(seconds), int(cases))
     return results
 
 
-def run_mutant(tree, mutant, number, suites, run_binary):
-    """(verdict, killer): the suites run in turn until one fails; "killed" with its first failed
-    test, or "survived"."""
+def covering_cases(mutant, number, traces):
+    """{suite: [cases]} of the test cases that infect the mutant (C++) or reach its line (Python),
+    each suite's fastest first, the suites in the order of their fastest case."""
+    key = f"{mutant.path}:{mutant.name.split(':')[1]}" if mutant.path.endswith(".py") else str(number)
+    chosen = {}
+    for suite, cases in traces.items():
+        hits = sorted((seconds, case) for case, seconds, infections in cases if key in infections)
+        if hits:
+            chosen[suite] = hits
+    order = sorted(chosen, key=lambda s: chosen[s][0][0])
+    return {suite: [case for _, case in chosen[suite]] for suite in order}
+
+
+def run_mutant(tree, mutant, number, cases, run_binary):
+    """(verdict, killer): the covering test cases run until one fails: "killed" with its first
+    failed test, else "survived"."""
     env = {}
     backup = None
     if mutant.path.endswith(".py"):
@@ -193,11 +291,11 @@ def run_mutant(tree, mutant, number, suites, run_binary):
     else:
         env["GPT2_MUTANT"] = str(number)
     try:
-        for suite in suites:
-            failed = run_binary(SUITES[suite][0], cwd=tree, env_extra=env, fail_fast=True)
+        for suite, names in cases.items():
+            failed = run_cases(tree, suite, names, env, run_binary)
             if failed:
                 return "killed", f"{suite}: {failed[0]}"
-        return "survived", ""
+        return "survived", "" if cases else "no test infects it"
     finally:
         if backup is not None:
             with open(path, "w", encoding="utf-8") as f:
@@ -205,14 +303,14 @@ def run_mutant(tree, mutant, number, suites, run_binary):
 
 
 def main(argv, run_binary):
-    tree, commit, wanted, fast = DEFAULT_TREE, None, [], "--fast" in argv
+    tree, commit, wanted, rerun = DEFAULT_TREE, None, [], "--rerun" in argv
     args = iter(argv)
     for a in args:
         if a == "--tree":
             tree = next(args)
         elif a == "--at":
             commit = next(args)
-        elif a not in ("--list", "--fast"):
+        elif a not in ("--list", "--rerun"):
             wanted.append(a)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if "--list" in argv:
@@ -225,50 +323,32 @@ def main(argv, run_binary):
     mutants = generated_mutants(source)
     ids = list(range(len(mutants)))
     changed += instrument(tree, source, mutants, ids)
-    suites_of = {path: [s for s in suites if os.path.exists(os.path.join(tree, SUITES[s][1])) and not (fast and s in SLOW)]
-                 for path, suites in SUITES_OF.items()}
+    present = {s for s in SUITES if os.path.exists(os.path.join(tree, SUITES[s][1]))}
     chosen = [(m, k) for m, k in zip(mutants, ids) if not wanted or any(w in m.name for w in wanted)]
-    needed = sorted({s for m, _ in chosen for s in suites_of[m.path]})
+    needed = sorted({s for m, _ in chosen for s in SUITES_OF[m.path] if s in present})
     print(f"mutate --generated: {len(mutants)} mutants ({len(chosen)} chosen) in {tree}; building", flush=True)
     ok, log = build(tree, needed)
     if not ok:
         print("the instrumented build failed:\n" + log)
         return 2
-    baseline_path = os.path.join(tree, "baseline.tsv")
-    rebuilt = changed > 0 or "g++" in log
-    if rebuilt and os.path.exists(baseline_path):
-        os.remove(baseline_path)
-    seconds = {}
-    if os.path.exists(baseline_path):
-        with open(baseline_path, encoding="utf-8") as f:
-            seconds = {suite: float(t) for suite, t in (line.split() for line in f)}
-    for suite in needed:  # every suite passes with no mutant switched on, and how long it takes
-        if suite in seconds:
-            continue
-        start = time.time()
-        failed = run_binary(SUITES[suite][0], cwd=tree)
-        seconds[suite] = time.time() - start
-        print(f"baseline {suite}: {'FAILED ' + ', '.join(failed[:3]) if failed else 'passed'} ({seconds[suite]:.0f} s)",
-              flush=True)
-        if failed:
-            return 2
-        with open(baseline_path, "a", encoding="utf-8") as f:
-            f.write(f"{suite} {seconds[suite]:.1f}\n")
+    if changed or "g++" in log:  # the traces belong to the build they were made with
+        shutil.rmtree(os.path.join(tree, "traces"), ignore_errors=True)
+    python_files = sorted({m.path for m in mutants if m.path.endswith(".py")})
+    traces = trace_pass(tree, needed, python_files, run_binary)
     results_path = os.path.join(tree, "results.tsv")
     results = read_results(results_path)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so that `finally` puts a Python file back
     for mutant, k in chosen:
-        done = results.get(mutant.name, ("", "", 0, []))
-        suites = sorted((s for s in suites_of[mutant.path] if s not in done[3]), key=lambda s: seconds[s])
-        if done[0] == "killed" or not suites:
+        if mutant.name in results and not (rerun and results[mutant.name][0] == "survived"):
             continue
         start = time.time()
-        verdict, killer = run_mutant(tree, mutant, k, suites, run_binary)
-        ran = done[3] + suites
-        results[mutant.name] = (verdict, killer, done[2] + time.time() - start, ran)
+        cases = covering_cases(mutant, k, {s: traces[s] for s in SUITES_OF[mutant.path] if s in traces})
+        verdict, killer = run_mutant(tree, mutant, k, cases, run_binary)
+        count = sum(len(c) for c in cases.values())
+        results[mutant.name] = (verdict, killer, time.time() - start, count)
         with open(results_path, "a", encoding="utf-8") as f:
-            f.write(f"{mutant.name}\t{verdict}\t{killer}\t{results[mutant.name][2]:.0f}\t{','.join(ran)}\n")
-        print(f"{mutant.name:40s} {verdict:8s} {killer} ({time.time() - start:.0f} s)", flush=True)
+            f.write(f"{mutant.name}\t{verdict}\t{killer}\t{time.time() - start:.0f}\t{count}\n")
+        print(f"{mutant.name:40s} {verdict:8s} {killer} ({count} cases, {time.time() - start:.0f} s)", flush=True)
     return summary([m for m, _ in chosen], results)
 
 
@@ -289,5 +369,5 @@ def summary(mutants, results):
     print(f"\n{total['killed']} of {run} generated mutants killed ({100 * total['killed'] / max(run, 1):.1f}%)")
     survivors = [m for m in mutants if results.get(m.name, ("",))[0] == "survived"]
     for m in survivors:
-        print(f"survived: {m.name}  ({m.what}; suites run: {', '.join(results[m.name][3])})")
+        print(f"survived: {m.name}  ({m.what}; {results[m.name][1] or str(results[m.name][3]) + ' test cases infect it'})")
     return 1 if survivors else 0

@@ -248,13 +248,42 @@ def without_overlaps(mutants):
     return sorted(kept, key=lambda x: (x.start, x.name))
 
 
-# The switch every instrumented C++ file includes: mutant K is on when GPT2_MUTANT=K.
+# The switch every instrumented C++ file includes: mutant K is on when GPT2_MUTANT=K. With
+# GPT2_MUTANT_TRACE=FILE nothing is switched on, and the number of every mutant that could change
+# what the program does is appended to FILE (once per process): a throw or exit status reached, a
+# comparison or literal whose variant gives another value than the original here (the test
+# "infects" it; one that never does cannot be killed by that test).
 MUTANT_SWITCH = """#ifndef GPT2_MUTANT_SWITCH
 #define GPT2_MUTANT_SWITCH
+#include <cstdio>
 #include <cstdlib>
+#include <utility>
+#include <vector>
+inline const char* mutant_trace() {
+    static const char* path = std::getenv("GPT2_MUTANT_TRACE");
+    return path;
+}
+inline void mutant_record(int k) {
+    static std::vector<char> seen(1 << 16);
+    if (k < 0 || k >= (int)seen.size() || seen[k]) return;
+    seen[k] = 1;
+    if (FILE* f = std::fopen(mutant_trace(), "a")) {
+        std::fprintf(f, "%d\\n", k);
+        std::fclose(f);
+    }
+}
 inline bool mutant_on(int k) {
     static const int active = [] { const char* v = std::getenv("GPT2_MUTANT"); return v ? std::atoi(v) : -1; }();
+    if (mutant_trace()) mutant_record(k);
     return active == k;
+}
+template <typename T>
+std::pair<int, T> mutant_variant(int k, T value) { return {k, value}; }
+template <typename T, typename... Variants>
+T mutant_infections(T original, Variants... variants) {
+    for (const auto& v : {variants...})
+        if (v.second != original) mutant_record(v.first);
+    return original;
 }
 #endif
 """
@@ -291,7 +320,8 @@ def instrument_cpp(text, mutants, ids):
         expression = f"({original})"
         for mutant, k in reversed(group):
             expression = f"mutant_on({k}) ? ({mutant.text}) : {expression}"
-        pieces[span] = f"({expression})"
+        variants = ", ".join(f"mutant_variant({k}, ({mutant.text}))" for mutant, k in group)
+        pieces[span] = f"(mutant_trace() ? mutant_infections(({original}), {variants}) : {expression})"
     top = [s for s in spans if not any(o != s and o[0] <= s[0] and s[1] <= o[1] for o in spans)]
     body, at = "", 0
     for s in sorted(top):
