@@ -26,6 +26,7 @@ GPT2_MUTANT=K; a Python mutant is written into its file and put back.
 The traces stay in DIR/traces/ and the verdicts go to DIR/results.tsv as they come, so a run
 stopped (Ctrl-C) continues where it was with the same command; the summary at the end counts
 killed and surviving mutants per file. Exit status 1 when a mutant survived."""
+import hashlib
 import os
 import shutil
 import signal
@@ -217,14 +218,35 @@ def run_cases(tree, suite, cases, env_extra, run_binary):
     return run_binary(runner, cwd=tree, env_extra=dict(env_extra, GTEST_FILTER=":".join(cases)), fail_fast=True)
 
 
+def suite_fingerprint(tree, suite, python_files):
+    """What a suite's traces depend on: the programs and its test binary (their times), its test
+    source and the Python files of the generated set (their contents)."""
+    parts = []
+    runner = SUITES[suite][0]
+    for binary in ["train", "eval", "tokenize"] + ([] if runner.startswith("py:") else [runner]):
+        path = os.path.join(tree, binary)
+        parts.append(f"{binary} {os.stat(path).st_mtime_ns if os.path.exists(path) else 0}")
+    for name in [SUITES[suite][1]] + list(python_files):
+        with open(os.path.join(tree, name), "rb") as f:
+            parts.append(f"{name} {hashlib.sha256(f.read()).hexdigest()}")
+    return "\n".join(parts) + "\n"
+
+
 def trace_pass(tree, suites, python_files, run_binary):
     """Runs every test case of `suites` once, unmutated, recording what it infects (C++: mutant
     numbers) and reaches (Python: FILE:LINE of `python_files`) in DIR/traces/SUITE/CASE; returns
-    {suite: [(case, seconds, set of infections)]}, the cases that failed left out."""
+    {suite: [(case, seconds, set of infections)]}, the cases that failed left out. A suite's traces
+    are kept from an earlier run while what they depend on is unchanged (suite_fingerprint)."""
     traces = {}
     for suite in suites:
         folder = os.path.join(tree, "traces", suite)
-        os.makedirs(folder, exist_ok=True)
+        fingerprint = suite_fingerprint(tree, suite, python_files)
+        stamp = os.path.join(folder, "fingerprint")
+        if not os.path.exists(stamp) or open(stamp).read() != fingerprint:
+            shutil.rmtree(folder, ignore_errors=True)
+            os.makedirs(folder)
+            with open(stamp, "w") as f:
+                f.write(fingerprint)
         traces[suite] = []
         for case in test_cases(tree, suite):
             path = os.path.join(folder, case.replace("/", "_"))
@@ -326,13 +348,12 @@ def main(argv, run_binary):
     present = {s for s in SUITES if os.path.exists(os.path.join(tree, SUITES[s][1]))}
     chosen = [(m, k) for m, k in zip(mutants, ids) if not wanted or any(w in m.name for w in wanted)]
     needed = sorted({s for m, _ in chosen for s in SUITES_OF[m.path] if s in present})
-    print(f"mutate --generated: {len(mutants)} mutants ({len(chosen)} chosen) in {tree}; building", flush=True)
+    print(f"mutate --generated: {len(mutants)} mutants ({len(chosen)} chosen) in {tree} ({changed} files changed); "
+          "building", flush=True)
     ok, log = build(tree, needed)
     if not ok:
         print("the instrumented build failed:\n" + log)
         return 2
-    if changed or "g++" in log:  # the traces belong to the build they were made with
-        shutil.rmtree(os.path.join(tree, "traces"), ignore_errors=True)
     python_files = sorted({m.path for m in mutants if m.path.endswith(".py")})
     traces = trace_pass(tree, needed, python_files, run_binary)
     results_path = os.path.join(tree, "results.tsv")
