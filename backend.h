@@ -22,8 +22,8 @@ struct LogitStats {
     double log_z_mean = 0;  // mean over positions of log Σ_{v<V} exp(logit_v)
 };
 
-// What a `stats` record and ./eval report of the last forward of one micro-batch (README
-// *Outputs*, docs/experiments.md *Diagnostics*).
+// What a `stats` record and ./eval report of the last forward of one micro-batch (docs/train.md
+// §4, docs/experiments.md *Diagnostics*).
 struct ForwardStats {
     // At the 2L + 1 half-block points of the residual stream: j = 0 after the embedding,
     // j = 2l + 1 after block l's attention step and j = 2l + 2 after its MLP step (the block

@@ -22,11 +22,11 @@
 // The shards are read with stdio; tokens are assumed little-endian like the machine (x86, ARM).
 #pragma once
 #include <glob.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -135,9 +135,8 @@ class DataLoader {
     static std::vector<uint64_t> shard_header_tokens(const std::string& pattern) {
         std::vector<uint64_t> counts;
         for (const std::string& path : glob_files(pattern)) {
-            File file(std::fopen(path.c_str(), "rb"), &std::fclose);
             int32_t header[3];
-            if (file && std::fread(header, sizeof header, 1, file.get()) == 1 && header[0] == kShardMagic && header[2] > 0)
+            if (read_header(path, header, sizeof header) && header[0] == kShardMagic && header[2] > 0)
                 counts.push_back(uint64_t(header[2]));
         }
         return counts;
@@ -148,9 +147,8 @@ class DataLoader {
     static uint32_t recorded_tokenizer(const std::string& pattern) {
         std::vector<Shard> shards;
         for (const std::string& path : glob_files(pattern)) {
-            File file(std::fopen(path.c_str(), "rb"), &std::fclose);
             int32_t header[kShardTokenizerWord + 1];
-            if (file && std::fread(header, sizeof header, 1, file.get()) == 1 && header[0] == kShardMagic)
+            if (read_header(path, header, sizeof header) && header[0] == kShardMagic)
                 shards.push_back({path, 0, 0, uint32_t(header[kShardTokenizerWord])});
         }
         return common_tokenizer(shards);
@@ -196,7 +194,16 @@ class DataLoader {
         uint32_t index;
     };
 
-    using File = std::unique_ptr<FILE, int (*)(FILE*)>;
+    // True when the first `bytes` bytes of the shard at `path`, a regular file (open_input), were
+    // read into `header`; false for any file that does not read (the loader says why).
+    static bool read_header(const std::string& path, int32_t* header, size_t bytes) {
+        try {
+            const InputFile file = open_input(path, "token shard");
+            return std::fread(header, bytes, 1, file.get()) == 1;
+        } catch (const InputError&) {
+            return false;
+        }
+    }
 
     // glob_files, but throws when no file matches.
     static std::vector<std::string> matching_files(const std::string& pattern) {
@@ -205,21 +212,17 @@ class DataLoader {
         return files;
     }
 
-    // Opens `path` for reading, or throws InputError.
-    static File open_file(const std::string& path) {
-        File file(std::fopen(path.c_str(), "rb"), &std::fclose);
-        if (!file) throw InputError(path + ": cannot open the token shard");
-        return file;
-    }
+    // Opens the shard `path` for reading (a regular file: util/paths.h), or throws InputError.
+    static InputFile open_file(const std::string& path) { return open_input(path, "token shard"); }
 
     // Reads and validates the header, size and tokens of one shard file.
     Shard open_shard(const std::string& path, int vocab_size) const {
-        std::error_code error;
-        const uint64_t file_bytes = std::filesystem::file_size(path, error);
-        if (error) throw InputError(path + ": cannot read the token shard (" + error.message() + ")");
+        const InputFile file = open_file(path);
+        struct stat st;
+        if (fstat(fileno(file.get()), &st) != 0) throw InputError(path + ": cannot read the token shard");
+        const uint64_t file_bytes = uint64_t(st.st_size);
         if (file_bytes < kHeaderBytes)
             throw InputError(path + ": " + std::to_string(file_bytes) + " bytes, too short for the 1024-byte shard header");
-        const File file = open_file(path);
         int32_t header[256];
         if (std::fread(header, sizeof(header), 1, file.get()) != 1) throw InputError(path + ": cannot read the header");
         if (header[0] != kShardMagic)
@@ -333,7 +336,7 @@ class DataLoader {
     std::vector<Window> order_;          // this epoch's windows, in reading order
     uint64_t order_epoch_ = UINT64_MAX;  // the epoch order_ was computed for
     uint64_t stream_position_ = 0;       // epoch * num_windows_ + cursor of the next window to read
-    File open_file_{nullptr, &std::fclose};
+    InputFile open_file_{nullptr, &std::fclose};
     uint32_t open_shard_ = 0;
     std::vector<uint16_t> window_;  // the B*T+1 tokens just read
     std::vector<int32_t> inputs_, targets_;

@@ -22,9 +22,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -246,16 +246,39 @@ static void generate_samples(const EvalOptions& o, int T, const ModelConfig& cfg
     progress.end();
 }
 
-// -prompt TEXT: the user's text as the model's tokens, encoded by -tokenizer. Refused (flag
-// -prompt or -tokenizer, exit 2): a tokenizer that cannot encode (a compact vocabulary's is
-// decode-only), a token the model does not have, a prompt that leaves no room in the model's
-// maxT for -sample_len tokens.
+// The prompt's tokens in a compact vocabulary `tok` read from `path` (docs/data.md, *Compact
+// vocabulary*), whose catch-all id is `other`: encoded by GPT-2's BPE, the vocabulary it was made
+// from (gpt2_tokenizer.bin beside `path`, else DEFAULT_TOKENIZER), and mapped to the compact
+// ids, every token the vocabulary left out to `other`, as prepare_data.py mapped the shards.
+static std::vector<int> encode_compact(const std::string& text, const Tokenizer& tok, const std::string& path, int other) {
+    const std::string beside = folder_of(path) + "/" + file_name_of(DEFAULT_TOKENIZER);
+    const std::string gpt2_path = path_exists(beside) ? beside : DEFAULT_TOKENIZER;
+    const std::string why = " (a compact vocabulary's prompt is encoded by GPT-2's BPE in " + gpt2_path +
+                            ", then mapped to its ids)";
+    try {
+        const Tokenizer gpt2(gpt2_path);
+        return compact_ids(tok, gpt2, gpt2.encode(text), other);
+    } catch (const InputError& e) {
+        throw InputError(std::string("flag -tokenizer: ") + e.what() + why);
+    }
+}
+
+// -prompt TEXT: the user's text as the model's tokens, encoded by -tokenizer, or for a compact
+// vocabulary's decode-only tokenizer by encode_compact. Refused (flag -prompt or -tokenizer,
+// exit 2): another tokenizer that cannot encode, a token the model does not have, a prompt that
+// leaves no room in the model's maxT for -sample_len tokens.
 static std::vector<int32_t> encode_prompt(const EvalOptions& o, const ModelConfig& cfg, const Tokenizer& tok) {
     std::vector<int> ids;
-    try {
-        ids = tok.encode(o.prompt);
-    } catch (const InputError& e) {
-        throw InputError(std::string("flag -tokenizer: ") + e.what() + "; a prompt needs a tokenizer that encodes");
+    const int other = catch_all_id(&tok, cfg.V);
+    if (!tok.encodes() && other >= 0) {
+        ids = encode_compact(o.prompt, tok, o.tokenizer_path, other);
+    } else {
+        try {
+            ids = tok.encode(o.prompt);
+        } catch (const InputError& e) {
+            throw InputError(std::string("flag -tokenizer: ") + e.what() +
+                             "; a prompt needs a tokenizer that encodes (or a compact vocabulary's, docs/data.md)");
+        }
     }
     for (int id : ids)
         if (id >= cfg.V)
@@ -274,8 +297,9 @@ static std::vector<int32_t> encode_prompt(const EvalOptions& o, const ModelConfi
     return std::vector<int32_t>(ids.begin(), ids.end());
 }
 
-// -prompt TEXT: -samples continuations (1 when 0) of the user's text, each -sample_len tokens
-// drawn with -temperature and -top_k from -seed; printed as "sample i: TEXT[[continuation]]".
+// -prompt TEXT: -samples continuations (1 when -samples is not given) of the user's text, each
+// -sample_len tokens drawn with -temperature and -top_k from -seed; printed as
+// "sample i: TEXT[[continuation]]".
 static int sample_prompt(const EvalOptions& o, const ModelConfig& cfg, const std::vector<float>& params) {
     std::unique_ptr<Tokenizer> tok;
     try {
@@ -291,7 +315,9 @@ static int sample_prompt(const EvalOptions& o, const ModelConfig& cfg, const std
                     "model's ids as this tokenizer's and may mean nothing\n",
                     o.tokenizer_path.c_str(), tok->vocab_size(), cfg.V);
     const std::vector<int32_t> prompt = encode_prompt(o, cfg, *tok);
-    const int count = std::max(o.samples, 1), P = (int)prompt.size();
+    if (!tok->encodes())  // a compact vocabulary: what the model reads, rare tokens as the catch-all
+        std::printf("prompt in the model's vocabulary: %s\n", tok->decode(std::vector<int>(prompt.begin(), prompt.end())).c_str());
+    const int count = o.given.count("samples") ? o.samples : 1, P = (int)prompt.size();
     std::printf("prompt: %d tokens (tokenizer %s); %d sample%s of %d tokens, temperature %g, top_k %d, seed %llu\n", P,
                 o.tokenizer_path.c_str(), count, count == 1 ? "" : "s", o.sample_len, o.temperature, o.top_k,
                 (unsigned long long)o.seed);
@@ -468,21 +494,25 @@ static std::vector<CommandInput> eval_inputs(const EvalOptions& o) {
     return inputs;
 }
 
-// Refuses, before any work, an output (-json, -pairs) that is one of the files read, that would
-// replace a file of a ./train run folder (run/run_dir.h), that both name, or that cannot be created
-// (util/paths.h).
+// Refuses, before any work, an output (-json, -pairs, -export) that is one of the files read, that
+// would replace a file of a ./train run folder (run/run_dir.h), that cannot be created or is no
+// place for an output (a folder, a dangling link: util/paths.h), that leads to the file another
+// one does (existing or not), and an -export over an existing file without -overwrite 1.
 static void check_outputs(const EvalOptions& o) {
     std::vector<CommandInput> inputs = eval_inputs(o);
+    std::vector<CommandOutput> outputs;
     for (const auto& [flag, path] : {std::pair{"-json", o.json_path}, std::pair{"-pairs", o.pairs_path},
                                      std::pair{"-export", o.export_path}}) {
         if (path.empty()) continue;
         const std::string name = std::string("flag ") + flag + " " + path;
         check_not_an_input(name, file_id(path), inputs);
         check_not_a_run_file(path, name);
-        check_can_create(path, name);
+        const OutputTarget target = check_can_create(path, name);
+        if (std::string(flag) == "-export" && !o.overwrite && file_id(target.path))
+            throw InputError(name + ": the file exists; give -overwrite 1 to replace it, or another name");
+        outputs.push_back({name, target});
     }
-    if (!o.json_path.empty() && (o.json_path == o.pairs_path || (file_id(o.json_path) && file_id(o.json_path) == file_id(o.pairs_path))))
-        throw InputError("flag -pairs " + o.pairs_path + " is the -json file: give each output a file of its own");
+    check_distinct_outputs(outputs);
 }
 
 // The model of a run folder `config` describes: its newest complete checkpoint pair's (after a
@@ -507,9 +537,8 @@ static std::string run_model(const std::string& dir, const Json& config) {
 // refused. Returns the line saying what was taken.
 static std::string take_run_folder(EvalOptions& o) {
     const std::string path = in_folder(o.run_dir, "config.json");
-    std::ifstream in(path);
-    if (!in) throw InputError("flag -run: " + path + " is missing: " + o.run_dir + " is not a ./train run folder");
-    const Json config = read_json(in, path);
+    if (!path_exists(path)) throw InputError("flag -run: " + path + " is missing: " + o.run_dir + " is not a ./train run folder");
+    const Json config = read_json_file(path, "flag -run");
     if (config.kind() != Json::Kind::Object) throw InputError("flag -run: " + path + ": not a JSON object");
     std::string taken;
     for (const EvalFlag& flag : eval_flags()) {
@@ -538,11 +567,6 @@ static std::string take_run_folder(EvalOptions& o) {
            " (from the folder; flags given beside -run win)";
 }
 
-// How many of `params` are not finite (NaN or ±inf).
-static size_t count_nonfinite(const std::vector<float>& params) {
-    return std::count_if(params.begin(), params.end(), [](float x) { return !std::isfinite(x); });
-}
-
 // Clears what `r` measured of a model whose weights or validation loss are not finite: every
 // metric of its outputs is then NaN (null in the JSON), none of them a result; the baselines,
 // which do not depend on the model, stay.
@@ -565,7 +589,7 @@ static int evaluate(EvalOptions o) {
     if (!o.prompt.empty()) return sample_prompt(o, cfg, params);
     const std::string device = resolve_device(o.device);
     check_precision(device, o.precision, o.given.count("precision") > 0);
-    check_fused(device, o.given.count("fused") > 0);
+    check_fused(device, o.fused, o.given.count("fused") > 0);
     const int T = o.T ? o.T : std::min(device == "cuda" ? 1024 : 256, cfg.maxT);
     if (T > cfg.maxT)
         throw InputError("flag -T: " + std::to_string(T) + " exceeds the model's maxT " + std::to_string(cfg.maxT));
@@ -684,6 +708,7 @@ static int evaluate(EvalOptions o) {
 }
 
 int main(int argc, char** argv) {
+    std::signal(SIGPIPE, SIG_IGN);  // a closed standard output (| head) does not stop the files being written
     return run_program("eval", eval_usage(), argc, argv, [&] {
         EvalOptions opt = parse_eval_options(argc, argv);
         flush_subnormals_to_zero();

@@ -33,7 +33,7 @@ from experiments.python import require
 require(("numpy", "scipy", "pandas", "matplotlib"), "plot.py")
 
 from experiments.figures import layer_axis_label, plain_log_axis, pyplot, save, value_axis  # noqa: E402  (after the interpreter check)
-from experiments.files import check_folder, check_outputs, os_error_text  # noqa: E402
+from experiments.files import check_folder, check_inputs, check_outputs, os_error_text  # noqa: E402
 from experiments.grid import PLACEMENT_LABEL, InputError  # noqa: E402
 from experiments.results import ResultsError, load  # noqa: E402
 
@@ -75,7 +75,9 @@ def run_label(folder):
 
 def check_out(out, folders):
     """--out must be an image file name in an existing folder that takes files, and neither a
-    file the runs' folders hold nor a file of a ./train run folder (by identity: links count)."""
+    file the runs' folders hold nor a file of a ./train run folder (by identity: links count);
+    a link is followed, a FIFO written through, a dangling link refused (files.output_target).
+    The runs' log.jsonl and config.json must be regular files."""
     if os.path.isdir(out):
         raise PlotError(f"--out {out}: is a folder; give a file name such as {os.path.join(out, 'compare.png')}")
     if os.path.splitext(out)[1].lower() not in IMAGE_TYPES:
@@ -85,6 +87,7 @@ def check_out(out, folders):
         raise PlotError(f"--out {out}: the folder {folder} does not exist")
     inputs = [os.path.join(f, name) for f in folders for name in ("log.jsonl", "config.json")]
     try:
+        check_inputs(inputs)  # a FIFO or folder there is refused, not waited for or read
         check_outputs([("--out", out)], inputs)
         check_folder(folder, "--out")
     except InputError as e:

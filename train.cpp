@@ -13,8 +13,8 @@
 //
 // Exit status (docs/train.md §3): 0 done, 1 out of memory, 2 bad input (one line naming the
 // flag or file, before any work; also a -out folder in use or holding another run), 3 stopped as
-// nonfinite or diverged (docs/train.md §8), 4 a write failed, 130 / 143 stopped by
-// SIGINT / SIGTERM after writing a checkpoint.
+// nonfinite or diverged (docs/train.md §8), 4 a write failed, 130 / 143 / 129 stopped by
+// SIGINT / SIGTERM / SIGHUP after writing a checkpoint (run/signals.h).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -342,6 +342,7 @@ static int train(Run& r, RunFolder* folder, ProcessGroup& group) {
                     o.steps, o.steps, numbered(o.out_dir, "model", o.steps).c_str());
         return 0;
     }
+    stop_request::begin_training();  // a signal now stops after a step, with a checkpoint (run/signals.h)
     std::unique_ptr<RunLog> log;
     int dropped = 0;  // log records of steps after the resumed checkpoint
     if (folder) {

@@ -1,5 +1,4 @@
-// cuda/nccl_comm.cuh — the CUDA backend's collectives over NCCL (README "Training on several GPUs
-// or nodes"), compiled where the Makefile found NCCL and MPI (USE_NCCL defined); elsewhere the
+// cuda/nccl_comm.cuh — the CUDA backend's collectives over NCCL (docs/distributed.md), compiled where the Makefile found NCCL and MPI (USE_NCCL defined); elsewhere the
 // backend stages its buffers through host memory and the process group instead.
 //
 // NcclComm joins the ranks of a ProcessGroup, one GPU each, in one NCCL communicator and runs

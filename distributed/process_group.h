@@ -1,5 +1,4 @@
-// distributed/process_group.h — the process group of data-parallel training (README "Training on several
-// GPUs or nodes"): which rank this process is, how many there are, and the few collective
+// distributed/process_group.h — the process group of data-parallel training (docs/distributed.md): which rank this process is, how many there are, and the few collective
 // operations ./train needs on flat host buffers. The model knows nothing of it.
 //
 //   SingleProcess  one process (a build without MPI, or ./train started without mpirun);

@@ -1,5 +1,4 @@
-// distributed/rank_agreement.h — ./train's ranks under mpirun start together or fail together (README
-// "Training on several GPUs or nodes"): a stage of start-up that fails on one rank fails on all
+// distributed/rank_agreement.h — ./train's ranks under mpirun start together or fail together (docs/distributed.md): a stage of start-up that fails on one rank fails on all
 // with one line from rank 0, and every rank must run with the same settings.
 #pragma once
 #include <string>

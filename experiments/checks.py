@@ -11,6 +11,7 @@ import subprocess
 import numpy as np
 
 from .grid import CUSTOM_SIZE, InputError, fmt_num, header_word, is_model_size, make_grid, model_vocab, parse_list
+from .files import check_is_folder
 from .flag_table import check_value, flag_row
 from .settings import SETTINGS, ZERO_MEANS_DEFAULT, default_warmup
 
@@ -69,8 +70,7 @@ def resolve_warmup(s):
 
 
 def check_out(out):
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise InputError(f"--out {out}: is a file, not a folder")
+    check_is_folder(out, "--out")
 
 
 def data_tokenizer(s):

@@ -101,6 +101,7 @@ def settings_of(a, given):
 
 def check(s, a, given):
     """Every check of the settings of a sweep that runs (nothing is written yet)."""
+    files.check_inputs(sweep_inputs(s))  # before any is read: a FIFO or folder is refused, not waited for
     checks.check_numbers(s)
     checks.check_out(s.out)
     checks.check_gpus(s.gpus)
@@ -174,14 +175,13 @@ def sweep_outputs(s):
 
 
 def check_slurm_file(path):
-    """--slurm may replace only a script that sweep.py wrote (write_slurm_script)."""
-    if not os.path.lexists(path):
+    """--slurm may replace only a script that sweep.py wrote (write_slurm_script); a stream
+    (/dev/stdout, a FIFO) replaces nothing and is written through (files.output_target)."""
+    kind, target = files.output_target(path, "--slurm")
+    if kind == "stream" or not os.path.exists(target):
         return
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            head = f.read(len(runner.SLURM_HEAD))
-    except OSError as e:
-        raise InputError(f"--slurm {path}: cannot read it ({e.strerror})")
+    with files.open_input(target, "a script sweep.py wrote") as f:
+        head = f.read(len(runner.SLURM_HEAD)).decode("utf-8", errors="replace")
     if head != runner.SLURM_HEAD:
         raise InputError(f"--slurm {path}: exists and is not a script sweep.py wrote; choose another name")
 
@@ -326,6 +326,10 @@ def report_published(a, draw):
         print(figures)
 
 
+# The files --report reads first: the settings and the tables of the runs.
+REPORT_INPUTS = ("sweep.json", "results.csv", "layers.csv", "init_layers.csv")
+
+
 def main(argv, doc, script):
     p = parser(doc)
     a = p.parse_args(argv)
@@ -335,6 +339,9 @@ def main(argv, doc, script):
             raise InputError("--docs: only with --claims")
         if a.claims:
             return claims.main(REPO, os.path.abspath(a.docs) if a.docs else None)
+        if a.report:  # what --report reads: regular files only, refused before any is read
+            files.check_inputs([os.path.join(a.report, name) for name in REPORT_INPUTS] if os.path.isdir(a.report)
+                               else [f"{a.report}_{name}" for name in REPORT_INPUTS])
         if a.report and not os.path.isdir(a.report):
             if not os.path.isfile(a.report + "_results.csv"):
                 raise InputError(f"--report {a.report}: neither a sweep's output folder nor published tables "

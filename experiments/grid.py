@@ -3,6 +3,7 @@ seeds, one Run each, named {ln}_dt{Δt}_wd{wd}_lr{lr}[_L{depth}][_{precision}]_s
 import math
 import os
 import re
+import stat
 
 # ./train -ln's placements in the order of the figures and tables, with their labels (a test ties
 # them to ./train's table of flags; checks.check_grid checks a grid against that table).
@@ -157,9 +158,12 @@ def model_vocab(init):
 def header_word(path, magic, index):
     """int32 word `index` of the 256-word header of a file that starts with `magic`, else None."""
     try:
-        with open(path, "rb") as f:
-            header = f.read(4 * (index + 1))
-    except OSError:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: refused (not regular), not waited for
+    except (OSError, ValueError):
         return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        header = f.read(4 * (index + 1))
     words = [int.from_bytes(header[4 * i: 4 * i + 4], "little", signed=True) for i in range(len(header) // 4)]
     return words[index] if len(words) > index and words[0] == magic else None

@@ -169,7 +169,10 @@ class Sweep:
 
     def say(self, text):
         with self.lock:
-            print(text, flush=True)
+            try:
+                print(text, flush=True)
+            except OSError:  # a closed standard output (| head): the runs and their files go on
+                pass
 
     def execute(self, cmd, log_path, gpu=None):
         """Runs cmd with its output in log_path; on GPU number `gpu` alone when given. Returns (its

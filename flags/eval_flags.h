@@ -23,6 +23,7 @@ struct EvalOptions {
     double sigma_rel = 0, sigma = 0;  // sigma: absolute, 0 when not given
     int noise_samples = 0;
     std::string json_path, pairs_path, export_path;
+    bool overwrite = false;  // -export may replace an existing file
     std::string prompt;  // "": samples (if any) from the validation data
     int samples = 0, sample_len = 0, prompt_len = 0;
     double temperature = 0;
@@ -77,10 +78,14 @@ inline const std::vector<EvalFlag>& eval_flags() {
          "prediction/reference text pairs as JSONL {\"id\", \"prediction\", \"reference\"}, one line per sequence "
          "(for BERTScore etc.)"},
         {"export", &O::export_path, text("FILE"), "", MAY_CHANGE,
-         "write the model as GPT-2 safetensors (FILE.safetensors, docs/formats.md §5) and stop: no evaluation"},
+         "write the model as GPT-2 safetensors (FILE.safetensors, docs/formats.md §5) and stop: no evaluation; an "
+         "existing FILE is refused without -overwrite 1"},
+        {"overwrite", &O::overwrite, integers(0, 1), "0", MAY_CHANGE,
+         "1 = -export may replace an existing file (never one this command reads)"},
         {"prompt", &O::prompt, text("TEXT"), "", MAY_CHANGE,
          "sample continuations of TEXT, encoded by -tokenizer (nanoGPT's --start), and stop: no evaluation, no "
-         "validation data read; -samples of them (1 when 0) of -sample_len tokens each"},
+         "validation data read; -samples of them (1 when -samples is not given) of -sample_len tokens each; a compact "
+         "vocabulary's decode-only tokenizer encodes through GPT-2's BPE (docs/data.md)"},
         {"samples", &O::samples, integers(0, 100000), "0", MAY_CHANGE,
          "sampled continuations; prompt i is the first -prompt_len tokens of validation sequence i (with -prompt: "
          "of TEXT)"},
@@ -99,7 +104,7 @@ inline const std::vector<EvalFlag>& eval_flags() {
         {"precision", &O::precision, one_of({"bf16", "fp32"}), "bf16", MAY_CHANGE,
          "CUDA only, as ./train's (bf16 given on the CPU is refused)"},
         {"fused", &O::fused, one_of({"auto", "all", "none"}), "auto", MAY_CHANGE,
-         "CUDA only, as ./train's (given on the CPU is refused; nothing is kept from the run)"},
+         "CUDA only, as ./train's (all and none are refused on the CPU; nothing is kept from the run)"},
         {"threads", &O::threads, integers(1, 1024), worked_out("all cores"), MAY_CHANGE,
          "OpenMP threads of the CPU model"},
         {"progress", &O::progress, reals(0, 1e6), "10", MAY_CHANGE,
@@ -126,6 +131,7 @@ inline EvalOptions parse_eval_options(int argc, char** argv) {
     for (const char* other : {"prompt", "json", "pairs"})
         if (!o.export_path.empty() && o.given.count(other))
             throw InputError(std::string("flag -") + other + ": -export only writes the model; give -" + other + " in another ./eval");
+    if (o.overwrite && o.export_path.empty()) throw InputError("flag -overwrite: only applies with -export");
     for (const char* other : {"json", "pairs"})
         if (!o.prompt.empty() && o.given.count(other))
             throw InputError(std::string("flag -") + other + ": -prompt only samples (its samples are printed); drop -" + other);

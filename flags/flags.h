@@ -60,6 +60,7 @@ template <typename Body>
 int run_program(const char* program, const std::string& usage, int argc, char** argv, Body body,
                 const std::string& flags_json = "") {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress shows at once through a pipe (| tee) too
+    fail_writes_past_the_file_size_limit();     // ulimit -f: exit status 4 and one line, as a full disk
     if (help_requested(argc, argv)) {
         std::fputs(usage.c_str(), stdout);
         return 0;

@@ -5,7 +5,6 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -151,7 +150,7 @@ inline const std::vector<TrainFlag>& train_flags() {
         {"threads", &O::threads, integers(1, 1024), worked_out("all cores"), MAY_CHANGE,
          "OpenMP threads of the CPU backend (config.json: \"backend\")", NOT_RECORDED},
         {"fused", &O::fused, one_of({"auto", "all", "none"}), "auto", MAY_CHANGE,
-         "CUDA only (refused on the CPU): the matrix products run as one cuBLASLt product with their bias, GELU or "
+         "CUDA only (all and none are refused on the CPU, auto has nothing to fuse there): the matrix products run as one cuBLASLt product with their bias, GELU or "
          "bias-gradient epilogue; auto = each kind timed fused and plain at start-up, the faster kept (a resumed run "
          "keeps its run's, config.json \"fused_products\"), all = every kind cuBLASLt takes, none = the plain "
          "products and the project's kernels (docs/cuda.md §3)",
@@ -203,9 +202,7 @@ inline bool worked_out_from_a_given_flag(const std::string& flag, const std::set
 // -progress) keep their own values. A file that is not a run's config.json, or a value a flag
 // refuses, is an InputError naming the file.
 inline void take_recorded_settings(TrainOptions& o) {
-    std::ifstream in(o.config_path);
-    if (!in) throw InputError("flag -config: cannot read " + o.config_path);
-    const Json config = read_json(in, "flag -config: " + o.config_path);
+    const Json config = read_json_file(o.config_path, "flag -config");
     if (config.kind() != Json::Kind::Object || !config.get("placement") || !config.get("steps"))
         throw InputError("flag -config: " + o.config_path + " is not the config.json of a ./train run");
     const std::set<std::string> typed = o.given;  // on the command line

@@ -64,16 +64,12 @@ inline TokenCounts count_tokens(const std::string& pattern, int V, bool bigram) 
     }
     std::vector<uint16_t> tokens;
     for (const std::string& path : check.files()) {
-        FILE* f = std::fopen(path.c_str(), "rb");
+        const InputFile f = open_input(path, "token shard");
         int32_t header[256];
-        if (!f || std::fread(header, sizeof header, 1, f) != 1) {
-            if (f) std::fclose(f);
-            throw InputError(path + ": cannot read the token shard");
-        }
+        if (std::fread(header, sizeof header, 1, f.get()) != 1) throw InputError(path + ": cannot read the token shard");
         tokens.resize(uint32_t(header[2]));
-        const bool ok = std::fread(tokens.data(), sizeof(uint16_t), tokens.size(), f) == tokens.size();
-        std::fclose(f);
-        if (!ok) throw InputError(path + ": read error in the tokens");
+        if (std::fread(tokens.data(), sizeof(uint16_t), tokens.size(), f.get()) != tokens.size())
+            throw InputError(path + ": read error in the tokens");
         add_shard_counts(c, tokens.data(), tokens.size());
     }
     return c;

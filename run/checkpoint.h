@@ -6,10 +6,10 @@
 // Token shards are read by dataloader.h (§1).
 #pragma once
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -53,13 +53,11 @@ inline std::array<int32_t, HEADER_INTS> checkpoint_header(const ModelConfig& m, 
 
 // Reads and validates a checkpoint header; the file size must match it exactly.
 inline ModelConfig read_checkpoint_config(const std::string& path) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) throw InputError(path + ": cannot open checkpoint");
+    const InputFile f = open_input(path, "checkpoint");
     std::array<int32_t, HEADER_INTS> h{};
-    size_t got = std::fread(h.data(), sizeof(int32_t), HEADER_INTS, f);
-    std::fseek(f, 0, SEEK_END);
-    long long file_bytes = std::ftell(f);
-    std::fclose(f);
+    size_t got = std::fread(h.data(), sizeof(int32_t), HEADER_INTS, f.get());
+    std::fseek(f.get(), 0, SEEK_END);
+    long long file_bytes = std::ftell(f.get());
     if (got != HEADER_INTS) throw InputError(path + ": truncated checkpoint header");
     if (h[0] != CHECKPOINT_MAGIC)
         throw InputError(path + ": not a model checkpoint (bad magic " + std::to_string(h[0]) + ")");
@@ -86,20 +84,25 @@ inline ModelConfig read_checkpoint_config(const std::string& path) {
 inline ModelConfig read_checkpoint(const std::string& path, std::vector<float>* params) {
     ModelConfig m = read_checkpoint_config(path);
     params->resize(num_parameters(m));
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) throw InputError(path + ": cannot open checkpoint");
-    std::fseek(f, (long)(HEADER_INTS * sizeof(int32_t)), SEEK_SET);
-    size_t got = std::fread(params->data(), sizeof(float), params->size(), f);
-    std::fclose(f);
+    const InputFile f = open_input(path, "checkpoint");
+    std::fseek(f.get(), (long)(HEADER_INTS * sizeof(int32_t)), SEEK_SET);
+    size_t got = std::fread(params->data(), sizeof(float), params->size(), f.get());
     if (got != params->size()) throw InputError(path + ": truncated checkpoint");
     return m;
 }
 
+// How many of `params` are not finite (NaN or ±inf): weights no evaluation or training can use.
+inline size_t count_nonfinite(const std::vector<float>& params) {
+    size_t count = 0;
+    for (float x : params) count += !std::isfinite(x);
+    return count;
+}
+
 // The run id a checkpoint's header records (0: none, as in llm.c's files and older ones of ours).
 inline uint64_t checkpoint_run_id(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
+    const InputFile f = open_input(path, "checkpoint");
     std::array<int32_t, HEADER_INTS> h{};
-    if (!in.read((char*)h.data(), sizeof h)) throw InputError(path + ": truncated checkpoint header");
+    if (std::fread(h.data(), sizeof h, 1, f.get()) != 1) throw InputError(path + ": truncated checkpoint header");
     return get_u64(&h[CHECKPOINT_RUN_ID_WORD]);
 }
 
@@ -146,10 +149,9 @@ inline void write_state(const std::string& path, const TrainState& s, Placement 
 // Reads a state file written for a model of num_params parameters with this placement (the
 // model file's); throws InputError if it does not match.
 inline TrainState read_state(const std::string& path, size_t num_params, Placement placement) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(path + ": cannot open optimiser state");
+    const InputFile f = open_input(path, "optimiser state file");
     int32_t h[HEADER_INTS];
-    if (!in.read((char*)h, sizeof h)) throw InputError(path + ": truncated optimiser state");
+    if (std::fread(h, sizeof h, 1, f.get()) != 1) throw InputError(path + ": truncated optimiser state");
     if (h[0] != STATE_MAGIC || h[1] != STATE_VERSION) throw InputError(path + ": not an optimiser state file");
     if (get_u64(&h[4]) != num_params) throw InputError(path + ": parameter count does not match its model file");
     if (h[3] != (int32_t)placement)
@@ -165,8 +167,9 @@ inline TrainState read_state(const std::string& path, size_t num_params, Placeme
     s.run_id = get_u64(&h[14]);
     s.m.resize(num_params);
     s.v.resize(num_params);
-    if (!in.read((char*)s.m.data(), num_params * sizeof(float)) || !in.read((char*)s.v.data(), num_params * sizeof(float)))
+    if (std::fread(s.m.data(), sizeof(float), num_params, f.get()) != num_params ||
+        std::fread(s.v.data(), sizeof(float), num_params, f.get()) != num_params)
         throw InputError(path + ": truncated optimiser state");
-    if (in.peek() != EOF) throw InputError(path + ": file is longer than its header says");
+    if (std::fgetc(f.get()) != EOF) throw InputError(path + ": file is longer than its header says");
     return s;
 }

@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -48,8 +47,7 @@ struct Run {
     FusionRequest fusion;            // CUDA: the products to fuse, or to time (-fused; resumed_fusion)
 };
 
-// True when the AdamW state is sharded over the ranks (ZeRO-1, README "Training on several GPUs
-// or nodes"): -zero 1 with more than one rank (prepare_run resolves opt.zero so).
+// True when the AdamW state is sharded over the ranks (ZeRO-1, docs/distributed.md): -zero 1 with more than one rank (prepare_run resolves opt.zero so).
 inline bool sharded(const Run& r) { return r.opt.zero; }
 
 // Where a run's first weights came from, as config.json records it ("model"): "fresh SIZE" for
@@ -139,9 +137,8 @@ inline bool resume_from_folder(Run& r) {
 inline FusionRequest resumed_fusion(const TrainOptions& o) {
     const FusionRequest asked = fusion_request(o.fused);
     const std::string path = in_folder(o.out_dir, "config.json");
-    std::ifstream in(path);
-    if (o.given.count("fused") || !in) return asked;
-    const Json saved = read_json(in, path);
+    if (o.given.count("fused") || !path_exists(path)) return asked;
+    const Json saved = read_json_file(path);
     if (saved.kind() != Json::Kind::Object) return asked;  // refused by resumed_config
     const Json* names = saved.get("fused_products");
     const Json* backend = saved.get("backend");
@@ -176,8 +173,16 @@ inline void start_from_init(Run& r, bool gpu) {
         if (stat(init.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
             throw InputError("flag -init: '" + init + "' is a folder, not a checkpoint file (to continue the run " +
                              "in it: -out " + init + " -resume 1)");
-        r.cfg = read_model_file(init, &r.initial_params);  // a checkpoint or GPT-2 safetensors
+        try {
+            r.cfg = read_model_file(init, &r.initial_params);  // a checkpoint or GPT-2 safetensors
+        } catch (const InputError& e) {
+            throw InputError(std::string("flag -init: ") + e.what());
+        }
         check_against_flags(r.cfg, o, init);
+        if (const size_t nonfinite = count_nonfinite(r.initial_params))
+            throw InputError("flag -init: " + init + ": " + std::to_string(nonfinite) + " of its " +
+                             std::to_string(r.initial_params.size()) + " weights are not finite (NaN or inf); "
+                             "training cannot start from them");
     }
     r.model_origin = init_origin(init);
     r.state.seed = o.seed;
@@ -228,7 +233,7 @@ inline Run prepare_run(const TrainOptions& o, int ranks) {
     r.device = resolve_device(o.device);
     const bool gpu = r.device == "cuda";
     check_precision(r.device, o.precision, o.given.count("precision") > 0);
-    check_fused(r.device, o.given.count("fused") > 0);
+    check_fused(r.device, o.fused, o.given.count("fused") > 0);
     if (gpu && o.cpu_ops != "fast")
         throw InputError("flag -cpu_ops: chooses among the CPU's op sets, but this run is on cuda (give -device cpu)");
     r.resuming = o.resume && resume_from_folder(r);

@@ -5,7 +5,6 @@
 // another value than the one recorded.
 #pragma once
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -115,12 +114,11 @@ inline void record_steps_change(const Run& r, const Json& saved, Json& now) {
 // command and model and recording a change of -steps. Resuming a checkpoint without a
 // config.json is refused: nothing would say what the run was.
 inline Json resumed_config(const Run& r, const std::string& path, Json now) {
-    std::ifstream in(path);
-    if (!in) {
+    if (!path_exists(path)) {
         if (r.resuming) throw InputError(path + ": missing, so -resume 1 cannot check that it continues the same run");
         return now;
     }
-    const Json saved = read_json(in, path);
+    const Json saved = read_json_file(path);
     if (saved.kind() != Json::Kind::Object) throw InputError(path + ": not a JSON object");
     check_same_run(saved, now, r.opt, path);
     const std::string checkpoint = numbered(r.opt.out_dir, "model", r.state.steps_done);

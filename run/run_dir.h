@@ -20,7 +20,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -169,6 +168,9 @@ public:
     RunFolder(const std::string& dir, bool resume, bool overwrite) : dir_(dir), resume_(resume), overwrite_(overwrite) {
         if (dir.empty()) throw InputError("flag -out: the output folder is empty");
         struct stat st;
+        if (lstat(dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && stat(dir.c_str(), &st) != 0)
+            throw InputError("flag -out: " + dir + " is a symbolic link that leads nowhere (" + std::strerror(errno) +
+                             "): give the folder itself, or remove the link");
         std::string existing = dir;  // the nearest part of the path that exists
         while (stat(existing.c_str(), &st) != 0) {
             if (errno != ENOENT && errno != ENOTDIR) throw InputError("flag -out: " + existing + ": " + std::strerror(errno));
@@ -225,6 +227,21 @@ private:
     }
 };
 
+// Calls `each` with every line of DIR/log.jsonl, without its newline, in order; nothing when there
+// is no log. The log must be a regular file (util/paths.h, open_input: a FIFO or folder there is
+// refused, not waited for).
+template <typename Each>
+void for_each_log_line(const std::string& dir, Each each) {
+    const std::string path = in_folder(dir, "log.jsonl");
+    if (!path_exists(path)) return;
+    const InputFile file = open_input(path, "log");
+    char* line = nullptr;
+    size_t capacity = 0;
+    for (ssize_t n; (n = getline(&line, &capacity, file.get())) >= 0;)
+        each(std::string(line, size_t(n) - (n > 0 && line[n - 1] == '\n')));
+    std::free(line);
+}
+
 // One line of log.jsonl as a JSON object; an empty object for a line that is not one (cut off
 // by a crash, or not ./train's).
 inline Json log_record(const std::string& line) {
@@ -273,14 +290,12 @@ public:
         std::string kept;
         int skipped = 0;
         if (resuming) {
-            std::ifstream in(path_);
-            std::string line;
-            while (std::getline(in, line)) {
+            for_each_log_line(dir, [&](const std::string& line) {
                 const Json record = log_record(line);
                 const Json* step = record.get("step");
                 if (!step || step->kind() != Json::Kind::Number || step->as_number() >= keep_before) {
                     skipped++;
-                    continue;
+                    return;
                 }
                 kept += line + "\n";
                 if (const Json* loss = step_loss(record)) losses_.push_back(loss->as_number());
@@ -291,9 +306,16 @@ public:
                     const std::vector<double> mean_abs = record_numbers(record, "mean_abs");
                     stats_.push_back({record_numbers(record, "attn_logit_max"), mean_abs.empty() ? NAN : mean_abs.back()});
                 }
-            }
+            });
         }
         if (dropped) *dropped = skipped;
+        try {  // a link is followed: its target is replaced, as every output's is (util/paths.h)
+            const OutputTarget target = output_target(path_, path_);
+            if (target.stream) throw InputError(path_ + " is not a regular file: the log is rewritten whole on -resume 1");
+            path_ = target.path;
+        } catch (const InputError& e) {
+            throw OutputError(e.what());
+        }
         const std::string tmp = path_ + ".tmp";
         fd_ = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
         if (fd_ < 0) throw OutputError(tmp + ": cannot open for writing (" + std::strerror(errno) + ")");
@@ -339,26 +361,26 @@ private:
 // True when DIR/log.jsonl holds the record that ends a run of `steps` steps: its outcome record
 // (docs/logs.md), or the record of a stop at that step (a final validation loss not finite).
 inline bool logged_final_outcome(const std::string& dir, int steps) {
-    std::ifstream in(in_folder(dir, "log.jsonl"));
-    for (std::string line; std::getline(in, line);) {
+    bool logged = false;
+    for_each_log_line(dir, [&](const std::string& line) {
         const Json record = log_record(line);
         const Json* step = record.get("step");
         const Json* event = record.get("event");
         if (step && step->kind() == Json::Kind::Number && step->as_number() == steps && event &&
             event->kind() == Json::Kind::String && (event->text() == "outcome" || event->text() == "diverged"))
-            return true;
-    }
-    return false;
+            logged = true;
+    });
+    return logged;
 }
 
 // The loss of step 0 as DIR/log.jsonl wrote it (JSON text), or "" when the log has no such record.
 inline std::string logged_first_loss(const std::string& dir) {
-    std::ifstream in(in_folder(dir, "log.jsonl"));
-    for (std::string line; std::getline(in, line);) {
+    std::string first;
+    for_each_log_line(dir, [&](const std::string& line) {
         const Json record = log_record(line);
         const Json* step = record.get("step");
         const Json* loss = step_loss(record);
-        if (step && step->text() == "0" && loss) return loss->text();
-    }
-    return "";
+        if (first.empty() && step && step->text() == "0" && loss) first = loss->text();
+    });
+    return first;
 }

@@ -29,6 +29,9 @@
 
 // The spec's bound on the header: larger ones are refused before anything is allocated.
 constexpr uint64_t SAFETENSORS_MAX_HEADER = 100000000;
+// The largest file read: GPT-2 XL's 1.5B parameters in F32 are 6.2 GB; 64 GiB leaves room for
+// larger models and refuses a file that could only exhaust the memory.
+constexpr uint64_t SAFETENSORS_MAX_FILE = uint64_t(64) << 30;
 
 // One tensor of the file: its dtype, shape and bytes [begin, end) of the data buffer.
 struct SafetensorsEntry {
@@ -107,20 +110,18 @@ inline void check_buffer_covered(std::vector<SafetensorsEntry> tensors, uint64_t
 
 // Reads and checks a whole safetensors file; anything malformed is one InputError naming it.
 inline SafetensorsFile read_safetensors(const std::string& path) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) throw InputError(path + ": cannot open the safetensors file");
-    std::string bytes;
-    char block[1 << 16];
-    for (size_t got; (got = std::fread(block, 1, sizeof block, f)) > 0;) bytes.append(block, got);
-    const bool failed = std::ferror(f);
-    std::fclose(f);
-    if (failed) throw InputError(path + ": cannot read the safetensors file (a folder?)");
+    std::string bytes = read_input(path, "safetensors file", SAFETENSORS_MAX_FILE);
     if (bytes.size() < 8) throw InputError(path + ": " + std::to_string(bytes.size()) + " bytes, too short for a safetensors header");
     uint64_t n = 0;
     for (int b = 7; b >= 0; b--) n = (n << 8) | (unsigned char)bytes[b];
-    if (n > SAFETENSORS_MAX_HEADER || n > bytes.size() - 8 || n < 2 || bytes[8] != '{')
-        throw InputError(path + ": not a safetensors file (header length " + std::to_string(n) + " in a file of " +
-                         std::to_string(bytes.size()) + " bytes, or a header not starting with '{')");
+    if (n > SAFETENSORS_MAX_HEADER)
+        throw InputError(path + ": not a safetensors file: its first 8 bytes claim a header of " + std::to_string(n) +
+                         " bytes, above the format's limit of " + std::to_string(SAFETENSORS_MAX_HEADER));
+    if (n > bytes.size() - 8)
+        throw InputError(path + ": not a safetensors file: its first 8 bytes claim a header of " + std::to_string(n) +
+                         " bytes, but only " + std::to_string(bytes.size() - 8) + " follow (truncated?)");
+    if (n < 2 || bytes[8] != '{')
+        throw InputError(path + ": not a safetensors file: its header (after the 8-byte length) does not start with '{'");
     const Json header = read_json(bytes.substr(8, n), path + " header");
     if (header.kind() != Json::Kind::Object) throw InputError(path + ": the header is not a JSON object");
     SafetensorsFile file;
@@ -270,8 +271,10 @@ inline ModelConfig gpt2_config(const SafetensorsFile& file, const std::string& p
                          " is not a multiple of GPT-2's head size 64");
     char* end = nullptr;
     const long nh = heads.empty() ? m.C / 64 : std::strtol(heads.c_str(), &end, 10);
-    if (!heads.empty() && (*end != '\0' || nh <= 0 || nh > m.C || m.C % nh != 0))
-        throw InputError(path + ": __metadata__ n_head '" + heads + "' does not divide C = " + std::to_string(m.C));
+    if (!heads.empty() && (*end != '\0' || end == heads.c_str() || nh <= 0))
+        throw InputError(path + ": __metadata__ n_head '" + heads + "' is not a positive whole number");
+    if (nh > m.C || m.C % nh != 0)
+        throw InputError(path + ": __metadata__ n_head " + heads + " does not divide C = " + std::to_string(m.C));
     m.NH = (int)nh;
     if (!placement.empty() && !parse_placement(placement, &m.placement))
         throw InputError(path + ": __metadata__ placement '" + placement + "' is not pre, post or peri");

@@ -70,11 +70,12 @@ inline void check_precision(const std::string& device, const std::string& precis
                          "which computes in fp32 (leave -precision out, give fp32, or -device cuda)");
 }
 
-// Refuses -fused given for a run on the CPU, which has no fused products to choose among.
-inline void check_fused(const std::string& device, bool given) {
-    if (device == "cpu" && given)
-        throw InputError("flag -fused: chooses how the CUDA backend runs its matrix products, but this run is on the "
-                         "CPU (leave -fused out, or give -device cuda)");
+// Refuses -fused all or none given for a run on the CPU, which has no fused products to choose
+// among; -fused auto, the default, is accepted there (nothing to fuse).
+inline void check_fused(const std::string& device, const std::string& fused, bool given) {
+    if (device == "cpu" && given && fused != "auto")
+        throw InputError("flag -fused: " + fused + " chooses how the CUDA backend runs its matrix products, but this "
+                         "run is on the CPU (leave -fused out or give auto, or give -device cuda)");
 }
 
 // Builds the backend for a resolved device ("cpu" or "cuda"); precision is "bf16" or "fp32"

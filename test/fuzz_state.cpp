@@ -1,5 +1,5 @@
-// Fuzz target: ./train's optimiser-state reader (read_state in train.cpp, whose file layout README
-// "Outputs" gives) and the resume check on it. Any bytes must either load as the state of a
+// Fuzz target: ./train's optimiser-state reader (read_state in run/checkpoint.h, whose file layout docs/formats.md
+// gives) and the resume check on it. Any bytes must either load as the state of a
 // 16-parameter model or be refused with an InputError (a Pre-LN model's state). train.cpp is compiled in with its main()
 // renamed, so the reader tested is the program's own.
 #define main train_main

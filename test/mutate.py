@@ -29,6 +29,9 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mutate_generated as generated  # noqa: E402  (the generated set, docs/mutation.md)
+
 EMU_CLI = "CUDA_BIN_DIR=build/emu:build/test_cli_cuda"   # the CUDA programs, emulated
 EMU_KERNELS = "SIMT_ORDER=forward:build/emu/cuda_test_kernels"
 TRAIN_LOOP = dict(targets=["train", "build/emu/train"], runs=["build/test_cli", EMU_CLI])
@@ -323,9 +326,8 @@ MUTANTS = [
      "first + rng.below(n))", "first + rng.below(n - 1))", LOADER),
     ("loader-mixes-tokenizers", "shards that record different tokenizers are read together", "dataloader.h",
      "if (shard.tokenizer != first->tokenizer)", "if (false)", LOADER),
-    ("tokenizer-folder-unnamed", "a tokenizer path that is a folder is not named as one", "tokenizer.h",
-     "        if (fstat(fileno(file.get()), &st) == 0 && S_ISDIR(st.st_mode))\n"
-     "            throw InputError(path + \": is a folder, not a tokenizer file\");\n", "",
+    ("input-kind-unchecked", "an input that is not a regular file (a folder, a FIFO) is read as one", "util/paths.h",
+     "    if (!S_ISREG(st.st_mode)) {\n        close(fd);", "    if (false) {\n        close(fd);",
      dict(targets=["tokenize", "build/test_tokenizer"], runs=["build/test_tokenizer"])),
     ("tokenize-stdout-over-input", "./tokenize writes its output over the tokenizer file or standard input",
      "tokenize.cpp", "    check_not_an_input(\"standard output\", descriptor_id(1), inputs);\n", "", TOKENIZE),
@@ -334,7 +336,7 @@ MUTANTS = [
     ("prepare-overwrites-existing", "prepare_data.py replaces existing files of the name without --overwrite",
      "prepare_data.py", "        if self.earlier and not overwrite:", "        if False:", PREPARE),
     ("prepare-keeps-stale-shards", "prepare_data.py --overwrite leaves the earlier run's extra shards",
-     "prepare_data.py", "            for path in set(self.earlier) - {path for path, _ in self.written}:",
+     "prepare_data.py", "            for path in set(self.earlier) - {path for path, _, _ in self.written}:",
      "            for path in []:",
      PREPARE),
     ("prepare-name-leaves-out", "prepare_data.py accepts a --name with '/' (../../evil writes outside --out)",
@@ -372,10 +374,12 @@ def make(targets):
     return p.returncode == 0, "\n".join(p.stdout.splitlines()[-15:])
 
 
-def run_binary(spec):
+def run_binary(spec, cwd=None, env_extra=None, fail_fast=False):
     """Runs one test binary, spec "BINARY" or "NAME=VALUE:BINARY" (as test/run_tests.sh takes),
-    and returns the names of the tests that failed, or a line saying that it crashed or hung."""
-    env = dict(os.environ)
+    from `cwd` (default: here) with `env_extra` added to the environment, and returns the names
+    of the tests that failed, or a line saying that it crashed or hung. With `fail_fast` the
+    binary stops at its first failure (--gtest_fail_fast)."""
+    env = dict(os.environ, **(env_extra or {}))
     binary = spec
     if "=" in spec and ":" in spec:
         assignment, binary = spec.rsplit(":", 1)
@@ -384,8 +388,9 @@ def run_binary(spec):
     label = binary if binary == spec else f"{binary} ({spec.rsplit(':', 1)[0]})"
     with tempfile.TemporaryDirectory(prefix="mutate_") as scratch:
         xml_path = os.path.join(scratch, "out.xml")
+        args = [os.path.join(cwd or ".", binary), "--gtest_brief=1", f"--gtest_output=xml:{xml_path}"]
         try:
-            p = subprocess.run([binary, "--gtest_brief=1", f"--gtest_output=xml:{xml_path}"], env=env,
+            p = subprocess.run(args + (["--gtest_fail_fast"] if fail_fast else []), env=env, cwd=cwd,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=RUN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return [f"{label} hung (over {RUN_TIMEOUT_S} s)"]
@@ -428,6 +433,8 @@ def check_mutant(mutant):
 
 
 def main(argv):
+    if "--generated" in argv:
+        return generated.main([a for a in argv if a != "--generated"], run_binary)
     if "--list" in argv:
         for name, what, path, *_ in MUTANTS:
             print(f"{name:26s} {path:16s} {what}")

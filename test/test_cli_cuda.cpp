@@ -370,8 +370,8 @@ TEST_F(CliCuda, CpuOpsRefusedOnCuda) {
     EXPECT_FALSE(std::filesystem::exists(dir + "cpu_ops")) << "no run folder";
 }
 
-// -fused chooses among the CUDA backend's products: given on the CPU it is refused in one line
-// naming the flag, before the run folder is made.
+// -fused chooses among the CUDA backend's products: all (or none) given on the CPU is refused in
+// one line naming the flag, before the run folder is made (auto is accepted there: test_run_dir).
 TEST_F(CliCuda, FusedRefusedOnTheCpu) {
     const Result r = train("cpu", "fused_cpu", "-fused all");
     EXPECT_EQ(r.status, 2) << r.out << r.err;

@@ -12,6 +12,8 @@
 //   test_settings experiments/settings.py against ./train's and ./eval's tables of flags (-flags_json 1):
 //                 every flag it passes exists, every default and preset value in range (needs ./train, ./eval)
 //   test_input    every bad input to sweep.py and plot.py: one line, exit status 2, nothing written
+//   test_file_kinds  prepare_data.py, sweep.py and plot.py given outputs and inputs that are not
+//                 plain files (/dev/stdout, FIFOs, links, /dev/zero) and a file-size limit
 //   test_sweep_runs  signals to a running sweep (checkpoints, the rerun alike), ./eval -run of a sweep run
 //   test_safetensors_torch  ./eval -export against Python writers; imported GPT-2 safetensors
 //                 against PyTorch models (skips those without torch; needs ./eval)
@@ -41,7 +43,7 @@ TEST_P(PythonModule, Passes) {
 
 INSTANTIATE_TEST_SUITE_P(Experiments, PythonModule,
                          ::testing::Values("test_stats", "test_reports", "test_results", "test_claims", "test_intervene",
-                                           "test_settings", "test_input", "test_sweep_runs", "test_safetensors_torch", "test_layout",
+                                           "test_settings", "test_input", "test_file_kinds", "test_sweep_runs", "test_safetensors_torch", "test_layout",
                                            "test_torch_bench"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 

@@ -112,6 +112,14 @@ protected:
         ASSERT_GE(lines(read_file(path)).size(), count) << path;
     }
 
+    // Waits (up to a minute) until `path` holds `text`.
+    void wait_for_text(const std::string& path, const std::string& text) const {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+        while (read_file(path).find(text) == std::string::npos && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        ASSERT_NE(read_file(path).find(text), std::string::npos) << path;
+    }
+
     // The "loss" text of the step records of a log.jsonl, in order.
     static std::vector<std::string> losses(const std::string& log) {
         std::vector<std::string> out;
@@ -308,8 +316,9 @@ TEST_F(RunDir, ResumeRefusesEveryFlagThatDefinesTheRunAndAcceptsTheOthers) {
                                                       {"val_data", dir + "other_*.bin"},
                                                       {"tokenizer", "data/mobydick_v4096_tokenizer.bin"}};
     const std::set<std::string> runs_the_command = {"out", "resume", "overwrite", "change_steps", "config"};
-    // CUDA only: refused on this CPU run whatever its value (test_cli_cuda resumes a CUDA run
-    // with it given and without).
+    // CUDA only: a value other than the run's (auto) is all, refused on this CPU run (auto is
+    // accepted there: FusedAutoIsAcceptedOnTheCpu; test_cli_cuda resumes a CUDA run with it given
+    // and without).
     const std::set<std::string> cuda_only = {"fused"};
     std::set<std::string> refused, accepted;
     for (const TrainFlag& f : train_flags()) {
@@ -323,7 +332,7 @@ TEST_F(RunDir, ResumeRefusesEveryFlagThatDefinesTheRunAndAcceptsTheOthers) {
         SCOPED_TRACE("-" + f.name + " " + other + " (the run's: " + current + ")");
         const Result r = run(command(f.name, other));
         if (cuda_only.count(f.name)) {
-            expect_refused(r, "-" + f.name + ": chooses how the CUDA backend");
+            expect_refused(r, "-" + f.name + ": " + other + " chooses how the CUDA backend");
         } else if (f.on_resume == MAY_CHANGE) {
             EXPECT_EQ(r.status, 0) << r.err;
             EXPECT_NE(r.out.find("is complete (6 of 6 steps"), std::string::npos) << r.out;
@@ -613,7 +622,7 @@ TEST_F(RunDir, ASignalInterruptsAnEvaluationAndTheStepsCheckpointStays) {
 TEST_F(RunDir, ASecondSignalOfEitherKindQuitsAtOnce) {
     // One step of 2^26 micro-steps (minutes): the first SIGTERM waits for its end, a SIGINT then ends the process.
     const pid_t pid = start(train_args("-steps 2 -total_batch 1073741824"), "slow");
-    wait_for_lines(dir + "slow.stdout", 4);
+    wait_for_text(dir + "slow.stdout", "output: ");  // training has begun (in start-up a signal ends ./train at once)
     kill(pid, SIGTERM);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (read_file(dir + "slow.stderr").find("stopping after the current step") == std::string::npos &&
@@ -638,6 +647,22 @@ TEST_F(RunDir, ShardsOfDifferentTokenizersAreRefusedAcrossTrainAndValData) {
     args = train_args("-steps 2");
     args.replace(args.find(dir + "train_*.bin"), dir.size() + 11, "'" + dir + "*[nr]_000.bin'");
     expect_refused(run(args), "shards of different tokenizers cannot be read together");
+}
+
+// -fused auto, the default, has nothing to fuse on the CPU and is accepted there, given or not;
+// all and none choose among CUDA products and are refused, naming the value.
+TEST_F(RunDir, FusedAutoIsAcceptedOnTheCpu) {
+    Result r = train("-steps 2 -fused auto");
+    EXPECT_EQ(r.status, 0) << r.err;
+    const std::string eval = "./eval -device cpu -model " + dir + "out/model_00000002.bin -val_data " + dir +
+                             "val_*.bin -T 8 -B 2 -eval_batches 1 -diag_batches 0 -fused ";
+    r = run(eval + "auto");
+    EXPECT_EQ(r.status, 0) << r.err;
+    for (const char* value : {"all", "none"}) {
+        expect_refused(train(std::string("-steps 2 -overwrite 1 -fused ") + value),
+                       std::string("flag -fused: ") + value + " chooses how the CUDA backend");
+        expect_refused(run(eval + value), std::string("flag -fused: ") + value + " chooses how the CUDA backend");
+    }
 }
 
 TEST_F(RunDir, ValidationDataThatIsTrainingDataIsWarnedAbout) {
@@ -670,7 +695,8 @@ TEST_F(RunDir, EvalRefusesAnOutputThatIsAnInput) {
     EXPECT_EQ(read_file(dir + "tiny.bin"), model);
     std::filesystem::create_symlink(dir + "val_000.bin", dir + "link.json");
     expect_refused(run(eval + "-pairs " + dir + "link.json"), "is the -val_data shard " + dir + "val_000.bin");
-    expect_refused(run(eval + "-json " + dir + "a.json -pairs " + dir + "a.json"), "is the -json file");
+    expect_refused(run(eval + "-json " + dir + "a.json -pairs " + dir + "a.json"),
+                   "flag -pairs " + dir + "a.json and flag -json " + dir + "a.json lead to one file");
     if (geteuid() == 0)  // root passes access() for /sys: creating the file is the test
         expect_refused(run(eval + "-json /sys/x.json"), "flag -json /sys/x.json: cannot create a file there");
 }
@@ -852,8 +878,7 @@ TEST_F(RunDir, EvalRunTakesTheModelDataAndTokenizerOfARunFolder) {
 
 
 // ---------------------------------------------------------------------------------------------
-// No output replaces a run folder's file or an input, however its path is spelled (README "Exit
-// status"): each rule, each input flag, each spelling ("./", "..", a link).
+// No output replaces a run folder's file or an input, however its path is spelled (docs/train.md §3): each rule, each input flag, each spelling ("./", "..", a link).
 
 // Three other spellings of the file DIR/`name` (dir ends in "/"): through "./", through
 // "sub/.." (DIR/sub is made) and a symbolic link DIR/link_TAG to it.

@@ -247,8 +247,15 @@ TEST_F(Safetensors, RefusesFilesThatAreNotSafetensors) {
     expect_refused("", "too short");
     expect_refused("1234567", "too short");
     std::string huge(16, '\0');
-    huge[0] = (char)0xFF; huge[7] = (char)0x7F;  // a header length beyond the file
-    expect_refused(huge, "not a safetensors file");
+    huge[0] = (char)0xFF; huge[7] = (char)0x7F;  // a header length beyond the format's limit
+    expect_refused(huge, "not a safetensors file: its first 8 bytes claim a header of 9151314442816848127 bytes, above "
+                         "the format's limit of 100000000");
+    std::string two_gb(16, '\0');
+    two_gb[3] = (char)0x80;  // 2^31 bytes: named by the limit, not by the file's size
+    expect_refused(two_gb, "claim a header of 2147483648 bytes, above the format's limit of 100000000");
+    std::string at_limit(16, '\0');
+    at_limit[0] = (char)0x00; at_limit[1] = (char)0xE1; at_limit[2] = (char)0xF5; at_limit[3] = (char)0x05;  // 100000000
+    expect_refused(at_limit, "claim a header of 100000000 bytes, but only 8 follow (truncated?)");
     const std::string good = hand_made_file(gpt2_file_tensors(false, 7), kPreMetadata);
     std::string longer = good;
     longer[0] = (char)(longer[0] + 8);  // the header would run into the data
@@ -258,7 +265,7 @@ TEST_F(Safetensors, RefusesFilesThatAreNotSafetensors) {
     expect_refused(not_json, "not JSON");
     std::string not_brace = good;
     not_brace[8] = ' ';
-    expect_refused(not_brace, "not starting with '{'");
+    expect_refused(not_brace, "its header (after the 8-byte length) does not start with '{'");
     std::string truncated = good.substr(0, good.size() - 4);
     expect_refused(truncated, "");
 }
@@ -305,7 +312,10 @@ TEST_F(Safetensors, RefusesFilesOfAnotherModel) {
     auto ints = gpt2_file_tensors(false, 13);
     ints["ln_f.bias"].dtype = "I32";
     expect_refused(hand_made_file(ints, kPreMetadata), "must be F32, BF16 or F16");
-    expect_refused(hand_made_file(gpt2_file_tensors(false, 14), {{"n_head", "3"}}), "does not divide C");
+    expect_refused(hand_made_file(gpt2_file_tensors(false, 14), {{"n_head", "3"}}), "n_head 3 does not divide C");
+    for (const char* word : {"two", "0", "-2", "2x"})
+        expect_refused(hand_made_file(gpt2_file_tensors(false, 14), {{"n_head", word}}),
+                       std::string("n_head '") + word + "' is not a positive whole number");
     expect_refused(hand_made_file(gpt2_file_tensors(false, 15), {{"format", "pt"}}), "not a multiple of GPT-2's head size");
     expect_refused(hand_made_file(gpt2_file_tensors(false, 16), {{"n_head", "2"}, {"placement", "middle"}}), "not pre, post or peri");
     expect_refused(hand_made_file(gpt2_file_tensors(false, 17), {{"n_head", "2"}, {"dt", "-1"}}), "is not a number in (0, 1000]");

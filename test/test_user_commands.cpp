@@ -131,13 +131,49 @@ TEST_F(UserCommands, PromptRefusals) {
 }
 
 TEST_F(UserCommands, PromptTakesTheRunsTokenizerAndAFlagBesideRunWins) {
-    // a run of the compact vocabulary records its decode-only tokenizer, which cannot encode
+    // A run of the compact vocabulary (README's short run) records its decode-only tokenizer: the
+    // prompt is encoded by GPT-2's BPE and mapped to the compact ids, ", the." (GPT-2's ids 11,
+    // 262, 13) to three kept tokens, CJK characters (bytes Moby-Dick never has) to the catch-all.
     Result trained = run("./train -device cpu -threads 1 -init l1h2c16v4096t32 -steps 1 -B 2 -T 8 -eval_every 0 "
                          "-train_data 'data/mobydick_v4096_train_*.bin' -tokenizer data/mobydick_v4096_tokenizer.bin -out " +
                          dir + "run");
     ASSERT_EQ(trained.status, 0) << trained.err;
-    expect_refused(run("./eval -device cpu -run " + dir + "run -prompt 'The whale'"),
-                   "flag -tokenizer: data/mobydick_v4096_tokenizer.bin: has no merges");
+    Result compact = run("./eval -device cpu -run " + dir + "run -prompt ', the.' -sample_len 4");
+    ASSERT_EQ(compact.status, 0) << compact.err;
+    EXPECT_NE(compact.out.find("prompt in the model's vocabulary: , the.\n"), std::string::npos) << compact.out;
+    EXPECT_NE(compact.out.find("prompt: 3 tokens (tokenizer data/mobydick_v4096_tokenizer.bin)"), std::string::npos)
+        << compact.out;
+    EXPECT_NE(compact.out.find("sample 0: , the.[["), std::string::npos) << compact.out;
+    compact = run("./eval -device cpu -run " + dir + "run -prompt ', the.' -sample_len 4 -samples 0");  // none asked
+    ASSERT_EQ(compact.status, 0) << compact.err;
+    EXPECT_NE(compact.out.find("0 samples of 4 tokens"), std::string::npos) << compact.out;
+    EXPECT_EQ(compact.out.find("sample 0:"), std::string::npos) << compact.out;
+    compact = run("./eval -device cpu -run " + dir + "run -prompt ', the.\u65e5' -sample_len 4");
+    ASSERT_EQ(compact.status, 0) << compact.err;
+    const size_t read_as = compact.out.find("prompt in the model's vocabulary: , the. \u2047");
+    ASSERT_NE(read_as, std::string::npos) << compact.out;
+    EXPECT_EQ(compact.out.substr(read_as, compact.out.find('\n', read_as) - read_as).find("\u65e5"), std::string::npos)
+        << compact.out;
+    // Without GPT-2's tokenizer (neither beside the compact one nor data/gpt2_tokenizer.bin where
+    // ./eval runs) the prompt is refused naming the file that would encode it.
+    const std::string repo = std::filesystem::current_path().string();
+    std::filesystem::create_directories(dir + "elsewhere");
+    std::filesystem::copy_file("data/mobydick_v4096_tokenizer.bin", dir + "elsewhere/v4096.bin");
+    expect_refused(run("cd " + dir + "elsewhere && " + repo + "/eval -device cpu -model " + dir +
+                       "run/model_00000001.bin -tokenizer v4096.bin -prompt 'The whale'"),
+                   "flag -tokenizer: data/gpt2_tokenizer.bin: cannot open the tokenizer file (No such file or directory) (a "
+                   "compact vocabulary's prompt is encoded by GPT-2's BPE in data/gpt2_tokenizer.bin, then mapped to its ids)");
+    // Another decode-only tokenizer (GPT-2's vocabulary without its merges, as llm.c's) cannot encode.
+    const std::string gpt2 = read_file("data/gpt2_tokenizer.bin");
+    size_t end = 1024;
+    for (uint32_t id = 0; id < 50257; id++) end += 1 + (unsigned char)gpt2[end];
+    std::string decode_only = gpt2.substr(0, end);
+    std::fill(decode_only.begin() + 16, decode_only.begin() + 20, '\0');  // header[4]: no merges
+    std::ofstream(dir + "decode_only.bin", std::ios::binary) << decode_only;
+    expect_refused(run("./eval -device cpu -model " + dir + "run/model_00000001.bin -tokenizer " + dir +
+                       "decode_only.bin -prompt 'The whale'"),
+                   "has no merges (a decode-only tokenizer, like llm.c's), so it cannot encode; a prompt needs a tokenizer "
+                   "that encodes (or a compact vocabulary's, docs/data.md)");
     // GPT-2's tokenizer beside -run wins: ", the." is ids 11, 262, 13, inside the 4,096
     Result r = run("./eval -device cpu -run " + dir + "run -tokenizer data/gpt2_tokenizer.bin -prompt ', the.' -sample_len 4");
     ASSERT_EQ(r.status, 0) << r.err;
@@ -191,7 +227,7 @@ TEST_F(UserCommands, ConfigRefusals) {
         EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
         EXPECT_FALSE(exists(dir + "out"));
     };
-    refused(run(train + dir + "missing.json"), "flag -config: cannot read");
+    refused(run(train + dir + "missing.json"), "flag -config: " + dir + "missing.json: cannot open the JSON file (No such file");
     std::ofstream(dir + "text.json") << "steps: 3\n";
     refused(run(train + dir + "text.json"), "not JSON");
     std::ofstream(dir + "other.json") << "{\"steps\": 3}\n";

@@ -12,13 +12,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <istream>
-#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "util/errors.h"
+#include "util/paths.h"
 #include "util/utf8.h"
 
 // A number: %.9g round-trips a float; non-finite values become null.
@@ -391,7 +390,21 @@ private:
 
 // The JSON value in `text`; `what` (a file name) begins the InputError for anything else.
 inline Json read_json(const std::string& text, const std::string& what) { return JsonReader::read(text, what); }
-// The JSON value of all that `in` (an open file) holds, as above.
-inline Json read_json(std::istream& in, const std::string& what) {
-    return read_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), what);
+
+// The most a JSON file read whole may hold: a run's config.json is a few kilobytes, so anything
+// near this is not one (and reading /dev/zero or a huge file stops here, not at the end of memory).
+constexpr uint64_t MAX_JSON_FILE_BYTES = 16 << 20;
+
+// The JSON value of the file at `path`, a regular file of at most MAX_JSON_FILE_BYTES
+// (util/paths.h, read_input); anything else, or a file that is not JSON, is an InputError
+// "PATH: ..." led by `flag` when given ("flag -config: PATH: ...").
+inline Json read_json_file(const std::string& path, const std::string& flag = "") {
+    const std::string lead = flag.empty() ? "" : flag + ": ";
+    std::string text;
+    try {
+        text = read_input(path, "JSON file", MAX_JSON_FILE_BYTES);
+    } catch (const InputError& e) {
+        throw InputError(lead + e.what());
+    }
+    return read_json(text, lead + path);
 }

@@ -127,7 +127,7 @@ class Sweep(unittest.TestCase):
         with open(self.out, "w") as f:
             f.write("mine")
         status, _, err = self.sweep()
-        self.assertEqual((status, err), (2, f"sweep: --out {self.out}: is a file, not a folder\n"))
+        self.assertEqual((status, err), (2, f"sweep: --out {self.out}: is a regular file, not a folder\n"))
         with open(self.out) as f:
             self.assertEqual(f.read(), "mine")
 
@@ -382,7 +382,7 @@ class Plot(unittest.TestCase):
 
 
 class PrepareData(unittest.TestCase):
-    """prepare_data.py's refusals up front, and outputs never written through a link."""
+    """prepare_data.py's refusals up front, and an output that is a link: its target replaced whole."""
     def setUp(self):
         self.dir = tempfile.mkdtemp()
         self.text = os.path.join(self.dir, "story.txt")
@@ -426,16 +426,20 @@ class PrepareData(unittest.TestCase):
             del sys.modules["tiktoken"]
         self.assertFalse(os.path.exists(self.out))
 
-    def test_an_output_name_that_is_a_link_is_replaced_not_written_through(self):
+    def test_an_output_name_that_is_a_link_has_its_target_replaced_whole(self):
+        # docs/cli.md §6: the link is followed, its target replaced by a new file (never opened
+        # and written in place), the link kept.
         keep = os.path.join(self.dir, "keep.bin")
         with open(keep, "w") as f:
             f.write("mine")
+        before = os.stat(keep).st_ino
         os.makedirs(self.out)
         os.symlink(keep, os.path.join(self.out, "story_val_000000.bin"))
         self.assertEqual(self.prepare("--overwrite")[0], 0)
-        with open(keep) as f:
-            self.assertEqual(f.read(), "mine")
-        self.assertFalse(os.path.islink(os.path.join(self.out, "story_val_000000.bin")))
+        self.assertTrue(os.path.islink(os.path.join(self.out, "story_val_000000.bin")))
+        with open(keep, "rb") as f:
+            self.assertEqual(f.read(4), (20240520).to_bytes(4, "little"))  # a token shard now
+        self.assertNotEqual(os.stat(keep).st_ino, before, "a new file, not the old one written through")
         self.assertEqual(sorted(os.listdir(self.out)), ["story_train_000000.bin", "story_val_000000.bin"])
 
 
