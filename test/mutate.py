@@ -309,8 +309,11 @@ MUTANTS = [
     ("verdict-ignores-direction", "a significant effect against the claim reads as support",
      "experiments/claim_rows.py", "if adjusted < ALPHA and primary_test.direction == CLAIMED:",
      "if adjusted < ALPHA:", PY_CLAIMS),
-    ("matched-lrs-need-not-agree", "a test at the matched learning rates takes one direction when they disagree",
-     "experiments/primary.py", "directions.pop() if len(directions) == 1 else MIXED", "directions.pop()", PY_CLAIMS),
+    ("against-only-when-all-parts", "a claim that needs several things is against only when every part points the "
+     "other way", "experiments/primary.py", "    if against:\n", "    if len(against) == len(parts):\n", PY_CLAIMS),
+    ("against-without-bonferroni", "a claim against in one of several parts takes that part's p alone",
+     "experiments/primary.py", "Primary(min(1.0, len(parts) * min(p.p for p in against)), OPPOSITE",
+     "Primary(min(p.p for p in against), OPPOSITE", PY_CLAIMS),
     ("matched-lrs-smallest", "the matched learning rates are the two smallest at which every configuration learns",
      "experiments/e1.py", "(common[-2:] if len(common) >= 2 else [])", "(common[:2] if len(common) >= 2 else [])",
      PY_REPORTS),
