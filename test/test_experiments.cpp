@@ -18,6 +18,8 @@
 //   test_safetensors_torch  ./eval -export against Python writers; imported GPT-2 safetensors
 //                 against PyTorch models (skips those without torch; needs ./eval)
 //   test_layout   the layout of the sources: includes from the root, one way, no cycle; the code map
+//   test_docs     every code name README and docs/ put in backticks names something of the tree,
+//                 every link a file (docs/README.md, *Names in backticks*)
 //   test_torch_bench  scripts/torch_gpt2_bench.py's table from fake programs, without torch (and a
 //                 tiny CPU run where torch is installed)
 #include <gtest/gtest.h>
@@ -44,7 +46,7 @@ TEST_P(PythonModule, Passes) {
 INSTANTIATE_TEST_SUITE_P(Experiments, PythonModule,
                          ::testing::Values("test_stats", "test_reports", "test_results", "test_claims", "test_intervene",
                                            "test_settings", "test_input", "test_file_kinds", "test_sweep_runs", "test_safetensors_torch", "test_layout",
-                                           "test_torch_bench"),
+                                           "test_docs", "test_torch_bench"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace
