@@ -91,8 +91,9 @@ static int catch_all_id(const Tokenizer* tok, int V) {
 
 // Loss (on the backend), accuracy and ROUGE (on the CPU reference) over the first eval_batches.
 // Accuracy counts the positions whose target is not the catch-all id: predicting "some other
-// token" names no token.
-static void evaluate_metrics(const EvalOptions& o, Backend& backend, CpuModel<float>& ref, bool same_model,
+// token" names no token. `ref` is a CPU model (CpuModel<float>, or the CPU backend itself).
+template <class Model>
+static void evaluate_metrics(const EvalOptions& o, Backend& backend, Model& ref, bool same_model,
                              DataLoader& val, const Tokenizer* tok, Results& r, Progress& progress) {
     const int B = ref.B, T = ref.T, V = ref.cfg.V;
     double loss_sum = 0, ppl_sum = 0, log_z_sum = 0;
@@ -152,7 +153,8 @@ static void evaluate_metrics(const EvalOptions& o, Backend& backend, CpuModel<fl
 // Statistics, gradient norms, sensitivity and uncertainty on the first diag_batches batches:
 // each a mean over the batches, except attn_logit_max (their maximum) and param_norm (of the
 // weights). The scale-free gradient is each batch's ‖∂L/∂X_i‖·RMS(X_i), then averaged.
-static void evaluate_diagnostics(const EvalOptions& o, CpuModel<float>& m, DataLoader& val, Results& r,
+template <class Model>
+static void evaluate_diagnostics(const EvalOptions& o, Model& m, DataLoader& val, Results& r,
                                  Progress& progress) {
     r.diag_batches = o.diag_batches;
     if (o.diag_batches == 0) return;
@@ -636,20 +638,19 @@ static int evaluate(EvalOptions o) {
     // Accuracy, ROUGE and the diagnostics run on a CPU model: on the CPU the backend's own, on
     // CUDA a host copy of the weights.
     std::unique_ptr<Backend> backend;
+    CpuBackend<>* cpu = nullptr;
     std::unique_ptr<CpuModel<float>> host_copy;
-    CpuModel<float>* ref = nullptr;
     if (device == "cpu") {
-        auto cpu = std::make_unique<CpuBackend<>>(cfg, o.B, T);
-        ref = cpu.get();
-        backend = std::move(cpu);
+        auto made = std::make_unique<CpuBackend<>>(cfg, o.B, T);
+        cpu = made.get();
+        backend = std::move(made);
     } else {
         backend = make_backend(device, o.precision, "fast", fusion_request(o.fused), cfg, o.B, T);
         host_copy = std::make_unique<CpuModel<float>>(cfg, o.B, T);
         std::copy(params.begin(), params.end(), host_copy->params.begin());
-        ref = host_copy.get();
     }
     backend->set_params(params.data());
-    const bool same_model = host_copy == nullptr;
+    const bool same_model = cpu != nullptr;
 
     if (!run_line.empty()) std::printf("%s\n", run_line.c_str());
     std::printf("backend: %s%s\n", backend->name().c_str(),
@@ -675,10 +676,17 @@ static int evaluate(EvalOptions o) {
     // as null, and the exit status 3 (docs/train.md §3).
     Progress progress("eval", o.progress);
     const size_t nonfinite_weights = count_nonfinite(params);
-    if (nonfinite_weights == 0) evaluate_metrics(o, *backend, *ref, same_model, val, tok.get(), r, progress);
+    auto measure = [&](auto& ref) {  // the metrics, then (when they are finite) the diagnostics
+        if (nonfinite_weights > 0) return;
+        evaluate_metrics(o, *backend, ref, same_model, val, tok.get(), r, progress);
+        if (std::isfinite(r.val_loss)) evaluate_diagnostics(o, ref, val, r, progress);
+    };
+    if (cpu)
+        measure(*cpu);
+    else
+        measure(*host_copy);
     const bool finite = nonfinite_weights == 0 && std::isfinite(r.val_loss);
     if (finite) {
-        evaluate_diagnostics(o, *ref, val, r, progress);
         if (tok) generate_samples(o, T, cfg, params, val, *tok, r, progress);
     } else {
         drop_model_metrics(r);

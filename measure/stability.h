@@ -1,7 +1,6 @@
 // measure/stability.h — the forward- and backward-stability diagnostics that ./eval reports, computed on
-// the CPU reference model (CpuModel<Real>) at one batch of data (a function whose only model
-// argument names its type takes a Gpt2<Ops>: the compiler cannot deduce Real through the alias
-// CpuModel<Real>):
+// a CPU model at one batch of data: any Gpt2 on CPU ops (CpuModel<Real>, or ./eval's CPU backend,
+// the same model with a Backend's interface), the argument's type `Model`:
 //
 //   * the norm of each block's parameter gradient (the hidden-state statistics, ‖∂loss/∂X_i‖,
 //     the per-block parameter norms, ‖∂loss/∂W_fcproj‖ and the MLP's hidden RMS are in
@@ -116,8 +115,8 @@ struct TangentScratch {
 
 // The module of step (l, half), linearised at the model's last forward: du (N,C) → dF (N,C),
 // its matrix products without bias, attention or GELU in between.
-template <typename Real>
-void module_tangent(const CpuModel<Real>& m, int l, Half half, const Real* du, Real* dF, TangentScratch<Real>& s) {
+template <class Model, typename Real>
+void module_tangent(const Model& m, int l, Half half, const Real* du, Real* dF, TangentScratch<Real>& s) {
     const int N = m.N, C = m.cfg.C;
     const auto& a = m.block_activations(l);
     const Real* nobias = nullptr;
@@ -138,8 +137,8 @@ void module_tangent(const CpuModel<Real>& m, int l, Half half, const Real* du, R
 // attention step, the attention step's output for the MLP step). Each line is the tangent of
 // the same line of Gpt2::step_forward (gpt2.h), at the values that forward kept:
 //   u = LN_in(x)?    F = module(u)    f = LN_out(F)?    s = x + Δt·f    x' = LN_after(s)?
-template <typename Real>
-void step_jvp(const CpuModel<Real>& m, int l, Half half, const Real* dx, Real* dy, TangentScratch<Real>& s) {
+template <class Model, typename Real>
+void step_jvp(const Model& m, int l, Half half, const Real* dx, Real* dy, TangentScratch<Real>& s) {
     const int N = m.N, C = m.cfg.C;
     const auto& a = m.block_activations(l).step(half);
     // The tangent `out` (N,C) of LayerNorm `which` of this step, given the tangent `in` of its
@@ -158,15 +157,15 @@ void step_jvp(const CpuModel<Real>& m, int l, Half half, const Real* dx, Real* d
     if (m.plan.after_add) out = layernorm(s.dx_out.data(), s.ds.data(), a.sum.data(), a.after, StepNorm::AfterAdd);
     std::copy(out, out + (size_t)N * C, dy);
 }
-template <typename Real>
-void step_jvp(const CpuModel<Real>& m, int l, int half, const Real* dx, Real* dy, TangentScratch<Real>& s) {
+template <class Model, typename Real>
+void step_jvp(const Model& m, int l, int half, const Real* dx, Real* dy, TangentScratch<Real>& s) {
     step_jvp(m, l, (Half)half, dx, dy, s);
 }
 
 // Jacobian-vector product of the whole block l: attention step, then MLP step. `mid` (N,C)
 // receives the attention step's tangent.
-template <typename Real>
-void block_jvp(const CpuModel<Real>& m, int l, const Real* dx, Real* dy, Real* mid, TangentScratch<Real>& s) {
+template <class Model, typename Real>
+void block_jvp(const Model& m, int l, const Real* dx, Real* dy, Real* mid, TangentScratch<Real>& s) {
     step_jvp(m, l, Half::Attention, dx, mid, s);
     step_jvp(m, l, Half::Mlp, mid, dy, s);
 }
@@ -218,9 +217,9 @@ struct Sensitivity {
 // with `directions` random directions per block (and per step) drawn from rng in this order:
 // for each block l, for each direction k: V (used for the block and its attention step), then
 // V' (for its MLP step).
-template <class Ops>
-Sensitivity local_sensitivity(const Gpt2<Ops>& m, int directions, Rng& rng) {
-    using Real = typename Gpt2<Ops>::Act;
+template <class Model>
+Sensitivity local_sensitivity(const Model& m, int directions, Rng& rng) {
+    using Real = typename Model::Act;
     const int L = m.cfg.L, N = m.N, C = m.cfg.C;
     const size_t NC = (size_t)N * C;
     TangentScratch<Real> scratch(NC);
@@ -265,9 +264,9 @@ struct Uncertainty {
 
 // Uses and then restores the residual streams of the model's last forward (the blocks' saved
 // activations end up as those of the clean forward again).
-template <class Ops>
-Uncertainty output_uncertainty(Gpt2<Ops>& m, double sigma, int samples, Rng& rng) {
-    using Real = typename Gpt2<Ops>::Act;
+template <class Model>
+Uncertainty output_uncertainty(Model& m, double sigma, int samples, Rng& rng) {
+    using Real = typename Model::Act;
     const int L = m.cfg.L, N = m.N, C = m.cfg.C;
     const size_t NC = (size_t)N * C;
     std::vector<std::vector<Real>> clean(L + 1);
@@ -309,8 +308,8 @@ Uncertainty output_uncertainty(Gpt2<Ops>& m, double sigma, int samples, Rng& rng
 // (w2_bound) is a norm over a token's C channels, so W2_i/√C is per entry like RMS and σ; at
 // i = 0 the ratio is the sample RMS of the unit draws (≈ 1), and a block that only rescales its
 // input leaves it unchanged. Uses and then restores the model's last forward.
-template <class Ops>
-Uncertainty relative_output_uncertainty(Gpt2<Ops>& m, double sigma_rel, int samples, Rng& rng) {
+template <class Model>
+Uncertainty relative_output_uncertainty(Model& m, double sigma_rel, int samples, Rng& rng) {
     const int L = m.cfg.L, C = m.cfg.C;
     const size_t NC = (size_t)m.N * C;
     std::vector<double> rms;
@@ -325,8 +324,8 @@ Uncertainty relative_output_uncertainty(Gpt2<Ops>& m, double sigma_rel, int samp
 // Gradient norms
 
 // ‖gradient‖ of the parameters of each block l (every per-layer tensor's slice l), from m.grads.
-template <class Ops>
-std::vector<double> block_param_grad_norms(const Gpt2<Ops>& m) {
+template <class Model>
+std::vector<double> block_param_grad_norms(const Model& m) {
     return diag::block_norms(m.grads.data(), m.cfg);
 }
 
