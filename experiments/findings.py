@@ -86,8 +86,9 @@ def e3_lines(x):
     for (ln, dt, wd), rows in got.groupby(["ln", "dt", "wd"], sort=True):
         parts.append(f"{PLACEMENT_LABEL[ln]} Δt {fmt_num(dt)} wd {fmt_num(wd)}: " +
                      ", ".join(f"{int(event(rows).sum())}" for _, _, event in EVENTS) + f" of {len(rows)}")
-    return [f"- **E3** at lr {lrs_text(sorted(set(got.lr)))}: runs that diverged, diverged or collapsed, and failed "
-            "E1's line, of all runs: " + "; ".join(parts) + "."]
+    events = ", ".join(label for _, label, _ in EVENTS)
+    return [f"- **E3** at lr {lrs_text(sorted(set(got.lr)))}: per configuration the runs that {events} "
+            "(in this order), of all its runs: " + "; ".join(parts) + "."]
 
 
 def e1_best_line(x):
