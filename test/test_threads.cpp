@@ -130,15 +130,20 @@ TYPED_TEST(BothOps, Attention) {
     });
 }
 
-TYPED_TEST(BothOps, Gelu) {
+// The MLP's fc layer with its GELU (matmul_gelu_forward) and the backward of the projection that
+// reads its output (matmul_gelu_backward), as the model calls them.
+TYPED_TEST(BothOps, MatmulGelu) {
     Rng rng(5);
-    const size_t n = (size_t)N * 4 * C;
-    const Floats x = random_floats(rng, n, 4.0f), dout = random_floats(rng, n);
+    const int H = 4 * C;
+    const Floats x = random_floats(rng, (size_t)N * C), w_fc = random_floats(rng, (size_t)H * C),
+                 b_fc = random_floats(rng, H), w_proj = random_floats(rng, (size_t)C * H),
+                 dout = random_floats(rng, (size_t)N * C);
     expect_thread_independent([&] {
-        Floats g(n), dg(n, 0.1f);
-        TypeParam::gelu_forward(g.data(), x.data(), n);
-        TypeParam::gelu_backward(dg.data(), dout.data(), x.data(), n, GradOut::Add);
-        return Outputs{g, dg};
+        Floats h((size_t)N * H), pre((size_t)N * H), dpre((size_t)N * H), dw((size_t)C * H, 0.2f), db(C, 0.3f);
+        TypeParam::matmul_gelu_forward(h.data(), pre.data(), x.data(), w_fc.data(), b_fc.data(), N, C, H);
+        TypeParam::matmul_gelu_backward(dpre.data(), dw.data(), db.data(), dout.data(), h.data(), w_proj.data(),
+                                        pre.data(), N, H, C);
+        return Outputs{h, pre, dpre, dw, db};
     });
 }
 
