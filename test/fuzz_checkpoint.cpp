@@ -6,7 +6,7 @@
 #include "model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    const InputFile input(data, size);
+    const FuzzInputFile input(data, size);
     const std::string& path = input.path;
     try {
         std::vector<float> params;

@@ -10,16 +10,17 @@
 
 // The fuzzer's input as a file of this process (in $TMPDIR, else /dev/shm or /tmp), removed again
 // when the input is done.
-struct InputFile {
+struct FuzzInputFile {
     std::string path;
 
-    InputFile(const uint8_t* data, size_t size) : path(folder() + "/fuzz_input_" + std::to_string(getpid()) + ".bin") {
+    FuzzInputFile(const uint8_t* data, size_t size)
+        : path(folder() + "/fuzz_input_" + std::to_string(getpid()) + ".bin") {
         FILE* f = std::fopen(path.c_str(), "wb");
         if (!f) std::abort();
         if (size > 0 && std::fwrite(data, 1, size, f) != size) std::abort();
         std::fclose(f);
     }
-    ~InputFile() { std::remove(path.c_str()); }
+    ~FuzzInputFile() { std::remove(path.c_str()); }
 
     static std::string folder() {
         const char* tmp = std::getenv("TMPDIR");

@@ -7,7 +7,7 @@
 #include "run/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    const InputFile input(data, size);
+    const FuzzInputFile input(data, size);
     try {
         std::vector<float> params, again;
         const ModelConfig cfg = gpt2_from_safetensors(read_safetensors(input.path), input.path, &params);

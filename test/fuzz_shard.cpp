@@ -4,7 +4,7 @@
 #include "fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    const InputFile input(data, size);
+    const FuzzInputFile input(data, size);
     const std::string& path = input.path;
     const int V = 50257;
     DataLoader::longest_shard_tokens(path);

@@ -9,7 +9,7 @@
 #include "fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    const InputFile input(data, size);
+    const FuzzInputFile input(data, size);
     const std::string& path = input.path;
     try {
         const TrainState s = read_state(path, 16, Placement::Pre);
