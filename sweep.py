@@ -18,7 +18,7 @@ Every run is `./train ... -out OUT/runs/NAME -resume 1`, then `./eval -model FIN
 OUT/runs/NAME/eval.json`, with -threads set so that jobs × threads ≤ cores. The sweep is
 resumable: a run whose OUT/runs/NAME/result.json exists is not redone, an interrupted run
 continues from its last checkpoint, one that finished training but not its evaluation is only
-evaluated. Each run ends with one outcome (README, "Run outcomes"). --gpus N runs N at once,
+evaluated. Each run ends with one outcome (docs/train.md §8). --gpus N runs N at once,
 each on its own GPU (CUDA_VISIBLE_DEVICES); --slurm FILE writes an sbatch script with one array
 task per run (`sweep.py ... --run NAME`), then `--report OUT` collects them.
 

@@ -9,7 +9,7 @@ import pandas as pd
 from .files import write_whole
 from .results import LAYER_KEYS, STATS_BLOCK_KEYS, STATS_STREAM_KEYS, ResultsError, finite, load_run, read_json
 
-# Run outcomes (README, "Run outcomes"): ./train stops a run as nonfinite or diverged; a run that
+# Run outcomes (docs/train.md §8): ./train stops a run as nonfinite or diverged; a run that
 # finished is collapsed when its final validation loss (./eval's) is not below ./eval's
 # unigram_ce of the same tokens, else ok.
 OUTCOMES = ("ok", "collapsed", "diverged", "nonfinite")
@@ -18,7 +18,7 @@ FINISHED = ("ok", "collapsed")
 RUN_KEYS = ["run", "ln", "dt", "wd", "lr", "depth", "precision", "seed"]
 EVAL_KEYS = ["val_loss", "unigram_ce", "bigram_ce", "val_ppl", "ppl_seq", "accuracy", "logit_max", "log_z_mean"]
 ROUGE_KEYS = ["rouge1", "rouge2", "rougeL", "rouge1_stem", "rouge2_stem", "rougeL_stem"]
-# What ./train's last outcome or diverged record says of the whole run (README, *Run outcomes*).
+# What ./train's last outcome or diverged record says of the whole run (docs/train.md §8).
 EXTREMES = {"max_loss": "max_loss", "max_loss_step": "max_loss_step", "train_max_attn_logit": "max_attn_logit",
             "train_max_mean_abs_L": "max_mean_abs_L"}
 RESULT_COLUMNS = (RUN_KEYS + ["outcome", "stopped_step", "reason", "spikes"] + list(EXTREMES) +

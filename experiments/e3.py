@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from . import primary, stats
+from . import e1, primary, stats
 from .claim_rows import EVENTS
 from .collect import OUTCOMES
 from .grid import PLACEMENT_LABEL, fmt_num
@@ -89,10 +89,12 @@ def report(s, runs, tables=None):
     lrs = sorted(set(runs.lr))
     lines = ["## E3: divergence as a dose-response", "",
              f"Learning rates {', '.join(fmt_num(lr) for lr in lrs)}; seeds {', '.join(map(str, sorted(set(runs.seed))))}. "
-             "Events per run: **diverged** (the primary: ./train stopped it, or its last training loss is above its "
-             "step-0 loss, so it ended worse than the untrained model), **broke** (diverged or collapsed: ended at "
-             "or above unigram_ce) and **failed** (E1's line: not ok, or less than a quarter of the way from "
-             "unigram_ce to bigram_ce). docs/protocol.md gives the reasons.", ""]
+             "Events per run: **diverged** (the primary: it ran away, or it collapsed, ending at or above "
+             f"unigram_ce, after a blow-up of its loss at least {fmt_num(e1.BLOW_UP)} nat above its step-0 loss), "
+             "**ran away** (./train stopped it, or its last training loss is above its step-0 loss, so it ended "
+             "worse than the untrained model), **broke** (diverged or collapsed: ended at or above unigram_ce) and "
+             "**failed** (E1's line: not ok, or less than a quarter of the way from unigram_ce to bigram_ce). "
+             "docs/protocol.md, *Divergence*, gives the reasons.", ""]
     lines += count_lines(got)
     lines += edge_lines(got, lrs)
     found = tests(runs)
@@ -101,7 +103,7 @@ def report(s, runs, tables=None):
 
 
 def count_lines(got):
-    """Per configuration and learning rate: the outcomes, the three events, and the medians of the
+    """Per configuration and learning rate: the outcomes, the four events, and the medians of the
     largest attention logit and mean |X_L| that ./train logged (whether the logits or the stream ran
     away)."""
     rows = []
@@ -111,7 +113,7 @@ def count_lines(got):
                     [counts[k] for k in OUTCOMES] + [int(event(mine).sum()) for _, _, event in EVENTS] +
                     [int(mine.spikes.fillna(0).sum()), number(mine.train_max_attn_logit.median()),
                      number(mine.train_max_mean_abs_L.median())])
-    return ["Per configuration and learning rate, over the seeds: the outcomes (README, *Run outcomes*), the three "
+    return ["Per configuration and learning rate, over the seeds: the outcomes (docs/train.md §8), the four "
             "events, spikes, and the medians of the largest attention logit and of the largest mean\\|X_L\\| in "
             "./train's stats records. Every run: results.csv.", ""] + \
         table(["configuration", "wd", "lr", "runs"] + list(OUTCOMES) + [name for name, _, _ in EVENTS] +
@@ -146,7 +148,7 @@ def test_lines(runs, found):
             "shifted along ln lr: the ratio of their 50% learning rates with its delta-method 95% interval, the "
             "common slope per unit of ln lr, and the penalised likelihood-ratio p. "
             + " ".join(f"{name}: {words}." for name, words, _, _ in SHIFT_TESTS) +
-            " The primary event is claim 6's test; the two others are secondaries.", ""] + \
+            " The primary event is claim 6's test; the other three are secondaries.", ""] + \
         table(["test", "event", "Δt", "events / runs", "ratio (95% CI)", "slope", "p", "direction"], rows) + \
         ["", "Both Δt joined as claim 6 joins them (claimed when both point the claimed way, with the larger p; "
          "against when either points the other way): the direction and p before Holm's adjustment across the "

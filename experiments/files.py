@@ -14,7 +14,7 @@ dangling link or a link loop is refused.
 
 Before any work, check_outputs refuses an output that is no place for one (output_target), that
 is one of the inputs (compared as files: every spelling of a file, links and hard links included,
-has one identity), one of ./train's files in a run folder (README, "Run folders"), or that leads
+has one identity), one of ./train's files in a run folder (docs/train.md §6), or that leads
 to the file another output does; check_folder refuses an output folder in which no file can be
 created, by creating one."""
 import errno
@@ -27,7 +27,7 @@ import tempfile
 
 from .grid import InputError
 
-# ./train's own files in a run folder (README, "Run folders"); only ./train writes them.
+# ./train's own files in a run folder (docs/train.md §6); only ./train writes them.
 RUN_FILE = re.compile(r"(log\.jsonl|config\.json|(model|state)_\d{8}\.bin)(\.tmp)?")
 
 

@@ -2,7 +2,7 @@
 -json OUT/runs/NAME/eval.json`, as subprocesses, several at once (threads of this process),
 on GPUs of their own with --gpus N, or as the tasks of a Slurm job array (--slurm FILE).
 
-A run is recorded when OUT/runs/NAME/result.json exists: its outcome (README, "Run outcomes")
+A run is recorded when OUT/runs/NAME/result.json exists: its outcome (docs/train.md §8)
 and timings. An interrupted run continues from its last checkpoint; a run that finished
 training but not its evaluation is only evaluated."""
 import contextlib
@@ -98,8 +98,8 @@ class Stopped(Exception):
 
 
 class Signals:
-    """SIGINT and SIGTERM while a sweep runs, as ./train takes them (README, "Stopping and
-    resuming"). The programs run in sessions of their own, so that a signal reaches each of
+    """SIGINT and SIGTERM while a sweep runs, as ./train takes them (docs/train.md
+    §7). The programs run in sessions of their own, so that a signal reaches each of
     them once, from here: the first signal is passed on to every running ./train and ./eval
     (./train saves a checkpoint after its step and exits), no program starts after it, and
     Stopped is raised in the main thread; a second signal is passed on too (./train then quits

@@ -61,7 +61,7 @@ SETTINGS = [
     Setting("clip", PROGRAM_DEFAULT, float, TRAINING, "gradient clipping norm (0 = off)", "-clip"),
     Setting("beta2", PROGRAM_DEFAULT, float, TRAINING, "AdamW β2", "-beta2"),
     Setting("outcome_window", PROGRAM_DEFAULT, int, TRAINING,
-            "run outcomes: steps W of the mean loss (README, Run outcomes)", "-outcome_window"),
+            "run outcomes: steps W of the mean loss (docs/train.md §8)", "-outcome_window"),
     Setting("diverge_rise", PROGRAM_DEFAULT, float, TRAINING, "run outcomes: the rise (nats) that is a divergence",
             "-diverge_rise"),
     Setting("spike_rise", PROGRAM_DEFAULT, float, TRAINING, "run outcomes: the rise (nats) that is a spike",

@@ -24,7 +24,7 @@ def results_markdown(s, runs):
     lines = [
         f"Model {model}{' (L per row)' if s.depth else ''}; {s.steps} steps of {s.total_batch or s.B * s.T} tokens; "
         f"AdamW, warmup {s.warmup}, cosine to {s.lr_min_ratio:g}·lr, β2 {s.beta2:g}, clip {s.clip:g}. Outcomes per "
-        f"README *Run outcomes* (window {s.outcome_window}, divergence rise {s.diverge_rise:g} nat, spike rise "
+        f"docs/train.md §8 (window {s.outcome_window}, divergence rise {s.diverge_rise:g} nat, spike rise "
         f"{s.spike_rise:g} nat). Metrics are mean ± std (n) over the runs that finished (ok and collapsed); "
         f"validation over {s.eval_batches} batches of {s.eval_B}×{s.T} tokens; ROUGE F1 of the argmax "
         f"predictions with Porter stemming.",

@@ -351,7 +351,7 @@ TEST_F(RunDir, ResumeRefusesEveryFlagThatDefinesTheRunAndAcceptsTheOthers) {
         EXPECT_EQ(read_file(dir + "out/config.json"), config);
         EXPECT_EQ(read_file(dir + "out/log.jsonl"), log);
     }
-    // What README ("Stopping and resuming") promises: a change here is a change of the contract.
+    // What docs/train.md (§7, stopping and resuming) promises: a change here is a change of the contract.
     const std::set<std::string> defining = {"ln", "dt", "init", "train_data", "B", "T", "total_batch", "steps", "lr",
                                             "lr_min", "warmup", "wd", "beta1", "beta2", "eps", "clip", "outcome_window",
                                             "diverge_rise", "spike_rise", "seed", "shuffle"};

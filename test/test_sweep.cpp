@@ -315,15 +315,15 @@ TEST_F(Sweep, EveryPresetRunsEndToEndOnATinyGrid) {
     EXPECT_EQ(lines(read_file(dir + "/e3/tests.csv")).size(), 1u + 4 * 4) << read_file(dir + "/e3/tests.csv");
 
     // E2 with the intervention (a sweep.py feature the fourth round's E2 does not run).
-    r = sweep("e2", "--preset e2 --depth 2,3 --ln pre --lr 3e-3 --init l2h2c16v96t16 --intervene 1" + tiny);
+    r = sweep("e2", "--preset e2 --depth 4,6 --ln pre --lr 3e-3 --init l2h2c16v96t16 --intervene 1" + tiny);
     ASSERT_EQ(r.status, 0) << r.out;
-    EXPECT_TRUE(exists(dir + "/e2/runs/pre_dt1_wd0.1_lr0.003_L3_s1/result.json")) << r.out;
+    EXPECT_TRUE(exists(dir + "/e2/runs/pre_dt1_wd0.1_lr0.003_L6_s1/result.json")) << r.out;
     const std::string fits = read_file(dir + "/e2/fits.csv");
     EXPECT_EQ(count(fits, ",init,"), 4u) << "2 runs × 2 quantities at init: " << fits;
     EXPECT_EQ(count(fits, ",trained,"), 4u) << fits;
-    EXPECT_EQ(lines(read_file(dir + "/e2/deep.csv")).size(), 1u + 2) << r.out;  // each run's deep half
+    EXPECT_EQ(lines(read_file(dir + "/e2/deep.csv")).size(), 1u + 2) << r.out;  // each run's deep half (3+ blocks)
     // The intervention: each finished run at k = 0.5, 1, 2, 4, one row per block.
-    EXPECT_EQ(lines(read_file(dir + "/e2/intervention.csv")).size(), 1u + 4 * (2 + 3)) << r.out;
+    EXPECT_EQ(lines(read_file(dir + "/e2/intervention.csv")).size(), 1u + 4 * (4 + 6)) << r.out;
 
     // The GPU presets fix -fused all, which the CPU refuses; auto is the CPU's (nothing to fuse).
     for (const char* preset : {"gpu-e1", "gpu-e3"}) {

@@ -148,7 +148,8 @@ class E1Edge(unittest.TestCase):
         # Pre-LN fails in 1 of 2 at 1e-2 (not fewer than half): the learning range is 1e-3 alone.
         self.assertIn("Every Pre- and Peri-LN configuration learns (fewer than half its runs fail) at 0.001: the "
                       "learning range", text)
-        self.assertIn("(next: lr 0.0003, 0.3).", text)
+        self.assertNotIn("next: lr", text)  # a grid fixed before the runs does not extend itself
+        self.assertIn("(next: lr 0.0003, 0.3).", "\n".join(e1.edge_lines(runs, sorted(set(runs.lr)), True)))
         self.assertEqual(list(tables["lr.csv"].failed[tables["lr.csv"].ln == "pre"]), [False, False, True, False, True, True])
 
     def test_divergence_covers_a_blow_up_in_warmup_that_never_recovers(self):
@@ -157,9 +158,10 @@ class E1Edge(unittest.TestCase):
         # (seed 1: collapsed, its last training loss 10.6 above its first 8.32). The analysis's
         # event counts it; a blow-up that recovers (seed 2) it does not; a stopped run (3) it
         # does; a finished run whose last training loss stayed above its first (4) it does; a run
-        # that learned too little (5) failed without diverging; a collapse after a blow-up that
-        # came back below its first loss (6: max_loss 9.5, then 5.9) recovered, so it did not
-        # diverge; it and a collapse without a blow-up (7) are in the broad secondary event only.
+        # that learned too little (5) failed without diverging; a collapse after a blow-up of at
+        # least 1 nat (6: max_loss 9.5 against 8.32, its last loss back at 5.9) ended a unigram
+        # predictor, so it diverged too (docs/protocol.md, *Divergence*); a collapse without a
+        # blow-up (7) is in the broad secondary event only.
         runs = on_grid(*hand_made([
             ("pre", 1.0, 0.1, 0.1, 1, "collapsed", 5.95, 8.32, dict(final_train_loss=10.6, max_loss=11.2,
                                                                     max_loss_step=18)),
@@ -171,7 +173,8 @@ class E1Edge(unittest.TestCase):
                                                                    max_loss_step=12)),
             ("pre", 1.0, 0.1, 0.1, 7, "collapsed", 5.9, 8.32, dict(final_train_loss=5.9, max_loss=8.32,
                                                                    max_loss_step=0))]))
-        self.assertEqual(list(e1.diverged(runs)), [True, False, True, True, False, False, False])
+        self.assertEqual(list(e1.diverged(runs)), [True, False, True, True, False, True, False])
+        self.assertEqual(list(e1.ran_away(runs)), [True, False, True, True, False, False, False])
         self.assertEqual(list(e1.broke(runs)), [True, False, True, True, False, True, True])
         self.assertEqual(list(e1.failed(runs)), [True, False, True, False, True, True, True])
 
@@ -498,12 +501,13 @@ KINDS = ("stopped", "unrecovered", "collapsed", "short")
 
 def e3_runs(wds=(0.0, 0.1)):
     """E3's hand-made runs (E3_LAYOUT) at the weight decays `wds`, and per (ln, dt, wd) the arrays
-    (ln lr, diverged, broke, failed) of its runs as the layout says, for the statistics by hand."""
+    (ln lr, diverged, ran away, broke, failed) of its runs as the layout says, for the statistics by
+    hand (no run blows up and then collapses, so diverged and ran away agree here)."""
     runs, events = [], {}
     for (ln, dt, wd), kinds in E3_LAYOUT.items():
         if wd not in wds:
             continue
-        arrays = events.setdefault((ln, dt, wd), ([], [], [], []))
+        arrays = events.setdefault((ln, dt, wd), ([], [], [], [], []))
         for i, lr in enumerate(E3_LRS):
             order = [kind for kind in KINDS for _ in range(kinds.get(kind, (0,) * 4)[i])]
             for seed, kind in zip((1, 2, 3), order + ["learns"] * (3 - len(order))):
@@ -514,6 +518,7 @@ def e3_runs(wds=(0.0, 0.1)):
                              dict(final_train_loss=final, spikes=1 if kind == "collapsed" else 0,
                                   train_max_attn_logit=100.0 * (seed + i), train_max_mean_abs_L=float(seed))))
                 for array, flag in zip(arrays, (math.log(lr), kind in ("stopped", "unrecovered"),
+                                                kind in ("stopped", "unrecovered"),
                                                 kind in ("stopped", "unrecovered", "collapsed"), kind != "learns")):
                     array.append(float(flag))
     grid, results = hand_made(runs)
@@ -528,17 +533,22 @@ class E3(unittest.TestCase):
 
     def test_counts_per_configuration_and_lr(self):
         # Pre-LN Δt = 1, wd 0 at 0.4: 2 stopped, 1 unrecovered (collapsed, last loss 8.6 > 8.3): 3
-        # diverged, 3 broke, 3 failed; attention logits 100·(seed + 2): median 400; mean|X_L| = seed: 2.
-        self.assertIn("| Pre-LN Δt=1 | 0 | 0.4 | 3 | 0 | 1 | 2 | 0 | 3 | 3 | 3 | 0 | 400 | 2 |", self.lines, self.text)
-        # Pre-LN Δt = 1, wd 0.1 at 0.1: 1 collapsed (recovered, 1 spike): not diverged, broke and failed.
-        self.assertIn("| Pre-LN Δt=1 | 0.1 | 0.1 | 3 | 2 | 1 | 0 | 0 | 0 | 1 | 1 | 1 | 200 | 2 |", self.lines, self.text)
+        # diverged, 3 ran away, 3 broke, 3 failed; attention logits 100·(seed + 2): median 400;
+        # mean|X_L| = seed: 2.
+        self.assertIn("| Pre-LN Δt=1 | 0 | 0.4 | 3 | 0 | 1 | 2 | 0 | 3 | 3 | 3 | 3 | 0 | 400 | 2 |", self.lines,
+                      self.text)
+        # Pre-LN Δt = 1, wd 0.1 at 0.1: 1 collapsed (recovered, no blow-up, 1 spike): neither diverged
+        # nor ran away; broke and failed.
+        self.assertIn("| Pre-LN Δt=1 | 0.1 | 0.1 | 3 | 2 | 1 | 0 | 0 | 0 | 0 | 1 | 1 | 1 | 200 | 2 |", self.lines,
+                      self.text)
         # Pre-LN Δt = 0.1, wd 0 at 0.2: 1 stopped, 1 short (ok at 5.6, above 5.8 − ¼·1.2 = 5.5): failed 2.
-        self.assertIn("| Pre-LN Δt=0.1 | 0 | 0.2 | 3 | 2 | 0 | 1 | 0 | 1 | 1 | 2 | 0 | 300 | 2 |", self.lines, self.text)
+        self.assertIn("| Pre-LN Δt=0.1 | 0 | 0.2 | 3 | 2 | 0 | 1 | 0 | 1 | 1 | 1 | 2 | 0 | 300 | 2 |", self.lines,
+                      self.text)
 
     def test_fifty_percent_lr_of_each_configuration_and_event(self):
         # The cell of each configuration and event is stats.logistic_edge of the layout's arrays.
         rows = {l.split(" | ")[0] + " | " + l.split(" | ")[1]: l for l in self.lines if l.startswith("| P")
-                and l.count("|") == 6}
+                and l.count("|") == 7}
         for (ln, dt, wd), (x, *flags) in self.events.items():
             cells = []
             for flag in flags:
@@ -550,14 +560,15 @@ class E3(unittest.TestCase):
         # Peri-LN Δt = 0.1, wd 0.1 never diverges, and collapses less as the lr grows: no dose-response of
         # the broad events.
         self.assertTrue(rows["| Peri-LN Δt=0.1 | 0.1"].endswith("| — | — |"), rows["| Peri-LN Δt=0.1 | 0.1"])
+        self.assertEqual(len(rows), len(self.events))
 
     def test_shift_tests_per_event_and_dt(self):
         found = self.tables["tests.csv"]
         self.assertEqual(list(found.columns), e3.TEST_COLUMNS)
-        self.assertEqual(len(found), 2 * 3 * 2)  # tests × events × Δt
-        for column, event in enumerate(("diverged", "broke", "failed"), start=1):
+        self.assertEqual(len(found), 4 * 4 * 2)  # tests × events × Δt
+        for column, event in enumerate(("diverged", "ran away", "broke", "failed"), start=1):
             for dt in (1.0, 0.1):
-                # Placement: every run at this Δt, Peri-LN flagged, one intercept per wd.
+                # Every run at this Δt: Peri-LN flagged, zero weight decay flagged, one intercept per wd.
                 x, flag, peri, wd = [], [], [], []
                 for (ln, d, w), arrays in self.events.items():
                     if d == dt:
@@ -565,25 +576,28 @@ class E3(unittest.TestCase):
                         flag += arrays[column]
                         peri += [ln == "peri"] * len(arrays[0])
                         wd += [w] * len(arrays[0])
-                want = stats.logistic_shift(x, flag, peri, wd)
-                row = found[(found.test == "placement") & (found.event == event) & (found.dt == dt)].iloc[0]
-                self.assertEqual((row.runs, row.events), (len(x), int(sum(flag))))
-                for key in ("ratio", "low", "high", "p", "slope"):
-                    self.assertAlmostEqual(row[key], want[key], delta=1e-12, msg=(event, dt, key))
-                self.assertEqual(row.direction, "claimed" if want["ratio"] > 1 else "opposite")
-                # Weight decay: Pre-LN's runs, wd 0 flagged.
-                x, flag, zero = [], [], []
-                for w in (0.0, 0.1):
-                    arrays = self.events["pre", dt, w]
-                    x += arrays[0]
-                    flag += arrays[column]
-                    zero += [w == 0.0] * len(arrays[0])
-                want = stats.logistic_shift(x, flag, zero)
-                row = found[(found.test == "weight decay") & (found.event == event) & (found.dt == dt)].iloc[0]
-                self.assertEqual((row.runs, row.events), (24, int(sum(flag))))
-                for key in ("ratio", "low", "high", "p", "slope"):
-                    self.assertAlmostEqual(row[key], want[key], delta=1e-12, msg=(event, dt, key))
-                self.assertEqual(row.direction, "claimed" if want["ratio"] < 1 else "opposite")
+                zero = [w == 0.0 for w in wd]
+                # Each placement's own runs, wd 0 flagged.
+                own = {ln: [i for i, p in enumerate(peri) if p == (ln == "peri")] for ln in ("pre", "peri")}
+                by_hand = {
+                    "placement": (stats.logistic_shift(x, flag, peri, wd), len(x), True),
+                    "placement × weight decay": (stats.logistic_shift(x, flag, peri, wd, zero), len(x), True),
+                    "Pre-LN's weight decay": (stats.logistic_shift([x[i] for i in own["pre"]],
+                                                                   [flag[i] for i in own["pre"]],
+                                                                   [zero[i] for i in own["pre"]]), 24, False),
+                    "Peri-LN's weight decay": (stats.logistic_shift([x[i] for i in own["peri"]],
+                                                                    [flag[i] for i in own["peri"]],
+                                                                    [zero[i] for i in own["peri"]]), 24, False)}
+                for test, (want, runs, claimed_above) in by_hand.items():
+                    row = found[(found.test == test) & (found.event == event) & (found.dt == dt)].iloc[0]
+                    self.assertEqual(row.runs, runs, (test, event, dt))
+                    if want is None:
+                        self.assertTrue(math.isnan(row.ratio) and math.isnan(row.p), (test, event, dt))
+                        continue
+                    for key in ("ratio", "low", "high", "p", "slope"):
+                        self.assertAlmostEqual(row[key], want[key], delta=1e-12, msg=(test, event, dt, key))
+                    self.assertEqual(row.direction, "claimed" if (want["ratio"] > 1) == claimed_above else "opposite",
+                                     (test, event, dt))
         # The claim's own test (primary.per_dt of divergence_shift) on the same runs gives the joined line.
         joined = primary.per_dt(recorded(self.runs).assign(diverged=e1.diverged(recorded(self.runs))),
                                 primary.divergence_shift)
@@ -594,13 +608,13 @@ class E3(unittest.TestCase):
         runs, _ = e3_runs(wds=(0.1,))
         lines, tables = e3.report(None, runs)
         rows = tables["tests.csv"]
-        wd = rows[rows.test == "weight decay"]
-        self.assertEqual(len(wd), 6)
+        wd = rows[rows.test != "placement"]
+        self.assertEqual(len(wd), 3 * 4 * 2)  # the three tests of weight decay × events × Δt
         self.assertTrue(wd.p.isna().all() and wd.ratio.isna().all())
-        self.assertEqual(set(wd.why), {"Pre-LN's runs are not at two weight decays"})
+        self.assertEqual(set(wd.why), {"the runs are not at two weight decays"})
         self.assertTrue(rows[rows.test == "placement"].p.notna().all())
-        self.assertIn("| weight decay | diverged | — | not tested | Pre-LN's runs are not at two weight decays |", lines)
-
+        self.assertIn("| placement × weight decay | diverged | — | not tested | the runs are not at two weight decays |",
+                      lines)
 
     def test_one_learning_rate_has_no_dose_response(self):
         # A tiny sweep at one lr, a third of the runs stopped: no curve in ln lr can be fitted.
@@ -609,10 +623,10 @@ class E3(unittest.TestCase):
                 for seed in (1, 2, 3)]
         lines, tables = e3.report(None, on_grid(*hand_made(runs)))
         found = tables["tests.csv"]
-        self.assertEqual(len(found), 2 * 3)  # one Δt
+        self.assertEqual(len(found), 4 * 4)  # tests × events, one Δt
         self.assertTrue(found.p.isna().all() and found.ratio.isna().all(), found)
-        self.assertEqual(set(found.why), {"no dose-response: the fitted slope in ln lr is not positive"})
-        self.assertIn("| Pre-LN Δt=1 | 0 | — | — | — |", lines)
+        self.assertEqual(set(found.why), {"no dose-response: no fit, or its slope in ln lr is not positive"})
+        self.assertIn("| Pre-LN Δt=1 | 0 | — | — | — | — |", lines)
 
 
 def full_layers(name, depth, mean_abs, entry_var=None):
@@ -665,7 +679,7 @@ class PublishedSweeps(unittest.TestCase):
         prefix = self.report("e3", done, layers)
         for name in REPORTS["e3"].FILES:
             self.assertTrue(os.path.getsize(f"{prefix}_{name}") > 0, name)
-        self.assertEqual(len(pd.read_csv(prefix + "_tests.csv")), 12)
+        self.assertEqual(len(pd.read_csv(prefix + "_tests.csv")), 4 * 4 * 2)  # tests × events × Δt
         with open(prefix + "_experiment.md", encoding="utf-8") as f:
             self.assertIn("### The shift of the 50% learning rate (claim 6)", f.read())
 

@@ -79,7 +79,7 @@ class Layout(unittest.TestCase):
 
     def export_of(self, path):
         out = os.path.join(self.dir, "exported.safetensors")
-        run_eval("-model", path, "-export", out)
+        run_eval("-model", path, "-export", out, "-overwrite", "1")  # each call replaces the last export
         with open(out, "rb") as f:
             return f.read()
 

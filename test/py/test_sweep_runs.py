@@ -26,7 +26,7 @@ BIN = os.environ.get("GPT2_BIN_DIR", REPO)  # where ./train and ./eval are
 VOCAB = 256  # a tokenizer holds at least the 256 bytes
 STEPS = 1500
 # What differs between two runs of the same sweep: the time they took.
-TIMINGS = ("ms", "tok_s", "elapsed", "train_seconds", "eval_seconds", "seconds")
+TIMINGS = ("ms", "tok_s", "elapsed", "train_seconds", "eval_seconds", "seconds", "train_cpu_seconds", "eval_cpu_seconds")
 
 
 def write_shard(path, tokens, seed):
