@@ -310,7 +310,7 @@ TEST_F(Sweep, EveryPresetRunsEndToEndOnATinyGrid) {
     r = sweep("e3", "--preset e3 --ln pre,peri --lr 0.01,0.3" + tiny);
     ASSERT_EQ(r.status, 0) << r.out;
     const std::string e3 = read_file(dir + "/e3/experiment.md");
-    EXPECT_NE(e3.find("## E3: divergence against learning rate"), std::string::npos) << e3;
+    EXPECT_NE(e3.find("## E3: divergence as a dose-response"), std::string::npos) << e3;
     // One row per shift test (4), event (4) and Δt (1).
     EXPECT_EQ(lines(read_file(dir + "/e3/tests.csv")).size(), 1u + 4 * 4) << read_file(dir + "/e3/tests.csv");
 
