@@ -495,6 +495,44 @@ TEST(FusedOrPlain, TimingMakesARefusedKindPlain) {
     }
 }
 
+// cuBLASLt is set up once per kind of fused product (matmul.cuh, Blas and LtMatmul): the first
+// step makes each kind's descriptor, its three layouts and one heuristic query (with its
+// preference), fewer than the step's fused products (the same kinds in every layer); the
+// steps after it make none. Counted by the emulated cuBLASLt.
+TEST(FusedOrPlain, CuBlasLtIsSetUpOncePerKindOfProduct) {
+    for (bool use_bf16 : {false, true}) {
+        const ModelConfig cfg = tiny_config({Placement::Pre, 1.0f, use_bf16});
+        std::unique_ptr<Backend> backend = make_cuda_backend(cfg, B, Tn, use_bf16);  // every kind fused
+        backend->set_params(test_parameters(cfg, 5).data());
+        const auto batches = random_batches(cfg, 4, 6);
+        auto step = [&](int s) {
+            backend->zero_grad();
+            backend->forward_to_logits(batches[s].data(), batches[s].data() + 1);
+            backend->backward(1.0);
+            backend->update(AdamWHyper{1e-3, 0.9, 0.95, 1e-8, 0.1}, s + 1, 1.0);
+        };
+        const simt::LtSetups before = simt::cublaslt_setups();
+        step(0);
+        const simt::LtSetups first = simt::cublaslt_setups();
+        const long kinds = first.descriptors - before.descriptors;
+        // Per layer: the bias of qkv, attproj and fcproj, and the four bias gradients; in bf16
+        // also fc's bias + GELU and fcproj's GELU'.
+        const long fused_per_step = cfg.L * (use_bf16 ? 9 : 7);
+        EXPECT_GT(kinds, 0) << (use_bf16 ? "bf16" : "fp32");
+        EXPECT_LT(kinds, fused_per_step) << (use_bf16 ? "bf16" : "fp32");
+        EXPECT_EQ(first.layouts - before.layouts, 3 * kinds);
+        EXPECT_EQ(first.heuristic_queries - before.heuristic_queries, kinds);
+        EXPECT_EQ(first.preferences - before.preferences, kinds);
+        for (int s = 1; s < 4; s++) step(s);
+        const simt::LtSetups after = simt::cublaslt_setups();
+        EXPECT_EQ(after.descriptors, first.descriptors) << (use_bf16 ? "bf16" : "fp32");
+        EXPECT_EQ(after.layouts, first.layouts);
+        EXPECT_EQ(after.preferences, first.preferences);
+        EXPECT_EQ(after.heuristic_queries, first.heuristic_queries);
+        EXPECT_EQ(refused_kinds(*backend), 0u);
+    }
+}
+
 #endif
 
 // ---- the memory plan (docs/cuda_memory.md) ---------------------------------------------------------
