@@ -350,12 +350,14 @@ void print_measured_ops(const ModelConfig& cfg, int B, const Options& o, const s
 // Each kind of product that can be fused, timed fused and plain at each layer's shape
 // (time_cuda_fused_products), and the choice ./train -fused auto makes from them.
 void print_product_timings(const std::vector<ProductTiming>& timings, const FusionChoice& choice) {
-    std::printf("  fused or plain (median ms of 5 runs of each op; plain = the product and the project's kernel):\n");
-    std::printf("  %-16s %-8s %10s %10s\n", "kind", "layer", "fused", "plain");
+    std::printf("  fused or plain (ms of one run of each op, median of the timing's rounds, and their spread; plain = the\n"
+                "  product and the project's kernel; docs/cuda.md §3):\n");
+    std::printf("  %-16s %-8s %10s %10s %10s\n", "kind", "layer", "fused", "plain", "spread");
     for (const ProductTiming& t : timings) {
         char fused[16] = "refused";
         if (!std::isnan(t.fused_ms)) std::snprintf(fused, sizeof fused, "%.3f", t.fused_ms);
-        std::printf("  %-16s %-8s %10s %10.3f\n", epilogue_name(t.kind), t.layer.c_str(), fused, t.plain_ms);
+        std::printf("  %-16s %-8s %10s %10.3f %10.3f\n", epilogue_name(t.kind), t.layer.c_str(), fused, t.plain_ms,
+                    t.spread_ms);
     }
     std::printf("bench-fused: %s\n", choice.line.c_str());
 }

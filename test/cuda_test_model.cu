@@ -450,9 +450,9 @@ TEST_F(CudaFusedOps, LayerNormBackwardAndScalingEqualTheTwoOps) {
 // ---- fused or plain, timed at start-up (-fused auto) ---------------------------------------------
 
 // -fused auto's timing (time_fused_products, gpt2.cu): every layer of each kind timed both
-// ways, finite and positive: in bf16 the bias of qkv, attproj and fcproj, fc's bias + GELU,
-// fcproj's GELU' and the four bias gradients; in fp32 (no GELU epilogue) the bias and the bias
-// gradients.
+// ways, finite and positive, with a finite spread of at least 0: in bf16 the bias of qkv,
+// attproj and fcproj, fc's bias + GELU, fcproj's GELU' and the four bias gradients; in fp32 (no
+// GELU epilogue) the bias and the bias gradients.
 template <typename T>
 void check_timing_covers_every_layer() {
     const bool bf16_mode = std::is_same<T, bf16>::value;
@@ -462,6 +462,8 @@ void check_timing_covers_every_layer() {
         timed.push_back(std::string(epilogue_name(t.kind)) + " " + t.layer);
         EXPECT_GT(t.plain_ms, 0.0) << timed.back();
         EXPECT_TRUE(std::isfinite(t.plain_ms)) << timed.back();
+        EXPECT_GE(t.spread_ms, 0.0) << timed.back();
+        EXPECT_TRUE(std::isfinite(t.spread_ms)) << timed.back();
 #ifdef SIMT_EMULATION
         EXPECT_GT(t.fused_ms, 0.0) << timed.back() << ": the emulated cuBLASLt takes every product";
 #endif
