@@ -46,6 +46,7 @@
 #include "cuda_ops.cuh"
 #include "gpt2.h"
 #include "model.h"
+#include "util/rng.h"
 
 // The model on the GPU as a Backend for ./train and ./eval: Gpt2 on the CUDA ops, whose passes
 // ./train calls (gpt2.h), plus AdamW moments, the copies in and out and the collectives. (The
@@ -217,56 +218,63 @@ uint64_t cuda_free_memory(int gpu) {
 // ---------------------------------------------------------------------------------------------
 // Fused or plain, timed on the card (-fused auto, cuda/fused_products.h). Every op with a product
 // that can be fused runs at the shapes of the model's layers for micro-batches (B, T), with its
-// kind fused and then plain (the other kinds plain both times); each time is the median of
-// TIMED_RUNS runs after one untimed run, which also asks cuBLASLt for its algorithm. A kind
-// cuBLASLt refuses, or cannot be asked for (GELU's auxiliary matrix needs a row stride 4C that
-// is a multiple of 8), has no fused time (NaN). The buffers hold a constant (bytes 0x3C: about
-// 0.011 in bf16 and in fp32) and are freed on return: the backend times before it allocates the
-// model, so the two never share the device's memory. They are 256-byte aligned, where the model's
-// weights and biases lie at any offset: cuBLASLt may pick another algorithm for those. GELU's
-// kinds are timed in bf16 only.
+// kind fused and with it plain (the other kinds plain both times). The timing:
+//   - warms the card up first: every op, fused and plain, runs untimed, again and again until
+//     the card has been busy WARM_UP_MS (its clocks rise from idle; the first run of each kind
+//     also sets cuBLASLt up for it, or finds it refused);
+//   - times REPEATS runs of a candidate back to back between one pair of events, so that the
+//     card's work, not the host's enqueue, fills the pair; a run's time is the pair's over
+//     REPEATS;
+//   - does so in ROUNDS rounds, fused and plain alternating (fused first in even rounds, plain
+//     first in odd ones), so that neither always runs on a card warmer than the other's;
+//   - gives each candidate the median of its rounds, and the product the spread of its rounds:
+//     the larger of the two candidates' (largest − smallest), which faster_products asks fused
+//     to beat.
+// A kind cuBLASLt refuses, or cannot be asked for (GELU's auxiliary matrix needs a row stride 4C
+// that is a multiple of 8), has no fused time (NaN). The buffers hold random values of a step's
+// sizes (inputs and pre N(0, 1), weights and biases N(0, 0.02), the weight gradients 0), so that
+// the tensor cores work, draw power and throttle as in training, and are freed on return: the
+// backend times before it allocates the model, so the two never share the device's memory. They
+// are 256-byte aligned, where the model's weights and biases lie at any offset: cuBLASLt may pick
+// another algorithm for those. GELU's kinds are timed in bf16 only.
+
+// `a` filled with values drawn from N(0, scale²).
+template <typename T>
+void fill_normal(DeviceArray<T>& a, float scale, Rng& rng, cudaStream_t stream) {
+    std::vector<T> host(a.size());
+    for (T& x : host) x = from_float<T>(scale * (float)rng.normal());
+    a.upload(host.data(), stream);
+}
+
 template <typename Act>
 std::vector<ProductTiming> time_fused_products(const ModelConfig& cfg, int B, int T) {
-    constexpr int TIMED_RUNS = 5;
+    constexpr int ROUNDS = 5, REPEATS = 8;
+    constexpr float WARM_UP_MS = 50;
     CudaOps<Act> ops(cfg, B, T);
     const int N = B * T, C = cfg.C;
     DeviceArray<Act> in((size_t)N * 4 * C), out((size_t)N * 4 * C), pre((size_t)N * 4 * C);  // (N,4C) each
     DeviceArray<Act> w((size_t)4 * C * C), bias(4 * C);                                     // (4C,C), (4C)
     DeviceArray<float> dw((size_t)4 * C * C), dbias(4 * C);
-    for (DeviceArray<Act>* a : {&in, &out, &pre, &w, &bias})
-        cudaCheck(cudaMemsetAsync(a->data(), 0x3C, a->size() * sizeof(Act), ops.stream));
+    Rng rng(20251209);
+    fill_normal(in, 1.0f, rng, ops.stream);
+    fill_normal(pre, 1.0f, rng, ops.stream);
+    fill_normal(w, 0.02f, rng, ops.stream);
+    fill_normal(bias, 0.02f, rng, ops.stream);
+    cudaCheck(cudaMemsetAsync(out.data(), 0, out.size() * sizeof(Act), ops.stream));
     for (DeviceArray<float>* a : {&dw, &dbias})
-        cudaCheck(cudaMemsetAsync(a->data(), 0x3C, a->size() * sizeof(float), ops.stream));
+        cudaCheck(cudaMemsetAsync(a->data(), 0, a->size() * sizeof(float), ops.stream));
     cudaEvent_t start, end;
     cudaCheck(cudaEventCreate(&start));
     cudaCheck(cudaEventCreate(&end));
 
-    // The median time of `op` with `kinds` fused, in ms.
-    auto median_ms = [&](const FusedKinds& kinds, const std::function<void()>& op) {
-        ops.fused = kinds;
-        op();
-        std::array<float, TIMED_RUNS> ms;
-        for (float& t : ms) {
-            cudaCheck(cudaEventRecord(start, ops.stream));
-            op();
-            cudaCheck(cudaEventRecord(end, ops.stream));
-            cudaCheck(cudaEventSynchronize(end));
-            cudaCheck(cudaEventElapsedTime(&t, start, end));
-        }
-        std::sort(ms.begin(), ms.end());
-        return (double)ms[TIMED_RUNS / 2];
+    // One product to time: layer `layer`'s op with the kind `kind` fused or plain.
+    struct Candidate {
+        Epilogue kind;
+        const char* layer;
+        std::function<void()> op;
+        bool refused = false;  // cuBLASLt refused the kind, or cannot be asked for it
     };
-    std::vector<ProductTiming> timings;
-    // Layer `layer`'s op with kind e fused, then plain.
-    auto time_kind = [&](Epilogue e, const char* layer, const std::function<void()>& op) {
-        FusedKinds only_e = NO_KIND_FUSED;
-        only_e[e] = true;
-        const bool needs_aux = e == Epilogue::BiasGelu || e == Epilogue::GeluGrad;
-        const size_t refused_before = ops.blas->refused_kinds();
-        double fused_ms = median_ms(only_e, op);
-        if (ops.blas->refused_kinds() > refused_before || (needs_aux && !gpu::aux_stride_allowed(4 * C))) fused_ms = NAN;
-        timings.push_back({e, layer, fused_ms, median_ms(NO_KIND_FUSED, op)});
-    };
+    std::vector<Candidate> candidates;
     struct Layer {
         const char* name;
         int IC, OC;
@@ -278,20 +286,73 @@ std::vector<ProductTiming> time_fused_products(const ModelConfig& cfg, int B, in
                                  fcproj.IC, fcproj.OC);
     };
     for (const Layer& l : {qkv, attproj, fcproj})
-        time_kind(Epilogue::Bias, l.name,
-                  [&] { ops.matmul_forward(out.data(), in.data(), w.data(), bias.data(), N, l.IC, l.OC); });
+        candidates.push_back({Epilogue::Bias, l.name, [&, l] {
+                                  ops.matmul_forward(out.data(), in.data(), w.data(), bias.data(), N, l.IC, l.OC);
+                              }});
     if (gpu::gelu_epilogue_allowed<Act>()) {
-        time_kind(Epilogue::BiasGelu, fc.name, [&] {
-            ops.matmul_gelu_forward(out.data(), pre.data(), in.data(), w.data(), bias.data(), N, fc.IC, fc.OC);
-        });
-        time_kind(Epilogue::GeluGrad, fcproj.name, fcproj_backward);
+        candidates.push_back({Epilogue::BiasGelu, fc.name, [&] {
+                                  ops.matmul_gelu_forward(out.data(), pre.data(), in.data(), w.data(), bias.data(), N,
+                                                          fc.IC, fc.OC);
+                              }});
+        candidates.push_back({Epilogue::GeluGrad, fcproj.name, fcproj_backward});
     }
     for (const Layer& l : {qkv, attproj, fc})
-        time_kind(Epilogue::BiasGrad, l.name, [&] {
-            ops.matmul_backward(out.data(), dw.data(), dbias.data(), in.data(), pre.data(), w.data(), N, l.IC, l.OC,
-                                GradOut::Write);
-        });
-    time_kind(Epilogue::BiasGrad, fcproj.name, fcproj_backward);
+        candidates.push_back({Epilogue::BiasGrad, l.name, [&, l] {
+                                  ops.matmul_backward(out.data(), dw.data(), dbias.data(), in.data(), pre.data(),
+                                                      w.data(), N, l.IC, l.OC, GradOut::Write);
+                              }});
+    candidates.push_back({Epilogue::BiasGrad, fcproj.name, fcproj_backward});
+
+    auto only = [](Epilogue e) {
+        FusedKinds kinds = NO_KIND_FUSED;
+        kinds[e] = true;
+        return kinds;
+    };
+    // The card's time for `runs` runs of `op` with `kinds` fused, back to back, in ms.
+    auto time_runs = [&](const FusedKinds& kinds, const std::function<void()>& op, int runs) {
+        ops.fused = kinds;
+        cudaCheck(cudaEventRecord(start, ops.stream));
+        for (int r = 0; r < runs; r++) op();
+        cudaCheck(cudaEventRecord(end, ops.stream));
+        cudaCheck(cudaEventSynchronize(end));
+        float ms = 0;
+        cudaCheck(cudaEventElapsedTime(&ms, start, end));
+        return (double)ms;
+    };
+    // The warm-up; its first pass finds the kinds cuBLASLt refuses. (At most MAX_WARM_UP_PASSES
+    // passes, should the events time nothing.)
+    constexpr int MAX_WARM_UP_PASSES = 1000;
+    double busy_ms = 0;
+    for (int pass = 0; pass == 0 || (busy_ms < WARM_UP_MS && pass < MAX_WARM_UP_PASSES); pass++) {
+        for (Candidate& c : candidates) {
+            const bool needs_aux = c.kind == Epilogue::BiasGelu || c.kind == Epilogue::GeluGrad;
+            const size_t refused_before = ops.blas->refused_kinds();
+            busy_ms += time_runs(only(c.kind), c.op, 1);
+            if (ops.blas->refused_kinds() > refused_before || (needs_aux && !gpu::aux_stride_allowed(4 * C)))
+                c.refused = true;
+            busy_ms += time_runs(NO_KIND_FUSED, c.op, 1);
+        }
+    }
+    auto median = [](std::vector<double> x) {
+        std::sort(x.begin(), x.end());
+        return x[x.size() / 2];
+    };
+    auto range = [](const std::vector<double>& x) {
+        const auto [lo, hi] = std::minmax_element(x.begin(), x.end());
+        return *hi - *lo;
+    };
+    std::vector<ProductTiming> timings;
+    for (const Candidate& c : candidates) {
+        std::vector<double> fused_ms, plain_ms;
+        for (int round = 0; round < ROUNDS; round++)
+            for (const bool fused : {round % 2 == 0, round % 2 != 0}) {
+                if (fused && c.refused) continue;
+                const double ms = time_runs(fused ? only(c.kind) : NO_KIND_FUSED, c.op, REPEATS) / REPEATS;
+                (fused ? fused_ms : plain_ms).push_back(ms);
+            }
+        const double spread = std::max(range(plain_ms), c.refused ? 0.0 : range(fused_ms));
+        timings.push_back({c.kind, c.layer, c.refused ? NAN : median(fused_ms), median(plain_ms), spread});
+    }
 
     cudaEventDestroy(start);
     cudaEventDestroy(end);

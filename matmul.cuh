@@ -91,13 +91,25 @@ inline bool lt_refusal(cublasStatus_t status) {
 using LtKind = std::tuple<int, bool, bool, int, int, int, int, int, int, int, int, bool, uint32_t, uint32_t, uint32_t,
                           uint32_t, uint32_t>;
 
+// The cuBLASLt set-up of one kind of fused product (an LtKind): its descriptor with the epilogue,
+// the layouts of its three matrices in cuBLASLt's order (its A is our B, its C is also D), and
+// the algorithm the heuristic chose for them (none: cuBLASLt has none, or refused it). Blas
+// makes it at the first product of its kind and keeps it: every product of that kind, in every
+// layer and step, runs with it.
+struct LtSetup {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t Adesc = nullptr, Bdesc = nullptr, Cdesc = nullptr;
+    std::optional<cublasLtMatmulAlgo_t> algo;
+};
+
 // The matrix-product libraries on one stream: a cuBLAS handle for plain products, a cuBLASLt
 // handle for fused ones with the workspace it is given (none: it picks among the algorithms
-// that need none), and the algorithm cuBLASLt picked for each kind of fused product (or that
-// it has none), asked once per kind so that every step runs the same algorithm (deterministic
-// results) without a heuristic query per launch. cuBLASLt is told the real alignment of A, B, C
-// and D (MIN_ALIGNMENT_*_BYTES; it assumes 256 bytes otherwise) and reads that of the bias and
-// aux pointers from the descriptor, so the algorithm it picks can work with them.
+// that need none), and the set-up of each kind of fused product (LtSetup), its algorithm asked
+// of the heuristic once per kind so that every step runs the same algorithm (deterministic
+// results) without a heuristic query, a descriptor or a layout made per launch. cuBLASLt is told
+// the real alignment of A, B, C and D (MIN_ALIGNMENT_*_BYTES; it assumes 256 bytes otherwise) and
+// reads that of the bias and aux pointers from the descriptor, so the algorithm it picks can work
+// with them.
 class Blas {
 public:
     static constexpr size_t LT_WORKSPACE_BYTES = (size_t)32 << 20;  // what the backend gives it
@@ -113,6 +125,10 @@ public:
         cublasCheck(cublasLtCreate(&lt));
     }
     ~Blas() {
+        for (auto& [kind, setup] : setups) {
+            for (cublasLtMatrixLayout_t l : {setup.Adesc, setup.Bdesc, setup.Cdesc}) cublasLtMatrixLayoutDestroy(l);
+            cublasLtMatmulDescDestroy(setup.desc);
+        }
         cublasLtDestroy(lt);
         cublasDestroy(cublas);
     }
@@ -124,14 +140,17 @@ public:
     void* workspace;         // cuBLASLt's workspace, of workspace_bytes
     size_t workspace_bytes;
 
-    // The algorithm kept for the kind of product `kind`, asked of the heuristic the first time
-    // (within the workspace, for pointers aligned as `alignments` says: cuBLASLt's A, B and
-    // C = D); null where it has none, or where cuBLASLt refused that kind before.
-    const cublasLtMatmulAlgo_t* algorithm(const LtKind& kind, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
-                                          cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
-                                          const std::array<uint32_t, 3>& alignments) {
-        const auto known = algos.find(kind);
-        if (known != algos.end()) return known->second ? &*known->second : nullptr;
+    // The set-up kept for the kind of product `kind`, or null before its first product.
+    LtSetup* setup_of(const LtKind& kind) {
+        const auto known = setups.find(kind);
+        return known == setups.end() ? nullptr : &known->second;
+    }
+
+    // Keeps `setup` for the kind `kind` (its descriptor and layouts are released with the Blas)
+    // with the algorithm the heuristic picks for it (within the workspace, for pointers aligned as
+    // `alignments` says: cuBLASLt's A, B and C = D); none where it has one, said once on stderr.
+    LtSetup& keep(const LtKind& kind, LtSetup setup, const std::array<uint32_t, 3>& alignments) {
+        LtSetup& kept = setups.emplace(kind, setup).first->second;
         cublasLtMatmulPreference_t preference;
         cublasCheck(cublasLtMatmulPreferenceCreate(&preference));
         set(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, (uint64_t)workspace_bytes);
@@ -142,18 +161,18 @@ public:
         cublasLtMatmulHeuristicResult_t result;
         std::memset(&result, 0, sizeof result);
         int found = 0;
-        const cublasStatus_t status =
-            cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, preference, 1, &result, &found);
+        const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt, kept.desc, kept.Adesc, kept.Bdesc, kept.Cdesc,
+                                                                     kept.Cdesc, preference, 1, &result, &found);
         cublasLtMatmulPreferenceDestroy(preference);
-        if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
+        if (status == CUBLAS_STATUS_SUCCESS && found > 0)
+            kept.algo = result.algo;
+        else
             refuse(kind, "heuristic", status == CUBLAS_STATUS_SUCCESS ? CUBLAS_STATUS_NOT_SUPPORTED : status);
-            return nullptr;
-        }
-        return &*algos.emplace(kind, result.algo).first->second;
+        return kept;
     }
 
     // What cublasLtMatmul answered for a product of kind `kind`: true when it ran; false when it
-    // refused it (lt_refusal; said once on stderr, and that kind is not asked again, so it runs
+    // refused it (lt_refusal; said once on stderr, and that kind keeps no algorithm, so it runs
     // plain from now on); any other failure stops the program.
     bool took(const LtKind& kind, cublasStatus_t status) {
         if (status == CUBLAS_STATUS_SUCCESS) return true;
@@ -164,7 +183,7 @@ public:
 
     // How many kinds of fused product cuBLASLt refused so far (each runs unfused).
     size_t refused_kinds() const {
-        return (size_t)std::count_if(algos.begin(), algos.end(), [](const auto& known) { return !known.second; });
+        return (size_t)std::count_if(setups.begin(), setups.end(), [](const auto& known) { return !known.second.algo; });
     }
 
 private:
@@ -175,22 +194,24 @@ private:
 
     // Records that cuBLASLt refused the kind of product `kind` (`where` said `status`), and says so.
     void refuse(const LtKind& kind, const char* where, cublasStatus_t status) {
-        algos[kind] = std::nullopt;
+        setups.at(kind).algo = std::nullopt;
         std::fprintf(stderr, "cuBLASLt refused the %s epilogue of a %dx%dx%d %s product (%s: %s): it runs unfused\n",
                      epilogue_name((Epilogue)std::get<0>(kind)), std::get<3>(kind), std::get<4>(kind),
                      std::get<5>(kind), std::get<9>(kind) == (int)CUDA_R_16BF ? "bf16" : "fp32", where,
                      cublasGetStatusName(status));
     }
 
-    std::map<LtKind, std::optional<cublasLtMatmulAlgo_t>> algos;
+    std::map<LtKind, LtSetup> setups;
 };
 
-// One product C (M,N) = epilogue(op(A)·op(B) + beta·C), row-major, set up for cublasLtMatmul
-// (alpha 1): its descriptor with the epilogue (bias and pre as the epilogue needs them, else
-// null), the three matrices' layouts and the algorithm Blas keeps for its kind (null: cuBLASLt
-// refused that kind, or pre's row stride is one it cannot take). The members are in cuBLASLt's
-// order, its A being our B: an op passes them to cublasLtMatmul as they are, then its status to
-// Blas::took. Released with the object.
+// One product C (M,N) = epilogue(op(A)·op(B) + beta·C), row-major, ready for cublasLtMatmul
+// (alpha 1): the set-up Blas keeps for its kind (made here at the first product of the kind),
+// with this product's bias and pre (as the epilogue needs them, else null) set on its
+// descriptor, and the algorithm of the kind (null: cuBLASLt refused that kind, or pre's row
+// stride is one it cannot take). The members are in cuBLASLt's order, its A being our B: an op
+// passes them to cublasLtMatmul as they are, then its status to Blas::took. The descriptor and
+// layouts are Blas's; a product of the same kind sets its own pointers on the descriptor before
+// its call (cublasLtMatmul reads them when it is called).
 template <typename TAB, typename TC>
 struct LtMatmul {
     LtKind kind;
@@ -209,33 +230,40 @@ struct LtMatmul {
                pointer_alignment(c), pointer_alignment(bias), pointer_alignment(pre)},
           A(b), B(a), beta(beta), C(c) {
         if (pre && !aux_stride_allowed(ldc)) return;
-        cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-        set(CUBLASLT_MATMUL_DESC_TRANSA, (int32_t)cublas_op(transB));
-        set(CUBLASLT_MATMUL_DESC_TRANSB, (int32_t)cublas_op(transA));
-        set(CUBLASLT_MATMUL_DESC_EPILOGUE, (uint32_t)lt_epilogue(epilogue));
-        if (bias) set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-        if (pre) {
-            set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, (const void*)pre);
-            set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, (int64_t)ldc);
+        LtSetup* setup = blas.setup_of(kind);
+        if (setup) {
+            desc = setup->desc;
+            set_pointers(bias, pre);
+        } else {
+            LtSetup made;
+            cublasCheck(cublasLtMatmulDescCreate(&made.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+            desc = made.desc;
+            set(CUBLASLT_MATMUL_DESC_TRANSA, (int32_t)cublas_op(transB));
+            set(CUBLASLT_MATMUL_DESC_TRANSB, (int32_t)cublas_op(transA));
+            set(CUBLASLT_MATMUL_DESC_EPILOGUE, (uint32_t)lt_epilogue(epilogue));
+            if (pre) set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, (int64_t)ldc);
+            set_pointers(bias, pre);
+            // The matrices as stored (row-major rows × cols): our A is (M,K), or (K,M) when transposed.
+            made.Adesc = layout(cuda_data_type<TAB>(), transB ? N : K, transB ? K : N, ldb);  // our B, its A
+            made.Bdesc = layout(cuda_data_type<TAB>(), transA ? K : M, transA ? M : K, lda);  // our A, its B
+            made.Cdesc = layout(cuda_data_type<TC>(), M, N, ldc);
+            setup = &blas.keep(kind, made, {pointer_alignment(b), pointer_alignment(a), pointer_alignment(c)});
         }
-        // The matrices as stored (row-major rows × cols): our A is (M,K), or (K,M) when transposed.
-        Adesc = layout(cuda_data_type<TAB>(), transB ? N : K, transB ? K : N, ldb);  // our B, its A
-        Bdesc = layout(cuda_data_type<TAB>(), transA ? K : M, transA ? M : K, lda);  // our A, its B
-        Cdesc = layout(cuda_data_type<TC>(), M, N, ldc);
-        algo = blas.algorithm(kind, desc, Adesc, Bdesc, Cdesc, {pointer_alignment(b), pointer_alignment(a), pointer_alignment(c)});
+        Adesc = setup->Adesc;
+        Bdesc = setup->Bdesc;
+        Cdesc = setup->Cdesc;
+        algo = setup->algo ? &*setup->algo : nullptr;
     }
-    ~LtMatmul() {
-        for (cublasLtMatrixLayout_t l : {Adesc, Bdesc, Cdesc})
-            if (l) cublasLtMatrixLayoutDestroy(l);
-        if (desc) cublasLtMatmulDescDestroy(desc);
-    }
-    LtMatmul(const LtMatmul&) = delete;
-    LtMatmul& operator=(const LtMatmul&) = delete;
 
 private:
     template <class V>
     void set(cublasLtMatmulDescAttributes_t attribute, V value) {
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value));
+    }
+    // This product's own bias and pre on the kind's descriptor (each layer has its own).
+    void set_pointers(void* bias, const TC* pre) {
+        if (bias) set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+        if (pre) set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, (const void*)pre);
     }
     // cuBLASLt's layout of a row-major rows × cols matrix with row stride ld: the column-major
     // cols × rows matrix with leading dimension ld.

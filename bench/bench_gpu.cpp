@@ -10,11 +10,15 @@
 //   build/bench_gpu [-init d12|SIZE] [-B N] [-T N] [-steps N] [-warmup N] [-precision bf16|fp32] [-ln pre|post|peri]
 //                   [-tokens text|random]
 //   build/bench_gpu -plan [-init SIZE] [-B N] [-T N] [-precision P] [-fit GIB]
-//   build/bench_gpu -model [-init d12|SIZE] [-B N] [-T N] [-precision bf16|fp32] [-ln pre|post|peri] [-tokens text|random]
+//   build/bench_gpu -model [-card H100|H200] [-init d12|SIZE] [-B N] [-T N] [-precision bf16|fp32] [-ln pre|post|peri]
+//                   [-tokens text|random]
 //
-// -model needs no GPU: it prints the modelled step on an H200 instead (bench/cost_model.h, docs/cuda.md
+// -model needs no GPU: it prints the modelled step instead (bench/cost_model.h, docs/cost_model.md
 // "The cost model"), per op: launches, bytes, FLOPs, modelled time and share, the roofline's time
-// and what bounds the op, then the step's total, tok/s and MFU. B defaults to 16 there.
+// and what bounds the op, then the step's total, tok/s and MFU. B defaults to 16 there. The card
+// modelled is -card's, else this machine's device where the cost model knows its name (with the
+// SMs, clock and SM resources the device reports), else an H200; the table's heading names it.
+// A measured run's per-op table models the card it ran on in the same way.
 //
 // B defaults to 64, halved until what the benchmark allocates fits the free device memory
 // (fit_batch, util/memory_plan.h): the backend it measures the step with, then, once that is
@@ -59,7 +63,9 @@ const char* USAGE =
     "  -plan  print the planned device memory by category instead (B defaults to 32; no GPU needed)\n"
     "  -fit GIB  with -plan: also the largest B whose plan fits GIB less ./train's 1 GiB reserve\n"
 
-    "  -model  (no value) print the modelled step on an H200 instead of measuring; needs no GPU\n";
+    "  -model  (no value) print the modelled step instead of measuring; needs no GPU\n"
+    "  -card H100|H200  with -model: the card modelled (default: this machine's device where the cost model\n"
+    "         knows it, else H200)\n";
 
 struct Options {
     std::string init;
@@ -67,6 +73,7 @@ struct Options {
     bool bf16;
     Placement placement;
     std::string tokens;  // "text", "random", or "" for the model's default
+    std::string card;    // -card: the card -model models, or "" for this device's (else an H200)
     bool plan = false;   // -plan: the memory plan instead of a measurement
     bool model = false;  // -model: the cost model instead of a measurement
     double fit_gib;
@@ -92,7 +99,12 @@ Options parse(int argc, char** argv) {
     parse_placement(f.str("ln", "pre", {"pre", "post", "peri"}), &o.placement);
     o.tokens = f.str("tokens", "", {"", "text", "random"});
     o.fit_gib = f.real("fit", 0, 0, 1 << 20);
+    o.card = f.str("card", "");
     f.finish();
+    if (!o.card.empty() && !o.model)
+        throw InputError("flag -card: only with -model (a measured run models the card it runs on)");
+    if (!o.card.empty() && !card_named(o.card))
+        throw InputError("flag -card: no figures for '" + o.card + "' (the cost model knows " + known_card_names() + ")");
     return o;
 }
 
@@ -109,6 +121,56 @@ const Peak* peak_of(const std::string& device) {
     for (const Peak& p : kPeaks)
         if (device.find(p.name) != std::string::npos) return &p;
     return nullptr;
+}
+
+// What this machine's CUDA device 0, the benchmark's, reports of itself for the cost model, and
+// its figures: null where there is no device or the model does not know its name (`p->name` is
+// then the device's name, or empty). The clock (its peak, the attribute) is asked for only of a
+// card the model knows.
+const CardFigures* known_device(DeviceProperties* p) {
+    int count = 0, clock_khz = 0;
+    cudaDeviceProp prop;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+        cudaGetLastError();  // no device: clear the error for later calls
+        return nullptr;
+    }
+    p->name = prop.name;
+    const CardFigures* card = card_named(p->name);
+    if (!card) return nullptr;
+    p->sms = prop.multiProcessorCount;
+    p->clock_hz = card->clock_hz;  // the data sheet's, where the device does not say
+    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0) == cudaSuccess && clock_khz > 0)
+        p->clock_hz = clock_khz * 1e3;
+    cudaGetLastError();
+    p->registers_per_sm = prop.regsPerMultiprocessor;
+    p->shared_per_sm = (int)prop.sharedMemPerMultiprocessor;
+    p->shared_reserved_per_block = (int)prop.reservedSharedMemPerBlock;
+    p->max_warps_per_sm = prop.maxThreadsPerMultiProcessor / 32;
+    p->max_blocks_per_sm = prop.maxBlocksPerMultiProcessor;
+    return card;
+}
+
+// The card modelled and the name the tables give it: -card's (`card`, checked by parse); else
+// this device, where the cost model knows its name, with the SMs, clock and SM resources it
+// reports; else an H200, saying on stderr which device it does not know.
+DeviceModel modelled_card(const std::string& card, std::string* name) {
+    if (!card.empty()) {
+        const DeviceModel d = device_model(*card_named(card));
+        *name = d.card;
+        return d;
+    }
+    DeviceProperties p;
+    if (const CardFigures* figures = known_device(&p)) {
+        char said[160];
+        std::snprintf(said, sizeof said, "%s (this device: %d SMs at %.2f GHz)", p.name.c_str(), p.sms, p.clock_hz / 1e9);
+        *name = said;
+        return device_model(*figures, p);
+    }
+    if (!p.name.empty())
+        std::fprintf(stderr, "bench: the cost model has no figures for this device, %s (it knows %s): modelled as an H200\n",
+                     p.name.c_str(), known_card_names().c_str());
+    *name = DeviceModel{}.card;
+    return DeviceModel{};
 }
 
 // Device memory in use now (all processes), in bytes.
@@ -196,7 +258,7 @@ double step_flops(const ModelConfig& cfg, int B, int T) {
     return (double)B * T * (6.0 * num_parameters(cfg) + 12.0 * cfg.L * cfg.C * T);
 }
 
-// One op of the modelled step: its launches, bytes, FLOPs and modelled seconds on an H200.
+// One op of the modelled step: its launches, bytes, FLOPs and modelled seconds on the card modelled.
 struct ModelRow {
     std::string op;
     int launches = 0;
@@ -205,10 +267,10 @@ struct ModelRow {
     double issue = 0, shared = 0, latency = 0;    // seconds of launches bound by issue, shared memory, latency
 };
 
-// The launches of one modelled step on the batch `tokens`, with the kinds of product `fused`
-// fused, grouped by op, slowest first, and their total (`total`).
+// The launches of one modelled step on the card `card` on the batch `tokens`, with the kinds of
+// product `fused` fused, grouped by op, slowest first, and their total (`total`).
 std::vector<ModelRow> modelled_ops(const ModelConfig& cfg, int B, int T, bool bf16, const std::vector<int32_t>& tokens,
-                                   const FusedKinds& fused, ModelRow* total) {
+                                   const FusedKinds& fused, const DeviceModel& card, ModelRow* total) {
     using Row = ModelRow;
     std::vector<Row> rows;
     *total = Row{"step"};
@@ -220,9 +282,9 @@ std::vector<ModelRow> modelled_ops(const ModelConfig& cfg, int B, int T, bool bf
                 r->launches++;
                 r->bytes += t.bytes_read + t.bytes_written;
                 r->flops += t.flops + t.matmul_flops;
-                const ModelledTime m = modelled_time(t, bf16);
+                const ModelledTime m = modelled_time(t, bf16, card);
                 r->seconds += m.total;
-                r->roofline += roofline_seconds(t, bf16);
+                r->roofline += roofline_seconds(t, bf16, card);
                 if (m.total > std::max(m.memory, m.compute))
                     (m.latency >= std::max(m.issue, m.shared) ? r->latency : m.issue >= m.shared ? r->issue : r->shared) +=
                         m.total;
@@ -237,10 +299,13 @@ std::vector<ModelRow> modelled_ops(const ModelConfig& cfg, int B, int T, bool bf
 int print_model(const ModelConfig& cfg, const Options& o) {
     using Row = ModelRow;
     const int B = o.B > 0 ? o.B : 16;
+    std::string card_name;
+    const DeviceModel card = modelled_card(o.card, &card_name);
     Row total;
-    const std::vector<Row> rows = modelled_ops(cfg, B, o.T, o.bf16, bench_batches(cfg, o, B, 1)[0], EVERY_KIND_FUSED, &total);
-    std::printf("bench -model: H200 (docs/cuda.md), %s (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n",
-                o.init.c_str(), num_parameters(cfg) / 1e6, placement_name(cfg.placement), o.bf16 ? "bf16" : "fp32", B,
+    const std::vector<Row> rows =
+        modelled_ops(cfg, B, o.T, o.bf16, bench_batches(cfg, o, B, 1)[0], EVERY_KIND_FUSED, card, &total);
+    std::printf("bench -model: %s (docs/cost_model.md), %s (%.1fM parameters, %s-LN), %s, B = %d, T = %d\n",
+                card_name.c_str(), o.init.c_str(), num_parameters(cfg) / 1e6, placement_name(cfg.placement), o.bf16 ? "bf16" : "fp32", B,
                 o.T);
     std::printf("  %-28s %8s %10s %10s %10s %7s %10s %12s\n", "op", "launches", "GB", "GFLOP", "ms", "share",
                 "roofline", "bound by");
@@ -255,25 +320,28 @@ int print_model(const ModelConfig& cfg, const Options& o) {
     for (const Row& r : rows) print(r);
     print(total);
     const double tokens = (double)B * o.T;
-    const double mfu = step_flops(cfg, B, o.T) / total.seconds / DeviceModel{}.bf16_matmul_flops;
+    const double mfu = step_flops(cfg, B, o.T) / total.seconds / card.bf16_matmul_flops;
     std::printf("  tok/s     %.0f (modelled)\n", tokens / total.seconds);
-    std::printf("  MFU       %.1f%% of 989 TFLOP/s dense bf16 (6·params·tokens + 12·L·C·T·tokens)\n", 100.0 * mfu);
+    std::printf("  MFU       %.1f%% of %.0f TFLOP/s dense bf16 (6·params·tokens + 12·L·C·T·tokens)\n", 100.0 * mfu,
+                card.bf16_matmul_flops / 1e12);
     std::printf("bench-model-summary: ms_step=%.2f tok_s=%.0f mfu_pct=%.1f launches=%d B=%d\n", total.seconds * 1e3,
                 tokens / total.seconds, 100.0 * mfu, total.launches, B);
     return 0;
 }
 
-// Each op's measured time (CUDA events, bench/step_timing.cuh) beside its modelled H200 time, both
-// with the kinds of product `fused` fused.
+// Each op's measured time (CUDA events, bench/step_timing.cuh) beside its modelled time on this
+// device's card (modelled_card), both with the kinds of product `fused` fused.
 void print_measured_ops(const ModelConfig& cfg, int B, const Options& o, const std::vector<int32_t>& tokens,
                         const FusedKinds& fused) {
+    std::string card_name;
+    const DeviceModel card = modelled_card("", &card_name);
     ModelRow total;
-    const std::vector<ModelRow> rows = modelled_ops(cfg, B, o.T, o.bf16, tokens, fused, &total);
+    const std::vector<ModelRow> rows = modelled_ops(cfg, B, o.T, o.bf16, tokens, fused, card, &total);
     std::map<std::string, double> measured =
         cuda_step_op_ms(cfg, B, o.T, o.bf16, std::max(1, o.steps / 4), tokens.data(), fused);
     double measured_total = 0;
     for (const auto& [op, ms] : measured) measured_total += ms;
-    std::printf("  per op (ms/step; measured between events around each op, modelled for an H200):\n");
+    std::printf("  per op (ms/step; measured between events around each op, modelled for %s):\n", card_name.c_str());
     std::printf("  %-28s %10s %10s\n", "op", "measured", "modelled");
     for (const ModelRow& r : rows) std::printf("  %-28s %10.3f %10.3f\n", r.op.c_str(), measured[r.op], r.seconds * 1e3);
     std::printf("  %-28s %10.3f %10.3f\n", "sum of ops", measured_total, total.seconds * 1e3);
@@ -282,12 +350,14 @@ void print_measured_ops(const ModelConfig& cfg, int B, const Options& o, const s
 // Each kind of product that can be fused, timed fused and plain at each layer's shape
 // (time_cuda_fused_products), and the choice ./train -fused auto makes from them.
 void print_product_timings(const std::vector<ProductTiming>& timings, const FusionChoice& choice) {
-    std::printf("  fused or plain (median ms of 5 runs of each op; plain = the product and the project's kernel):\n");
-    std::printf("  %-16s %-8s %10s %10s\n", "kind", "layer", "fused", "plain");
+    std::printf("  fused or plain (ms of one run of each op, median of the timing's rounds, and their spread; plain = the\n"
+                "  product and the project's kernel; docs/cuda.md §3):\n");
+    std::printf("  %-16s %-8s %10s %10s %10s\n", "kind", "layer", "fused", "plain", "spread");
     for (const ProductTiming& t : timings) {
         char fused[16] = "refused";
         if (!std::isnan(t.fused_ms)) std::snprintf(fused, sizeof fused, "%.3f", t.fused_ms);
-        std::printf("  %-16s %-8s %10s %10.3f\n", epilogue_name(t.kind), t.layer.c_str(), fused, t.plain_ms);
+        std::printf("  %-16s %-8s %10s %10.3f %10.3f\n", epilogue_name(t.kind), t.layer.c_str(), fused, t.plain_ms,
+                    t.spread_ms);
     }
     std::printf("bench-fused: %s\n", choice.line.c_str());
 }

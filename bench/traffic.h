@@ -1,5 +1,5 @@
 // bench/traffic.h — what one kernel launch or cuBLAS call of the CUDA backend moves and computes
-// (docs/cost_model.md, "The traffic model"); bench/cost_model.h says how long that takes on an H200.
+// (docs/cost_model.md, "The traffic model"); bench/cost_model.h says how long that takes on a card.
 //
 // Every op of the CUDA op set (cuda_ops.cuh) has a `*_traffic` function in bench/kernel_costs.h (one
 // section per kernel file) that returns one Traffic per launch the op makes, computed from the same

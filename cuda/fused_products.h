@@ -6,7 +6,8 @@
 // fcproj), with bias + GELU (fc's forward), with GELU's derivative (fcproj's input gradient)
 // and with a bias gradient (every weight gradient of a layer with a bias). -fused auto (the
 // default) times each kind both ways on the card, at the run's shapes, once at start-up, and
-// keeps the faster; cuBLASLt refusing a kind makes it plain. -fused all asks cuBLASLt for every
+// keeps plain unless fused is faster by more than the timing's spread; cuBLASLt refusing a kind
+// makes it plain. -fused all asks cuBLASLt for every
 // kind (plain where it refuses), -fused none for none. A resumed run keeps the kinds its
 // config.json recorded, so that it rounds as the run did before; several ranks do not time
 // (run/resume.h). GELU is fused in bf16 only (gelu.cuh): in fp32 the two GELU kinds are always
@@ -77,11 +78,13 @@ struct FusionChoice {
 };
 
 // The median time of one product of a kind, fused and plain (the op's product plus its own
-// kernel), in ms; fused_ms is NaN where cuBLASLt refused it.
+// kernel), in ms; fused_ms is NaN where cuBLASLt refused it. spread_ms: how far the timing's
+// rounds of the product spread (the larger of fused's and plain's largest − smallest).
 struct ProductTiming {
     Epilogue kind;
     std::string layer;  // "qkv", "attproj", "fc" or "fcproj"
     double fused_ms, plain_ms;
+    double spread_ms = 0;
 };
 
 // The names of the kinds set, in Epilogue order (config.json's "fused_products").
@@ -107,23 +110,26 @@ inline FusionChoice given_fusion(const FusionRequest& request, bool gelu_fusable
     return choice;
 }
 
-// The faster of fused and plain for each kind, from the timings of all its products: fused when
-// cuBLASLt took every one and their total time fused is at most their total plain. A kind with
-// no timing (a GELU kind in fp32) is plain. The line gives both totals of each kind.
+// Fused or plain for each kind, from the timings of all its products: fused when cuBLASLt took
+// every one and their total time fused is below their total plain by more than the sum of their
+// spreads (a difference the timing cannot tell from its noise keeps the plain product). A kind
+// with no timing (a GELU kind in fp32) is plain. The line gives both totals of each kind and
+// the spread.
 inline FusionChoice faster_products(const std::vector<ProductTiming>& timings) {
     FusionChoice choice{NO_KIND_FUSED, ""};
     for (Epilogue e : ALL_EPILOGUES) {
-        double fused = 0, plain = 0;
+        double fused = 0, plain = 0, spread = 0;
         int products = 0;
         for (const ProductTiming& t : timings)
-            if (t.kind == e) fused += t.fused_ms, plain += t.plain_ms, products++;
+            if (t.kind == e) fused += t.fused_ms, plain += t.plain_ms, spread += t.spread_ms, products++;
         if (products == 0) continue;
-        char said[128];
+        char said[160];
+        const bool faster = !std::isnan(fused) && plain - fused > spread;
         if (std::isnan(fused)) std::snprintf(said, sizeof said, "%s plain (cuBLASLt refused it)", epilogue_name(e));
         else
-            std::snprintf(said, sizeof said, "%s %s (%.3f ms fused, %.3f plain)", epilogue_name(e),
-                          fused <= plain ? "fused" : "plain", fused, plain);
-        choice.kinds[e] = !std::isnan(fused) && fused <= plain;
+            std::snprintf(said, sizeof said, "%s %s (%.3f ms fused, %.3f plain, spread %.3f)", epilogue_name(e),
+                          faster ? "fused" : "plain", fused, plain, spread);
+        choice.kinds[e] = faster;
         choice.line += (choice.line.empty() ? "" : "; ") + std::string(said);
     }
     choice.line = kind_list(choice.kinds) + " (-fused auto, timed at start-up: " +

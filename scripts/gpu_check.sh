@@ -10,13 +10,19 @@
 #                                                 (make gpu-bundle): nothing is compiled here
 #   scripts/gpu_check.sh --dry                    list the rows and what each runs; needs no GPU
 #   scripts/gpu_check.sh --only tests,train       only these groups of rows (below)
-#   scripts/gpu_check.sh --limit 290              stop after 290 s (default 300, GPU_CHECK_LIMIT)
+#   scripts/gpu_check.sh --limit 270              stop after 270 s (default 560, GPU_CHECK_LIMIT)
 #
-# Results go, as each row is decided, to the folder GPU_CHECK_OUT names (default
-# build/gpu_check/results), three files: rows.txt (the table so far), summary.txt (the summary
-# line so far, and whether the check finished or was stopped) and logs.tar.gz (the logs so
-# far, from build/gpu_check/logs). A SIGTERM, a SIGINT or the time limit stops the check: the
-# row running is a FAIL row saying so, and the three files are written once more.
+# Results go, as each row is decided, to the folder GPU_CHECK_OUT names, else to $OUT (the
+# folder a lent GPU machine returns after a command), else to build/gpu_check/results: three
+# files, rows.txt (the table so far), summary.txt (the summary line so far, and whether the
+# check finished or was stopped) and logs.tar.gz (the logs so far, from build/gpu_check/logs).
+# A SIGTERM, a SIGINT or the time limit stops the check: the row running is a FAIL row saying
+# so, and the three files are written once more. The default limit, 560 s, fits a command of
+# 10 minutes: a stopped command gets SIGKILL at most KILL_GRACE (10 s) after its SIGTERM, and
+# the results are written before that wait, so the check ends about 570 s in, leaving the rest
+# for the copy back. Every program the check starts runs under `timeout -k` (a time of its
+# own, then SIGTERM, then SIGKILL), nvidia-smi included, so that neither a hanging driver call
+# nor a child that ignores SIGTERM can hold the check past its limit.
 #
 # Groups, in the order they run (docs/gpu_check.md splits them into calls of at most 5 minutes):
 #   driver     nvidia-smi names the GPU and its memory (always; without it the check stops)
@@ -50,7 +56,8 @@ ROOT=$PWD
 DRY=0
 BUNDLE=""
 ONLY=all
-LIMIT=${GPU_CHECK_LIMIT:-300}
+LIMIT=${GPU_CHECK_LIMIT:-560}
+KILL_GRACE=10  # seconds from a command's SIGTERM to its SIGKILL (timeout -k)
 GROUPS_KNOWN="driver bundle googletest build tests train bench anchors plan sanitizer"
 while [ $# -gt 0 ]; do
   case $1 in
@@ -73,7 +80,7 @@ if [ "$ONLY" != all ]; then
   done
 fi
 ARCH=${GPU_ARCH:-"-gencode arch=compute_90,code=sm_90"}
-OUT=${GPU_CHECK_OUT:-build/gpu_check/results}
+RESULTS=${GPU_CHECK_OUT:-${OUT:-build/gpu_check/results}}
 LOGS=build/gpu_check/logs
 REFERENCE=${GPU_CHECK_REFERENCE:-$ROOT/test/fixtures/gpu_reference.txt}
 SUMMARY_STATE=running
@@ -106,15 +113,15 @@ FP32_TOL=(1e-4 0 1e-4 0)           # loss base, slope; grad norm base, slope
 BF16_TOL=(1e-4 4e-5 1.1e-2 0)
 
 # ---- results: rows as they are decided, the summary, the logs ----
-# write_results: OUT/summary.txt and OUT/logs.tar.gz as they stand (each replaced whole, so
-# a kill leaves the previous one; logs over 4 MiB and anything but logs and reports are left out).
+# write_results: RESULTS/summary.txt and RESULTS/logs.tar.gz as they stand (each replaced whole,
+# so a kill leaves the previous one; logs over 4 MiB and anything but logs and reports are left out).
 write_results() {
   local summary
   summary=$(printf 'gpu_check-summary: %d ok, %d failed, %d skipped, %d s (%s)' \
             "${COUNTS[0]}" "${COUNTS[1]}" "${COUNTS[2]}" $((SECONDS - TOTAL_START)) "$SUMMARY_STATE")
-  echo "$summary" >"$OUT/summary.txt.tmp" && mv "$OUT/summary.txt.tmp" "$OUT/summary.txt"
+  echo "$summary" >"$RESULTS/summary.txt.tmp" && mv "$RESULTS/summary.txt.tmp" "$RESULTS/summary.txt"
   (cd "$LOGS" && find . -type f -size -4M \( -name '*.log' -o -name '*.xml' -o -name '*.jsonl' -o -name '*.txt' \) -print0 |
-     tar -czf "$OUT/logs.tar.gz.tmp" --null -T - 2>/dev/null) && mv "$OUT/logs.tar.gz.tmp" "$OUT/logs.tar.gz"
+     bounded 60 tar -czf "$RESULTS/logs.tar.gz.tmp" --null -T - 2>/dev/null) && mv "$RESULTS/logs.tar.gz.tmp" "$RESULTS/logs.tar.gz"
 }
 
 # row STEP RESULT DETAILS: one row of the table (RESULT ok, FAIL or skip), printed and kept now.
@@ -122,7 +129,7 @@ row() {
   local line
   line=$(printf '%-30s %-5s %s' "$1" "$2" "$3")
   echo "$line"
-  echo "$line" >>"$OUT/rows.txt"
+  echo "$line" >>"$RESULTS/rows.txt"
   case $2 in ok) COUNTS[0]=$((COUNTS[0] + 1)) ;; FAIL) COUNTS[1]=$((COUNTS[1] + 1)) ;; *) COUNTS[2]=$((COUNTS[2] + 1)) ;; esac
   CURRENT=""
   write_results
@@ -134,32 +141,49 @@ finish() {
   [ -n "$WATCHDOG" ] && { pkill -TERM -P "$WATCHDOG" 2>/dev/null; kill "$WATCHDOG" 2>/dev/null; }
   [ "$SUMMARY_STATE" = running ] && SUMMARY_STATE=finished
   write_results
-  cat "$OUT/summary.txt"
+  cat "$RESULTS/summary.txt"
   [ "${COUNTS[1]}" = 0 ]
   exit $?
 }
 
-# stop WHY: the check is stopped (a signal, or its time limit): the command running ends, the
-# row it was deciding fails, saying so, and the results are written.
+# stop WHY: the check is stopped (a signal, or its time limit): the command running is sent
+# SIGTERM (and, by its timeout -k, SIGKILL KILL_GRACE s later), the row it was deciding fails,
+# saying so, and the results are written; then the check waits for that command to end, so that
+# none of its processes outlives it. Further signals are ignored meanwhile: the stop is bounded.
 stop() {
-  [ -n "$CHILD" ] && kill -TERM "$CHILD" 2>/dev/null
+  trap '' TERM INT USR1
+  local child=$CHILD
+  [ -n "$child" ] && kill -TERM "$child" 2>/dev/null
   SUMMARY_STATE="stopped by $1 after $((SECONDS - TOTAL_START)) s"
   row "${CURRENT:-stopped}" FAIL "unfinished: stopped by $1"
+  [ -n "$child" ] && wait "$child" 2>/dev/null
   finish
 }
 
-# run_limited SECONDS LOG COMMAND...: runs COMMAND for at most SECONDS, its output in LOG, in
-# the background so that a signal reaches stop() at once; returns COMMAND's exit status (124
-# when it timed out).
+# run_limited SECONDS LOG COMMAND...: runs COMMAND for at most SECONDS (then SIGTERM, and SIGKILL
+# KILL_GRACE s later should it ignore that), its output in LOG, in the background so that a
+# signal reaches stop() at once; returns COMMAND's exit status (124, or 137 after the SIGKILL,
+# when it timed out: timed_out).
 run_limited() {
   local seconds=$1 log=$2
   shift 2
-  timeout "$seconds" "$@" >"$log" 2>&1 &
+  timeout -k "$KILL_GRACE" "$seconds" "$@" >"$log" 2>&1 &
   CHILD=$!
-  wait "$CHILD"
+  wait "$CHILD" 2>/dev/null  # (no "Killed" line from bash for a command ended by SIGKILL)
   local status=$?
   CHILD=""
   return $status
+}
+
+# timed_out STATUS: true when run_limited's STATUS says the command ran out of time.
+timed_out() { [ "$1" = 124 ] || [ "$1" = 137 ]; }
+
+# bounded SECONDS COMMAND...: a short command whose output is read (ldd, python3, tar), in the
+# foreground, under the same timeout -k: a signal waits for it at most SECONDS + KILL_GRACE.
+bounded() {
+  local seconds=$1
+  shift
+  timeout -k "$KILL_GRACE" "$seconds" "$@"
 }
 
 # --dry: the rows, the command behind each and when it passes; nothing runs.
@@ -202,9 +226,9 @@ EOF
   exit 0
 fi
 
-mkdir -p "$OUT" "$LOGS" || exit 2
-OUT=$(cd "$OUT" && pwd) LOGS=$(cd "$LOGS" && pwd)
-rm -rf "${LOGS:?}"/* "$OUT/rows.txt" "$OUT/summary.txt" "$OUT/logs.tar.gz"
+mkdir -p "$RESULTS" "$LOGS" || exit 2
+RESULTS=$(cd "$RESULTS" && pwd) LOGS=$(cd "$LOGS" && pwd)
+rm -rf "${LOGS:?}"/* "$RESULTS/rows.txt" "$RESULTS/summary.txt" "$RESULTS/logs.tar.gz"
 # The time limit: a watchdog that signals this script (stop() writes what is there).
 WATCHDOG=""
 trap 'stop SIGTERM' TERM
@@ -213,18 +237,24 @@ trap 'stop SIGINT' INT
 trap "stop 'its time limit of $LIMIT s'" USR1
 { sleep "$LIMIT" && kill -USR1 $$; } >/dev/null 2>&1 &
 WATCHDOG=$!
-echo "==== gpu_check ($(date -u '+%Y-%m-%d %H:%M UTC')${BUNDLE:+, prebuilt $BUNDLE}; groups: $ONLY; limit $LIMIT s; results in $OUT)"
-printf '%-30s %-5s %s\n' step result details | tee "$OUT/rows.txt"
+echo "==== gpu_check ($(date -u '+%Y-%m-%d %H:%M UTC')${BUNDLE:+, prebuilt $BUNDLE}; groups: $ONLY; limit $LIMIT s; results in $RESULTS)"
+printf '%-30s %-5s %s\n' step result details | tee "$RESULTS/rows.txt"
 
-# 1. The driver, and the memory the device reports (MiB).
+# 1. The driver, and the memory the device reports (MiB). nvidia-smi runs in the background, so
+# that a driver that does not answer is stopped by its own time (20 s) or by the check's limit.
 CURRENT=driver
 DEVICE_MIB=0
-if GPU=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>"$LOGS/nvidia-smi.log" | head -1) &&
-   [ -n "$GPU" ]; then
+run_limited 20 "$LOGS/nvidia-smi.log" nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+status=$?
+GPU=$(head -1 "$LOGS/nvidia-smi.log")
+if [ $status = 0 ] && [ -n "$GPU" ]; then
   DEVICE_MIB=$(echo "$GPU" | awk -F, '{print $3 + 0}')
   row driver ok "$GPU"
+elif timed_out $status; then
+  row driver FAIL "nvidia-smi did not answer in 20 s: the driver or the device hangs"
+  finish
 else
-  row driver FAIL "nvidia-smi: $(head -1 "$LOGS/nvidia-smi.log")"
+  row driver FAIL "nvidia-smi (exit status $status): ${GPU:-it named no GPU}"
   finish
 fi
 
@@ -233,14 +263,14 @@ fi
 find_library() {
   local dir
   for dir in ${CUDA_HOME:+$CUDA_HOME/lib64} /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 /usr/lib/x86_64-linux-gnu \
-             $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null | xargs -n1 2>/dev/null |
+             $(bounded 20 python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null | xargs -n1 2>/dev/null |
                sed 's|$|/nvidia/cu13/lib|; p; s|/cu13/lib$|/cublas/lib|'); do
     [ -e "$dir/$1" ] && { echo "$dir"; return 0; }
   done
   return 1
 }
 # missing_libraries BINARY: the libraries the loader does not find for BINARY, one a line.
-missing_libraries() { ldd "$1" 2>&1 | awk '/not found/ {print $1}'; }
+missing_libraries() { bounded 20 ldd "$1" 2>&1 | awk '/not found/ {print $1}'; }
 
 if [ -n "$BUNDLE" ]; then
   CURRENT="bundle libraries"
@@ -313,7 +343,7 @@ gtest_verdict() {
   VERDICT=FAIL
   if grep -q 'This program contains tests written using Google Test' "$log"; then
     DETAILS="GoogleTest printed its help and ran nothing: a flag it does not know ($(grep -o -- '--gtest_[a-z_]*' "$log" | head -1))"
-  elif [ "$status" = 124 ]; then DETAILS="timed out: $counted"
+  elif timed_out "$status"; then DETAILS="timed out: $counted"
   elif [ ! -s "$xml" ]; then DETAILS="no GoogleTest report (exit status $status)"
   elif [ "$tests" = 0 ]; then DETAILS="ran 0 tests"
   elif [ "$skips" != 0 ]; then DETAILS="$counted (on a GPU nothing may skip)"
@@ -446,7 +476,7 @@ if selected anchors; then
   CURRENT="side by side"
   start=$SECONDS
   run_limited 280 "$LOGS/side_by_side.log" python3 "$ROOT/scripts/torch_gpt2_bench.py" --bench-gpu "$BENCH" --llmc "$LLMC" \
-    --table "$OUT/side_by_side.txt"
+    --table "$RESULTS/side_by_side.txt"
   status=$?
   summary=$(grep '^side-by-side-summary:' "$LOGS/side_by_side.log" | sed 's/^side-by-side-summary: //')
   if [ $status -eq 0 ] && [ -n "$summary" ]; then row "side by side" ok "$summary, $((SECONDS - start)) s"

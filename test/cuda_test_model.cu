@@ -450,9 +450,9 @@ TEST_F(CudaFusedOps, LayerNormBackwardAndScalingEqualTheTwoOps) {
 // ---- fused or plain, timed at start-up (-fused auto) ---------------------------------------------
 
 // -fused auto's timing (time_fused_products, gpt2.cu): every layer of each kind timed both
-// ways, finite and positive: in bf16 the bias of qkv, attproj and fcproj, fc's bias + GELU,
-// fcproj's GELU' and the four bias gradients; in fp32 (no GELU epilogue) the bias and the bias
-// gradients.
+// ways, finite and positive, with a finite spread of at least 0: in bf16 the bias of qkv,
+// attproj and fcproj, fc's bias + GELU, fcproj's GELU' and the four bias gradients; in fp32 (no
+// GELU epilogue) the bias and the bias gradients.
 template <typename T>
 void check_timing_covers_every_layer() {
     const bool bf16_mode = std::is_same<T, bf16>::value;
@@ -462,6 +462,8 @@ void check_timing_covers_every_layer() {
         timed.push_back(std::string(epilogue_name(t.kind)) + " " + t.layer);
         EXPECT_GT(t.plain_ms, 0.0) << timed.back();
         EXPECT_TRUE(std::isfinite(t.plain_ms)) << timed.back();
+        EXPECT_GE(t.spread_ms, 0.0) << timed.back();
+        EXPECT_TRUE(std::isfinite(t.spread_ms)) << timed.back();
 #ifdef SIMT_EMULATION
         EXPECT_GT(t.fused_ms, 0.0) << timed.back() << ": the emulated cuBLASLt takes every product";
 #endif
@@ -492,6 +494,44 @@ TEST(FusedOrPlain, TimingMakesARefusedKindPlain) {
         for (const ProductTiming& t : timings)
             EXPECT_TRUE(std::isnan(t.fused_ms)) << epilogue_name(t.kind) << " " << t.layer;
         EXPECT_EQ(faster_products(timings).kinds, NO_KIND_FUSED);
+    }
+}
+
+// cuBLASLt is set up once per kind of fused product (matmul.cuh, Blas and LtMatmul): the first
+// step makes each kind's descriptor, its three layouts and one heuristic query (with its
+// preference), fewer than the step's fused products (the same kinds in every layer); the
+// steps after it make none. Counted by the emulated cuBLASLt.
+TEST(FusedOrPlain, CuBlasLtIsSetUpOncePerKindOfProduct) {
+    for (bool use_bf16 : {false, true}) {
+        const ModelConfig cfg = tiny_config({Placement::Pre, 1.0f, use_bf16});
+        std::unique_ptr<Backend> backend = make_cuda_backend(cfg, B, Tn, use_bf16);  // every kind fused
+        backend->set_params(test_parameters(cfg, 5).data());
+        const auto batches = random_batches(cfg, 4, 6);
+        auto step = [&](int s) {
+            backend->zero_grad();
+            backend->forward_to_logits(batches[s].data(), batches[s].data() + 1);
+            backend->backward(1.0);
+            backend->update(AdamWHyper{1e-3, 0.9, 0.95, 1e-8, 0.1}, s + 1, 1.0);
+        };
+        const simt::LtSetups before = simt::cublaslt_setups();
+        step(0);
+        const simt::LtSetups first = simt::cublaslt_setups();
+        const long kinds = first.descriptors - before.descriptors;
+        // Per layer: the bias of qkv, attproj and fcproj, and the four bias gradients; in bf16
+        // also fc's bias + GELU and fcproj's GELU'.
+        const long fused_per_step = cfg.L * (use_bf16 ? 9 : 7);
+        EXPECT_GT(kinds, 0) << (use_bf16 ? "bf16" : "fp32");
+        EXPECT_LT(kinds, fused_per_step) << (use_bf16 ? "bf16" : "fp32");
+        EXPECT_EQ(first.layouts - before.layouts, 3 * kinds);
+        EXPECT_EQ(first.heuristic_queries - before.heuristic_queries, kinds);
+        EXPECT_EQ(first.preferences - before.preferences, kinds);
+        for (int s = 1; s < 4; s++) step(s);
+        const simt::LtSetups after = simt::cublaslt_setups();
+        EXPECT_EQ(after.descriptors, first.descriptors) << (use_bf16 ? "bf16" : "fp32");
+        EXPECT_EQ(after.layouts, first.layouts);
+        EXPECT_EQ(after.preferences, first.preferences);
+        EXPECT_EQ(after.heuristic_queries, first.heuristic_queries);
+        EXPECT_EQ(refused_kinds(*backend), 0u);
     }
 }
 

@@ -320,6 +320,56 @@ TEST_F(CliCuda, PlanPrintsDeviceMemoryByCategoryWithoutAGpu) {
     EXPECT_EQ(bad.status, 2) << bad.out;
 }
 
+// The modelled milliseconds of op `op` in a -model table, or -1.
+double modelled_ms(const std::string& table, const std::string& op) {
+    std::istringstream lines(table);
+    for (std::string line; std::getline(lines, line);) {
+        std::istringstream fields(line);
+        std::vector<std::string> words;
+        for (std::string w; fields >> w;) words.push_back(w);
+        // "  adamw  1  3.734  1.9  0.972  3.6%  0.972  bytes/FLOPs": ms, then share, roofline, bound
+        if (words.size() >= 5 && line.rfind("  " + op + " ", 0) == 0) return std::stod(words[words.size() - 4]);
+    }
+    return -1;
+}
+
+// -model names the card it models: an H200 unless -card names another (on the emulator, a
+// device the cost model does not know, saying so on stderr; natively without a GPU, no device).
+// An H100's memory is slower (3.35 TB/s against 4.8): AdamW, which streams its bytes, takes
+// 4.8/3.35 times as long there; a large product, bound by the same tensor peak, as long. An
+// unknown card, or -card without -model, is refused.
+TEST_F(CliCuda, ModelNamesTheCardItModels) {
+    const std::string bench = bench_program(cuda_bin);
+    if (bench.empty()) GTEST_SKIP() << "build/bench_gpu is not built (no CUDA toolkit)";
+    const std::string args = " -model -init d12 -B 4 -T 256";
+    const Result h200 = run(bench + args);
+    ASSERT_EQ(h200.status, 0) << h200.err;
+    EXPECT_EQ(h200.out.rfind("bench -model: H200 (docs/cost_model.md), d12 ", 0), 0u) << h200.out;
+    EXPECT_NE(h200.out.find("of 989 TFLOP/s dense bf16"), std::string::npos) << h200.out;
+    if (std::getenv("CUDA_BIN_DIR")) {
+        EXPECT_NE(h200.err.find("no figures for this device, SIMT emulator (CPU)"), std::string::npos) << h200.err;
+    }
+    const Result h100 = run(bench + args + " -card H100");
+    ASSERT_EQ(h100.status, 0) << h100.err;
+    EXPECT_EQ(h100.out.rfind("bench -model: H100 80GB HBM3 (docs/cost_model.md), d12 ", 0), 0u) << h100.out;
+    EXPECT_EQ(h100.err, "");
+    EXPECT_EQ(run(bench + args + " -card 'NVIDIA H100 80GB HBM3'").out, h100.out);
+    const double adamw_h200 = modelled_ms(h200.out, "adamw"), adamw_h100 = modelled_ms(h100.out, "adamw");
+    ASSERT_GT(adamw_h200, 0) << h200.out;
+    EXPECT_NEAR(adamw_h100 / adamw_h200, 4.8 / 3.35, 0.01) << h100.out;
+    const double head_h200 = modelled_ms(h200.out, "lm head matmul fwd");
+    ASSERT_GT(head_h200, 0) << h200.out;
+    EXPECT_EQ(modelled_ms(h100.out, "lm head matmul fwd"), head_h200) << h100.out;
+    const Result unknown = run(bench + args + " -card A100");
+    EXPECT_EQ(unknown.status, 2) << unknown.out;
+    EXPECT_NE(unknown.err.find("flag -card: no figures for 'A100' (the cost model knows H100 80GB HBM3 (H100), H200)"),
+              std::string::npos)
+        << unknown.err;
+    const Result measured = run(bench + " -card H100 -init l2h2c16v96t16 -T 8");
+    EXPECT_EQ(measured.status, 2) << measured.out;
+    EXPECT_NE(measured.err.find("flag -card: only with -model"), std::string::npos) << measured.err;
+}
+
 // bench_gpu holds one model at a time: it releases the backend it measured the step with before
 // the per-op timing builds a model of its own. On an emulated device (SIMT_DEVICE_MEMORY) with
 // room for one and a half backends it runs; with room for half of one it runs out of memory, so

@@ -1,7 +1,7 @@
 // The CUDA backend's choice between a fused cuBLASLt product and the plain product plus the
-// project's kernel (cuda/fused_products.h): the rule that picks the faster of each kind from its
-// timings, the kinds as -fused gives them, and the names config.json records. Host code: no
-// device is needed (the timing itself runs in the emulated suites, cuda_test_kernels).
+// project's kernel (cuda/fused_products.h): the rule that keeps plain unless fused is faster by
+// more than the timing's spread, the kinds as -fused gives them, and the names config.json
+// records. Host code: no device is needed (the timing itself runs in the emulated suites, cuda_test_kernels).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,22 +16,32 @@ constexpr double REFUSED = NAN;
 
 TEST(FusedProducts, EachKindRunsTheFasterWayOverAllItsProducts) {
     const std::vector<ProductTiming> timings = {
-        {Epilogue::Bias, "qkv", 1.0, 1.2},       // bias: 2.5 fused against 2.6 plain over its three
-        {Epilogue::Bias, "attproj", 0.5, 0.4},   // layers, though attproj alone is faster plain
-        {Epilogue::Bias, "fcproj", 1.0, 1.0},
-        {Epilogue::BiasGelu, "fc", 2.0, 1.5},    // plain is faster
+        {Epilogue::Bias, "qkv", 1.0, 1.2, 0.02},      // bias: 2.5 fused against 2.6 plain over its three
+        {Epilogue::Bias, "attproj", 0.5, 0.4, 0.03},  // layers, though attproj alone is faster plain,
+        {Epilogue::Bias, "fcproj", 1.0, 1.0, 0.01},   // 0.1 faster where the spreads add up to 0.06
+        {Epilogue::BiasGelu, "fc", 2.0, 1.5},         // plain is faster
         {Epilogue::GeluGrad, "fcproj", REFUSED, 1.0},
-        {Epilogue::BiasGrad, "qkv", 1.0, 1.0},   // a tie keeps the fused product
+        {Epilogue::BiasGrad, "qkv", 1.0, 1.0},        // bias gradient: 1.9 fused against 2.0 plain,
+        {Epilogue::BiasGrad, "fc", 0.9, 1.0, 0.15},   // faster by less than the spread: plain
     };
     const FusionChoice choice = faster_products(timings);
     EXPECT_TRUE(choice.kinds[Epilogue::Bias]);
     EXPECT_FALSE(choice.kinds[Epilogue::BiasGelu]);
     EXPECT_FALSE(choice.kinds[Epilogue::GeluGrad]);
-    EXPECT_TRUE(choice.kinds[Epilogue::BiasGrad]);
+    EXPECT_FALSE(choice.kinds[Epilogue::BiasGrad]);
     EXPECT_EQ(choice.line,
-              "bias, bias gradient (-fused auto, timed at start-up: bias fused (2.500 ms fused, 2.600 plain); "
-              "bias + GELU plain (2.000 ms fused, 1.500 plain); GELU' plain (cuBLASLt refused it); "
-              "bias gradient fused (1.000 ms fused, 1.000 plain))");
+              "bias (-fused auto, timed at start-up: bias fused (2.500 ms fused, 2.600 plain, spread 0.060); "
+              "bias + GELU plain (2.000 ms fused, 1.500 plain, spread 0.000); GELU' plain (cuBLASLt refused it); "
+              "bias gradient plain (1.900 ms fused, 2.000 plain, spread 0.150))");
+}
+
+// Plain stays unless fused is faster by more than the spread: a tie is plain, a lead of the
+// spread itself is plain, a lead beyond it fused.
+TEST(FusedProducts, FusedMustBeFasterByMoreThanTheSpread) {
+    EXPECT_FALSE(faster_products({{Epilogue::Bias, "qkv", 1.0, 1.0}}).kinds[Epilogue::Bias]);
+    EXPECT_FALSE(faster_products({{Epilogue::Bias, "qkv", 1.0, 1.25, 0.25}}).kinds[Epilogue::Bias]);
+    EXPECT_TRUE(faster_products({{Epilogue::Bias, "qkv", 1.0, 1.25, 0.24}}).kinds[Epilogue::Bias]);
+    EXPECT_TRUE(faster_products({{Epilogue::Bias, "qkv", 1.0, 1.001}}).kinds[Epilogue::Bias]);
 }
 
 // One product of a kind refused makes the whole kind plain, however fast its other products are
@@ -47,7 +57,7 @@ TEST(FusedProducts, OneRefusalMakesTheKindPlain) {
 TEST(FusedProducts, AKindNotTimedIsPlain) {
     const FusionChoice choice = faster_products({{Epilogue::Bias, "qkv", 0.2, 0.3}});
     EXPECT_EQ(choice.kinds, (FusedKinds{{true, false, false, false}}));
-    EXPECT_EQ(choice.line, "bias (-fused auto, timed at start-up: bias fused (0.200 ms fused, 0.300 plain))");
+    EXPECT_EQ(choice.line, "bias (-fused auto, timed at start-up: bias fused (0.200 ms fused, 0.300 plain, spread 0.000))");
     EXPECT_EQ(faster_products({}).line, "none (-fused auto, timed at start-up: nothing to time)");
 }
 

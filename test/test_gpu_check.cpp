@@ -6,11 +6,14 @@
 // first loss is far from ln V or that timed no fused product, a sanitizer report with a
 // record. Each is a FAIL row and a non-zero exit; the fakes that behave pass; a sanitizer that
 // cannot start on the device is a skip row. A check stopped by SIGTERM or by its time limit
-// keeps the rows it finished in its results folder; the plans follow the memory nvidia-smi
-// reports; the side-by-side row holds the table. Also --dry lists every row without a GPU,
-// the bundle's manifest (scripts/bundle_manifest.sh) reports a library the loader does not
-// find, and the CPU reference's generator (scripts/gpu_reference.sh) writes the same file
-// whatever the threads, for a tiny model.
+// keeps the rows it finished in its results folder (GPU_CHECK_OUT, else a lent machine's $OUT),
+// also when the command running ignores SIGTERM or is a nvidia-smi that never answers: each is
+// killed, and the check ends, within the limit and the grace of `timeout -k`; the plans follow
+// the memory nvidia-smi reports; the side-by-side row holds the table. Also --dry lists every
+// row without a GPU, the bundle's manifest (scripts/bundle_manifest.sh) reports a library the
+// loader does not find and a test suite that does not carry GoogleTest, and the CPU
+// reference's generator (scripts/gpu_reference.sh) writes the same file whatever the threads,
+// for a tiny model.
 // Runs from the repository root.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -112,6 +115,26 @@ printf '<?xml version="1.0" encoding="utf-8"?>\n<ComputeSanitizerOutput>\n%s\n</
 exit $status
 )SH";
 
+// A fake program that runs for ten minutes and ignores SIGTERM, as a call stuck in the driver or
+// compute-sanitizer may: it writes its process id to `pid_file` and sleeps (exec keeps the id, and
+// the ignored SIGTERM with it); only SIGKILL ends it sooner.
+std::string ignores_sigterm(const std::string& pid_file) {
+    return "#!/bin/bash\ntrap '' TERM\necho $$ > " + pid_file + "\nexec sleep 600\n";
+}
+
+// The seconds a check stopped at `limit` may take on a loaded machine: the limit, the 10 s from
+// SIGTERM to SIGKILL, and 45 s for bash and the fakes to run there (a check that waited for the
+// fake would take ten minutes).
+double stopped_within(double limit) { return limit + 10 + 45; }
+
+// Whether the process whose id `pid_file` holds is still running (not a zombie).
+bool still_running(const std::string& pid_file) {
+    const std::string pid = read_file(pid_file);
+    if (pid.empty()) return false;
+    const std::string state = read_file("/proc/" + pid.substr(0, pid.find('\n')) + "/stat");
+    return !state.empty() && state.find(") Z ") == std::string::npos;
+}
+
 class GpuCheck : public ::testing::Test {
 protected:
     std::string dir, bundle, bin;
@@ -201,6 +224,8 @@ TEST_F(GpuCheck, TestsPassWhenEveryBinaryRanItsTestsAndTheResultsAreKept) {
         EXPECT_EQ(line_of(rows, step), row(r, step)) << step << ":\n" << rows;
     EXPECT_NE(read_file(dir + "out/summary.txt").find("gpu_check-summary: 9 ok, 0 failed, 0 skipped"), std::string::npos);
     EXPECT_NE(read_file(dir + "out/summary.txt").find("(finished)"), std::string::npos);
+    // The default limit leaves a 10-minute command time to stop and write its results.
+    EXPECT_NE(r.out.find("; limit 560 s; results in " + dir + "out)"), std::string::npos) << r.out;
     const std::string listed = dir + "listed";
     ASSERT_EQ(std::system(("tar -tzf " + dir + "out/logs.tar.gz > " + listed).c_str()), 0);
     EXPECT_NE(read_file(listed).find("cuda_test_model.xml"), std::string::npos) << read_file(listed);
@@ -328,12 +353,14 @@ TEST_F(GpuCheck, NoReferenceFails) {
 }
 
 TEST_F(GpuCheck, SigtermKeepsTheFinishedRows) {
-    // The third test binary would run for a minute: the check is stopped once it has started.
-    program(bundle + "cuda_test_tensor_cores", "#!/bin/bash\ntouch " + dir + "started\nsleep 60\n");
+    // The third test binary would run for ten minutes and ignores SIGTERM: the check is stopped
+    // once it has started, and it ends the binary by SIGKILL 10 s later (timeout -k).
+    program(bundle + "cuda_test_tensor_cores", ignores_sigterm(dir + "started"));
     double seconds = 0;
     const Result r = check_stopped("--prebuilt " + bundle + " --only tests", dir + "started", &seconds);
     EXPECT_EQ(r.status, 1) << r.out;
-    EXPECT_LT(seconds, 30) << "the running test was not stopped:\n" << r.out;
+    EXPECT_LT(seconds, stopped_within(30)) << "the running test was not stopped:\n" << r.out;
+    EXPECT_FALSE(still_running(dir + "started")) << "the test binary outlived the check";
     const std::string rows = read_file(dir + "out/rows.txt");
     EXPECT_NE(line_of(rows, "cuda_test_kernels").find(" ok "), std::string::npos) << rows;
     EXPECT_NE(line_of(rows, "cuda_test_model").find(" ok "), std::string::npos) << rows;
@@ -363,6 +390,66 @@ TEST_F(GpuCheck, TimeLimitKeepsTheFinishedRows) {
     EXPECT_NE(lines.back().find(" FAIL  unfinished: stopped by its time limit of 8 s"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(lines.back()), std::string::npos) << r.out;
     EXPECT_NE(read_file(dir + "out/summary.txt").find("(stopped by its time limit of 8 s after"), std::string::npos);
+}
+
+TEST_F(GpuCheck, AChildThatIgnoresSigtermIsKilledWithinTheLimit) {
+    // The second test binary ignores SIGTERM and would run for ten minutes: at the limit of 8 s
+    // it is sent SIGTERM, then SIGKILL 10 s later; the rows are written before that wait.
+    program(bundle + "cuda_test_model", ignores_sigterm(dir + "pid"));
+    const auto start = std::chrono::steady_clock::now();
+    const Result r = check_bundle("tests --limit 8");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, stopped_within(8)) << r.out;
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_FALSE(still_running(dir + "pid")) << "the test binary outlived the check";
+    const std::string rows = read_file(dir + "out/rows.txt");
+    EXPECT_NE(line_of(rows, "cuda_test_kernels").find(" ok "), std::string::npos) << rows;
+    EXPECT_NE(line_of(rows, "cuda_test_model").find(" FAIL  unfinished: stopped by its time limit of 8 s"), std::string::npos)
+        << rows;
+    EXPECT_NE(read_file(dir + "out/summary.txt").find("(stopped by its time limit of 8 s after"), std::string::npos);
+}
+
+TEST_F(GpuCheck, AHangingNvidiaSmiIsStoppedWithinTheLimit) {
+    // nvidia-smi never answers and ignores SIGTERM (a driver call that hangs). Under a limit of
+    // 5 s, shorter than its own 20 s, the limit stops it: the driver's row says so, the results
+    // are written, and nvidia-smi is killed.
+    program(bin + "nvidia-smi", ignores_sigterm(dir + "pid"));
+    auto start = std::chrono::steady_clock::now();
+    Result r = check_bundle("driver --limit 5");
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, stopped_within(5)) << r.out;
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_FALSE(still_running(dir + "pid")) << "nvidia-smi outlived the check";
+    EXPECT_NE(line_of(read_file(dir + "out/rows.txt"), "driver").find(" FAIL  unfinished: stopped by its time limit of 5 s"),
+              std::string::npos)
+        << read_file(dir + "out/rows.txt");
+    EXPECT_NE(read_file(dir + "out/summary.txt").find("0 ok, 1 failed, 0 skipped"), std::string::npos)
+        << read_file(dir + "out/summary.txt");
+    // Under the default limit its own time ends it: 20 s, then SIGKILL 10 s later; nothing else runs.
+    std::remove((dir + "pid").c_str());
+    start = std::chrono::steady_clock::now();
+    r = check_bundle("driver,tests");
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, stopped_within(20)) << r.out;
+    EXPECT_FALSE(still_running(dir + "pid")) << "nvidia-smi outlived the check";
+    EXPECT_TRUE(failed(r, "driver", "nvidia-smi did not answer in 20 s")) << r.out;
+    EXPECT_EQ(row(r, "cuda_test_kernels"), "") << "ran on after the driver failed:\n" << r.out;
+}
+
+TEST_F(GpuCheck, ResultsGoToTheLentMachinesOutFolder) {
+    // Without GPU_CHECK_OUT the results go to $OUT, the folder a lent GPU machine returns;
+    // GPU_CHECK_OUT, where given, wins.
+    const std::string command = "OUT=" + dir + "lent GPU_CHECK_REFERENCE=" + dir + "reference.txt PATH=" + bin +
+                                ":$PATH scripts/gpu_check.sh --prebuilt " + bundle + " --only driver > " + dir + "stdout 2>&1";
+    EXPECT_EQ(std::system(command.c_str()), 0) << read_file(dir + "stdout");
+    EXPECT_NE(line_of(read_file(dir + "lent/rows.txt"), "driver").find(" ok "), std::string::npos)
+        << read_file(dir + "stdout");
+    EXPECT_NE(read_file(dir + "lent/summary.txt").find("(finished)"), std::string::npos);
+    EXPECT_TRUE(exists(dir + "lent/logs.tar.gz"));
+    const Result given = check_bundle("driver", "OUT=" + dir + "other");
+    EXPECT_EQ(given.status, 0) << given.out;
+    EXPECT_TRUE(exists(dir + "out/rows.txt"));
+    EXPECT_FALSE(exists(dir + "other/rows.txt"));
 }
 
 TEST_F(GpuCheck, SideBySideRowHoldsTheTable) {
@@ -453,6 +540,38 @@ TEST(BundleManifest, NamesWhatEachProgramNeedsAndFailsOnAMissingLibrary) {
     const int missing = std::system(manifest.c_str());
     EXPECT_TRUE(WIFEXITED(missing) && WEXITSTATUS(missing) == 1) << read_file(dir + "out");
     EXPECT_NE(read_file(dir + "bundle/MANIFEST.txt").find("libanswer.so                 NOT FOUND here"), std::string::npos)
+        << read_file(dir + "bundle/MANIFEST.txt");
+}
+
+// The bundle's test suites carry GoogleTest, which the GPU machine need not have: the manifest
+// says so of a suite linked against GoogleTest as `make gpu-bundle` links them (statically),
+// with the tests it lists here, and fails on a suite that needs GoogleTest as a shared library
+// (here a stand-in libgtest.so made for the test).
+TEST(BundleManifest, TestSuitesCarryGoogleTest) {
+    const std::string dir = fresh_folder("bundle_gtest_");
+    mkdir((dir + "lib").c_str(), 0755);
+    mkdir((dir + "bundle").c_str(), 0755);
+    std::ofstream(dir + "suite.cpp") << "#include <gtest/gtest.h>\nTEST(Tiny, One) {}\nTEST(Tiny, Two) {}\n";
+    ASSERT_EQ(std::system(("g++ -std=c++17 -o " + dir + "bundle/test_tiny " + dir +
+                           "suite.cpp -lgtest -lgtest_main -pthread 2> " + dir + "build.log")
+                              .c_str()),
+              0)
+        << read_file(dir + "build.log");
+    const std::string manifest = "scripts/bundle_manifest.sh " + dir + "bundle > " + dir + "out 2>&1";
+    const int carried = std::system(manifest.c_str());
+    EXPECT_TRUE(WIFEXITED(carried) && WEXITSTATUS(carried) == 0) << read_file(dir + "out");
+    EXPECT_NE(read_file(dir + "bundle/MANIFEST.txt").find("GoogleTest: linked in; 2 tests listed here"), std::string::npos)
+        << read_file(dir + "bundle/MANIFEST.txt");
+    std::ofstream(dir + "gtest.cpp") << "int gtest_stand_in() { return 1; }\n";
+    std::ofstream(dir + "main.cpp") << "int gtest_stand_in();\nint main() { return gtest_stand_in() - 1; }\n";
+    ASSERT_EQ(std::system(("g++ -shared -fPIC -o " + dir + "lib/libgtest.so " + dir + "gtest.cpp && g++ -o " + dir +
+                           "bundle/test_shared " + dir + "main.cpp -L" + dir + "lib -lgtest -Wl,-rpath," + dir + "lib")
+                              .c_str()),
+              0);
+    const int shared = std::system(manifest.c_str());
+    EXPECT_TRUE(WIFEXITED(shared) && WEXITSTATUS(shared) == 1) << read_file(dir + "out");
+    EXPECT_NE(read_file(dir + "bundle/MANIFEST.txt").find("GoogleTest: a shared library, which the GPU machine need not have"),
+              std::string::npos)
         << read_file(dir + "bundle/MANIFEST.txt");
 }
 

@@ -396,6 +396,10 @@ void refuse_cublaslt_epilogues(LtRefusal refusal) { extra_refusal = refusal; }
 
 void perturb_cublaslt_gelu(float relative) { gelu_factor = 1.0f + relative; }
 
+LtSetups made_setups;  // counted by the API functions below; the host calls them from one thread
+
+LtSetups cublaslt_setups() { return made_setups; }
+
 }  // namespace simt
 
 using simt::blas::reject;
@@ -424,6 +428,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComput
                                         cudaDataType_t scale_type) {
   if (desc == nullptr) return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescCreate", "null descriptor pointer");
   *desc = new cublasLtMatmulDescOpaque_t{};
+  simt::made_setups.descriptors++;
   simt::Operation op;
   op.compute = compute;
   op.scale_type = scale_type;
@@ -457,6 +462,7 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDa
     return reject(CUBLAS_STATUS_INVALID_VALUE, api,
                   "ld = " + std::to_string(ld) + " but the (column-major) matrix has " + std::to_string(rows) + " rows");
   *layout = new cublasLtMatrixLayoutOpaque_t{};
+  simt::made_setups.layouts++;
   simt::write(*layout, simt::Layout{type, rows, cols, ld});
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -469,6 +475,7 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
   if (pref == nullptr) return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceCreate", "null preference pointer");
   *pref = new cublasLtMatmulPreferenceOpaque_t{};
+  simt::made_setups.preferences++;
   simt::write(*pref, simt::Preference{});
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -516,6 +523,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
                                               cublasLtMatmulPreference_t pref, int requested,
                                               cublasLtMatmulHeuristicResult_t results[], int* count) {
   const char* api = "cublasLtMatmulAlgoGetHeuristic";
+  simt::made_setups.heuristic_queries++;
   if (count != nullptr) *count = 0;
   if (requested <= 0 || results == nullptr || count == nullptr || pref == nullptr)
     return reject(CUBLAS_STATUS_INVALID_VALUE, api, "needs requestedAlgoCount > 0, a preference, results and a count");

@@ -209,6 +209,13 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   return cudaSuccess;
 }
 
+// The attributes beyond cudaDeviceProp: a program asks for one (the clock, for bench_gpu's cost
+// model) only of a device the cost model knows by name, which the emulator is not; every one is
+// refused.
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  return fail(cudaErrorNotSupported, "cudaDeviceGetAttribute: the emulator has no attributes");
+}
+
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   if (free == nullptr || total == nullptr) return fail(cudaErrorInvalidValue, "cudaMemGetInfo: null pointer");
   *total = simt::device_capacity();
