@@ -21,6 +21,7 @@ interrupted (and a backup left by a run killed outright is put back at the next 
 """
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -399,7 +400,9 @@ def run_binary(spec, cwd=None, env_extra=None, fail_fast=False):
             return [f"{label} hung (over {RUN_TIMEOUT_S} s)"]
         failed = []
         if os.path.exists(xml_path) and os.path.getsize(xml_path) > 0:
-            for case in ET.parse(xml_path).getroot().iter("testcase"):
+            with open(xml_path, encoding="utf-8", errors="replace") as f:  # a mutant's failure
+                report = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f]", "?", f.read())  # may quote raw bytes
+            for case in ET.fromstring(report).iter("testcase"):
                 if case.find("failure") is not None:
                     failed.append(f"{case.get('classname')}.{case.get('name')}")
         if p.returncode != 0 and not failed:

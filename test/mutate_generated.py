@@ -168,11 +168,12 @@ def instrument(tree, source, mutants, ids):
 
 
 def build(tree, suites):
-    """The programs and the test binaries of `suites`, at -O1 without CUDA or MPI; returns
-    (ok, the last lines of the output)."""
+    """The programs and the test binaries of `suites`, at -O1 without CUDA or MPI (one job at a
+    time unless MAKEFLAGS says otherwise, e.g. MAKEFLAGS=-j2); returns (ok, the last lines of the
+    output)."""
     binaries = sorted({SUITES[s][0] for s in suites if not SUITES[s][0].startswith("py:")} | {"build/test_experiments"})
     env = dict(os.environ, CXXFLAGS="-O1 -march=native")
-    p = subprocess.run(["make", "-j2", "NVCC=", "MPICXX=", "train", "eval", "tokenize"] + binaries, cwd=tree, env=env,
+    p = subprocess.run(["make", "NVCC=", "MPICXX=", "train", "eval", "tokenize"] + binaries, cwd=tree, env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return p.returncode == 0, "\n".join(p.stdout.splitlines()[-30:])
 
