@@ -378,11 +378,13 @@ def make(targets):
     return p.returncode == 0, "\n".join(p.stdout.splitlines()[-15:])
 
 
-def run_binary(spec, cwd=None, env_extra=None, fail_fast=False):
+def run_binary(spec, cwd=None, env_extra=None, fail_fast=False, timeout=None):
     """Runs one test binary, spec "BINARY" or "NAME=VALUE:BINARY" (as test/run_tests.sh takes),
     from `cwd` (default: here) with `env_extra` added to the environment, and returns the names
     of the tests that failed, or a line saying that it crashed or hung. With `fail_fast` the
-    binary stops at its first failure (--gtest_fail_fast)."""
+    binary stops at its first failure (--gtest_fail_fast). A run longer than `timeout` seconds
+    (default RUN_TIMEOUT_S) has hung."""
+    timeout = timeout or RUN_TIMEOUT_S
     env = dict(os.environ, **(env_extra or {}))
     binary = spec
     if "=" in spec and ":" in spec:
@@ -395,9 +397,9 @@ def run_binary(spec, cwd=None, env_extra=None, fail_fast=False):
         args = [os.path.join(cwd or ".", binary), "--gtest_brief=1", f"--gtest_output=xml:{xml_path}"]
         try:
             p = subprocess.run(args + (["--gtest_fail_fast"] if fail_fast else []), env=env, cwd=cwd,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=RUN_TIMEOUT_S)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout)
         except subprocess.TimeoutExpired:
-            return [f"{label} hung (over {RUN_TIMEOUT_S} s)"]
+            return [f"{label} hung (over {timeout} s)"]
         failed = []
         if os.path.exists(xml_path) and os.path.getsize(xml_path) > 0:
             with open(xml_path, encoding="utf-8", errors="replace") as f:  # a mutant's failure

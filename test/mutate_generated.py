@@ -93,7 +93,10 @@ SUITES_OF = {
     "sweep.py": SWEEP,
 }
 DEFAULT_TREE = "/tmp/gpt2_mutate"
-RUN_TIMEOUT_S = 1200  # as test/mutate.py's: a run longer than this has hung (the mutant counts as killed)
+# A run of a mutant's test cases longer than this has hung (the mutant counts as killed): each
+# case runs in seconds unmutated, the longest (an endless input stopped by the test's own timer)
+# in under two minutes.
+RUN_TIMEOUT_S = 240
 
 
 def generated_mutants(root):
@@ -216,7 +219,8 @@ def run_cases(tree, suite, cases, env_extra, run_binary):
             return []
         failed = [line.split(" ", 1)[1] for line in p.stdout.split("\n") if line.startswith(("FAIL: ", "ERROR: "))]
         return failed or [f"{runner} exited with status {p.returncode}"]
-    return run_binary(runner, cwd=tree, env_extra=dict(env_extra, GTEST_FILTER=":".join(cases)), fail_fast=True)
+    return run_binary(runner, cwd=tree, env_extra=dict(env_extra, GTEST_FILTER=":".join(cases)), fail_fast=True,
+                      timeout=RUN_TIMEOUT_S)
 
 
 def suite_fingerprint(tree, suite, python_files):

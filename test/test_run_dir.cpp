@@ -806,6 +806,17 @@ TEST_F(RunDir, SamplingIsRefusedAtStartUpWithoutAFittingTokenizer) {
     Result r = run(compact + "-tokenizer data/mobydick_v4096_tokenizer.bin");
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("step     1 | sample: "), std::string::npos) << r.out;
+    // At the edges: 16 prompt tokens + 16 fill maxT 32 exactly; a tokenizer of fewer tokens than
+    // the model's vocabulary (4096 for 8000) is refused.
+    const std::string edge = "./train -device cpu -threads 1 -B 2 -T 8 -steps 1 -eval_every 0 "
+                             "-train_data data/mobydick_v4096_train_*.bin -val_data data/mobydick_v4096_val_*.bin "
+                             "-sample_every 1 -tokenizer data/mobydick_v4096_tokenizer.bin ";
+    r = run(edge + "-init l1h1c16v4096t32 -sample_tokens 16 -out " + dir + "full_window");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("step     1 | sample: "), std::string::npos) << r.out;
+    expect_refused(run(edge + "-init l1h1c16v8000t32 -sample_tokens 4 -out " + dir + "wide"),
+                   "flag -tokenizer: data/mobydick_v4096_tokenizer.bin has 4096 tokens but the model's vocabulary is 8000");
+    EXPECT_FALSE(exists(dir + "wide"));
 }
 
 TEST_F(RunDir, KeepCheckpointsLeavesTheNewestPairsAndResumeContinuesFromThem) {
