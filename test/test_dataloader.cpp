@@ -100,6 +100,23 @@ TEST(DataLoader, BoundsAtTheirEdges) {
     }
 }
 
+// A token outside the vocabulary names prepare_data.py's shards of that vocabulary beside the
+// refused file, whatever the refused file is called.
+TEST(DataLoader, NamesTheShardsOfTheVocabularyBesideARefusedOne) {
+    const std::string folder = fresh_folder("dataloader_");
+    write_shard(folder + "bad.bin", 90, 10);  // tokens 90..99: 96..99 outside a vocabulary of 96
+    write_shard(folder + "corpus_v96_train_000000.bin", 0, 10);
+    try {
+        DataLoader(folder + "bad.bin", 2, 3, 96, false, 0);
+        ADD_FAILURE() << "tokens outside the vocabulary were taken";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("; shards of that vocabulary: -train_data \"" + folder +
+                                             "corpus_v96_train_*.bin\" -val_data \"" + folder + "corpus_v96_val_*.bin\""),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 }  // namespace
 
 TEST(DataLoader, SequentialOrderFollowsSpec) {
