@@ -1171,4 +1171,30 @@ TEST_F(RunDir, StartUpLinesCountInTheSingularAndACollapseSaysWhy) {
     EXPECT_NE(r.out.find(" is not below unigram_ce "), std::string::npos) << r.out;
 }
 
+// -resume 1 refuses a run folder whose config.json is gone, records other model sizes than the
+// checkpoint's, another run id than the state file's, or a step-0 loss in log.jsonl other than
+// the state file's: each a file of another run.
+TEST_F(RunDir, ResumeRefusesAConfigOfAnotherRunOrNone) {
+    ASSERT_EQ(train("-steps 2 -save_every 1").status, 0);
+    const std::string config = dir + "out/config.json", original = read_file(config);
+    const std::string resume = "-steps 3 -change_steps 1 -resume 1";
+    const auto with = [&](const std::string& from, const std::string& to) {
+        std::string text = original;
+        const size_t at = text.find(from);
+        EXPECT_NE(at, std::string::npos) << from;
+        std::ofstream(config) << text.replace(at, from.size(), to);
+    };
+    with("\"C\": 16", "\"C\": 32");
+    expect_refused(train(resume), "model_00000002.bin: a model with C 16, but the run's is 32");
+    with("\"run_id\": \"", "\"run_id\": \"0");
+    expect_refused(train(resume), "state_00000002.bin: belongs to another run (run id ");
+    std::ofstream(config) << original;
+    const std::string log = read_file(dir + "out/log.jsonl");
+    const size_t loss = log.find("\"loss\": ") + 8;
+    std::ofstream(dir + "out/log.jsonl") << log.substr(0, loss) + "1" + log.substr(loss);  // another step-0 loss
+    expect_refused(train(resume), "state_00000002.bin: belongs to another run (its step-0 loss ");
+    std::filesystem::remove(config);
+    expect_refused(train(resume), "config.json: missing, so -resume 1 cannot check that it continues the same run");
+}
+
 }  // namespace
