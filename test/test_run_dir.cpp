@@ -1197,4 +1197,11 @@ TEST_F(RunDir, ResumeRefusesAConfigOfAnotherRunOrNone) {
     expect_refused(train(resume), "config.json: missing, so -resume 1 cannot check that it continues the same run");
 }
 
+// An -out whose path cannot be looked at (a link that leads to itself on the way) is refused in
+// one line naming the part and the reason, before any work.
+TEST_F(RunDir, OutThroughALinkLoopIsRefused) {
+    std::filesystem::create_symlink(dir + "loop", dir + "loop");
+    expect_refused(train("-steps 2", "loop/run"), "flag -out: " + dir + "loop/run: Too many levels of symbolic links");
+}
+
 }  // namespace
