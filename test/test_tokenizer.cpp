@@ -120,7 +120,7 @@ bool one_line_with(const std::string& errors, const std::string& needle) {
 }
 
 // ./tokenize's bounds at their edges: a flag without its value; an id of 9 digits read, one of
-// 10 refused, a word that is no number refused; -shard with a tokenizer of 65536 ids written
+// 10 refused, a word that is no number refused; an input of exactly 1 GiB read; -shard with a tokenizer of 65536 ids written
 // (they fit a uint16), of 65537 refused.
 TEST(Tokenizer, FrontEndBoundsAtTheirEdges) {
     if (!std::ifstream("tokenize")) GTEST_SKIP() << "./tokenize is not built";
@@ -138,6 +138,9 @@ TEST(Tokenizer, FrontEndBoundsAtTheirEdges) {
         EXPECT_EQ(run.status, 2) << word;
         EXPECT_TRUE(one_line_with(run.errors, "standard input: '" + word + "' is not a token id")) << run.errors;
     }
+    // Standard input of exactly the 1 GiB ./tokenize reads (blanks: no ids) is read whole.
+    const CommandRun whole = run_command("yes ' ' | head -c 1073741824 | ./tokenize -d > /dev/null", folder);
+    EXPECT_EQ(whole.status, 0) << whole.errors;
     for (int vocab : {65536, 65537}) {
         std::vector<std::string> extra{"ab"};
         for (int id = 257; id < vocab; id++) extra.push_back("t" + std::to_string(id));
