@@ -395,6 +395,7 @@ TEST_F(Safetensors, TrainInitFromSafetensorsTrainsLikeTheSameCheckpoint) {
 
 // The reader's bounds at their edges: 7 bytes too short for the length, 8 read on; a header of
 // 1 byte ("{") not JSON, of 2 ("{}") an object without weights; __metadata__ that is no object;
+// a shape that is no array; an empty tensor;
 // n_head from 1 to C (0 refused); dt in (0, 1000]; C up to 65536.
 TEST_F(Safetensors, BoundsAtTheirEdges) {
     const auto with_header = [](const std::string& header) {
@@ -407,6 +408,11 @@ TEST_F(Safetensors, BoundsAtTheirEdges) {
     expect_refused(with_header("{"), "does not start with '{'");
     expect_refused(with_header("{}"), "no wte.weight of shape [rows, C]: not GPT-2 weights");
     expect_refused(with_header("{\"__metadata__\": 5}"), "__metadata__ is not an object");
+    expect_refused(with_header("{\"wte.weight\": {\"dtype\": \"F32\", \"shape\": 4, \"data_offsets\": [0, 0]}}"),
+                   "tensor wte.weight: shape must be an array and data_offsets [begin, end]");
+    // An empty tensor (data_offsets [0, 0]) is read; as wte it is no matrix of weights.
+    expect_refused(with_header("{\"wte.weight\": {\"dtype\": \"F32\", \"shape\": [0, 8], \"data_offsets\": [0, 0]}}"),
+                   "no wte.weight of shape [rows, C]: not GPT-2 weights");
     const auto tensors = gpt2_file_tensors(false, 1);  // C = 8
     std::vector<float> params;
     for (const char* heads : {"1", "8"}) {
