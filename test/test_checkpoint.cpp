@@ -557,4 +557,16 @@ TEST_F(CheckpointTest, RefusesADamagedOptimiserState) {
     EXPECT_NE(refusal(whole + "x", 16).find(": file is longer than its header says"), std::string::npos);
 }
 
+TEST_F(CheckpointTest, ATruncatedHeaderIsSaidSo) {
+    const std::vector<char> b = valid_file("h.bin");
+    put_bytes(path("h.bin"), b.data(), 1023);  // one byte short of the 256-word header
+    std::vector<float> params;
+    try {
+        read_checkpoint(path("h.bin"), &params);
+        ADD_FAILURE() << "a truncated header was read";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find(": truncated checkpoint header"), std::string::npos) << e.what();
+    }
+}
+
 }  // namespace

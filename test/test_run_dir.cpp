@@ -1172,8 +1172,8 @@ TEST_F(RunDir, StartUpLinesCountInTheSingularAndACollapseSaysWhy) {
 }
 
 // -resume 1 refuses a run folder whose config.json is gone, records other model sizes than the
-// checkpoint's, another run id than the state file's, or a step-0 loss in log.jsonl other than
-// the state file's: each a file of another run.
+// checkpoint's, another seed or run id than the state file's, or a step-0 loss in log.jsonl
+// other than the state file's: each a file of another run.
 TEST_F(RunDir, ResumeRefusesAConfigOfAnotherRunOrNone) {
     ASSERT_EQ(train("-steps 2 -save_every 1").status, 0);
     const std::string config = dir + "out/config.json", original = read_file(config);
@@ -1186,6 +1186,8 @@ TEST_F(RunDir, ResumeRefusesAConfigOfAnotherRunOrNone) {
     };
     with("\"C\": 16", "\"C\": 32");
     expect_refused(train(resume), "model_00000002.bin: a model with C 16, but the run's is 32");
+    with("\"seed\": 42", "\"seed\": 5");  // the state file's seed is the run's, 42
+    expect_refused(train(resume + " -seed 5"), "flag -seed: 5 but the run being resumed has seed 42");
     with("\"run_id\": \"", "\"run_id\": \"0");
     expect_refused(train(resume), "state_00000002.bin: belongs to another run (run id ");
     std::ofstream(config) << original;
