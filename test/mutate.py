@@ -378,6 +378,21 @@ def make(targets):
     return p.returncode == 0, "\n".join(p.stdout.splitlines()[-15:])
 
 
+def run_in_own_group(args, env, cwd, timeout):
+    """Runs `args` (output discarded) in a process group of its own and returns the finished
+    process, or None when it ran past `timeout` seconds: then the whole group is killed, the
+    programs a test started included."""
+    p = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    try:
+        p.wait(timeout=timeout)
+        return p
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        return None
+
+
 def run_binary(spec, cwd=None, env_extra=None, fail_fast=False, timeout=None):
     """Runs one test binary, spec "BINARY" or "NAME=VALUE:BINARY" (as test/run_tests.sh takes),
     from `cwd` (default: here) with `env_extra` added to the environment, and returns the names
@@ -395,10 +410,8 @@ def run_binary(spec, cwd=None, env_extra=None, fail_fast=False, timeout=None):
     with tempfile.TemporaryDirectory(prefix="mutate_") as scratch:
         xml_path = os.path.join(scratch, "out.xml")
         args = [os.path.join(cwd or ".", binary), "--gtest_brief=1", f"--gtest_output=xml:{xml_path}"]
-        try:
-            p = subprocess.run(args + (["--gtest_fail_fast"] if fail_fast else []), env=env, cwd=cwd,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout)
-        except subprocess.TimeoutExpired:
+        p = run_in_own_group(args + (["--gtest_fail_fast"] if fail_fast else []), env, cwd, timeout)
+        if p is None:
             return [f"{label} hung (over {timeout} s)"]
         failed = []
         if os.path.exists(xml_path) and os.path.getsize(xml_path) > 0:

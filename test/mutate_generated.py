@@ -32,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import mutation_sites
@@ -210,14 +211,20 @@ def run_cases(tree, suite, cases, env_extra, run_binary):
     runner = SUITES[suite][0]
     if runner.startswith("py:"):
         env = dict(os.environ, **env_extra)
-        try:
-            p = subprocess.run([sys.executable, f"test/py/{runner[3:]}.py", "-f"] + cases, cwd=tree, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=RUN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            return [f"{runner} hung"]
+        with tempfile.TemporaryFile("w+") as out:
+            p = subprocess.Popen([sys.executable, f"test/py/{runner[3:]}.py", "-f"] + cases, cwd=tree, env=env,
+                                 stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            try:
+                p.wait(timeout=RUN_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)  # the programs the test started too
+                p.wait()
+                return [f"{runner} hung (over {RUN_TIMEOUT_S} s)"]
+            out.seek(0)
+            output = out.read()
         if p.returncode == 0:
             return []
-        failed = [line.split(" ", 1)[1] for line in p.stdout.split("\n") if line.startswith(("FAIL: ", "ERROR: "))]
+        failed = [line.split(" ", 1)[1] for line in output.split("\n") if line.startswith(("FAIL: ", "ERROR: "))]
         return failed or [f"{runner} exited with status {p.returncode}"]
     return run_binary(runner, cwd=tree, env_extra=dict(env_extra, GTEST_FILTER=":".join(cases)), fail_fast=True,
                       timeout=RUN_TIMEOUT_S)
