@@ -21,6 +21,7 @@ interrupted (and a backup left by a run killed outright is put back at the next 
 """
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -377,11 +378,28 @@ def make(targets):
     return p.returncode == 0, "\n".join(p.stdout.splitlines()[-15:])
 
 
-def run_binary(spec, cwd=None, env_extra=None, fail_fast=False):
+def run_in_own_group(args, env, cwd, timeout):
+    """Runs `args` (output discarded) in a process group of its own and returns the finished
+    process, or None when it ran past `timeout` seconds: then the whole group is killed, the
+    programs a test started included."""
+    p = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    try:
+        p.wait(timeout=timeout)
+        return p
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        return None
+
+
+def run_binary(spec, cwd=None, env_extra=None, fail_fast=False, timeout=None):
     """Runs one test binary, spec "BINARY" or "NAME=VALUE:BINARY" (as test/run_tests.sh takes),
     from `cwd` (default: here) with `env_extra` added to the environment, and returns the names
     of the tests that failed, or a line saying that it crashed or hung. With `fail_fast` the
-    binary stops at its first failure (--gtest_fail_fast)."""
+    binary stops at its first failure (--gtest_fail_fast). A run longer than `timeout` seconds
+    (default RUN_TIMEOUT_S) has hung."""
+    timeout = timeout or RUN_TIMEOUT_S
     env = dict(os.environ, **(env_extra or {}))
     binary = spec
     if "=" in spec and ":" in spec:
@@ -392,14 +410,14 @@ def run_binary(spec, cwd=None, env_extra=None, fail_fast=False):
     with tempfile.TemporaryDirectory(prefix="mutate_") as scratch:
         xml_path = os.path.join(scratch, "out.xml")
         args = [os.path.join(cwd or ".", binary), "--gtest_brief=1", f"--gtest_output=xml:{xml_path}"]
-        try:
-            p = subprocess.run(args + (["--gtest_fail_fast"] if fail_fast else []), env=env, cwd=cwd,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=RUN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            return [f"{label} hung (over {RUN_TIMEOUT_S} s)"]
+        p = run_in_own_group(args + (["--gtest_fail_fast"] if fail_fast else []), env, cwd, timeout)
+        if p is None:
+            return [f"{label} hung (over {timeout} s)"]
         failed = []
         if os.path.exists(xml_path) and os.path.getsize(xml_path) > 0:
-            for case in ET.parse(xml_path).getroot().iter("testcase"):
+            with open(xml_path, encoding="utf-8", errors="replace") as f:  # a mutant's failure
+                report = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f]", "?", f.read())  # may quote raw bytes
+            for case in ET.fromstring(report).iter("testcase"):
                 if case.find("failure") is not None:
                     failed.append(f"{case.get('classname')}.{case.get('name')}")
         if p.returncode != 0 and not failed:

@@ -32,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import mutation_sites
@@ -93,7 +94,10 @@ SUITES_OF = {
     "sweep.py": SWEEP,
 }
 DEFAULT_TREE = "/tmp/gpt2_mutate"
-RUN_TIMEOUT_S = 1200  # as test/mutate.py's: a run longer than this has hung (the mutant counts as killed)
+# A run of a mutant's test cases longer than this has hung (the mutant counts as killed): each
+# case runs in seconds unmutated, the longest (an endless input stopped by the test's own timer)
+# in under two minutes.
+RUN_TIMEOUT_S = 240
 
 
 def generated_mutants(root):
@@ -168,11 +172,12 @@ def instrument(tree, source, mutants, ids):
 
 
 def build(tree, suites):
-    """The programs and the test binaries of `suites`, at -O1 without CUDA or MPI; returns
-    (ok, the last lines of the output)."""
+    """The programs and the test binaries of `suites`, at -O1 without CUDA or MPI (one job at a
+    time unless MAKEFLAGS says otherwise, e.g. MAKEFLAGS=-j2); returns (ok, the last lines of the
+    output)."""
     binaries = sorted({SUITES[s][0] for s in suites if not SUITES[s][0].startswith("py:")} | {"build/test_experiments"})
     env = dict(os.environ, CXXFLAGS="-O1 -march=native")
-    p = subprocess.run(["make", "-j2", "NVCC=", "MPICXX=", "train", "eval", "tokenize"] + binaries, cwd=tree, env=env,
+    p = subprocess.run(["make", "NVCC=", "MPICXX=", "train", "eval", "tokenize"] + binaries, cwd=tree, env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return p.returncode == 0, "\n".join(p.stdout.splitlines()[-30:])
 
@@ -206,16 +211,23 @@ def run_cases(tree, suite, cases, env_extra, run_binary):
     runner = SUITES[suite][0]
     if runner.startswith("py:"):
         env = dict(os.environ, **env_extra)
-        try:
-            p = subprocess.run([sys.executable, f"test/py/{runner[3:]}.py", "-f"] + cases, cwd=tree, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=RUN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            return [f"{runner} hung"]
+        with tempfile.TemporaryFile("w+") as out:
+            p = subprocess.Popen([sys.executable, f"test/py/{runner[3:]}.py", "-f"] + cases, cwd=tree, env=env,
+                                 stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            try:
+                p.wait(timeout=RUN_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)  # the programs the test started too
+                p.wait()
+                return [f"{runner} hung (over {RUN_TIMEOUT_S} s)"]
+            out.seek(0)
+            output = out.read()
         if p.returncode == 0:
             return []
-        failed = [line.split(" ", 1)[1] for line in p.stdout.split("\n") if line.startswith(("FAIL: ", "ERROR: "))]
+        failed = [line.split(" ", 1)[1] for line in output.split("\n") if line.startswith(("FAIL: ", "ERROR: "))]
         return failed or [f"{runner} exited with status {p.returncode}"]
-    return run_binary(runner, cwd=tree, env_extra=dict(env_extra, GTEST_FILTER=":".join(cases)), fail_fast=True)
+    return run_binary(runner, cwd=tree, env_extra=dict(env_extra, GTEST_FILTER=":".join(cases)), fail_fast=True,
+                      timeout=RUN_TIMEOUT_S)
 
 
 def suite_fingerprint(tree, suite, python_files):

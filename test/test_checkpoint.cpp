@@ -500,4 +500,73 @@ TEST_F(CheckpointTest, AtomicWriteIntoAReadOnlyDirectoryCreatesNothing) {
     fs::permissions(ro, fs::perms::owner_all);
 }
 
+TEST(ModelSize, CustomSizesAtTheirLimits) {
+    ModelConfig c;
+    EXPECT_TRUE(model_size("l4096h1c1", &c));  // each limit itself is a size
+    EXPECT_EQ(c.L, 4096);
+    EXPECT_TRUE(model_size("l1h4096c4096", &c));
+    EXPECT_TRUE(model_size("l1h1c65536", &c));
+    EXPECT_TRUE(model_size("l1h1c1v16777216t1048576", &c));
+    EXPECT_EQ(c.V, 1 << 24);
+    EXPECT_EQ(c.maxT, 1 << 20);
+    for (const char* spec : {"l4097h1c1", "l1h4097c4097", "l1h1c65537", "l1h1c1v16777217", "l1h1c1t1048577"})
+        EXPECT_THROW(model_size(spec, &c), InputError) << spec;
+}
+
+TEST(ModelSize, ValidateConfigAtItsEdges) {
+    ModelConfig ok;
+    ok.maxT = 1; ok.V = 1; ok.Vp = 1; ok.L = 1; ok.NH = 1; ok.C = 1; ok.dt = 1.0f;  // the smallest sizes, Vp = V
+    EXPECT_NO_THROW(validate_config(ok, "ok"));
+    for (int ModelConfig::*size : {&ModelConfig::maxT, &ModelConfig::V, &ModelConfig::L, &ModelConfig::NH, &ModelConfig::C}) {
+        ModelConfig zero = ok;
+        zero.*size = 0;
+        EXPECT_THROW(validate_config(zero, "zero"), InputError);
+    }
+    ModelConfig narrow = ok;
+    narrow.V = 2;  // Vp 1 < V 2
+    EXPECT_THROW(validate_config(narrow, "narrow"), InputError);
+}
+
+TEST_F(CheckpointTest, RefusesADamagedOptimiserState) {
+    TrainState s;
+    s.steps_done = 3;
+    s.m.assign(16, 0.5f);
+    s.v.assign(16, 0.25f);
+    write_state(path("state.bin"), s, Placement::Pre);
+    EXPECT_EQ(read_state(path("state.bin"), 16, Placement::Pre).v, s.v);
+    std::string whole;
+    {
+        std::ifstream in(path("state.bin"), std::ios::binary);
+        whole.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    const auto refusal = [&](const std::string& bytes, size_t params) -> std::string {
+        std::ofstream(path("damaged.bin"), std::ios::binary) << bytes;
+        try {
+            read_state(path("damaged.bin"), params, Placement::Pre);
+        } catch (const InputError& e) {
+            return e.what();
+        }
+        return "no error";
+    };
+    EXPECT_NE(refusal(whole.substr(0, 1000), 16).find(": truncated optimiser state"), std::string::npos);
+    EXPECT_NE(refusal(whole.substr(0, whole.size() - 4), 16).find(": truncated optimiser state"), std::string::npos);
+    std::string other = whole;
+    other[0] ^= 1;
+    EXPECT_NE(refusal(other, 16).find(": not an optimiser state file"), std::string::npos);
+    EXPECT_NE(refusal(whole, 17).find(": parameter count does not match its model file"), std::string::npos);
+    EXPECT_NE(refusal(whole + "x", 16).find(": file is longer than its header says"), std::string::npos);
+}
+
+TEST_F(CheckpointTest, ATruncatedHeaderIsSaidSo) {
+    const std::vector<char> b = valid_file("h.bin");
+    put_bytes(path("h.bin"), b.data(), 1023);  // one byte short of the 256-word header
+    std::vector<float> params;
+    try {
+        read_checkpoint(path("h.bin"), &params);
+        ADD_FAILURE() << "a truncated header was read";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find(": truncated checkpoint header"), std::string::npos) << e.what();
+    }
+}
+
 }  // namespace

@@ -59,6 +59,64 @@ std::string three_shards() {
     return folder + "s_*.bin";
 }
 
+// The loader's bounds at their edges: B, T, the vocabulary and the world size from 1 (0 and a
+// rank of -1 refused); a shard of one token counts (no window) beside others; a shard of exactly
+// k*B*T tokens holds k-1 windows (each needs B*T+1), one token more makes k.
+TEST(DataLoader, BoundsAtTheirEdges) {
+    const std::string folder = fresh_folder("dataloader_");
+    write_shard(folder + "a.bin", 0, 7);  // one window of B*T+1 = 7 at B = 2, T = 3
+    const std::string path = folder + "a.bin";
+    for (auto [B, T] : {std::pair{0, 3}, std::pair{2, 0}})
+        EXPECT_THROW(DataLoader(path, B, T, kVocab, false, 0), InputError) << B << " " << T;
+    EXPECT_NO_THROW(DataLoader(path, 6, 1, kVocab, false, 0));
+    EXPECT_NO_THROW(DataLoader(path, 1, 6, kVocab, false, 0));
+    try {
+        DataLoader(path, 2, 3, 0, false, 0);
+        ADD_FAILURE() << "a vocabulary of 0 was taken";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("vocabulary size must be positive"), std::string::npos) << e.what();
+    }
+    write_token_shard(folder + "empty.bin", {20240520, 1, 0}, {});  // a header of 0 tokens, nothing after it
+    EXPECT_NE(open_error(folder + "empty.bin").find("header says 0 tokens (must be > 0)"), std::string::npos);
+    std::vector<uint16_t> zeros(7, 0);  // token 0 only: within a vocabulary of 1
+    write_token_shard(folder + "v1.bin", {20240520, 1, 7}, zeros);
+    EXPECT_EQ(DataLoader(folder + "v1.bin", 2, 3, 1, false, 0).num_windows(), 1u);
+    EXPECT_THROW(DataLoader(path, 2, 3, kVocab, false, 0, 0, 0), InputError);  // world size 0
+    EXPECT_THROW(DataLoader(path, 2, 3, kVocab, false, 0, -1, 1), InputError);  // rank -1
+    EXPECT_THROW(DataLoader(path, 2, 3, kVocab, false, 0, 1, 1), InputError);   // rank = world size
+    // One token beside a shard of windows: read, no window of its own.
+    std::filesystem::create_directories(folder + "two");
+    write_shard(folder + "two/a.bin", 0, 7);
+    write_shard(folder + "two/b.bin", 100, 1);
+    EXPECT_EQ(DataLoader(folder + "two/*.bin", 2, 3, kVocab, false, 0).num_windows(), 1u);
+    for (int k : {1, 2, 3}) {
+        write_shard(folder + "k.bin", 0, k * 6);  // exactly k*B*T tokens
+        if (k == 1)
+            EXPECT_THROW(DataLoader(folder + "k.bin", 2, 3, kVocab, false, 0), InputError);
+        else
+            EXPECT_EQ(DataLoader(folder + "k.bin", 2, 3, kVocab, false, 0).num_windows(), uint64_t(k - 1)) << k;
+        write_shard(folder + "k.bin", 0, k * 6 + 1);
+        EXPECT_EQ(DataLoader(folder + "k.bin", 2, 3, kVocab, false, 0).num_windows(), uint64_t(k)) << k;
+    }
+}
+
+// A token outside the vocabulary names prepare_data.py's shards of that vocabulary beside the
+// refused file, whatever the refused file is called.
+TEST(DataLoader, NamesTheShardsOfTheVocabularyBesideARefusedOne) {
+    const std::string folder = fresh_folder("dataloader_");
+    write_shard(folder + "bad.bin", 90, 10);  // tokens 90..99: 96..99 outside a vocabulary of 96
+    write_shard(folder + "corpus_v96_train_000000.bin", 0, 10);
+    try {
+        DataLoader(folder + "bad.bin", 2, 3, 96, false, 0);
+        ADD_FAILURE() << "tokens outside the vocabulary were taken";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("; shards of that vocabulary: -train_data \"" + folder +
+                                             "corpus_v96_train_*.bin\" -val_data \"" + folder + "corpus_v96_val_*.bin\""),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 }  // namespace
 
 TEST(DataLoader, SequentialOrderFollowsSpec) {

@@ -195,6 +195,10 @@ TEST(FlagTables, ChecksAcrossFlags) {
     EXPECT_EQ(parse({"-nope", "1"}), "unknown flag -nope");
     EXPECT_EQ(parse({"-lr"}), "flag -lr needs a value");
     EXPECT_EQ(parse({"lr", "1"}), "unexpected argument 'lr' (flags are -name value)");
+    EXPECT_EQ(parse({"-", "1"}), "unexpected argument '-' (flags are -name value)");
+    EXPECT_EQ(parse({"-lr", "0.001", "-lr_min", "0.001"}), "");  // a flat decay
+    EXPECT_EQ(parse({"-lr", "0.001", "-lr_min", "0.002"}),
+              "flag -lr_min: 0.002 exceeds -lr 0.001 (the rate would rise during the decay)");
 }
 
 TEST(FlagTables, EvalNeedsAModelOrARunFolderAndOneSigma) {
@@ -204,6 +208,9 @@ TEST(FlagTables, EvalNeedsAModelOrARunFolderAndOneSigma) {
     EXPECT_EQ(parse({"-run", "out"}), "");
     EXPECT_EQ(parse({"-model", "m.bin", "-sigma", "0.5", "-sigma_rel", "0.1"}),
               "flag -sigma: give -sigma (absolute) or -sigma_rel (relative), not both");
+    for (const std::string other : {"prompt", "json", "pairs"})
+        EXPECT_EQ(parse({"-model", "m.bin", "-export", "m.safetensors", "-" + other, "x"}),
+                  "flag -" + other + ": -export only writes the model; give -" + other + " in another ./eval");
 }
 
 TEST(FlagTables, UsageNamesEveryFlagAndMarksThoseThatDefineTheRun) {
@@ -340,6 +347,13 @@ TEST(FlagTables, MarkersAreFoundOnceEach) {
 // The counts derived from ./train's flags (run/run_counts.h) against exact 128-bit arithmetic, over
 // values drawn at and around every bound of the flags' ranges and powers of two: either refused
 // with an InputError, exactly when a count would overflow or leave nothing to do, or all correct.
+TEST(FlagCounts, BatchPositionsAndTotalBatchAtTheirEdges) {
+    EXPECT_EQ(batch_positions(1, INT_MAX), INT_MAX);  // the most an int indexes
+    EXPECT_THROW(batch_positions(1, INT_MAX + 1LL), InputError);
+    EXPECT_EQ(step_counts(1, 1, 1, 1, 1).grad_accum, 1);
+    EXPECT_THROW(step_counts(1, 1, 1, 0, 1), InputError);  // a total batch of 0 tokens
+}
+
 TEST(FlagCounts, StepCountsAreExactOrRefusedForExtremeValues) {
     const std::vector<long long> edges = {1, 2, 3, 7, 8, 255, 256, 1023, 1024, 65535, 65536, (1 << 20) - 1, 1 << 20,
                                           (1LL << 31) - 1, 1LL << 31, (1LL << 32) + 1, (1LL << 40) - 1, 1LL << 40,

@@ -360,4 +360,18 @@ TEST_F(TrainOutcome, OldMarginFlagIsGone) {
     EXPECT_NE(read_file(dir + "train.out").find("-diverge_margin"), std::string::npos);
 }
 
+TEST(Outcomes, SpikeReferenceHoldsExactlyWindowLosses) {
+    // Window 2: after 2.0 and 2.8 the reference is their mean 2.4 and the line 3.4, so 3.6 is a
+    // spike (against the last loss alone, 2.8, the line would be 3.8), and 2.0 ends it.
+    OutcomeTracker t({2, 100.0, 1.0, 0});
+    EXPECT_EQ(feed(t, {2.0, 2.8, 3.6, 2.0}), -1);
+    EXPECT_EQ(t.spikes(), 1);
+}
+
+TEST(LearningRate, OneStepOfDecayEndsAtTheMinimum) {
+    // Warmup 2 of 4 steps: the cosine spans the last two, step 2 at lr, step 3 (the last) at lr_min.
+    EXPECT_DOUBLE_EQ(learning_rate(2, 4, 1.0, 0.1, 2), 1.0);
+    EXPECT_DOUBLE_EQ(learning_rate(3, 4, 1.0, 0.1, 2), 0.1);
+}
+
 }  // namespace

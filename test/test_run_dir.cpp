@@ -806,6 +806,17 @@ TEST_F(RunDir, SamplingIsRefusedAtStartUpWithoutAFittingTokenizer) {
     Result r = run(compact + "-tokenizer data/mobydick_v4096_tokenizer.bin");
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("step     1 | sample: "), std::string::npos) << r.out;
+    // At the edges: 16 prompt tokens + 16 fill maxT 32 exactly; a tokenizer of fewer tokens than
+    // the model's vocabulary (4096 for 8000) is refused.
+    const std::string edge = "./train -device cpu -threads 1 -B 2 -T 8 -steps 1 -eval_every 0 "
+                             "-train_data data/mobydick_v4096_train_*.bin -val_data data/mobydick_v4096_val_*.bin "
+                             "-sample_every 1 -tokenizer data/mobydick_v4096_tokenizer.bin ";
+    r = run(edge + "-init l1h1c16v4096t32 -sample_tokens 16 -out " + dir + "full_window");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("step     1 | sample: "), std::string::npos) << r.out;
+    expect_refused(run(edge + "-init l1h1c16v8000t32 -sample_tokens 4 -out " + dir + "wide"),
+                   "flag -tokenizer: data/mobydick_v4096_tokenizer.bin has 4096 tokens but the model's vocabulary is 8000");
+    EXPECT_FALSE(exists(dir + "wide"));
 }
 
 TEST_F(RunDir, KeepCheckpointsLeavesTheNewestPairsAndResumeContinuesFromThem) {
@@ -1158,6 +1169,41 @@ TEST_F(RunDir, StartUpLinesCountInTheSingularAndACollapseSaysWhy) {
         EXPECT_NE(r.out.find(line), std::string::npos) << line << " in " << r.out;
     EXPECT_NE(r.out.find("outcome: collapsed (final val loss "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(" is not below unigram_ce "), std::string::npos) << r.out;
+}
+
+// -resume 1 refuses a run folder whose config.json is gone, records other model sizes than the
+// checkpoint's, another seed or run id than the state file's, or a step-0 loss in log.jsonl
+// other than the state file's: each a file of another run.
+TEST_F(RunDir, ResumeRefusesAConfigOfAnotherRunOrNone) {
+    ASSERT_EQ(train("-steps 2 -save_every 1").status, 0);
+    const std::string config = dir + "out/config.json", original = read_file(config);
+    const std::string resume = "-steps 3 -change_steps 1 -resume 1";
+    const auto with = [&](const std::string& from, const std::string& to) {
+        std::string text = original;
+        const size_t at = text.find(from);
+        EXPECT_NE(at, std::string::npos) << from;
+        std::ofstream(config) << text.replace(at, from.size(), to);
+    };
+    with("\"C\": 16", "\"C\": 32");
+    expect_refused(train(resume), "model_00000002.bin: a model with C 16, but the run's is 32");
+    with("\"seed\": 42", "\"seed\": 5");  // the state file's seed is the run's, 42
+    expect_refused(train(resume + " -seed 5"), "flag -seed: 5 but the run being resumed has seed 42");
+    with("\"run_id\": \"", "\"run_id\": \"0");
+    expect_refused(train(resume), "state_00000002.bin: belongs to another run (run id ");
+    std::ofstream(config) << original;
+    const std::string log = read_file(dir + "out/log.jsonl");
+    const size_t loss = log.find("\"loss\": ") + 8;
+    std::ofstream(dir + "out/log.jsonl") << log.substr(0, loss) + "1" + log.substr(loss);  // another step-0 loss
+    expect_refused(train(resume), "state_00000002.bin: belongs to another run (its step-0 loss ");
+    std::filesystem::remove(config);
+    expect_refused(train(resume), "config.json: missing, so -resume 1 cannot check that it continues the same run");
+}
+
+// An -out whose path cannot be looked at (a link that leads to itself on the way) is refused in
+// one line naming the part and the reason, before any work.
+TEST_F(RunDir, OutThroughALinkLoopIsRefused) {
+    std::filesystem::create_symlink(dir + "loop", dir + "loop");
+    expect_refused(train("-steps 2", "loop/run"), "flag -out: " + dir + "loop/run: Too many levels of symbolic links");
 }
 
 }  // namespace

@@ -393,4 +393,47 @@ TEST_F(Safetensors, TrainInitFromSafetensorsTrainsLikeTheSameCheckpoint) {
     EXPECT_FALSE(exists(dir + "c"));
 }
 
+// The reader's bounds at their edges: 7 bytes too short for the length, 8 read on; a header of
+// 1 byte ("{") not JSON, of 2 ("{}") an object without weights; __metadata__ that is no object;
+// a shape that is no array; an empty tensor;
+// n_head from 1 to C (0 refused); dt in (0, 1000]; C up to 65536.
+TEST_F(Safetensors, BoundsAtTheirEdges) {
+    const auto with_header = [](const std::string& header) {
+        std::string file(8, '\0');
+        for (int b = 0; b < 8; b++) file[b] = char((header.size() >> (8 * b)) & 0xff);
+        return file + header;
+    };
+    expect_refused(std::string(7, '\0'), "7 bytes, too short for a safetensors header");
+    expect_refused(std::string(8, '\0'), "its header (after the 8-byte length) does not start with '{'");
+    expect_refused(with_header("{"), "does not start with '{'");
+    expect_refused(with_header("{}"), "no wte.weight of shape [rows, C]: not GPT-2 weights");
+    expect_refused(with_header("{\"__metadata__\": 5}"), "__metadata__ is not an object");
+    expect_refused(with_header("{\"wte.weight\": {\"dtype\": \"F32\", \"shape\": 4, \"data_offsets\": [0, 0]}}"),
+                   "tensor wte.weight: shape must be an array and data_offsets [begin, end]");
+    // An empty tensor (data_offsets [0, 0]) is read; as wte it is no matrix of weights.
+    expect_refused(with_header("{\"wte.weight\": {\"dtype\": \"F32\", \"shape\": [0, 8], \"data_offsets\": [0, 0]}}"),
+                   "no wte.weight of shape [rows, C]: not GPT-2 weights");
+    const auto tensors = gpt2_file_tensors(false, 1);  // C = 8
+    std::vector<float> params;
+    for (const char* heads : {"1", "8"}) {
+        write_bytes(dir + "h.safetensors", hand_made_file(tensors, {{"n_head", heads}}));
+        EXPECT_EQ(read_model_file(dir + "h.safetensors", &params).NH, std::atoi(heads));
+    }
+    expect_refused(hand_made_file(tensors, {{"n_head", "0"}}), "__metadata__ n_head '0' is not a positive whole number");
+    for (float dt : {0.5f, 1000.0f}) {
+        write_bytes(dir + "dt.safetensors", hand_made_file(tensors, {{"n_head", "2"}, {"dt", dt == 0.5f ? "0.5" : "1000"}}));
+        EXPECT_EQ(read_model_file(dir + "dt.safetensors", &params).dt, dt);
+    }
+    for (const char* dt : {"0", "1000.5"})
+        expect_refused(hand_made_file(tensors, {{"n_head", "2"}, {"dt", dt}}),
+                       "__metadata__ dt '" + std::string(dt) + "' is not a number in (0, 1000]");
+    // 65536 channels pass the shape check (the file then lacks its blocks); 65537 do not.
+    for (uint64_t width : {65536u, 65537u}) {
+        const std::string zeros(4 * width, '\0');
+        const std::string path_error = width == 65536 ? "no h.0.ln_1.weight: not GPT-2 weights" : "no wte.weight of shape";
+        expect_refused(hand_made_file({{"wte.weight", {{1, width}, "F32", zeros}}, {"wpe.weight", {{1, width}, "F32", zeros}}}, {}),
+                       path_error);
+    }
+}
+
 }  // namespace

@@ -119,6 +119,44 @@ bool one_line_with(const std::string& errors, const std::string& needle) {
     return errors.find(needle) != std::string::npos && errors.find('\n') == errors.size() - 1;
 }
 
+// ./tokenize's bounds at their edges: a flag without its value; an id of 9 digits read, one of
+// 10 refused, a word that is no number refused; an input of exactly 1 GiB read; -shard with a tokenizer of 65536 ids written
+// (they fit a uint16), of 65537 refused.
+TEST(Tokenizer, FrontEndBoundsAtTheirEdges) {
+    if (!std::ifstream("tokenize")) GTEST_SKIP() << "./tokenize is not built";
+    const std::string folder = fresh_folder("tokenizer_");
+    for (const std::string flag : {"-shard", "-tokenizer"}) {
+        const CommandRun run = run_command("./tokenize " + flag + " < /dev/null > /dev/null", folder);
+        EXPECT_EQ(run.status, 2) << flag;
+        EXPECT_TRUE(one_line_with(run.errors, flag + ": missing value")) << run.errors;
+    }
+    const CommandRun nine = run_command("echo 000000066 | ./tokenize -d > " + folder + "nine.txt", folder);
+    EXPECT_EQ(nine.status, 0) << nine.errors;
+    EXPECT_EQ(read_file(folder + "nine.txt"), "c");  // GPT-2's id 66 is the byte 'c'
+    for (const std::string word : {"0000000066", "x12"}) {
+        const CommandRun run = run_command("echo " + word + " | ./tokenize -d > /dev/null", folder);
+        EXPECT_EQ(run.status, 2) << word;
+        EXPECT_TRUE(one_line_with(run.errors, "standard input: '" + word + "' is not a token id")) << run.errors;
+    }
+    // Standard input of exactly the 1 GiB ./tokenize reads (blanks: no ids) is read whole.
+    const CommandRun whole = run_command("yes ' ' | head -c 1073741824 | ./tokenize -d > /dev/null", folder);
+    EXPECT_EQ(whole.status, 0) << whole.errors;
+    for (int vocab : {65536, 65537}) {
+        std::vector<std::string> extra{"ab"};
+        for (int id = 257; id < vocab; id++) extra.push_back("t" + std::to_string(id));
+        write_file(folder + "wide.bin", tokenizer_file(extra, {{'a', 'b'}}));
+        const CommandRun run =
+            run_command("printf ab | ./tokenize -tokenizer " + folder + "wide.bin -shard " + folder + "wide_shard.bin > /dev/null", folder);
+        if (vocab == 65536) {
+            EXPECT_EQ(run.status, 0) << run.errors;
+            EXPECT_EQ(read_file(folder + "wide_shard.bin").size(), 1024u + 2 * 2);  // end of text, "ab"
+        } else {
+            EXPECT_EQ(run.status, 2);
+            EXPECT_TRUE(one_line_with(run.errors, "-shard: the tokenizer's 65537 ids do not fit a shard's uint16")) << run.errors;
+        }
+    }
+}
+
 }  // namespace
 
 TEST(Tokenizer, MatchesTheReferenceEncoderOnTheFixture) {

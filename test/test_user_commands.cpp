@@ -293,4 +293,69 @@ TEST_F(UserCommands, EvalPrintsProgressOnStderrInsideLongEvaluationsOnly) {
     EXPECT_EQ(quick.out.substr(0, quick.out.find("eval time")), slow.out.substr(0, slow.out.find("eval time")));
 }
 
+// ./eval's bounds at their edges: the largest value each allows runs, one more is refused in one
+// line (a prompt of maxT tokens, a token id equal to V, -T, -prompt_len and -sample_len against
+// maxT and -T, each -samples rule from 1 sample on).
+TEST_F(UserCommands, EvalBoundsAtTheirEdges) {
+    const std::string model = gpt2_vocabulary_model();  // maxT = 32
+    const std::string eval = "./eval -device cpu -model " + model;
+    std::string whales;
+    for (int i = 0; i < 32; i++) whales += " whale";  // " whale" is one GPT-2 token
+    expect_refused(run(eval + " -prompt '" + whales + "'"), "flag -prompt: 32 tokens, but the model's maxT is 32");
+    Result fits = run(eval + " -prompt 'The whale' -sample_len 30");  // 2 + 30 tokens = maxT
+    EXPECT_EQ(fits.status, 0) << fits.err;
+    expect_refused(run(eval + " -prompt 'The whale' -sample_len 31"), "flag -sample_len: the prompt's 2 tokens + 31");
+    // "The" is GPT-2's token 464: outside a vocabulary of 464, inside one of 465.
+    for (int V : {464, 465}) {
+        ModelConfig cfg;
+        cfg.maxT = 32; cfg.L = 1; cfg.NH = 2; cfg.C = 16; cfg.V = V; cfg.Vp = 512;
+        write_fresh_checkpoint(dir + "v.bin", cfg, 5);
+        Result r = run("./eval -device cpu -model " + dir + "v.bin -prompt 'The' -sample_len 2");
+        if (V == 464)
+            expect_refused(r, "flag -prompt: the text has token 464 ('The'), outside the model's vocabulary of 464");
+        else
+            EXPECT_EQ(r.status, 0) << r.err;
+    }
+    const std::string evaluate = eval + " -val_data " + dir + "val_000.bin -eval_batches 1 -B 1";
+    expect_refused(run(evaluate + " -T 33"), "flag -T: 33 exceeds the model's maxT 32");
+    expect_refused(run(evaluate + " -T 16 -samples 1 -prompt_len 17 -sample_len 4"), "flag -prompt_len: 17 exceeds -T 16");
+    Result edge = run(evaluate + " -T 16 -samples 1 -prompt_len 16 -sample_len 16");  // prompt_len = T, + sample_len = maxT
+    EXPECT_EQ(edge.status, 0) << edge.err;
+    EXPECT_NE(edge.out.find("sample 0:"), std::string::npos) << edge.out;
+    expect_refused(run(evaluate + " -T 16 -samples 1 -prompt_len 16 -sample_len 17"),
+                   "flag -sample_len: prompt_len + sample_len = 33 exceeds the model's maxT 32");
+    // A -tokenizer with fewer tokens than the model's vocabulary.
+    expect_refused(run(evaluate + " -tokenizer data/mobydick_v4096_tokenizer.bin"),
+                   "flag -tokenizer: data/mobydick_v4096_tokenizer.bin: has 4096 tokens but the model's vocabulary is 50257");
+    // Without a tokenizer (none where ./eval runs) an evaluation without samples goes on, ROUGE
+    // off; one sample needs it.
+    const std::string repo = std::filesystem::current_path().string();
+    std::filesystem::create_directories(dir + "elsewhere");
+    const std::string elsewhere = "cd " + dir + "elsewhere && " + repo + "/eval -device cpu -model " + model + " -val_data " +
+                                  dir + "val_000.bin -eval_batches 1 -B 1 -T 16";
+    Result no_tokenizer = run(elsewhere);
+    EXPECT_EQ(no_tokenizer.status, 0) << no_tokenizer.err;
+    expect_refused(run(elsewhere + " -samples 1 -prompt_len 4 -sample_len 4"), "flag -tokenizer: data/gpt2_tokenizer.bin");
+    // A tokenizer that is not the validation shards' is dropped without samples, refused with one.
+    const std::string other = eval + " -val_data data/mobydick_v4096_val_000000.bin -eval_batches 1 -B 1 -T 16";
+    Result dropped = run(other);
+    EXPECT_EQ(dropped.status, 0) << dropped.err;
+    expect_refused(run(other + " -samples 1 -prompt_len 4 -sample_len 4"),
+                   "flag -tokenizer: data/gpt2_tokenizer.bin is tokenizer ");
+}
+
+// ./eval -run refuses a config.json that is not an object, one whose recorded setting is not a
+// value of its flag, and one that records no val_data, each in one line naming the file.
+TEST_F(UserCommands, EvalRunFolderRefusals) {
+    std::filesystem::create_directories(dir + "run");
+    const std::string config = dir + "run/config.json";
+    std::ofstream(config) << "[1, 2]\n";
+    expect_refused(run("./eval -device cpu -run " + dir + "run"), "flag -run: " + config + ": not a JSON object");
+    std::ofstream(config) << "{\"val_data\": \"" + dir + "val_000.bin\", \"T\": 0}\n";
+    expect_refused(run("./eval -device cpu -run " + dir + "run"), "flag -run: " + config + ": ");
+    std::ofstream(config) << "{\"T\": 16}\n";
+    expect_refused(run("./eval -device cpu -run " + dir + "run"),
+                   "flag -run: " + config + " records no val_data (a run of an older ./train): give -val_data");
+}
+
 }  // namespace
