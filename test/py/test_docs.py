@@ -8,6 +8,8 @@ else in backticks (a formula, a value, an output line) is text and is not checke
     X.cpp (or run from X.py, X.sh) somewhere in the tree;
   * a flag: a span that starts with "-" and a letter: its name must occur in the code as "-name",
     "--name" or the quoted "name" a table of flags holds;
+  * a place in a file: a path, ":" and a line (`dataloader.h:296`), perhaps ":" and more (a
+    mutant's name, `eval.cpp:481:throw`): the file must exist (the line is not checked);
   * a path: a span with an extension of the tree's files (.h .cuh .cu .cpp .py .sh .js .md .csv
     .json .png .bin .txt .safetensors), or whose first folder is one of the tree's: it must exist
     (a file, a folder, or a glob that matches one). A bare file name (no folder) may also be one a
@@ -204,6 +206,9 @@ def problem(tree, span):
         if (dashes + flag) in tree.all_text or f'"{flag}"' in tree.all_text:
             return None
         return f"no program takes the flag {dashes}{flag}"
+    place = re.match(r"^([\w./-]+\.(?:h|cuh|cu|cpp|py|sh)):\d+(:\S*)?$", span)
+    if place:
+        return None if path_exists(place.group(1)) else f"no file {place.group(1)}"
     match = IDENTIFIER.match(span)
     if match and not (match.group("name").endswith(EXTENSIONS) or "/" in match.group("name")):
         return identifier_problem(tree, match.group("name"))
@@ -284,12 +289,13 @@ class Docs(unittest.TestCase):
         # Names that once were and are not, and one of each kind that is.
         for stale in ["gpu::layernorm_forward", "ModelPasses", "ops.residual_backward", "cuda/no_such_file.h",
                       "-no_such_flag", "make no-such-target", "./no_such_program", "Gpt2::no_such_method",
-                      "Blas::fused_gemm", "no_such_file.h"]:
+                      "Blas::fused_gemm", "no_such_file.h", "run/no_such_file.h:12:throw"]:
             self.assertIsNotNone(problem(self.tree, stale), stale)
         for present in ["Gpt2::backward", "CudaOps::layernorm_forward", "layernorm_forward_kernel", "ops.matmul_forward",
                         "model.backward", "cuda_ops.cuh", "bench/", "-dt", "make test", "./train -h",
                         "python3 sweep.py --claims", "val_loss", "data/mobydick_val_*.bin", "config.json",
-                        "test_checkpoint", "std::exp", "model.backward(1/micro-steps)", "lr/10"]:
+                        "test_checkpoint", "std::exp", "model.backward(1/micro-steps)", "lr/10",
+                        "dataloader.h:296", "eval.cpp:481:throw"]:
             self.assertIsNone(problem(self.tree, present), present)
 
 
